@@ -1,0 +1,193 @@
+/*
+ * dev.h - the device layer of coll/gpu.
+ *
+ * One C interface over two backends:
+ *   cuda      real GPUs through the CUDA runtime (linked statically) and the driver, which is
+ *             loaded at run time, so the library builds and loads on machines without a driver;
+ *   emulated  the CPU pretends to be a GPU: "device memory" is a POSIX shared-memory segment
+ *             mapped twice, once PROT_NONE at the address handed out (host code that touches it
+ *             faults, exactly as host code touching a real device pointer does) and once
+ *             read-write at a private alias that only this layer uses; IPC is the shared-memory
+ *             segment itself; kernels are the plain-C references of reference.c; streams run
+ *             each operation in order at the time it is enqueued.
+ *
+ * The library knows nothing of MPI.  It is a shared library (libcoll_gpu_dev) so that the
+ * component, the tests and the benchmark in one process share one backend and one registry of
+ * emulated allocations.
+ *
+ * Every function returning int returns DEV_OK (0) or a negative dev_status_t; the text of the
+ * last failure on the calling thread is in dev_error_string().
+ */
+#ifndef COLL_GPU_DEV_H
+#define COLL_GPU_DEV_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    DEV_OK = 0,
+    DEV_ERR = -1,            /* a backend call failed; see dev_error_string() */
+    DEV_ERR_NO_DRIVER = -2,  /* cuda: no driver library, or it is too old */
+    DEV_ERR_NO_DEVICE = -3,  /* cuda: driver present but no device visible */
+    DEV_ERR_NOMEM = -4,
+    DEV_ERR_ARG = -5,        /* bad argument, or a pointer this layer does not know */
+    DEV_ERR_UNSUPPORTED = -6 /* backend not built, or operation not available for this type */
+} dev_status_t;
+
+typedef enum {
+    DEV_BACKEND_NONE = 0,
+    DEV_BACKEND_CUDA = 1,
+    DEV_BACKEND_EMULATED = 2
+} dev_backend_t;
+
+typedef enum {
+    DEV_MEM_HOST = 0,    /* plain or pinned host memory: host code may touch it */
+    DEV_MEM_DEVICE = 1,  /* device memory: only this layer may touch it */
+    DEV_MEM_MANAGED = 2  /* managed (unified) memory */
+} dev_mem_kind_t;
+
+/* Element types the kernels understand.  The pair types are MPI's MINLOC/MAXLOC types with
+ * their C layout (value, then int index; long double is not supported on a GPU). */
+typedef enum {
+    DEV_T_INT8,
+    DEV_T_UINT8,
+    DEV_T_INT16,
+    DEV_T_UINT16,
+    DEV_T_INT32,
+    DEV_T_UINT32,
+    DEV_T_INT64,
+    DEV_T_UINT64,
+    DEV_T_FLOAT,
+    DEV_T_DOUBLE,
+    DEV_T_CFLOAT,   /* float _Complex */
+    DEV_T_CDOUBLE,  /* double _Complex */
+    DEV_T_BOOL,     /* C _Bool, one byte */
+    DEV_T_FLOAT_INT,
+    DEV_T_DOUBLE_INT,
+    DEV_T_LONG_INT,
+    DEV_T_2INT,
+    DEV_T_SHORT_INT,
+    DEV_T_COUNT
+} dev_dtype_t;
+
+typedef enum {
+    DEV_OP_SUM,
+    DEV_OP_PROD,
+    DEV_OP_MIN,
+    DEV_OP_MAX,
+    DEV_OP_LAND,
+    DEV_OP_LOR,
+    DEV_OP_LXOR,
+    DEV_OP_BAND,
+    DEV_OP_BOR,
+    DEV_OP_BXOR,
+    DEV_OP_MINLOC,
+    DEV_OP_MAXLOC,
+    DEV_OP_COUNT
+} dev_op_t;
+
+/* Size in bytes of one element (pair types include their padding, as sizeof does in C). */
+size_t dev_dtype_size(dev_dtype_t dtype);
+const char *dev_dtype_name(dev_dtype_t dtype);
+const char *dev_op_name(dev_op_t op);
+/* The pairs MPI defines: arithmetic ops on numbers, logical ops on integers and bool, bitwise
+ * ops on integers (MPI_BYTE maps to DEV_T_UINT8), MINLOC/MAXLOC on the pair types only. */
+bool dev_op_valid(dev_op_t op, dev_dtype_t dtype);
+
+typedef struct dev_stream dev_stream_t;
+typedef struct dev_event dev_event_t;
+
+/* An exported allocation: opaque bytes that a peer process passes to dev_ipc_import(). */
+typedef struct {
+    uint8_t bytes[128];
+} dev_ipc_handle_t;
+
+typedef struct {
+    uint8_t bytes[16];
+} dev_uuid_t;
+
+/* ---- lifecycle ------------------------------------------------------------------------- */
+
+/* Open a backend.  Reference counted: a second open of the same backend only counts; an open
+ * of a different backend while one is open fails with DEV_ERR_ARG. */
+int dev_open(dev_backend_t backend);
+/* Drop one reference; the last one releases everything the backend holds. */
+void dev_close(void);
+/* The backend now open, or DEV_BACKEND_NONE. */
+dev_backend_t dev_backend(void);
+const char *dev_backend_name(dev_backend_t backend);
+/* Parse "cuda" / "emulated" (case-insensitive); DEV_BACKEND_NONE otherwise. */
+dev_backend_t dev_backend_from_name(const char *name);
+/* Text of the last failure on the calling thread ("" when none). */
+const char *dev_error_string(void);
+
+/* ---- devices --------------------------------------------------------------------------- */
+
+int dev_device_count(int *count);
+/* The device the calling thread works on (cudaGetDevice). */
+int dev_current_device(int *ordinal);
+int dev_set_device(int ordinal);
+int dev_device_uuid(int ordinal, dev_uuid_t *uuid);
+/* PCI bus id as "0000:3b:00.0" */
+int dev_device_pci_bus_id(int ordinal, char *buf, size_t len);
+int dev_device_can_access_peer(int ordinal, int peer_ordinal, bool *can);
+
+/* ---- memory ---------------------------------------------------------------------------- */
+
+/* Classify a pointer.  Never fails: anything this layer cannot place is DEV_MEM_HOST.  Cheap:
+ * the cuda backend answers repeated pointers from a small cache (see dev_cuda.c). */
+dev_mem_kind_t dev_mem_classify(const void *ptr);
+/* Forget cached classifications (after the application freed memory behind our back). */
+void dev_mem_classify_flush(void);
+/* The allocation that contains ptr: its base, size and a buffer id that changes when the
+ * address range is freed and allocated again (CU_POINTER_ATTRIBUTE_BUFFER_ID). */
+int dev_mem_range(const void *ptr, void **base, size_t *size, uint64_t *buffer_id);
+
+int dev_mem_alloc(void **ptr, size_t size);
+int dev_mem_alloc_managed(void **ptr, size_t size);
+int dev_mem_free(void *ptr);
+/* Page-locked host memory for staging. */
+int dev_host_alloc(void **ptr, size_t size);
+int dev_host_free(void *ptr);
+
+/* ---- streams, events, copies ----------------------------------------------------------- */
+
+int dev_stream_create(dev_stream_t **stream);
+int dev_stream_destroy(dev_stream_t *stream);
+int dev_stream_sync(dev_stream_t *stream);
+int dev_event_create(dev_event_t **event);
+int dev_event_destroy(dev_event_t *event);
+int dev_event_record(dev_event_t *event, dev_stream_t *stream);
+int dev_event_sync(dev_event_t *event);
+/* DEV_OK when complete, 1 when still pending, < 0 on error. */
+int dev_event_query(dev_event_t *event);
+
+/* Copies in any direction between host and device memory (including the emulated kind). */
+int dev_memcpy_async(void *dst, const void *src, size_t bytes, dev_stream_t *stream);
+int dev_memcpy(void *dst, const void *src, size_t bytes);
+int dev_memset(void *dst, int value, size_t bytes);
+
+/* ---- IPC ------------------------------------------------------------------------------- */
+
+/* Export the allocation whose base is ptr (as given by dev_mem_range). */
+int dev_ipc_export(void *base, dev_ipc_handle_t *handle);
+/* Map a peer's allocation; *ptr is its base in this process. */
+int dev_ipc_import(const dev_ipc_handle_t *handle, void **ptr);
+int dev_ipc_close(void *ptr);
+
+/* ---- kernels --------------------------------------------------------------------------- */
+
+/* dst[i] = a[i] op b[i] for i < count, on the stream (dst may alias a or b). */
+int dev_reduce(void *dst, const void *a, const void *b, size_t count, dev_dtype_t dtype,
+               dev_op_t op, dev_stream_t *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* COLL_GPU_DEV_H */
