@@ -1,0 +1,314 @@
+/*
+ * coll_gpu.h - component and module of coll/gpu, the collective component for CUDA device
+ * buffers.
+ *
+ * Every blocking collective that carries data is intercepted.  A call whose buffers are all host
+ * memory goes straight to the module that held the slot before us (tuned, basic, ...), saved at
+ * enable time.  A call that touches device memory is staged through pinned host buffers (always
+ * correct) or, where a fast path exists, run on the GPUs.
+ */
+#ifndef MCA_COLL_GPU_H
+#define MCA_COLL_GPU_H
+
+#include "ompi_config.h"
+
+#include "coll_gpu_compat.h"
+
+#include "ompi/communicator/communicator.h"
+#include "ompi/datatype/ompi_datatype.h"
+#include "ompi/mca/coll/coll.h"
+#include "ompi/op/op.h"
+#include "opal/class/opal_object.h"
+#include "opal/util/output.h"
+
+#include "dev.h"
+
+BEGIN_C_DECLS
+
+/* The blocking collectives coll/gpu intercepts (all that carry data). */
+#define COLL_GPU_FOREACH_INTERCEPTED(X) \
+    X(allgather)                        \
+    X(allgatherv)                       \
+    X(allreduce)                        \
+    X(alltoall)                         \
+    X(alltoallv)                        \
+    X(alltoallw)                        \
+    X(bcast)                            \
+    X(exscan)                           \
+    X(gather)                           \
+    X(gatherv)                          \
+    X(reduce)                           \
+    X(reduce_scatter)                   \
+    X(reduce_scatter_block)             \
+    X(scan)                             \
+    X(scatter)                          \
+    X(scatterv)
+
+/* Which device backend to use (coll_gpu_device). */
+typedef enum {
+    COLL_GPU_DEVICE_AUTO = 0,    /* cuda when a driver and a device are there, else stay out */
+    COLL_GPU_DEVICE_CUDA = 1,    /* cuda, and say so when it cannot be had */
+    COLL_GPU_DEVICE_EMULATED = 2 /* the CPU pretends to be a GPU: testing only */
+} coll_gpu_device_choice_t;
+
+/* Forced algorithm values; the numbers are part of the interface (MPI_T writes them). */
+typedef enum {
+    COLL_GPU_ALG_AUTO = 0,
+    COLL_GPU_ALG_STAGED = 1
+} coll_gpu_alg_t;
+
+typedef struct mca_coll_gpu_component_t {
+    coll_gpu_base_component_t super;
+
+    /* MCA parameters (registered in coll_gpu_component.c, each one read somewhere) */
+    int priority;
+    int verbose;
+    int device_choice;          /* coll_gpu_device_choice_t */
+    size_t stage_cache_bytes;   /* pinned bounce memory kept per communicator between calls */
+    int allreduce_algorithm;    /* coll_gpu_alg_t */
+    int bcast_algorithm;        /* coll_gpu_alg_t */
+
+    /* state */
+    int output;                 /* opal_output stream for verbose logging */
+    bool dev_opened;            /* dev_open() succeeded; dev_close() at component close */
+    bool dev_tried;             /* the first comm_query already tried to open the backend */
+    int dev_status;             /* what dev_open() returned */
+} mca_coll_gpu_component_t;
+
+OMPI_MODULE_DECLSPEC extern mca_coll_gpu_component_t mca_coll_gpu_component;
+
+/* The function and module that held a slot before coll/gpu took it. */
+#define COLL_GPU_DECLARE_SAVED(name)                  \
+    struct {                                          \
+        mca_coll_base_module_##name##_fn_t fn;        \
+        mca_coll_base_module_t *module;               \
+    } prev_##name;
+
+/* Pinned host bounce buffer kept between calls (one per role, so send and receive can be
+ * staged at the same time). */
+typedef struct coll_gpu_bounce_t {
+    void *ptr;
+    size_t size;
+} coll_gpu_bounce_t;
+
+typedef struct mca_coll_gpu_module_t {
+    mca_coll_base_module_t super;
+
+    COLL_GPU_FOREACH_INTERCEPTED(COLL_GPU_DECLARE_SAVED)
+
+    bool enabled;               /* enable() saved the fallbacks above */
+    bool released;              /* the fallbacks' references are dropped (disable is idempotent) */
+
+    coll_gpu_bounce_t bounce[2];
+
+    /* Modules created to fill slots nothing else provides (see coll_gpu_gapfill.c). */
+    mca_coll_base_module_t *gap_modules[2];
+    int n_gap_modules;
+} mca_coll_gpu_module_t;
+
+OBJ_CLASS_DECLARATION(mca_coll_gpu_module_t);
+
+/* ---- component / module lifecycle (coll_gpu_module.c) ---- */
+int mca_coll_gpu_init_query(bool enable_progress_threads, bool enable_mpi_threads);
+mca_coll_base_module_t *mca_coll_gpu_comm_query(struct ompi_communicator_t *comm, int *priority);
+
+/* ---- gap filling (coll_gpu_gapfill.c) ---- */
+int mca_coll_gpu_gapfill(mca_coll_gpu_module_t *module, struct ompi_communicator_t *comm);
+void mca_coll_gpu_gapfill_finalize(void);
+
+/* ---- staging (coll_gpu_stage.c) ---- */
+
+/* A user buffer seen from the host: either the buffer itself (host memory) or a pinned bounce
+ * copy of the bytes [lo, lo + len) relative to the user pointer. */
+typedef struct coll_gpu_staged_t {
+    void *user;        /* the pointer the application passed */
+    char *host_base;   /* what to hand to the host collective: host_base + lo is bounce memory */
+    ptrdiff_t lo;      /* first byte the layout touches, relative to user */
+    size_t len;        /* bytes from lo to the last byte the layout touches */
+    int slot;          /* bounce slot used, or -1 when the bounce memory was allocated for this call */
+    void *owned;       /* bounce memory allocated for this call only */
+    bool staged;       /* false: user memory is host memory and is used in place */
+} coll_gpu_staged_t;
+
+/* The byte range touched by count elements of dtype: [*lo, *lo + *len). */
+void mca_coll_gpu_span(ompi_datatype_t *dtype, size_t count, ptrdiff_t *lo, size_t *len);
+/* The byte range touched by blocks counts[i] at displacements displs[i] (in extents) of dtype
+ * for i < n, for the v collectives. */
+void mca_coll_gpu_span_v(ompi_datatype_t *dtype, int n, const int *counts, const int *displs,
+                         ptrdiff_t *lo, size_t *len);
+
+/* Prepare user memory for a host collective.  When it is device memory, take a bounce buffer
+ * (slot 0 or 1) and, when copy_in, copy the range in.  *out tells where the host collective must
+ * look.  Returns OMPI_SUCCESS or an error after logging the device layer's reason. */
+int mca_coll_gpu_stage_in(mca_coll_gpu_module_t *module, int slot, const void *user,
+                          dev_mem_kind_t kind, ptrdiff_t lo, size_t len, bool copy_in,
+                          struct ompi_communicator_t *comm, const char *what,
+                          coll_gpu_staged_t *out);
+/* Copy the bounce range back to device memory (when copy_out) and give the bounce memory back. */
+int mca_coll_gpu_stage_out(mca_coll_gpu_module_t *module, coll_gpu_staged_t *staged,
+                           bool copy_out, struct ompi_communicator_t *comm, const char *what);
+void mca_coll_gpu_bounce_release(mca_coll_gpu_module_t *module);
+
+/* What a collective does with a buffer, which decides the copies around the host call. */
+typedef enum {
+    COLL_GPU_NONE = 0,      /* not significant on this rank: left alone */
+    COLL_GPU_READ = 1,      /* copied in */
+    COLL_GPU_WRITE = 2,     /* copied out; copied in too when the layout has gaps to keep */
+    COLL_GPU_READWRITE = 3  /* both (MPI_IN_PLACE) */
+} coll_gpu_dir_t;
+
+/* The part of a buffer a collective touches: count elements of dtype, or (n > 0) the blocks
+ * counts[i] at displacements displs[i] (in extents) of a v collective. */
+typedef struct coll_gpu_layout_t {
+    ompi_datatype_t *dtype;
+    size_t count;
+    int n;
+    const int *counts;
+    const int *displs;
+} coll_gpu_layout_t;
+
+#define COLL_GPU_LAYOUT(dt, cnt) ((coll_gpu_layout_t){(dt), (size_t) (cnt), 0, NULL, NULL})
+#define COLL_GPU_LAYOUT_V(dt, nb, cnts, dsps) ((coll_gpu_layout_t){(dt), 0, (nb), (cnts), (dsps)})
+
+/* Stage a buffer for a host collective.  A WRITE-only buffer is copied in as well when its
+ * layout has holes (derived types, v blocks) so that the holes go back unchanged. */
+int mca_coll_gpu_stage_buf(mca_coll_gpu_module_t *module, int slot, const void *buf,
+                           dev_mem_kind_t kind, coll_gpu_layout_t layout, coll_gpu_dir_t dir,
+                           struct ompi_communicator_t *comm, const char *what,
+                           coll_gpu_staged_t *out);
+
+/* Stage the send buffer (slot 0, read) and the receive buffer (slot 1, rdir) of a call.  A
+ * buffer is left alone when it is host memory, MPI_IN_PLACE, or insignificant on this rank
+ * (sdir or rdir 0).  On failure nothing stays staged. */
+int mca_coll_gpu_stage_pair(mca_coll_gpu_module_t *module, struct ompi_communicator_t *comm,
+                            const char *what, const void *sbuf, coll_gpu_layout_t slayout,
+                            coll_gpu_dir_t sdir, void *rbuf, coll_gpu_layout_t rlayout,
+                            coll_gpu_dir_t rdir, coll_gpu_staged_t *s, coll_gpu_staged_t *r);
+/* Finish both after the host call returned rc; returns the first failure. */
+int mca_coll_gpu_unstage_pair(mca_coll_gpu_module_t *module, struct ompi_communicator_t *comm,
+                              const char *what, int rc, coll_gpu_staged_t *s, coll_gpu_dir_t sdir,
+                              coll_gpu_staged_t *r, coll_gpu_dir_t rdir);
+
+/* The pointer to hand to the host collective: MPI_IN_PLACE stays MPI_IN_PLACE. */
+static inline void *mca_coll_gpu_view(const coll_gpu_staged_t *staged)
+{
+    return staged->staged ? (void *) staged->host_base : staged->user;
+}
+
+/* Finish a staged buffer after the host call returned rc: copy out when the call wrote it and
+ * succeeded, free the bounce memory.  Returns rc, or the copy's failure when rc was success. */
+int mca_coll_gpu_unstage(mca_coll_gpu_module_t *module, coll_gpu_staged_t *staged, int rc,
+                         coll_gpu_dir_t dir, struct ompi_communicator_t *comm, const char *what);
+/* Tell the user that a device operation failed in a call: the call, the rank, the communicator
+ * and the cause (help-coll-gpu.txt: device-failure). */
+void mca_coll_gpu_report_failure(const char *what, struct ompi_communicator_t *comm,
+                                 const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Log one line for a device-buffer call at COLL_GPU_LOG_CALL. */
+void mca_coll_gpu_log_call(const char *what, struct ompi_communicator_t *comm, size_t bytes,
+                           ompi_datatype_t *dtype, struct ompi_op_t *op, const char *path);
+
+/* A buffer's kind, as the staging decision needs it: host memory is used in place; device and
+ * managed memory are staged. */
+static inline bool mca_coll_gpu_is_host(dev_mem_kind_t kind)
+{
+    return DEV_MEM_HOST == kind;
+}
+
+static inline dev_mem_kind_t mca_coll_gpu_classify(const void *ptr)
+{
+    if (MPI_IN_PLACE == ptr || NULL == ptr) {
+        return DEV_MEM_HOST;
+    }
+    return dev_mem_classify(ptr);
+}
+
+/* ---- collectives (one entry file per family) ---- */
+
+/* Both buffers host memory (MPI_IN_PLACE and NULL count as host)? */
+static inline bool mca_coll_gpu_both_host(const void *sbuf, const void *rbuf)
+{
+    return mca_coll_gpu_is_host(mca_coll_gpu_classify(sbuf))
+           && mca_coll_gpu_is_host(mca_coll_gpu_classify(rbuf));
+}
+
+/* The data size of a call, for log lines. */
+static inline size_t mca_coll_gpu_call_bytes(ompi_datatype_t *dtype, size_t count)
+{
+    size_t dsize;
+    ompi_datatype_type_size(dtype, &dsize);
+    return dsize * count;
+}
+
+/* The staged path shared by the calls shaped like MPI_Allreduce (allreduce, scan, exscan):
+ * the send buffer read, the receive buffer written (read too with MPI_IN_PLACE). */
+int mca_coll_gpu_reduce_like_staged(const char *name, mca_coll_base_module_scan_fn_t prev_fn,
+                                    mca_coll_base_module_t *prev_module, const void *sbuf,
+                                    void *rbuf, int count, struct ompi_datatype_t *dtype,
+                                    struct ompi_op_t *op, struct ompi_communicator_t *comm,
+                                    mca_coll_gpu_module_t *m);
+int mca_coll_gpu_allgather(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
+                           void *rbuf, int rcount, struct ompi_datatype_t *rdtype,
+                           struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
+int mca_coll_gpu_allgatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
+                            void *rbuf, const int *rcounts, const int *disps,
+                            struct ompi_datatype_t *rdtype, struct ompi_communicator_t *comm,
+                            mca_coll_base_module_t *module);
+int mca_coll_gpu_allreduce(const void *sbuf, void *rbuf, int count,
+                           struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                           struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
+int mca_coll_gpu_alltoall(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
+                          void *rbuf, int rcount, struct ompi_datatype_t *rdtype,
+                          struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
+int mca_coll_gpu_alltoallv(const void *sbuf, const int *scounts, const int *sdisps,
+                           struct ompi_datatype_t *sdtype, void *rbuf, const int *rcounts,
+                           const int *rdisps, struct ompi_datatype_t *rdtype,
+                           struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
+int mca_coll_gpu_alltoallw(const void *sbuf, const int *scounts, const int *sdisps,
+                           struct ompi_datatype_t *const *sdtypes, void *rbuf, const int *rcounts,
+                           const int *rdisps, struct ompi_datatype_t *const *rdtypes,
+                           struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
+int mca_coll_gpu_bcast(void *buf, int count, struct ompi_datatype_t *dtype, int root,
+                       struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
+int mca_coll_gpu_exscan(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
+                        struct ompi_op_t *op, struct ompi_communicator_t *comm,
+                        mca_coll_base_module_t *module);
+int mca_coll_gpu_gather(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
+                        void *rbuf, int rcount, struct ompi_datatype_t *rdtype, int root,
+                        struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
+int mca_coll_gpu_gatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
+                         void *rbuf, const int *rcounts, const int *disps,
+                         struct ompi_datatype_t *rdtype, int root,
+                         struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
+int mca_coll_gpu_reduce(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
+                        struct ompi_op_t *op, int root, struct ompi_communicator_t *comm,
+                        mca_coll_base_module_t *module);
+int mca_coll_gpu_reduce_scatter(const void *sbuf, void *rbuf, const int *rcounts,
+                                struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                                struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
+int mca_coll_gpu_reduce_scatter_block(const void *sbuf, void *rbuf, int rcount,
+                                      struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                                      struct ompi_communicator_t *comm,
+                                      mca_coll_base_module_t *module);
+int mca_coll_gpu_scan(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
+                      struct ompi_op_t *op, struct ompi_communicator_t *comm,
+                      mca_coll_base_module_t *module);
+int mca_coll_gpu_scatter(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
+                         void *rbuf, int rcount, struct ompi_datatype_t *rdtype, int root,
+                         struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
+int mca_coll_gpu_scatterv(const void *sbuf, const int *scounts, const int *disps,
+                          struct ompi_datatype_t *sdtype, void *rbuf, int rcount,
+                          struct ompi_datatype_t *rdtype, int root,
+                          struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
+
+/* Log at a verbosity level on the component's stream. */
+#define COLL_GPU_VERBOSE(level, ...) \
+    opal_output_verbose((level), mca_coll_gpu_component.output, __VA_ARGS__)
+
+/* Documented verbosity levels (README, coll_gpu_verbose help text). */
+#define COLL_GPU_LOG_ERROR 1     /* failures and permanent fallbacks */
+#define COLL_GPU_LOG_QUERY 5     /* comm_query decisions, disqualifications */
+#define COLL_GPU_LOG_CALL 10     /* one line per device-buffer call: the path taken */
+
+END_C_DECLS
+
+#endif /* MCA_COLL_GPU_H */

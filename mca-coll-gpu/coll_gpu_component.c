@@ -1,0 +1,151 @@
+/*
+ * coll_gpu_component.c - the component instance of coll/gpu: open/close and the registration of
+ * every MCA parameter (ompi_info --param coll gpu --level 9 lists them with this help text).
+ */
+#include "ompi_config.h"
+
+#include <string.h>
+
+#include "opal/mca/base/mca_base_var.h"
+#include "opal/mca/base/mca_base_var_enum.h"
+#include "opal/util/show_help.h"
+
+#include "coll_gpu.h"
+
+static int gpu_register(void);
+static int gpu_open(void);
+static int gpu_close(void);
+
+/* The one symbol the DSO exports: the loader finds it by name (mca_coll_gpu_component). */
+__attribute__((visibility("default"))) mca_coll_gpu_component_t mca_coll_gpu_component = {
+    .super = {
+        .collm_version = {
+            COLL_GPU_COMPONENT_VERSION,
+            .mca_component_name = "gpu",
+            MCA_BASE_MAKE_VERSION(component, OMPI_MAJOR_VERSION, OMPI_MINOR_VERSION,
+                                  OMPI_RELEASE_VERSION),
+            .mca_open_component = gpu_open,
+            .mca_close_component = gpu_close,
+            .mca_register_component_params = gpu_register,
+        },
+        .collm_data = {
+            /* the component can be checkpointed: it keeps no state across restarts */
+            MCA_BASE_METADATA_PARAM_CHECKPOINT
+        },
+        .collm_init_query = mca_coll_gpu_init_query,
+        .collm_comm_query = mca_coll_gpu_comm_query,
+    },
+    /* above coll/self (75) and coll/cuda (78): coll/gpu delegates host buffers to them anyway */
+    .priority = 80,
+    .verbose = 0,
+    .device_choice = COLL_GPU_DEVICE_AUTO,
+    .stage_cache_bytes = 64UL << 20,
+    .allreduce_algorithm = COLL_GPU_ALG_AUTO,
+    .bcast_algorithm = COLL_GPU_ALG_AUTO,
+    .output = -1,
+};
+
+static const mca_base_var_enum_value_t device_values[] = {
+    {COLL_GPU_DEVICE_AUTO, "auto"},
+    {COLL_GPU_DEVICE_CUDA, "cuda"},
+    {COLL_GPU_DEVICE_EMULATED, "emulated"},
+    {0, NULL},
+};
+
+static const mca_base_var_enum_value_t allreduce_alg_values[] = {
+    {COLL_GPU_ALG_AUTO, "auto"},
+    {COLL_GPU_ALG_STAGED, "staged"},
+    {0, NULL},
+};
+
+static const mca_base_var_enum_value_t bcast_alg_values[] = {
+    {COLL_GPU_ALG_AUTO, "auto"},
+    {COLL_GPU_ALG_STAGED, "staged"},
+    {0, NULL},
+};
+
+/* Register an enum-valued parameter; the enum object is owned by the variable system. */
+static void register_enum(const char *name, const char *enum_name,
+                          const mca_base_var_enum_value_t *values, const char *help, int flags,
+                          mca_base_var_info_lvl_t level, int *storage)
+{
+    mca_base_var_enum_t *new_enum = NULL;
+
+    (void) mca_base_var_enum_create(enum_name, values, &new_enum);
+    (void) mca_base_component_var_register(&mca_coll_gpu_component.super.collm_version, name,
+                                           help, MCA_BASE_VAR_TYPE_INT, new_enum, 0, flags, level,
+                                           MCA_BASE_VAR_SCOPE_ALL, storage);
+    OBJ_RELEASE(new_enum);
+}
+
+static int gpu_register(void)
+{
+    const mca_base_component_t *c = &mca_coll_gpu_component.super.collm_version;
+
+    (void) mca_base_component_var_register(
+        c, "priority",
+        "Priority of coll/gpu (it takes every data-carrying collective and hands host buffers "
+        "to the component below it)",
+        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_6, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_coll_gpu_component.priority);
+
+    (void) mca_base_component_var_register(
+        c, "verbose",
+        "Verbosity of coll/gpu: 1 errors and fallbacks, 5 communicator selection and "
+        "disqualification, 10 one line per device-buffer call with the path taken",
+        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_2, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_coll_gpu_component.verbose);
+
+    register_enum("device", "coll_gpu_device", device_values,
+                  "Device backend: auto (CUDA when a driver and a GPU are present, otherwise "
+                  "coll/gpu stays out of the way silently), cuda (CUDA, and report when it "
+                  "cannot be used), emulated (the CPU pretends to be a GPU; for testing only, "
+                  "never chosen automatically)",
+                  0, OPAL_INFO_LVL_3, &mca_coll_gpu_component.device_choice);
+
+    (void) mca_base_component_var_register(
+        c, "stage_cache_bytes",
+        "Pinned host bounce memory kept per communicator between staged calls (bytes); "
+        "larger staged calls allocate and free their own",
+        MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_coll_gpu_component.stage_cache_bytes);
+
+    register_enum("allreduce_algorithm", "coll_gpu_allreduce_algorithm", allreduce_alg_values,
+                  "Allreduce algorithm for device buffers: auto (chosen per call) or staged "
+                  "(through pinned host buffers and the component below coll/gpu)",
+                  MCA_BASE_VAR_FLAG_SETTABLE, OPAL_INFO_LVL_5,
+                  &mca_coll_gpu_component.allreduce_algorithm);
+
+    register_enum("bcast_algorithm", "coll_gpu_bcast_algorithm", bcast_alg_values,
+                  "Broadcast algorithm for device buffers: auto (chosen per call) or staged "
+                  "(through pinned host buffers and the component below coll/gpu)",
+                  MCA_BASE_VAR_FLAG_SETTABLE, OPAL_INFO_LVL_5,
+                  &mca_coll_gpu_component.bcast_algorithm);
+
+    return OMPI_SUCCESS;
+}
+
+static int gpu_open(void)
+{
+    mca_coll_gpu_component.output = opal_output_open(NULL);
+    opal_output_set_verbosity(mca_coll_gpu_component.output, mca_coll_gpu_component.verbose);
+    /* help-coll-gpu.txt: installed next to our data, or still in the source tree */
+    (void) opal_show_help_add_dir(COLL_GPU_HELP_DIR);
+    (void) opal_show_help_add_dir(COLL_GPU_SRC_HELP_DIR);
+    return OMPI_SUCCESS;
+}
+
+static int gpu_close(void)
+{
+    mca_coll_gpu_gapfill_finalize();
+    if (mca_coll_gpu_component.dev_opened) {
+        dev_close();
+        mca_coll_gpu_component.dev_opened = false;
+    }
+    mca_coll_gpu_component.dev_tried = false;
+    if (0 <= mca_coll_gpu_component.output) {
+        opal_output_close(mca_coll_gpu_component.output);
+        mca_coll_gpu_component.output = -1;
+    }
+    return OMPI_SUCCESS;
+}

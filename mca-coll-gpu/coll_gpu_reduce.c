@@ -1,0 +1,144 @@
+/*
+ * coll_gpu_reduce.c - the reductions other than allreduce: MPI_Reduce, MPI_Reduce_scatter,
+ * MPI_Reduce_scatter_block, MPI_Scan, MPI_Exscan.
+ *
+ * Each has one shape: a send buffer read, a receive buffer written (read and written with
+ * MPI_IN_PLACE).  Host buffers go to the saved module; anything else is staged.
+ */
+#include "ompi_config.h"
+
+#include "coll_gpu.h"
+
+int mca_coll_gpu_reduce(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
+                        struct ompi_op_t *op, int root, struct ompi_communicator_t *comm,
+                        mca_coll_base_module_t *module)
+{
+    static const char *const name = "reduce";
+    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    bool is_root = (ompi_comm_rank(comm) == root);
+    coll_gpu_dir_t rdir = !is_root ? COLL_GPU_NONE
+                          : (MPI_IN_PLACE == sbuf) ? COLL_GPU_READWRITE : COLL_GPU_WRITE;
+    coll_gpu_staged_t s, r;
+    int rc;
+
+    /* the receive buffer means something at the root only */
+    if (mca_coll_gpu_both_host(sbuf, is_root ? rbuf : NULL)) {
+        return m->prev_reduce.fn(sbuf, rbuf, count, dtype, op, root, comm, m->prev_reduce.module);
+    }
+    mca_coll_gpu_log_call(name, comm, mca_coll_gpu_call_bytes(dtype, (size_t) count), dtype, op, "staged");
+    rc = mca_coll_gpu_stage_pair(m, comm, name, sbuf, COLL_GPU_LAYOUT(dtype, count),
+                                 COLL_GPU_READ, rbuf, COLL_GPU_LAYOUT(dtype, count), rdir, &s,
+                                 &r);
+    if (OMPI_SUCCESS != rc) {
+        return rc;
+    }
+    rc = m->prev_reduce.fn(mca_coll_gpu_view(&s), mca_coll_gpu_view(&r), count, dtype, op, root,
+                           comm, m->prev_reduce.module);
+    return mca_coll_gpu_unstage_pair(m, comm, name, rc, &s, COLL_GPU_READ, &r, rdir);
+}
+
+int mca_coll_gpu_reduce_scatter(const void *sbuf, void *rbuf, const int *rcounts,
+                                struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                                struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
+{
+    static const char *const name = "reduce_scatter";
+    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    bool in_place = (MPI_IN_PLACE == sbuf);
+    coll_gpu_dir_t rdir = in_place ? COLL_GPU_READWRITE : COLL_GPU_WRITE;
+    int size = ompi_comm_size(comm), rank = ompi_comm_rank(comm);
+    coll_gpu_staged_t s, r;
+    size_t total = 0;
+    int rc;
+
+    if (mca_coll_gpu_both_host(sbuf, rbuf)) {
+        return m->prev_reduce_scatter.fn(sbuf, rbuf, rcounts, dtype, op, comm,
+                                         m->prev_reduce_scatter.module);
+    }
+    for (int i = 0; i < size; ++i) {
+        total += (size_t) rcounts[i];
+    }
+    mca_coll_gpu_log_call(name, comm, mca_coll_gpu_call_bytes(dtype, total), dtype, op, "staged");
+    /* in place, the receive buffer holds the whole input and gets this rank's block */
+    rc = mca_coll_gpu_stage_pair(m, comm, name, sbuf, COLL_GPU_LAYOUT(dtype, total),
+                                 COLL_GPU_READ, rbuf,
+                                 COLL_GPU_LAYOUT(dtype, in_place ? total : (size_t) rcounts[rank]),
+                                 rdir, &s, &r);
+    if (OMPI_SUCCESS != rc) {
+        return rc;
+    }
+    rc = m->prev_reduce_scatter.fn(mca_coll_gpu_view(&s), mca_coll_gpu_view(&r), rcounts, dtype,
+                                   op, comm, m->prev_reduce_scatter.module);
+    return mca_coll_gpu_unstage_pair(m, comm, name, rc, &s, COLL_GPU_READ, &r, rdir);
+}
+
+int mca_coll_gpu_reduce_scatter_block(const void *sbuf, void *rbuf, int rcount,
+                                      struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                                      struct ompi_communicator_t *comm,
+                                      mca_coll_base_module_t *module)
+{
+    static const char *const name = "reduce_scatter_block";
+    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    bool in_place = (MPI_IN_PLACE == sbuf);
+    coll_gpu_dir_t rdir = in_place ? COLL_GPU_READWRITE : COLL_GPU_WRITE;
+    size_t total = (size_t) rcount * (size_t) ompi_comm_size(comm);
+    coll_gpu_staged_t s, r;
+    int rc;
+
+    if (mca_coll_gpu_both_host(sbuf, rbuf)) {
+        return m->prev_reduce_scatter_block.fn(sbuf, rbuf, rcount, dtype, op, comm,
+                                               m->prev_reduce_scatter_block.module);
+    }
+    mca_coll_gpu_log_call(name, comm, mca_coll_gpu_call_bytes(dtype, total), dtype, op, "staged");
+    rc = mca_coll_gpu_stage_pair(m, comm, name, sbuf, COLL_GPU_LAYOUT(dtype, total),
+                                 COLL_GPU_READ, rbuf,
+                                 COLL_GPU_LAYOUT(dtype, in_place ? total : (size_t) rcount), rdir,
+                                 &s, &r);
+    if (OMPI_SUCCESS != rc) {
+        return rc;
+    }
+    rc = m->prev_reduce_scatter_block.fn(mca_coll_gpu_view(&s), mca_coll_gpu_view(&r), rcount,
+                                         dtype, op, comm, m->prev_reduce_scatter_block.module);
+    return mca_coll_gpu_unstage_pair(m, comm, name, rc, &s, COLL_GPU_READ, &r, rdir);
+}
+
+int mca_coll_gpu_reduce_like_staged(const char *name, mca_coll_base_module_scan_fn_t prev_fn,
+                     mca_coll_base_module_t *prev_module, const void *sbuf, void *rbuf,
+                     int count, struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                     struct ompi_communicator_t *comm, mca_coll_gpu_module_t *m)
+{
+    coll_gpu_dir_t rdir = (MPI_IN_PLACE == sbuf) ? COLL_GPU_READWRITE : COLL_GPU_WRITE;
+    coll_gpu_staged_t s, r;
+    int rc;
+
+    if (mca_coll_gpu_both_host(sbuf, rbuf)) {
+        return prev_fn(sbuf, rbuf, count, dtype, op, comm, prev_module);
+    }
+    mca_coll_gpu_log_call(name, comm, mca_coll_gpu_call_bytes(dtype, (size_t) count), dtype, op, "staged");
+    rc = mca_coll_gpu_stage_pair(m, comm, name, sbuf, COLL_GPU_LAYOUT(dtype, count),
+                                 COLL_GPU_READ, rbuf, COLL_GPU_LAYOUT(dtype, count), rdir, &s,
+                                 &r);
+    if (OMPI_SUCCESS != rc) {
+        return rc;
+    }
+    rc = prev_fn(mca_coll_gpu_view(&s), mca_coll_gpu_view(&r), count, dtype, op, comm,
+                 prev_module);
+    return mca_coll_gpu_unstage_pair(m, comm, name, rc, &s, COLL_GPU_READ, &r, rdir);
+}
+
+int mca_coll_gpu_scan(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
+                      struct ompi_op_t *op, struct ompi_communicator_t *comm,
+                      mca_coll_base_module_t *module)
+{
+    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    return mca_coll_gpu_reduce_like_staged("scan", m->prev_scan.fn, m->prev_scan.module, sbuf,
+                                           rbuf, count, dtype, op, comm, m);
+}
+
+int mca_coll_gpu_exscan(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
+                        struct ompi_op_t *op, struct ompi_communicator_t *comm,
+                        mca_coll_base_module_t *module)
+{
+    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    return mca_coll_gpu_reduce_like_staged("exscan", m->prev_exscan.fn, m->prev_exscan.module,
+                                           sbuf, rbuf, count, dtype, op, comm, m);
+}

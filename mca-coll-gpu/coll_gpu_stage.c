@@ -1,0 +1,294 @@
+/*
+ * coll_gpu_stage.c - host staging: the path that is always right.
+ *
+ * A device buffer is copied into pinned host memory, the saved host collective runs on the
+ * copy, and the result is copied back.  The copy covers the whole byte range the datatype
+ * layout touches (true lower bound to the end of the last element), gaps included, so any
+ * derived datatype works: the host collective sees the same layout at the same offsets, and the
+ * gap bytes it never writes go back unchanged.
+ *
+ *   user (device)  [ lo .............. lo+len )
+ *                        | dev_memcpy in (when the call reads it, or the layout has gaps)
+ *   bounce (host)  [ lo .............. lo+len )   host_base + lo == bounce start
+ *                        | saved collective (tuned, basic, ...)
+ *                        | dev_memcpy out (when the call writes it)
+ *   user (device)  [ lo .............. lo+len )
+ *
+ * Each communicator's module keeps two pinned bounce buffers (send and receive roles) up to
+ * coll_gpu_stage_cache_bytes; larger calls allocate for the call alone.  Serves every
+ * collective of coll/gpu that the GPU path does not take.
+ */
+#include "ompi_config.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "opal/util/show_help.h"
+
+#include "coll_gpu.h"
+
+void mca_coll_gpu_report_failure(const char *what, struct ompi_communicator_t *comm,
+                                 const char *fmt, ...)
+{
+    char detail[512];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(detail, sizeof(detail), fmt, ap);
+    va_end(ap);
+    opal_show_help("help-coll-gpu.txt", "device-failure", true, what, ompi_comm_rank(comm),
+                   coll_gpu_comm_cid(comm), detail);
+}
+
+void mca_coll_gpu_span(ompi_datatype_t *dtype, size_t count, ptrdiff_t *lo, size_t *len)
+{
+    ptrdiff_t lb, extent, true_lb, true_extent;
+
+    *lo = 0;
+    *len = 0;
+    if (0 == count) {
+        return;
+    }
+    ompi_datatype_get_extent(dtype, &lb, &extent);
+    ompi_datatype_get_true_extent(dtype, &true_lb, &true_extent);
+    /* elements start at i*extent; element i touches [i*extent + true_lb, +true_extent) */
+    if (0 <= extent) {
+        *lo = true_lb;
+        *len = (size_t) ((ptrdiff_t) (count - 1) * extent + true_extent);
+    } else {
+        *lo = (ptrdiff_t) (count - 1) * extent + true_lb;
+        *len = (size_t) (true_extent - (ptrdiff_t) (count - 1) * extent);
+    }
+}
+
+void mca_coll_gpu_span_v(ompi_datatype_t *dtype, int n, const int *counts, const int *displs,
+                         ptrdiff_t *lo, size_t *len)
+{
+    ptrdiff_t lb, extent, lo_all = 0, hi_all = 0;
+    bool any = false;
+
+    ompi_datatype_get_extent(dtype, &lb, &extent);
+    for (int i = 0; i < n; ++i) {
+        ptrdiff_t blo, bhi;
+        size_t blen;
+        if (0 >= counts[i]) {
+            continue;
+        }
+        mca_coll_gpu_span(dtype, (size_t) counts[i], &blo, &blen);
+        blo += (ptrdiff_t) displs[i] * extent;
+        bhi = blo + (ptrdiff_t) blen;
+        if (!any || blo < lo_all) {
+            lo_all = blo;
+        }
+        if (!any || bhi > hi_all) {
+            hi_all = bhi;
+        }
+        any = true;
+    }
+    *lo = any ? lo_all : 0;
+    *len = any ? (size_t) (hi_all - lo_all) : 0;
+}
+
+/* Pinned memory of at least len bytes: a cached slot when it fits, else one for this call. */
+static int bounce_get(mca_coll_gpu_module_t *module, int slot, size_t len, void **ptr,
+                      void **owned)
+{
+    coll_gpu_bounce_t *b = &module->bounce[slot];
+    size_t want;
+    int rc;
+
+    *owned = NULL;
+    if (len <= b->size) {
+        *ptr = b->ptr;
+        return DEV_OK;
+    }
+    if (len > mca_coll_gpu_component.stage_cache_bytes) {
+        rc = dev_host_alloc(owned, len);
+        *ptr = *owned;
+        return rc;
+    }
+    /* grow the cached slot geometrically, within the cache limit */
+    want = (0 == b->size) ? 64 * 1024 : b->size;
+    while (want < len) {
+        want *= 2;
+    }
+    if (want > mca_coll_gpu_component.stage_cache_bytes) {
+        want = mca_coll_gpu_component.stage_cache_bytes;
+    }
+    if (NULL != b->ptr) {
+        (void) dev_host_free(b->ptr);
+        b->ptr = NULL;
+        b->size = 0;
+    }
+    rc = dev_host_alloc(&b->ptr, want);
+    if (DEV_OK != rc) {
+        b->ptr = NULL;
+        return rc;
+    }
+    b->size = want;
+    *ptr = b->ptr;
+    return DEV_OK;
+}
+
+void mca_coll_gpu_bounce_release(mca_coll_gpu_module_t *module)
+{
+    for (int i = 0; i < 2; ++i) {
+        if (NULL != module->bounce[i].ptr) {
+            (void) dev_host_free(module->bounce[i].ptr);
+        }
+        module->bounce[i].ptr = NULL;
+        module->bounce[i].size = 0;
+    }
+}
+
+int mca_coll_gpu_stage_in(mca_coll_gpu_module_t *module, int slot, const void *user,
+                          dev_mem_kind_t kind, ptrdiff_t lo, size_t len, bool copy_in,
+                          struct ompi_communicator_t *comm, const char *what,
+                          coll_gpu_staged_t *out)
+{
+    void *bounce = NULL;
+    int rc;
+
+    out->user = (void *) user;
+    out->lo = lo;
+    out->len = len;
+    out->owned = NULL;
+    out->slot = slot;
+    out->staged = !mca_coll_gpu_is_host(kind) && 0 < len;
+    out->host_base = (char *) user;
+    if (!out->staged) {
+        return OMPI_SUCCESS;
+    }
+    rc = bounce_get(module, slot, len, &bounce, &out->owned);
+    if (DEV_OK != rc) {
+        mca_coll_gpu_report_failure(what, comm, "cannot allocate %zu B of pinned host memory "
+                                    "for staging: %s", len, dev_error_string());
+        out->staged = false;
+        return OMPI_ERR_OUT_OF_RESOURCE;
+    }
+    out->host_base = (char *) bounce - lo;
+    if (copy_in) {
+        rc = dev_memcpy(bounce, (const char *) user + lo, len);
+        if (DEV_OK != rc) {
+            mca_coll_gpu_report_failure(what, comm, "copy of %zu B from the device failed: %s",
+                                        len, dev_error_string());
+            (void) mca_coll_gpu_stage_out(module, out, false, comm, what);
+            return OMPI_ERROR;
+        }
+    }
+    return OMPI_SUCCESS;
+}
+
+int mca_coll_gpu_stage_out(mca_coll_gpu_module_t *module, coll_gpu_staged_t *staged,
+                           bool copy_out, struct ompi_communicator_t *comm, const char *what)
+{
+    int ret = OMPI_SUCCESS;
+
+    (void) module;
+    if (!staged->staged) {
+        return OMPI_SUCCESS;
+    }
+    if (copy_out) {
+        int rc = dev_memcpy((char *) staged->user + staged->lo, staged->host_base + staged->lo,
+                            staged->len);
+        if (DEV_OK != rc) {
+            mca_coll_gpu_report_failure(what, comm, "copy of %zu B to the device failed: %s",
+                                        staged->len, dev_error_string());
+            ret = OMPI_ERROR;
+        }
+    }
+    if (NULL != staged->owned) {
+        (void) dev_host_free(staged->owned);
+        staged->owned = NULL;
+    }
+    staged->staged = false;
+    return ret;
+}
+
+int mca_coll_gpu_stage_buf(mca_coll_gpu_module_t *module, int slot, const void *buf,
+                           dev_mem_kind_t kind, coll_gpu_layout_t layout, coll_gpu_dir_t dir,
+                           struct ompi_communicator_t *comm, const char *what,
+                           coll_gpu_staged_t *out)
+{
+    ptrdiff_t lo;
+    size_t len;
+    bool copy_in = (0 != (dir & COLL_GPU_READ));
+
+    if (0 < layout.n) {
+        mca_coll_gpu_span_v(layout.dtype, layout.n, layout.counts, layout.displs, &lo, &len);
+        copy_in = true; /* the blocks leave holes */
+    } else {
+        mca_coll_gpu_span(layout.dtype, layout.count, &lo, &len);
+        if (!copy_in && 0 < layout.count
+            && !ompi_datatype_is_contiguous_memory_layout(layout.dtype,
+                                                          (int32_t) layout.count)) {
+            copy_in = true;
+        }
+    }
+    return mca_coll_gpu_stage_in(module, slot, buf, kind, lo, len, copy_in, comm, what, out);
+}
+
+/* Leave a buffer as it is (host memory, MPI_IN_PLACE, or not significant here). */
+static void stage_none(const void *buf, coll_gpu_staged_t *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->user = (void *) buf;
+    out->host_base = (char *) buf;
+}
+
+int mca_coll_gpu_stage_pair(mca_coll_gpu_module_t *module, struct ompi_communicator_t *comm,
+                            const char *what, const void *sbuf, coll_gpu_layout_t slayout,
+                            coll_gpu_dir_t sdir, void *rbuf, coll_gpu_layout_t rlayout,
+                            coll_gpu_dir_t rdir, coll_gpu_staged_t *s, coll_gpu_staged_t *r)
+{
+    dev_mem_kind_t skind = mca_coll_gpu_classify(sbuf);
+    dev_mem_kind_t rkind = mca_coll_gpu_classify(rbuf);
+    int rc;
+
+    stage_none(sbuf, s);
+    stage_none(rbuf, r);
+    if (0 != sdir && MPI_IN_PLACE != sbuf && !mca_coll_gpu_is_host(skind)) {
+        rc = mca_coll_gpu_stage_buf(module, 0, sbuf, skind, slayout, sdir, comm, what, s);
+        if (OMPI_SUCCESS != rc) {
+            return rc;
+        }
+    }
+    if (0 != rdir && MPI_IN_PLACE != rbuf && !mca_coll_gpu_is_host(rkind)) {
+        rc = mca_coll_gpu_stage_buf(module, 1, rbuf, rkind, rlayout, rdir, comm, what, r);
+        if (OMPI_SUCCESS != rc) {
+            (void) mca_coll_gpu_stage_out(module, s, false, comm, what);
+            return rc;
+        }
+    }
+    return OMPI_SUCCESS;
+}
+
+int mca_coll_gpu_unstage_pair(mca_coll_gpu_module_t *module, struct ompi_communicator_t *comm,
+                              const char *what, int rc, coll_gpu_staged_t *s, coll_gpu_dir_t sdir,
+                              coll_gpu_staged_t *r, coll_gpu_dir_t rdir)
+{
+    rc = mca_coll_gpu_unstage(module, r, rc, rdir, comm, what);
+    return mca_coll_gpu_unstage(module, s, rc, sdir, comm, what);
+}
+
+int mca_coll_gpu_unstage(mca_coll_gpu_module_t *module, coll_gpu_staged_t *staged, int rc,
+                         coll_gpu_dir_t dir, struct ompi_communicator_t *comm, const char *what)
+{
+    bool copy_out = (OMPI_SUCCESS == rc) && (0 != (dir & COLL_GPU_WRITE));
+    int out_rc = mca_coll_gpu_stage_out(module, staged, copy_out, comm, what);
+    return (OMPI_SUCCESS != rc) ? rc : out_rc;
+}
+
+void mca_coll_gpu_log_call(const char *what, struct ompi_communicator_t *comm, size_t bytes,
+                           ompi_datatype_t *dtype, struct ompi_op_t *op, const char *path)
+{
+    if (opal_output_get_verbosity(mca_coll_gpu_component.output) < COLL_GPU_LOG_CALL) {
+        return;
+    }
+    opal_output(mca_coll_gpu_component.output,
+                "coll:gpu:%s (cid %d): rank %d: %zu B %s%s%s, %d ranks -> %s", what,
+                coll_gpu_comm_cid(comm), ompi_comm_rank(comm), bytes,
+                (NULL != dtype) ? dtype->name : "", (NULL != op) ? " " : "",
+                (NULL != op) ? op->o_name : "", ompi_comm_size(comm), path);
+}
