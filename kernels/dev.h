@@ -29,6 +29,13 @@
 extern "C" {
 #endif
 
+/* The library is built with -fvisibility=hidden; DEV_API marks what it exports. */
+#if defined(__GNUC__)
+#define DEV_API __attribute__((visibility("default")))
+#else
+#define DEV_API
+#endif
+
 typedef enum {
     DEV_OK = 0,
     DEV_ERR = -1,            /* a backend call failed; see dev_error_string() */
@@ -91,13 +98,20 @@ typedef enum {
     DEV_OP_COUNT
 } dev_op_t;
 
+/* The C layouts of the pair types (what MPI_FLOAT_INT etc. describe in C). */
+typedef struct { float value; int index; } dev_float_int_t;
+typedef struct { double value; int index; } dev_double_int_t;
+typedef struct { long value; int index; } dev_long_int_t;
+typedef struct { int value; int index; } dev_2int_t;
+typedef struct { short value; int index; } dev_short_int_t;
+
 /* Size in bytes of one element (pair types include their padding, as sizeof does in C). */
-size_t dev_dtype_size(dev_dtype_t dtype);
-const char *dev_dtype_name(dev_dtype_t dtype);
-const char *dev_op_name(dev_op_t op);
+DEV_API size_t dev_dtype_size(dev_dtype_t dtype);
+DEV_API const char *dev_dtype_name(dev_dtype_t dtype);
+DEV_API const char *dev_op_name(dev_op_t op);
 /* The pairs MPI defines: arithmetic ops on numbers, logical ops on integers and bool, bitwise
  * ops on integers (MPI_BYTE maps to DEV_T_UINT8), MINLOC/MAXLOC on the pair types only. */
-bool dev_op_valid(dev_op_t op, dev_dtype_t dtype);
+DEV_API bool dev_op_valid(dev_op_t op, dev_dtype_t dtype);
 
 typedef struct dev_stream dev_stream_t;
 typedef struct dev_event dev_event_t;
@@ -115,76 +129,88 @@ typedef struct {
 
 /* Open a backend.  Reference counted: a second open of the same backend only counts; an open
  * of a different backend while one is open fails with DEV_ERR_ARG. */
-int dev_open(dev_backend_t backend);
+DEV_API int dev_open(dev_backend_t backend);
 /* Drop one reference; the last one releases everything the backend holds. */
-void dev_close(void);
+DEV_API void dev_close(void);
 /* The backend now open, or DEV_BACKEND_NONE. */
-dev_backend_t dev_backend(void);
-const char *dev_backend_name(dev_backend_t backend);
+DEV_API dev_backend_t dev_backend(void);
+DEV_API const char *dev_backend_name(dev_backend_t backend);
 /* Parse "cuda" / "emulated" (case-insensitive); DEV_BACKEND_NONE otherwise. */
-dev_backend_t dev_backend_from_name(const char *name);
+DEV_API dev_backend_t dev_backend_from_name(const char *name);
 /* Text of the last failure on the calling thread ("" when none). */
-const char *dev_error_string(void);
+DEV_API const char *dev_error_string(void);
+/* "DEV_OK", "DEV_ERR_NO_DRIVER", ... for logs. */
+DEV_API const char *dev_status_name(int status);
+/* "host", "device", "managed". */
+DEV_API const char *dev_mem_kind_name(dev_mem_kind_t kind);
 
 /* ---- devices --------------------------------------------------------------------------- */
 
-int dev_device_count(int *count);
+DEV_API int dev_device_count(int *count);
 /* The device the calling thread works on (cudaGetDevice). */
-int dev_current_device(int *ordinal);
-int dev_set_device(int ordinal);
-int dev_device_uuid(int ordinal, dev_uuid_t *uuid);
+DEV_API int dev_current_device(int *ordinal);
+DEV_API int dev_set_device(int ordinal);
+DEV_API int dev_device_uuid(int ordinal, dev_uuid_t *uuid);
 /* PCI bus id as "0000:3b:00.0" */
-int dev_device_pci_bus_id(int ordinal, char *buf, size_t len);
-int dev_device_can_access_peer(int ordinal, int peer_ordinal, bool *can);
+DEV_API int dev_device_pci_bus_id(int ordinal, char *buf, size_t len);
+DEV_API int dev_device_can_access_peer(int ordinal, int peer_ordinal, bool *can);
 
 /* ---- memory ---------------------------------------------------------------------------- */
 
 /* Classify a pointer.  Never fails: anything this layer cannot place is DEV_MEM_HOST.  Cheap:
  * the cuda backend answers repeated pointers from a small cache (see dev_cuda.c). */
-dev_mem_kind_t dev_mem_classify(const void *ptr);
+DEV_API dev_mem_kind_t dev_mem_classify(const void *ptr);
 /* Forget cached classifications (after the application freed memory behind our back). */
-void dev_mem_classify_flush(void);
+DEV_API void dev_mem_classify_flush(void);
 /* The allocation that contains ptr: its base, size and a buffer id that changes when the
  * address range is freed and allocated again (CU_POINTER_ATTRIBUTE_BUFFER_ID). */
-int dev_mem_range(const void *ptr, void **base, size_t *size, uint64_t *buffer_id);
+DEV_API int dev_mem_range(const void *ptr, void **base, size_t *size, uint64_t *buffer_id);
 
-int dev_mem_alloc(void **ptr, size_t size);
-int dev_mem_alloc_managed(void **ptr, size_t size);
-int dev_mem_free(void *ptr);
+DEV_API int dev_mem_alloc(void **ptr, size_t size);
+DEV_API int dev_mem_alloc_managed(void **ptr, size_t size);
+DEV_API int dev_mem_free(void *ptr);
 /* Page-locked host memory for staging. */
-int dev_host_alloc(void **ptr, size_t size);
-int dev_host_free(void *ptr);
+DEV_API int dev_host_alloc(void **ptr, size_t size);
+DEV_API int dev_host_free(void *ptr);
 
 /* ---- streams, events, copies ----------------------------------------------------------- */
 
-int dev_stream_create(dev_stream_t **stream);
-int dev_stream_destroy(dev_stream_t *stream);
-int dev_stream_sync(dev_stream_t *stream);
-int dev_event_create(dev_event_t **event);
-int dev_event_destroy(dev_event_t *event);
-int dev_event_record(dev_event_t *event, dev_stream_t *stream);
-int dev_event_sync(dev_event_t *event);
+/* A NULL stream is the backend's default stream (cuda: the legacy default stream). */
+
+DEV_API int dev_stream_create(dev_stream_t **stream);
+DEV_API int dev_stream_destroy(dev_stream_t *stream);
+DEV_API int dev_stream_sync(dev_stream_t *stream);
+DEV_API int dev_event_create(dev_event_t **event);
+DEV_API int dev_event_destroy(dev_event_t *event);
+DEV_API int dev_event_record(dev_event_t *event, dev_stream_t *stream);
+DEV_API int dev_event_sync(dev_event_t *event);
 /* DEV_OK when complete, 1 when still pending, < 0 on error. */
-int dev_event_query(dev_event_t *event);
+DEV_API int dev_event_query(dev_event_t *event);
 
 /* Copies in any direction between host and device memory (including the emulated kind). */
-int dev_memcpy_async(void *dst, const void *src, size_t bytes, dev_stream_t *stream);
-int dev_memcpy(void *dst, const void *src, size_t bytes);
-int dev_memset(void *dst, int value, size_t bytes);
+DEV_API int dev_memcpy_async(void *dst, const void *src, size_t bytes, dev_stream_t *stream);
+DEV_API int dev_memcpy(void *dst, const void *src, size_t bytes);
+DEV_API int dev_memset(void *dst, int value, size_t bytes);
 
 /* ---- IPC ------------------------------------------------------------------------------- */
 
 /* Export the allocation whose base is ptr (as given by dev_mem_range). */
-int dev_ipc_export(void *base, dev_ipc_handle_t *handle);
+DEV_API int dev_ipc_export(void *base, dev_ipc_handle_t *handle);
 /* Map a peer's allocation; *ptr is its base in this process. */
-int dev_ipc_import(const dev_ipc_handle_t *handle, void **ptr);
-int dev_ipc_close(void *ptr);
+DEV_API int dev_ipc_import(const dev_ipc_handle_t *handle, void **ptr);
+DEV_API int dev_ipc_close(void *ptr);
 
 /* ---- kernels --------------------------------------------------------------------------- */
 
 /* dst[i] = a[i] op b[i] for i < count, on the stream (dst may alias a or b). */
-int dev_reduce(void *dst, const void *a, const void *b, size_t count, dev_dtype_t dtype,
-               dev_op_t op, dev_stream_t *stream);
+DEV_API int dev_reduce(void *dst, const void *a, const void *b, size_t count,
+                       dev_dtype_t dtype, dev_op_t op, dev_stream_t *stream);
+
+/* The same operation on host memory, now, with the plain-C reference (no backend needed):
+ * for host-side reductions and as the emulated backend's kernel.  DEV_ERR_UNSUPPORTED when
+ * dev_op_valid(op, dtype) is false. */
+DEV_API int dev_reduce_host(void *dst, const void *a, const void *b, size_t count,
+                            dev_dtype_t dtype, dev_op_t op);
 
 #ifdef __cplusplus
 }

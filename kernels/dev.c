@@ -1,0 +1,585 @@
+/*
+ * dev.c - the public face of the device layer: backend lifecycle, argument checks, the
+ * dtype/op tables, the per-thread error text, and dispatch to the open backend.
+ *
+ * Every collective of the component reaches the GPU through these functions; the only hot one
+ * is dev_mem_classify(), called on every MPI call's buffers, so it does one atomic load before
+ * handing over to the backend.
+ */
+#include "dev_backend.h"
+#include "reference.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <strings.h>
+
+/* ---- errors ------------------------------------------------------------------------------ */
+
+static __thread char dev_error_text[512];
+
+int dev_fail(int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(dev_error_text, sizeof(dev_error_text), fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+void dev_clear_error(void)
+{
+    dev_error_text[0] = '\0';
+}
+
+DEV_API const char *dev_error_string(void)
+{
+    return dev_error_text;
+}
+
+DEV_API const char *dev_status_name(int status)
+{
+    switch (status) {
+    case DEV_OK: return "DEV_OK";
+    case DEV_ERR: return "DEV_ERR";
+    case DEV_ERR_NO_DRIVER: return "DEV_ERR_NO_DRIVER";
+    case DEV_ERR_NO_DEVICE: return "DEV_ERR_NO_DEVICE";
+    case DEV_ERR_NOMEM: return "DEV_ERR_NOMEM";
+    case DEV_ERR_ARG: return "DEV_ERR_ARG";
+    case DEV_ERR_UNSUPPORTED: return "DEV_ERR_UNSUPPORTED";
+    default: return (status > 0) ? "pending" : "unknown";
+    }
+}
+
+/* ---- types and ops ----------------------------------------------------------------------- */
+
+static const struct {
+    const char *name;
+    size_t size;
+} dev_dtypes[DEV_T_COUNT] = {
+    [DEV_T_INT8] = {"int8", sizeof(int8_t)},
+    [DEV_T_UINT8] = {"uint8", sizeof(uint8_t)},
+    [DEV_T_INT16] = {"int16", sizeof(int16_t)},
+    [DEV_T_UINT16] = {"uint16", sizeof(uint16_t)},
+    [DEV_T_INT32] = {"int32", sizeof(int32_t)},
+    [DEV_T_UINT32] = {"uint32", sizeof(uint32_t)},
+    [DEV_T_INT64] = {"int64", sizeof(int64_t)},
+    [DEV_T_UINT64] = {"uint64", sizeof(uint64_t)},
+    [DEV_T_FLOAT] = {"float", sizeof(float)},
+    [DEV_T_DOUBLE] = {"double", sizeof(double)},
+    [DEV_T_CFLOAT] = {"float_complex", 2 * sizeof(float)},
+    [DEV_T_CDOUBLE] = {"double_complex", 2 * sizeof(double)},
+    [DEV_T_BOOL] = {"bool", sizeof(_Bool)},
+    [DEV_T_FLOAT_INT] = {"float_int", sizeof(dev_float_int_t)},
+    [DEV_T_DOUBLE_INT] = {"double_int", sizeof(dev_double_int_t)},
+    [DEV_T_LONG_INT] = {"long_int", sizeof(dev_long_int_t)},
+    [DEV_T_2INT] = {"2int", sizeof(dev_2int_t)},
+    [DEV_T_SHORT_INT] = {"short_int", sizeof(dev_short_int_t)},
+};
+
+static const char *const dev_op_names[DEV_OP_COUNT] = {
+    [DEV_OP_SUM] = "sum",   [DEV_OP_PROD] = "prod", [DEV_OP_MIN] = "min",
+    [DEV_OP_MAX] = "max",   [DEV_OP_LAND] = "land", [DEV_OP_LOR] = "lor",
+    [DEV_OP_LXOR] = "lxor", [DEV_OP_BAND] = "band", [DEV_OP_BOR] = "bor",
+    [DEV_OP_BXOR] = "bxor", [DEV_OP_MINLOC] = "minloc", [DEV_OP_MAXLOC] = "maxloc",
+};
+
+DEV_API size_t dev_dtype_size(dev_dtype_t dtype)
+{
+    return ((unsigned) dtype < DEV_T_COUNT) ? dev_dtypes[dtype].size : 0;
+}
+
+DEV_API const char *dev_dtype_name(dev_dtype_t dtype)
+{
+    return ((unsigned) dtype < DEV_T_COUNT) ? dev_dtypes[dtype].name : "invalid";
+}
+
+DEV_API const char *dev_op_name(dev_op_t op)
+{
+    return ((unsigned) op < DEV_OP_COUNT) ? dev_op_names[op] : "invalid";
+}
+
+/* The type groups of MPI-3.1 section 5.9.2 as far as a GPU sees them. */
+static bool dtype_is_integer(dev_dtype_t t)
+{
+    return DEV_T_INT8 <= t && t <= DEV_T_UINT64;
+}
+
+static bool dtype_is_real(dev_dtype_t t)
+{
+    return DEV_T_FLOAT == t || DEV_T_DOUBLE == t;
+}
+
+static bool dtype_is_complex(dev_dtype_t t)
+{
+    return DEV_T_CFLOAT == t || DEV_T_CDOUBLE == t;
+}
+
+static bool dtype_is_pair(dev_dtype_t t)
+{
+    return DEV_T_FLOAT_INT <= t && t <= DEV_T_SHORT_INT;
+}
+
+DEV_API bool dev_op_valid(dev_op_t op, dev_dtype_t dtype)
+{
+    if ((unsigned) dtype >= DEV_T_COUNT) {
+        return false;
+    }
+    switch (op) {
+    case DEV_OP_SUM:
+    case DEV_OP_PROD:
+        return dtype_is_integer(dtype) || dtype_is_real(dtype) || dtype_is_complex(dtype);
+    case DEV_OP_MIN:
+    case DEV_OP_MAX:
+        return dtype_is_integer(dtype) || dtype_is_real(dtype);
+    case DEV_OP_LAND:
+    case DEV_OP_LOR:
+    case DEV_OP_LXOR:
+        return dtype_is_integer(dtype) || DEV_T_BOOL == dtype;
+    case DEV_OP_BAND:
+    case DEV_OP_BOR:
+    case DEV_OP_BXOR:
+        return dtype_is_integer(dtype);
+    case DEV_OP_MINLOC:
+    case DEV_OP_MAXLOC:
+        return dtype_is_pair(dtype);
+    default:
+        return false;
+    }
+}
+
+DEV_API const char *dev_mem_kind_name(dev_mem_kind_t kind)
+{
+    switch (kind) {
+    case DEV_MEM_HOST: return "host";
+    case DEV_MEM_DEVICE: return "device";
+    case DEV_MEM_MANAGED: return "managed";
+    default: return "invalid";
+    }
+}
+
+/* ---- lifecycle --------------------------------------------------------------------------- */
+
+/* The open backend.  Written under dev_lock; read without it (dev_mem_classify is hot).  A
+ * caller racing its own dev_close() with other calls gets what CUDA gives after a reset. */
+static const dev_backend_ops_t *_Atomic dev_ops = NULL;
+static dev_backend_t dev_open_backend = DEV_BACKEND_NONE;
+static int dev_refcount = 0;
+static pthread_mutex_t dev_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static const dev_backend_ops_t *backend_table(dev_backend_t backend)
+{
+    switch (backend) {
+    case DEV_BACKEND_EMULATED:
+        return &dev_emulated_ops;
+#ifdef COLL_GPU_HAVE_CUDA
+    case DEV_BACKEND_CUDA:
+        return &dev_cuda_ops;
+#endif
+    default:
+        return NULL;
+    }
+}
+
+DEV_API int dev_open(dev_backend_t backend)
+{
+    const dev_backend_ops_t *ops;
+    int rc = DEV_OK;
+
+    if (DEV_BACKEND_CUDA != backend && DEV_BACKEND_EMULATED != backend) {
+        return dev_fail(DEV_ERR_ARG, "dev_open: invalid backend %d", (int) backend);
+    }
+    ops = backend_table(backend);
+    if (NULL == ops) {
+        return dev_fail(DEV_ERR_UNSUPPORTED,
+                        "dev_open: the %s backend was not built into this library",
+                        dev_backend_name(backend));
+    }
+
+    pthread_mutex_lock(&dev_lock);
+    if (dev_refcount > 0) {
+        if (dev_open_backend != backend) {
+            rc = dev_fail(DEV_ERR_ARG, "dev_open(%s): the %s backend is already open",
+                          dev_backend_name(backend), dev_backend_name(dev_open_backend));
+        } else {
+            ++dev_refcount;
+        }
+        goto out;
+    }
+    rc = ops->open();
+    if (DEV_OK == rc) {
+        dev_open_backend = backend;
+        dev_refcount = 1;
+        atomic_store_explicit(&dev_ops, ops, memory_order_release);
+    }
+out:
+    pthread_mutex_unlock(&dev_lock);
+    return rc;
+}
+
+DEV_API void dev_close(void)
+{
+    const dev_backend_ops_t *ops;
+
+    pthread_mutex_lock(&dev_lock);
+    if (dev_refcount > 0 && 0 == --dev_refcount) {
+        ops = atomic_load_explicit(&dev_ops, memory_order_relaxed);
+        atomic_store_explicit(&dev_ops, NULL, memory_order_release);
+        dev_open_backend = DEV_BACKEND_NONE;
+        ops->close();
+    }
+    pthread_mutex_unlock(&dev_lock);
+}
+
+DEV_API dev_backend_t dev_backend(void)
+{
+    dev_backend_t b;
+    pthread_mutex_lock(&dev_lock);
+    b = dev_open_backend;
+    pthread_mutex_unlock(&dev_lock);
+    return b;
+}
+
+DEV_API const char *dev_backend_name(dev_backend_t backend)
+{
+    switch (backend) {
+    case DEV_BACKEND_CUDA: return "cuda";
+    case DEV_BACKEND_EMULATED: return "emulated";
+    case DEV_BACKEND_NONE: return "none";
+    default: return "invalid";
+    }
+}
+
+DEV_API dev_backend_t dev_backend_from_name(const char *name)
+{
+    if (NULL == name) {
+        return DEV_BACKEND_NONE;
+    }
+    if (0 == strcasecmp(name, "cuda")) {
+        return DEV_BACKEND_CUDA;
+    }
+    if (0 == strcasecmp(name, "emulated")) {
+        return DEV_BACKEND_EMULATED;
+    }
+    return DEV_BACKEND_NONE;
+}
+
+/* ---- dispatch ---------------------------------------------------------------------------- */
+
+/* Fetch the open backend or fail the calling function with DEV_ERR_ARG. */
+#define DEV_OPS(ops_, fn_)                                                                     \
+    do {                                                                                       \
+        (ops_) = atomic_load_explicit(&dev_ops, memory_order_acquire);                         \
+        if (NULL == (ops_)) {                                                                  \
+            return dev_fail(DEV_ERR_ARG, "%s: no device backend is open", fn_);                \
+        }                                                                                      \
+    } while (0)
+
+#define DEV_CHECK_ARG(cond_, fn_)                                                              \
+    do {                                                                                       \
+        if (!(cond_)) {                                                                        \
+            return dev_fail(DEV_ERR_ARG, "%s: invalid argument (%s)", fn_, #cond_);            \
+        }                                                                                      \
+    } while (0)
+
+DEV_API int dev_device_count(int *count)
+{
+    const dev_backend_ops_t *ops;
+    DEV_OPS(ops, __func__);
+    DEV_CHECK_ARG(NULL != count, __func__);
+    return ops->device_count(count);
+}
+
+DEV_API int dev_current_device(int *ordinal)
+{
+    const dev_backend_ops_t *ops;
+    DEV_OPS(ops, __func__);
+    DEV_CHECK_ARG(NULL != ordinal, __func__);
+    return ops->current_device(ordinal);
+}
+
+DEV_API int dev_set_device(int ordinal)
+{
+    const dev_backend_ops_t *ops;
+    DEV_OPS(ops, __func__);
+    DEV_CHECK_ARG(ordinal >= 0, __func__);
+    return ops->set_device(ordinal);
+}
+
+DEV_API int dev_device_uuid(int ordinal, dev_uuid_t *uuid)
+{
+    const dev_backend_ops_t *ops;
+    DEV_OPS(ops, __func__);
+    DEV_CHECK_ARG(ordinal >= 0 && NULL != uuid, __func__);
+    return ops->device_uuid(ordinal, uuid);
+}
+
+DEV_API int dev_device_pci_bus_id(int ordinal, char *buf, size_t len)
+{
+    const dev_backend_ops_t *ops;
+    DEV_OPS(ops, __func__);
+    DEV_CHECK_ARG(ordinal >= 0 && NULL != buf && len > 0, __func__);
+    return ops->device_pci_bus_id(ordinal, buf, len);
+}
+
+DEV_API int dev_device_can_access_peer(int ordinal, int peer_ordinal, bool *can)
+{
+    const dev_backend_ops_t *ops;
+    DEV_OPS(ops, __func__);
+    DEV_CHECK_ARG(ordinal >= 0 && peer_ordinal >= 0 && NULL != can, __func__);
+    return ops->device_can_access_peer(ordinal, peer_ordinal, can);
+}
+
+DEV_API dev_mem_kind_t dev_mem_classify(const void *ptr)
+{
+    const dev_backend_ops_t *ops = atomic_load_explicit(&dev_ops, memory_order_acquire);
+    if (NULL == ops || NULL == ptr) {
+        return DEV_MEM_HOST;
+    }
+    return ops->mem_classify(ptr);
+}
+
+DEV_API void dev_mem_classify_flush(void)
+{
+    const dev_backend_ops_t *ops = atomic_load_explicit(&dev_ops, memory_order_acquire);
+    if (NULL != ops) {
+        ops->mem_classify_flush();
+    }
+}
+
+DEV_API int dev_mem_range(const void *ptr, void **base, size_t *size, uint64_t *buffer_id)
+{
+    const dev_backend_ops_t *ops;
+    void *b;
+    size_t s;
+    uint64_t id;
+    int rc;
+
+    DEV_OPS(ops, __func__);
+    DEV_CHECK_ARG(NULL != ptr, __func__);
+    rc = ops->mem_range(ptr, &b, &s, &id);
+    if (DEV_OK == rc) {
+        if (NULL != base) {
+            *base = b;
+        }
+        if (NULL != size) {
+            *size = s;
+        }
+        if (NULL != buffer_id) {
+            *buffer_id = id;
+        }
+    }
+    return rc;
+}
+
+DEV_API int dev_mem_alloc(void **ptr, size_t size)
+{
+    const dev_backend_ops_t *ops;
+    DEV_OPS(ops, __func__);
+    DEV_CHECK_ARG(NULL != ptr, __func__);
+    *ptr = NULL;
+    if (0 == size) {
+        return DEV_OK; /* as cudaMalloc(0) */
+    }
+    return ops->mem_alloc(ptr, size);
+}
+
+DEV_API int dev_mem_alloc_managed(void **ptr, size_t size)
+{
+    const dev_backend_ops_t *ops;
+    DEV_OPS(ops, __func__);
+    DEV_CHECK_ARG(NULL != ptr, __func__);
+    *ptr = NULL;
+    if (0 == size) {
+        return DEV_OK;
+    }
+    return ops->mem_alloc_managed(ptr, size);
+}
+
+DEV_API int dev_mem_free(void *ptr)
+{
+    const dev_backend_ops_t *ops;
+    DEV_OPS(ops, __func__);
+    if (NULL == ptr) {
+        return DEV_OK;
+    }
+    return ops->mem_free(ptr);
+}
+
+DEV_API int dev_host_alloc(void **ptr, size_t size)
+{
+    const dev_backend_ops_t *ops;
+    DEV_OPS(ops, __func__);
+    DEV_CHECK_ARG(NULL != ptr, __func__);
+    *ptr = NULL;
+    if (0 == size) {
+        return DEV_OK;
+    }
+    return ops->host_alloc(ptr, size);
+}
+
+DEV_API int dev_host_free(void *ptr)
+{
+    const dev_backend_ops_t *ops;
+    DEV_OPS(ops, __func__);
+    if (NULL == ptr) {
+        return DEV_OK;
+    }
+    return ops->host_free(ptr);
+}
+
+DEV_API int dev_stream_create(dev_stream_t **stream)
+{
+    const dev_backend_ops_t *ops;
+    DEV_OPS(ops, __func__);
+    DEV_CHECK_ARG(NULL != stream, __func__);
+    return ops->stream_create(stream);
+}
+
+DEV_API int dev_stream_destroy(dev_stream_t *stream)
+{
+    const dev_backend_ops_t *ops;
+    DEV_OPS(ops, __func__);
+    if (NULL == stream) {
+        return DEV_OK;
+    }
+    return ops->stream_destroy(stream);
+}
+
+DEV_API int dev_stream_sync(dev_stream_t *stream)
+{
+    const dev_backend_ops_t *ops;
+    DEV_OPS(ops, __func__);
+    return ops->stream_sync(stream);
+}
+
+DEV_API int dev_event_create(dev_event_t **event)
+{
+    const dev_backend_ops_t *ops;
+    DEV_OPS(ops, __func__);
+    DEV_CHECK_ARG(NULL != event, __func__);
+    return ops->event_create(event);
+}
+
+DEV_API int dev_event_destroy(dev_event_t *event)
+{
+    const dev_backend_ops_t *ops;
+    DEV_OPS(ops, __func__);
+    if (NULL == event) {
+        return DEV_OK;
+    }
+    return ops->event_destroy(event);
+}
+
+DEV_API int dev_event_record(dev_event_t *event, dev_stream_t *stream)
+{
+    const dev_backend_ops_t *ops;
+    DEV_OPS(ops, __func__);
+    DEV_CHECK_ARG(NULL != event, __func__);
+    return ops->event_record(event, stream);
+}
+
+DEV_API int dev_event_sync(dev_event_t *event)
+{
+    const dev_backend_ops_t *ops;
+    DEV_OPS(ops, __func__);
+    DEV_CHECK_ARG(NULL != event, __func__);
+    return ops->event_sync(event);
+}
+
+DEV_API int dev_event_query(dev_event_t *event)
+{
+    const dev_backend_ops_t *ops;
+    DEV_OPS(ops, __func__);
+    DEV_CHECK_ARG(NULL != event, __func__);
+    return ops->event_query(event);
+}
+
+DEV_API int dev_memcpy_async(void *dst, const void *src, size_t bytes, dev_stream_t *stream)
+{
+    const dev_backend_ops_t *ops;
+    DEV_OPS(ops, __func__);
+    if (0 == bytes) {
+        return DEV_OK;
+    }
+    DEV_CHECK_ARG(NULL != dst && NULL != src, __func__);
+    return ops->memcpy_async(dst, src, bytes, stream);
+}
+
+DEV_API int dev_memcpy(void *dst, const void *src, size_t bytes)
+{
+    const dev_backend_ops_t *ops;
+    DEV_OPS(ops, __func__);
+    if (0 == bytes) {
+        return DEV_OK;
+    }
+    DEV_CHECK_ARG(NULL != dst && NULL != src, __func__);
+    return ops->memcpy_sync(dst, src, bytes);
+}
+
+DEV_API int dev_memset(void *dst, int value, size_t bytes)
+{
+    const dev_backend_ops_t *ops;
+    DEV_OPS(ops, __func__);
+    if (0 == bytes) {
+        return DEV_OK;
+    }
+    DEV_CHECK_ARG(NULL != dst, __func__);
+    return ops->memset_sync(dst, value, bytes);
+}
+
+DEV_API int dev_ipc_export(void *base, dev_ipc_handle_t *handle)
+{
+    const dev_backend_ops_t *ops;
+    DEV_OPS(ops, __func__);
+    DEV_CHECK_ARG(NULL != base && NULL != handle, __func__);
+    return ops->ipc_export(base, handle);
+}
+
+DEV_API int dev_ipc_import(const dev_ipc_handle_t *handle, void **ptr)
+{
+    const dev_backend_ops_t *ops;
+    DEV_OPS(ops, __func__);
+    DEV_CHECK_ARG(NULL != handle && NULL != ptr, __func__);
+    *ptr = NULL;
+    return ops->ipc_import(handle, ptr);
+}
+
+DEV_API int dev_ipc_close(void *ptr)
+{
+    const dev_backend_ops_t *ops;
+    DEV_OPS(ops, __func__);
+    DEV_CHECK_ARG(NULL != ptr, __func__);
+    return ops->ipc_close(ptr);
+}
+
+DEV_API int dev_reduce(void *dst, const void *a, const void *b, size_t count,
+                       dev_dtype_t dtype, dev_op_t op, dev_stream_t *stream)
+{
+    const dev_backend_ops_t *ops;
+    DEV_OPS(ops, __func__);
+    if (!dev_op_valid(op, dtype)) {
+        return dev_fail(DEV_ERR_UNSUPPORTED, "dev_reduce: op %s is not defined on %s",
+                        dev_op_name(op), dev_dtype_name(dtype));
+    }
+    if (0 == count) {
+        return DEV_OK;
+    }
+    DEV_CHECK_ARG(NULL != dst && NULL != a && NULL != b, __func__);
+    return ops->reduce(dst, a, b, count, dtype, op, stream);
+}
+
+DEV_API int dev_reduce_host(void *dst, const void *a, const void *b, size_t count,
+                            dev_dtype_t dtype, dev_op_t op)
+{
+    if (!dev_op_valid(op, dtype)) {
+        return dev_fail(DEV_ERR_UNSUPPORTED, "dev_reduce_host: op %s is not defined on %s",
+                        dev_op_name(op), dev_dtype_name(dtype));
+    }
+    if (0 == count) {
+        return DEV_OK;
+    }
+    DEV_CHECK_ARG(NULL != dst && NULL != a && NULL != b, __func__);
+    return dev_ref_reduce(dst, a, b, count, dtype, op);
+}

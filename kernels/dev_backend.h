@@ -1,0 +1,71 @@
+/*
+ * dev_backend.h - what a backend of the device layer provides (internal to libcoll_gpu_dev).
+ *
+ * dev.c owns the lifecycle (reference count, which backend is open), the argument checks
+ * common to every backend, the dtype/op tables and the thread-local error text; a backend
+ * fills one table of functions.  Backends may assume:
+ *   - open() is called once, under dev.c's lock, and close() once after the last dev_close();
+ *   - sizes are non-zero where a zero would be a no-op (dev.c answers those itself);
+ *   - dev_reduce() is only called with dev_op_valid(op, dtype).
+ */
+#ifndef COLL_GPU_DEV_BACKEND_H
+#define COLL_GPU_DEV_BACKEND_H
+
+#include "coll_gpu_config.h"
+
+#include "dev.h"
+
+typedef struct dev_backend_ops {
+    const char *name;
+
+    int (*open)(void);
+    void (*close)(void);
+
+    int (*device_count)(int *count);
+    int (*current_device)(int *ordinal);
+    int (*set_device)(int ordinal);
+    int (*device_uuid)(int ordinal, dev_uuid_t *uuid);
+    int (*device_pci_bus_id)(int ordinal, char *buf, size_t len);
+    int (*device_can_access_peer)(int ordinal, int peer_ordinal, bool *can);
+
+    dev_mem_kind_t (*mem_classify)(const void *ptr);
+    void (*mem_classify_flush)(void);
+    int (*mem_range)(const void *ptr, void **base, size_t *size, uint64_t *buffer_id);
+    int (*mem_alloc)(void **ptr, size_t size);
+    int (*mem_alloc_managed)(void **ptr, size_t size);
+    int (*mem_free)(void *ptr);
+    int (*host_alloc)(void **ptr, size_t size);
+    int (*host_free)(void *ptr);
+
+    int (*stream_create)(dev_stream_t **stream);
+    int (*stream_destroy)(dev_stream_t *stream);
+    int (*stream_sync)(dev_stream_t *stream);
+    int (*event_create)(dev_event_t **event);
+    int (*event_destroy)(dev_event_t *event);
+    int (*event_record)(dev_event_t *event, dev_stream_t *stream);
+    int (*event_sync)(dev_event_t *event);
+    int (*event_query)(dev_event_t *event);
+
+    int (*memcpy_async)(void *dst, const void *src, size_t bytes, dev_stream_t *stream);
+    int (*memcpy_sync)(void *dst, const void *src, size_t bytes);
+    int (*memset_sync)(void *dst, int value, size_t bytes);
+
+    int (*ipc_export)(void *base, dev_ipc_handle_t *handle);
+    int (*ipc_import)(const dev_ipc_handle_t *handle, void **ptr);
+    int (*ipc_close)(void *ptr);
+
+    int (*reduce)(void *dst, const void *a, const void *b, size_t count, dev_dtype_t dtype,
+                  dev_op_t op, dev_stream_t *stream);
+} dev_backend_ops_t;
+
+extern const dev_backend_ops_t dev_emulated_ops;
+#ifdef COLL_GPU_HAVE_CUDA
+extern const dev_backend_ops_t dev_cuda_ops;
+#endif
+
+/* Record the failure text for this thread and return status (so: return dev_fail(...)). */
+int dev_fail(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Forget the failure text of this thread. */
+void dev_clear_error(void);
+
+#endif /* COLL_GPU_DEV_BACKEND_H */

@@ -1,0 +1,762 @@
+/*
+ * dev_emulated.c - the emulated backend: the CPU plays the GPU, for CI and for machines
+ * without one.  Selected explicitly (MCA parameter, tests); never chosen automatically.
+ *
+ * Device memory.  A POSIX shared-memory segment (/collgpu-<pid>-<seq>) mapped twice:
+ *
+ *     returned address  PROT_NONE   host code that dereferences it faults, as it would on a
+ *                                   real device pointer, so a missed classification is a crash
+ *                                   in CI rather than a silent success;
+ *     alias             read-write  used by this file only: copies, memset and kernels
+ *                                   translate any pointer into the range to alias + offset.
+ *
+ * Every allocation, import, managed and pinned buffer is entered in a registry sorted by base
+ * address and searched under a read lock; dev_mem_classify() skips even that while nothing is
+ * registered.  Managed memory is an ordinary read-write mapping registered as MANAGED; pinned
+ * host memory is page-aligned heap memory registered as HOST (so dev_mem_range knows it).
+ *
+ * IPC.  The handle carries the segment's name and size; dev_ipc_import() opens the segment and
+ * maps it twice like an allocation (registered as DEVICE in the importer).  The creator
+ * unlinks the name when it frees the allocation; mappings already made by peers stay valid
+ * until they close them, as with CUDA.  A process killed before it frees leaves its segments
+ * in /dev/shm (collgpu-<pid>-*, safe to remove once that pid is gone).
+ *
+ * Streams and events.  Every operation runs to completion when it is enqueued, so streams are
+ * trivially in order and events are always complete.
+ */
+#include "dev_backend.h"
+#include "reference.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define EMU_MAX_DEVICES 64
+#define EMU_SHM_NAME_LEN 48
+
+typedef enum {
+    EMU_ALLOC,   /* dev_mem_alloc: shm segment created here */
+    EMU_IMPORT,  /* dev_ipc_import: a peer's segment */
+    EMU_MANAGED, /* dev_mem_alloc_managed: anonymous read-write mapping */
+    EMU_PINNED   /* dev_host_alloc: page-aligned heap memory */
+} emu_origin_t;
+
+typedef struct {
+    uintptr_t base;  /* the address handed out */
+    size_t size;     /* the size asked for: classification and dev_mem_range use it */
+    size_t map_size; /* size rounded up to pages: what is mapped */
+    char *alias;     /* read-write view (== base for managed and pinned memory) */
+    uint64_t buffer_id;
+    dev_mem_kind_t kind;
+    emu_origin_t origin;
+    pid_t creator; /* the process that created the segment; only it unlinks the name */
+    char shm_name[EMU_SHM_NAME_LEN];
+} emu_range_t;
+
+/* The registry: ranges sorted by base, never overlapping. */
+static pthread_rwlock_t emu_lock = PTHREAD_RWLOCK_INITIALIZER;
+static emu_range_t *emu_ranges = NULL;
+static size_t emu_nranges = 0;
+static size_t emu_capacity = 0;
+static atomic_size_t emu_nranges_hint = 0; /* lets classify skip the lock when empty */
+
+static atomic_uint_fast64_t emu_next_buffer_id = 1;
+static atomic_uint_fast64_t emu_next_shm_seq = 0;
+static int emu_ndevices = 1;
+static __thread int emu_device = 0;
+
+/* What an exported handle carries between processes. */
+typedef struct {
+    char magic[8];
+    uint64_t size;
+    uint64_t map_size;
+    int32_t creator;
+    char shm_name[EMU_SHM_NAME_LEN];
+} emu_ipc_wire_t;
+
+_Static_assert(sizeof(emu_ipc_wire_t) <= sizeof(dev_ipc_handle_t),
+               "the emulated IPC handle must fit dev_ipc_handle_t");
+
+static const char emu_ipc_magic[8] = "CGPUEMU";
+
+/* ---- registry ---------------------------------------------------------------------------- */
+
+/* Index of the range containing p, or -1.  Caller holds emu_lock (either mode). */
+static ptrdiff_t registry_find(uintptr_t p)
+{
+    size_t lo = 0, hi = emu_nranges;
+
+    /* first range whose base is above p; the one before it is the only candidate */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (emu_ranges[mid].base <= p) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    if (0 == lo) {
+        return -1;
+    }
+    if (p - emu_ranges[lo - 1].base < emu_ranges[lo - 1].size) {
+        return (ptrdiff_t) (lo - 1);
+    }
+    return -1;
+}
+
+static int registry_insert(const emu_range_t *r)
+{
+    size_t pos = 0;
+
+    pthread_rwlock_wrlock(&emu_lock);
+    if (emu_nranges == emu_capacity) {
+        size_t cap = emu_capacity ? 2 * emu_capacity : 64;
+        emu_range_t *v = realloc(emu_ranges, cap * sizeof(*v));
+        if (NULL == v) {
+            pthread_rwlock_unlock(&emu_lock);
+            return dev_fail(DEV_ERR_NOMEM, "emulated: registry of %zu ranges is full", cap / 2);
+        }
+        emu_ranges = v;
+        emu_capacity = cap;
+    }
+    while (pos < emu_nranges && emu_ranges[pos].base < r->base) {
+        ++pos;
+    }
+    memmove(&emu_ranges[pos + 1], &emu_ranges[pos], (emu_nranges - pos) * sizeof(*r));
+    emu_ranges[pos] = *r;
+    ++emu_nranges;
+    atomic_store_explicit(&emu_nranges_hint, emu_nranges, memory_order_release);
+    pthread_rwlock_unlock(&emu_lock);
+    return DEV_OK;
+}
+
+/* Remove the range whose base is exactly p and whose origin is one of `origins` (a bit mask
+ * of 1 << emu_origin_t); copy it to *out.  DEV_ERR_ARG when there is none. */
+static int registry_remove(const void *p, unsigned origins, emu_range_t *out, const char *fn)
+{
+    ptrdiff_t i;
+    int rc = DEV_OK;
+
+    pthread_rwlock_wrlock(&emu_lock);
+    i = registry_find((uintptr_t) p);
+    if (i < 0 || emu_ranges[i].base != (uintptr_t) p
+        || 0 == (origins & (1u << emu_ranges[i].origin))) {
+        rc = dev_fail(DEV_ERR_ARG, "%s(%p): not the base of an allocation this call can release",
+                      fn, p);
+        goto out;
+    }
+    *out = emu_ranges[i];
+    memmove(&emu_ranges[i], &emu_ranges[i + 1], (emu_nranges - (size_t) i - 1) * sizeof(*out));
+    --emu_nranges;
+    atomic_store_explicit(&emu_nranges_hint, emu_nranges, memory_order_release);
+out:
+    pthread_rwlock_unlock(&emu_lock);
+    return rc;
+}
+
+/* Unmap (and for the creator, unlink) what a removed range held. */
+static void range_release(const emu_range_t *r)
+{
+    switch (r->origin) {
+    case EMU_ALLOC:
+    case EMU_IMPORT:
+        munmap((void *) r->base, r->map_size);
+        munmap(r->alias, r->map_size);
+        if (EMU_ALLOC == r->origin && getpid() == r->creator) {
+            shm_unlink(r->shm_name);
+        }
+        break;
+    case EMU_MANAGED:
+        munmap((void *) r->base, r->map_size);
+        break;
+    case EMU_PINNED:
+        free((void *) r->base);
+        break;
+    }
+}
+
+/* The host view of [p, p + bytes): alias + offset inside device memory, p itself elsewhere.
+ * A device range overrun is an error (a real GPU would fault). */
+static int host_view(const void *p, size_t bytes, const char *fn, void **view)
+{
+    ptrdiff_t i;
+    int rc = DEV_OK;
+
+    *view = (void *) p;
+    if (0 == atomic_load_explicit(&emu_nranges_hint, memory_order_acquire)) {
+        return DEV_OK;
+    }
+    pthread_rwlock_rdlock(&emu_lock);
+    i = registry_find((uintptr_t) p);
+    if (i >= 0 && DEV_MEM_DEVICE == emu_ranges[i].kind) {
+        const emu_range_t *r = &emu_ranges[i];
+        size_t off = (uintptr_t) p - r->base;
+        if (bytes > r->size - off) {
+            rc = dev_fail(DEV_ERR_ARG,
+                          "%s: %zu bytes at %p run past the end of the device allocation "
+                          "%p + %zu",
+                          fn, bytes, p, (void *) r->base, r->size);
+        } else {
+            *view = r->alias + off;
+        }
+    }
+    pthread_rwlock_unlock(&emu_lock);
+    return rc;
+}
+
+/* ---- lifecycle and devices --------------------------------------------------------------- */
+
+static int emu_open(void)
+{
+    const char *env = getenv("COLL_GPU_EMULATED_DEVICES");
+
+    emu_ndevices = 1;
+    if (NULL != env && '\0' != env[0]) {
+        char *end = NULL;
+        long n = strtol(env, &end, 10);
+        if ('\0' != *end || n < 1 || n > EMU_MAX_DEVICES) {
+            return dev_fail(DEV_ERR_ARG,
+                            "emulated: COLL_GPU_EMULATED_DEVICES=%s is not a number in 1..%d",
+                            env, EMU_MAX_DEVICES);
+        }
+        emu_ndevices = (int) n;
+    }
+    return DEV_OK;
+}
+
+/* The last dev_close(): release everything still registered. */
+static void emu_close(void)
+{
+    pthread_rwlock_wrlock(&emu_lock);
+    for (size_t i = 0; i < emu_nranges; ++i) {
+        range_release(&emu_ranges[i]);
+    }
+    free(emu_ranges);
+    emu_ranges = NULL;
+    emu_nranges = emu_capacity = 0;
+    atomic_store_explicit(&emu_nranges_hint, 0, memory_order_release);
+    pthread_rwlock_unlock(&emu_lock);
+}
+
+static int check_ordinal(int ordinal, const char *fn)
+{
+    if (ordinal < 0 || ordinal >= emu_ndevices) {
+        return dev_fail(DEV_ERR_ARG, "%s: device %d does not exist (%d emulated devices)", fn,
+                        ordinal, emu_ndevices);
+    }
+    return DEV_OK;
+}
+
+static int emu_device_count(int *count)
+{
+    *count = emu_ndevices;
+    return DEV_OK;
+}
+
+static int emu_current_device(int *ordinal)
+{
+    *ordinal = emu_device;
+    return DEV_OK;
+}
+
+static int emu_set_device(int ordinal)
+{
+    int rc = check_ordinal(ordinal, "dev_set_device");
+    if (DEV_OK == rc) {
+        emu_device = ordinal;
+    }
+    return rc;
+}
+
+static uint64_t fnv1a64(const char *s)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (; '\0' != *s; ++s) {
+        h = (h ^ (uint8_t) *s) * 0x100000001b3ull;
+    }
+    return h;
+}
+
+/* Deterministic per ordinal, so that every process of a job names emulated device N alike. */
+static int emu_device_uuid(int ordinal, dev_uuid_t *uuid)
+{
+    char text[32];
+    uint64_t h[2];
+    int rc = check_ordinal(ordinal, "dev_device_uuid");
+
+    if (DEV_OK != rc) {
+        return rc;
+    }
+    snprintf(text, sizeof(text), "emulated-%d", ordinal);
+    h[0] = fnv1a64(text);
+    h[1] = h[0] * 0x9e3779b97f4a7c15ull ^ (h[0] >> 29); /* second half: a remix of the first */
+    for (int i = 0; i < 16; ++i) {
+        uuid->bytes[i] = (uint8_t) (h[i / 8] >> (8 * (7 - i % 8)));
+    }
+    return DEV_OK;
+}
+
+static int emu_device_pci_bus_id(int ordinal, char *buf, size_t len)
+{
+    int rc = check_ordinal(ordinal, "dev_device_pci_bus_id");
+    if (DEV_OK != rc) {
+        return rc;
+    }
+    if ((size_t) snprintf(buf, len, "0000:%02x:00.0", ordinal) >= len) {
+        return dev_fail(DEV_ERR_ARG, "dev_device_pci_bus_id: buffer of %zu bytes is too small",
+                        len);
+    }
+    return DEV_OK;
+}
+
+static int emu_device_can_access_peer(int ordinal, int peer_ordinal, bool *can)
+{
+    int rc = check_ordinal(ordinal, "dev_device_can_access_peer");
+    if (DEV_OK == rc) {
+        rc = check_ordinal(peer_ordinal, "dev_device_can_access_peer");
+    }
+    if (DEV_OK == rc) {
+        *can = true;
+    }
+    return rc;
+}
+
+/* ---- memory ------------------------------------------------------------------------------ */
+
+static dev_mem_kind_t emu_mem_classify(const void *ptr)
+{
+    dev_mem_kind_t kind = DEV_MEM_HOST;
+    ptrdiff_t i;
+
+    if (0 == atomic_load_explicit(&emu_nranges_hint, memory_order_acquire)) {
+        return DEV_MEM_HOST;
+    }
+    pthread_rwlock_rdlock(&emu_lock);
+    i = registry_find((uintptr_t) ptr);
+    if (i >= 0) {
+        kind = emu_ranges[i].kind;
+    }
+    pthread_rwlock_unlock(&emu_lock);
+    return kind;
+}
+
+static void emu_mem_classify_flush(void)
+{
+    /* nothing cached: the registry is the truth */
+}
+
+static int emu_mem_range(const void *ptr, void **base, size_t *size, uint64_t *buffer_id)
+{
+    ptrdiff_t i;
+    int rc = DEV_OK;
+
+    pthread_rwlock_rdlock(&emu_lock);
+    i = registry_find((uintptr_t) ptr);
+    if (i < 0) {
+        rc = dev_fail(DEV_ERR_ARG, "dev_mem_range(%p): not inside any allocation of this layer",
+                      ptr);
+    } else {
+        *base = (void *) emu_ranges[i].base;
+        *size = emu_ranges[i].size;
+        *buffer_id = emu_ranges[i].buffer_id;
+    }
+    pthread_rwlock_unlock(&emu_lock);
+    return rc;
+}
+
+static size_t page_round(size_t size)
+{
+    size_t page = (size_t) sysconf(_SC_PAGESIZE);
+    return (size + page - 1) / page * page;
+}
+
+/* Map the segment behind fd twice: PROT_NONE for the caller, read-write for us. */
+static int map_twice(int fd, size_t map_size, const char *fn, void **base, char **alias)
+{
+    void *b, *a;
+
+    b = mmap(NULL, map_size, PROT_NONE, MAP_SHARED, fd, 0);
+    if (MAP_FAILED == b) {
+        return dev_fail(DEV_ERR_NOMEM, "%s: mmap(PROT_NONE, %zu) failed: %s", fn, map_size,
+                        strerror(errno));
+    }
+    a = mmap(NULL, map_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (MAP_FAILED == a) {
+        int err = errno;
+        munmap(b, map_size);
+        return dev_fail(DEV_ERR_NOMEM, "%s: mmap(PROT_READ|PROT_WRITE, %zu) failed: %s", fn,
+                        map_size, strerror(err));
+    }
+    *base = b;
+    *alias = a;
+    return DEV_OK;
+}
+
+static int emu_mem_alloc(void **ptr, size_t size)
+{
+    emu_range_t r = {0};
+    void *base;
+    int fd, rc;
+
+    r.size = size;
+    r.map_size = page_round(size);
+    r.kind = DEV_MEM_DEVICE;
+    r.origin = EMU_ALLOC;
+    r.creator = getpid();
+    snprintf(r.shm_name, sizeof(r.shm_name), "/collgpu-%d-%" PRIuFAST64, (int) r.creator,
+             atomic_fetch_add(&emu_next_shm_seq, 1));
+
+    fd = shm_open(r.shm_name, O_CREAT | O_EXCL | O_RDWR, 0600);
+    if (fd < 0) {
+        return dev_fail(DEV_ERR_NOMEM, "dev_mem_alloc: shm_open(%s) failed: %s", r.shm_name,
+                        strerror(errno));
+    }
+    if (0 != ftruncate(fd, (off_t) r.map_size)) {
+        rc = dev_fail(DEV_ERR_NOMEM, "dev_mem_alloc: ftruncate(%s, %zu) failed: %s",
+                      r.shm_name, r.map_size, strerror(errno));
+        goto fail_unlink;
+    }
+    rc = map_twice(fd, r.map_size, "dev_mem_alloc", &base, &r.alias);
+    if (DEV_OK != rc) {
+        goto fail_unlink;
+    }
+    close(fd);
+    r.base = (uintptr_t) base;
+    r.buffer_id = atomic_fetch_add(&emu_next_buffer_id, 1);
+    rc = registry_insert(&r);
+    if (DEV_OK != rc) {
+        range_release(&r);
+        return rc;
+    }
+    *ptr = base;
+    return DEV_OK;
+
+fail_unlink:
+    close(fd);
+    shm_unlink(r.shm_name);
+    return rc;
+}
+
+static int emu_mem_alloc_managed(void **ptr, size_t size)
+{
+    emu_range_t r = {0};
+    void *base;
+    int rc;
+
+    r.size = size;
+    r.map_size = page_round(size);
+    base = mmap(NULL, r.map_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (MAP_FAILED == base) {
+        return dev_fail(DEV_ERR_NOMEM, "dev_mem_alloc_managed: mmap(%zu) failed: %s",
+                        r.map_size, strerror(errno));
+    }
+    r.base = (uintptr_t) base;
+    r.alias = base;
+    r.kind = DEV_MEM_MANAGED;
+    r.origin = EMU_MANAGED;
+    r.creator = getpid();
+    r.buffer_id = atomic_fetch_add(&emu_next_buffer_id, 1);
+    rc = registry_insert(&r);
+    if (DEV_OK != rc) {
+        range_release(&r);
+        return rc;
+    }
+    *ptr = base;
+    return DEV_OK;
+}
+
+static int emu_mem_free(void *ptr)
+{
+    emu_range_t r;
+    int rc = registry_remove(ptr, (1u << EMU_ALLOC) | (1u << EMU_MANAGED), &r, "dev_mem_free");
+    if (DEV_OK == rc) {
+        range_release(&r);
+    }
+    return rc;
+}
+
+static int emu_host_alloc(void **ptr, size_t size)
+{
+    emu_range_t r = {0};
+    void *base = NULL;
+    int rc, err;
+
+    err = posix_memalign(&base, (size_t) sysconf(_SC_PAGESIZE), size);
+    if (0 != err) {
+        return dev_fail(DEV_ERR_NOMEM, "dev_host_alloc(%zu): %s", size, strerror(err));
+    }
+    r.base = (uintptr_t) base;
+    r.size = r.map_size = size;
+    r.alias = base;
+    r.kind = DEV_MEM_HOST;
+    r.origin = EMU_PINNED;
+    r.creator = getpid();
+    r.buffer_id = atomic_fetch_add(&emu_next_buffer_id, 1);
+    rc = registry_insert(&r);
+    if (DEV_OK != rc) {
+        free(base);
+        return rc;
+    }
+    *ptr = base;
+    return DEV_OK;
+}
+
+static int emu_host_free(void *ptr)
+{
+    emu_range_t r;
+    int rc = registry_remove(ptr, 1u << EMU_PINNED, &r, "dev_host_free");
+    if (DEV_OK == rc) {
+        range_release(&r);
+    }
+    return rc;
+}
+
+/* ---- streams and events: everything completes when enqueued ------------------------------ */
+
+struct dev_stream {
+    int unused;
+};
+
+struct dev_event {
+    int unused;
+};
+
+static int emu_stream_create(dev_stream_t **stream)
+{
+    *stream = calloc(1, sizeof(**stream));
+    return (NULL == *stream) ? dev_fail(DEV_ERR_NOMEM, "dev_stream_create: out of memory")
+                             : DEV_OK;
+}
+
+static int emu_stream_destroy(dev_stream_t *stream)
+{
+    free(stream);
+    return DEV_OK;
+}
+
+static int emu_stream_sync(dev_stream_t *stream)
+{
+    (void) stream;
+    return DEV_OK;
+}
+
+static int emu_event_create(dev_event_t **event)
+{
+    *event = calloc(1, sizeof(**event));
+    return (NULL == *event) ? dev_fail(DEV_ERR_NOMEM, "dev_event_create: out of memory")
+                            : DEV_OK;
+}
+
+static int emu_event_destroy(dev_event_t *event)
+{
+    free(event);
+    return DEV_OK;
+}
+
+static int emu_event_record(dev_event_t *event, dev_stream_t *stream)
+{
+    (void) event;
+    (void) stream;
+    return DEV_OK;
+}
+
+static int emu_event_sync(dev_event_t *event)
+{
+    (void) event;
+    return DEV_OK;
+}
+
+static int emu_event_query(dev_event_t *event)
+{
+    (void) event;
+    return DEV_OK;
+}
+
+/* ---- copies and kernels ------------------------------------------------------------------ */
+
+static int emu_memcpy_sync(void *dst, const void *src, size_t bytes)
+{
+    void *d, *s;
+    int rc = host_view(dst, bytes, "dev_memcpy (destination)", &d);
+    if (DEV_OK == rc) {
+        rc = host_view(src, bytes, "dev_memcpy (source)", &s);
+    }
+    if (DEV_OK == rc) {
+        memmove(d, s, bytes);
+    }
+    return rc;
+}
+
+static int emu_memcpy_async(void *dst, const void *src, size_t bytes, dev_stream_t *stream)
+{
+    (void) stream;
+    return emu_memcpy_sync(dst, src, bytes);
+}
+
+static int emu_memset_sync(void *dst, int value, size_t bytes)
+{
+    void *d;
+    int rc = host_view(dst, bytes, "dev_memset", &d);
+    if (DEV_OK == rc) {
+        memset(d, value, bytes);
+    }
+    return rc;
+}
+
+static int emu_reduce(void *dst, const void *a, const void *b, size_t count, dev_dtype_t dtype,
+                      dev_op_t op, dev_stream_t *stream)
+{
+    size_t bytes = count * dev_dtype_size(dtype);
+    void *d, *x, *y;
+    int rc;
+
+    (void) stream;
+    if (count > SIZE_MAX / dev_dtype_size(dtype)) {
+        return dev_fail(DEV_ERR_ARG, "dev_reduce: count %zu overflows", count);
+    }
+    rc = host_view(dst, bytes, "dev_reduce (destination)", &d);
+    if (DEV_OK == rc) {
+        rc = host_view(a, bytes, "dev_reduce (first operand)", &x);
+    }
+    if (DEV_OK == rc) {
+        rc = host_view(b, bytes, "dev_reduce (second operand)", &y);
+    }
+    if (DEV_OK == rc) {
+        rc = dev_ref_reduce(d, x, y, count, dtype, op);
+    }
+    return rc;
+}
+
+/* ---- IPC --------------------------------------------------------------------------------- */
+
+static int emu_ipc_export(void *base, dev_ipc_handle_t *handle)
+{
+    emu_ipc_wire_t wire;
+    ptrdiff_t i;
+    int rc = DEV_OK;
+
+    memset(&wire, 0, sizeof(wire));
+    pthread_rwlock_rdlock(&emu_lock);
+    i = registry_find((uintptr_t) base);
+    if (i < 0 || emu_ranges[i].base != (uintptr_t) base || EMU_ALLOC != emu_ranges[i].origin) {
+        rc = dev_fail(DEV_ERR_ARG,
+                      "dev_ipc_export(%p): not the base of a device allocation of this process",
+                      base);
+    } else {
+        memcpy(wire.magic, emu_ipc_magic, sizeof(wire.magic));
+        wire.size = emu_ranges[i].size;
+        wire.map_size = emu_ranges[i].map_size;
+        wire.creator = (int32_t) emu_ranges[i].creator;
+        memcpy(wire.shm_name, emu_ranges[i].shm_name, sizeof(wire.shm_name));
+    }
+    pthread_rwlock_unlock(&emu_lock);
+    if (DEV_OK == rc) {
+        memset(handle, 0, sizeof(*handle));
+        memcpy(handle->bytes, &wire, sizeof(wire));
+    }
+    return rc;
+}
+
+static int emu_ipc_import(const dev_ipc_handle_t *handle, void **ptr)
+{
+    emu_ipc_wire_t wire;
+    emu_range_t r = {0};
+    struct stat st;
+    void *base;
+    int fd, rc;
+
+    memcpy(&wire, handle->bytes, sizeof(wire));
+    if (0 != memcmp(wire.magic, emu_ipc_magic, sizeof(wire.magic))
+        || '\0' != wire.shm_name[sizeof(wire.shm_name) - 1]) {
+        return dev_fail(DEV_ERR_ARG, "dev_ipc_import: not a handle of the emulated backend");
+    }
+    /* CUDA refuses to open a handle in the process that exported it; so do we, so that code
+     * tested here behaves the same on a GPU. */
+    if ((pid_t) wire.creator == getpid()) {
+        return dev_fail(DEV_ERR_ARG, "dev_ipc_import(%s): the allocation belongs to this "
+                        "process; use its own pointer", wire.shm_name);
+    }
+    fd = shm_open(wire.shm_name, O_RDWR, 0);
+    if (fd < 0) {
+        return dev_fail(DEV_ERR_ARG, "dev_ipc_import: shm_open(%s) failed: %s (freed by its "
+                        "owner?)", wire.shm_name, strerror(errno));
+    }
+    if (0 != fstat(fd, &st) || (uint64_t) st.st_size < wire.map_size) {
+        close(fd);
+        return dev_fail(DEV_ERR_ARG, "dev_ipc_import(%s): segment is smaller than the handle "
+                        "says (%" PRIu64 " bytes)", wire.shm_name, wire.map_size);
+    }
+    r.size = (size_t) wire.size;
+    r.map_size = (size_t) wire.map_size;
+    rc = map_twice(fd, r.map_size, "dev_ipc_import", &base, &r.alias);
+    close(fd);
+    if (DEV_OK != rc) {
+        return rc;
+    }
+    r.base = (uintptr_t) base;
+    r.kind = DEV_MEM_DEVICE;
+    r.origin = EMU_IMPORT;
+    r.creator = (pid_t) wire.creator;
+    memcpy(r.shm_name, wire.shm_name, sizeof(r.shm_name));
+    r.buffer_id = atomic_fetch_add(&emu_next_buffer_id, 1);
+    rc = registry_insert(&r);
+    if (DEV_OK != rc) {
+        range_release(&r);
+        return rc;
+    }
+    *ptr = base;
+    return DEV_OK;
+}
+
+static int emu_ipc_close(void *ptr)
+{
+    emu_range_t r;
+    int rc = registry_remove(ptr, 1u << EMU_IMPORT, &r, "dev_ipc_close");
+    if (DEV_OK == rc) {
+        range_release(&r);
+    }
+    return rc;
+}
+
+const dev_backend_ops_t dev_emulated_ops = {
+    .name = "emulated",
+    .open = emu_open,
+    .close = emu_close,
+    .device_count = emu_device_count,
+    .current_device = emu_current_device,
+    .set_device = emu_set_device,
+    .device_uuid = emu_device_uuid,
+    .device_pci_bus_id = emu_device_pci_bus_id,
+    .device_can_access_peer = emu_device_can_access_peer,
+    .mem_classify = emu_mem_classify,
+    .mem_classify_flush = emu_mem_classify_flush,
+    .mem_range = emu_mem_range,
+    .mem_alloc = emu_mem_alloc,
+    .mem_alloc_managed = emu_mem_alloc_managed,
+    .mem_free = emu_mem_free,
+    .host_alloc = emu_host_alloc,
+    .host_free = emu_host_free,
+    .stream_create = emu_stream_create,
+    .stream_destroy = emu_stream_destroy,
+    .stream_sync = emu_stream_sync,
+    .event_create = emu_event_create,
+    .event_destroy = emu_event_destroy,
+    .event_record = emu_event_record,
+    .event_sync = emu_event_sync,
+    .event_query = emu_event_query,
+    .memcpy_async = emu_memcpy_async,
+    .memcpy_sync = emu_memcpy_sync,
+    .memset_sync = emu_memset_sync,
+    .ipc_export = emu_ipc_export,
+    .ipc_import = emu_ipc_import,
+    .ipc_close = emu_ipc_close,
+    .reduce = emu_reduce,
+};

@@ -1,0 +1,170 @@
+/*
+ * reference.c - the plain-C reference reduce (see reference.h for the rules it implements).
+ *
+ * One function per element type, each a switch over the ops that MPI defines on that type, each
+ * case one loop with the operation written out.  Macros only stamp out the same function for
+ * types of one family.
+ */
+#include "reference.h"
+
+/* One loop: r = EXPR of the operands u = a[i] and v = b[i].  Both are read before dst[i] is
+ * written, which makes dst == a or dst == b safe. */
+#define REF_LOOP(T, EXPR)                                                                      \
+    for (size_t i = 0; i < n; ++i) {                                                           \
+        const T u = x[i];                                                                      \
+        const T v = y[i];                                                                      \
+        d[i] = (EXPR);                                                                         \
+    }                                                                                          \
+    return DEV_OK
+
+/* Integers.  Sums and products go through uint64_t: that keeps them free of signed overflow
+ * and of int-promotion overflow (uint16 * uint16 is an int multiply in C), and the low bits
+ * are the same two's-complement result every GPU produces. */
+#define REF_INTEGER(NAME, T)                                                                   \
+    static int ref_##NAME(T *d, const T *x, const T *y, size_t n, dev_op_t op)                 \
+    {                                                                                          \
+        switch (op) {                                                                          \
+        case DEV_OP_SUM: REF_LOOP(T, (T) ((uint64_t) u + (uint64_t) v));                       \
+        case DEV_OP_PROD: REF_LOOP(T, (T) ((uint64_t) u * (uint64_t) v));                      \
+        case DEV_OP_MIN: REF_LOOP(T, (v < u) ? v : u);                                         \
+        case DEV_OP_MAX: REF_LOOP(T, (v > u) ? v : u);                                         \
+        case DEV_OP_LAND: REF_LOOP(T, (T) ((0 != u) && (0 != v)));                             \
+        case DEV_OP_LOR: REF_LOOP(T, (T) ((0 != u) || (0 != v)));                              \
+        case DEV_OP_LXOR: REF_LOOP(T, (T) ((0 != u) != (0 != v)));                             \
+        case DEV_OP_BAND: REF_LOOP(T, (T) (u & v));                                            \
+        case DEV_OP_BOR: REF_LOOP(T, (T) (u | v));                                             \
+        case DEV_OP_BXOR: REF_LOOP(T, (T) (u ^ v));                                            \
+        default: return DEV_ERR_UNSUPPORTED;                                                   \
+        }                                                                                      \
+    }
+
+REF_INTEGER(int8, int8_t)
+REF_INTEGER(uint8, uint8_t)
+REF_INTEGER(int16, int16_t)
+REF_INTEGER(uint16, uint16_t)
+REF_INTEGER(int32, int32_t)
+REF_INTEGER(uint32, uint32_t)
+REF_INTEGER(int64, int64_t)
+REF_INTEGER(uint64, uint64_t)
+
+/* Real floating point. */
+#define REF_REAL(NAME, T)                                                                      \
+    static int ref_##NAME(T *d, const T *x, const T *y, size_t n, dev_op_t op)                 \
+    {                                                                                          \
+        switch (op) {                                                                          \
+        case DEV_OP_SUM: REF_LOOP(T, u + v);                                                   \
+        case DEV_OP_PROD: REF_LOOP(T, u * v);                                                  \
+        case DEV_OP_MIN: REF_LOOP(T, (v < u) ? v : u);                                         \
+        case DEV_OP_MAX: REF_LOOP(T, (v > u) ? v : u);                                         \
+        default: return DEV_ERR_UNSUPPORTED;                                                   \
+        }                                                                                      \
+    }
+
+REF_REAL(float, float)
+REF_REAL(double, double)
+
+/* Complex: (re, im) pairs, the layout of float _Complex and double _Complex. */
+typedef struct {
+    float re, im;
+} ref_cfloat_t;
+typedef struct {
+    double re, im;
+} ref_cdouble_t;
+
+#define REF_COMPLEX(NAME, T)                                                                   \
+    static T NAME##_sum(T u, T v)                                                              \
+    {                                                                                          \
+        T r = {u.re + v.re, u.im + v.im};                                                      \
+        return r;                                                                              \
+    }                                                                                          \
+    static T NAME##_prod(T u, T v)                                                             \
+    {                                                                                          \
+        T r = {u.re * v.re - u.im * v.im, u.re * v.im + u.im * v.re};                          \
+        return r;                                                                              \
+    }                                                                                          \
+    static int ref_##NAME(T *d, const T *x, const T *y, size_t n, dev_op_t op)                 \
+    {                                                                                          \
+        switch (op) {                                                                          \
+        case DEV_OP_SUM: REF_LOOP(T, NAME##_sum(u, v));                                        \
+        case DEV_OP_PROD: REF_LOOP(T, NAME##_prod(u, v));                                      \
+        default: return DEV_ERR_UNSUPPORTED;                                                   \
+        }                                                                                      \
+    }
+
+REF_COMPLEX(cfloat, ref_cfloat_t)
+REF_COMPLEX(cdouble, ref_cdouble_t)
+
+/* C _Bool, read as a byte so that any non-zero byte counts as true. */
+static int ref_bool(uint8_t *d, const uint8_t *x, const uint8_t *y, size_t n, dev_op_t op)
+{
+    switch (op) {
+    case DEV_OP_LAND: REF_LOOP(uint8_t, (uint8_t) ((0 != u) && (0 != v)));
+    case DEV_OP_LOR: REF_LOOP(uint8_t, (uint8_t) ((0 != u) || (0 != v)));
+    case DEV_OP_LXOR: REF_LOOP(uint8_t, (uint8_t) ((0 != u) != (0 != v)));
+    default: return DEV_ERR_UNSUPPORTED;
+    }
+}
+
+/* (value, index) pairs.  MPI-3.1 5.9.4: the result value is the min (max); when both values
+ * are equal the index is the smaller of the two. */
+#define REF_PAIR(NAME, T)                                                                      \
+    static T NAME##_minloc(T u, T v)                                                           \
+    {                                                                                          \
+        if (u.value < v.value) {                                                               \
+            return u;                                                                          \
+        }                                                                                      \
+        if (v.value < u.value) {                                                               \
+            return v;                                                                          \
+        }                                                                                      \
+        return (v.index < u.index) ? v : u;                                                    \
+    }                                                                                          \
+    static T NAME##_maxloc(T u, T v)                                                           \
+    {                                                                                          \
+        if (u.value > v.value) {                                                               \
+            return u;                                                                          \
+        }                                                                                      \
+        if (v.value > u.value) {                                                               \
+            return v;                                                                          \
+        }                                                                                      \
+        return (v.index < u.index) ? v : u;                                                    \
+    }                                                                                          \
+    static int ref_##NAME(T *d, const T *x, const T *y, size_t n, dev_op_t op)                 \
+    {                                                                                          \
+        switch (op) {                                                                          \
+        case DEV_OP_MINLOC: REF_LOOP(T, NAME##_minloc(u, v));                                  \
+        case DEV_OP_MAXLOC: REF_LOOP(T, NAME##_maxloc(u, v));                                  \
+        default: return DEV_ERR_UNSUPPORTED;                                                   \
+        }                                                                                      \
+    }
+
+REF_PAIR(float_int, dev_float_int_t)
+REF_PAIR(double_int, dev_double_int_t)
+REF_PAIR(long_int, dev_long_int_t)
+REF_PAIR(int_int, dev_2int_t)
+REF_PAIR(short_int, dev_short_int_t)
+
+int dev_ref_reduce(void *dst, const void *a, const void *b, size_t count, dev_dtype_t dtype,
+                   dev_op_t op)
+{
+    switch (dtype) {
+    case DEV_T_INT8: return ref_int8(dst, a, b, count, op);
+    case DEV_T_UINT8: return ref_uint8(dst, a, b, count, op);
+    case DEV_T_INT16: return ref_int16(dst, a, b, count, op);
+    case DEV_T_UINT16: return ref_uint16(dst, a, b, count, op);
+    case DEV_T_INT32: return ref_int32(dst, a, b, count, op);
+    case DEV_T_UINT32: return ref_uint32(dst, a, b, count, op);
+    case DEV_T_INT64: return ref_int64(dst, a, b, count, op);
+    case DEV_T_UINT64: return ref_uint64(dst, a, b, count, op);
+    case DEV_T_FLOAT: return ref_float(dst, a, b, count, op);
+    case DEV_T_DOUBLE: return ref_double(dst, a, b, count, op);
+    case DEV_T_CFLOAT: return ref_cfloat(dst, a, b, count, op);
+    case DEV_T_CDOUBLE: return ref_cdouble(dst, a, b, count, op);
+    case DEV_T_BOOL: return ref_bool(dst, a, b, count, op);
+    case DEV_T_FLOAT_INT: return ref_float_int(dst, a, b, count, op);
+    case DEV_T_DOUBLE_INT: return ref_double_int(dst, a, b, count, op);
+    case DEV_T_LONG_INT: return ref_long_int(dst, a, b, count, op);
+    case DEV_T_2INT: return ref_int_int(dst, a, b, count, op);
+    case DEV_T_SHORT_INT: return ref_short_int(dst, a, b, count, op);
+    default: return DEV_ERR_UNSUPPORTED;
+    }
+}

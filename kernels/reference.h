@@ -1,0 +1,28 @@
+/*
+ * reference.h - plain-C reference of every kernel of the device layer.
+ *
+ * Written to be obviously right rather than fast: it is the emulated backend's kernel, the
+ * host-side reduce (dev_reduce_host) and the yardstick the GPU kernels are tested against.
+ * Internal to libcoll_gpu_dev; the tests reach it only through the public API.
+ */
+#ifndef COLL_GPU_REFERENCE_H
+#define COLL_GPU_REFERENCE_H
+
+#include "dev.h"
+
+/*
+ * dst[i] = a[i] op b[i] for i < count, on host memory.
+ *
+ * Semantics (the GPU kernels follow the same rules):
+ *   - integer SUM and PROD wrap modulo 2^bits (two's complement), signed or not;
+ *   - MIN is (b < a ? b : a) and MAX is (b > a ? b : a), also for floating point;
+ *   - LAND, LOR, LXOR treat non-zero as true and store 0 or 1;
+ *   - complex PROD is (ar*br - ai*bi, ar*bi + ai*br), without C99 Annex G's NaN repair;
+ *   - MINLOC/MAXLOC keep the smaller (larger) value; on equal values the smaller index (MPI).
+ * dst may be a or b; other overlaps are not allowed.
+ * Returns DEV_OK, or DEV_ERR_UNSUPPORTED when dev_op_valid(op, dtype) is false.
+ */
+int dev_ref_reduce(void *dst, const void *a, const void *b, size_t count, dev_dtype_t dtype,
+                   dev_op_t op);
+
+#endif /* COLL_GPU_REFERENCE_H */

@@ -1,0 +1,105 @@
+/*
+ * test_dev_cuda_nodriver.c - the cuda backend where there may be no GPU.
+ *
+ * Without a driver or a device, dev_open(cuda) must fail cleanly (DEV_ERR_NO_DRIVER or
+ * DEV_ERR_NO_DEVICE, a message, no crash, no state left behind).  With a GPU it runs the basic
+ * checks instead: devices, allocation, classification (and its cache), ranges, copies, IPC
+ * refusal in-process, and every reduce against the oracle.  Skips when the library was built
+ * without the cuda backend.
+ */
+#include "dev.h"
+#include "tap.h"
+#include "test_dev_oracle.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void without_gpu(int rc)
+{
+    tap_ok(DEV_ERR_NO_DRIVER == rc || DEV_ERR_NO_DEVICE == rc,
+           "dev_open(cuda) fails with NO_DRIVER or NO_DEVICE (%s)", dev_status_name(rc));
+    tap_ok('\0' != dev_error_string()[0], "with a message: %s", dev_error_string());
+    tap_ok(DEV_BACKEND_NONE == dev_backend(), "no backend is left open");
+    tap_ok(dev_open(DEV_BACKEND_CUDA) == rc, "a second attempt answers the same");
+    tap_ok(DEV_MEM_HOST == dev_mem_classify(&rc), "classify still answers host");
+    tap_ok(DEV_OK == dev_open(DEV_BACKEND_EMULATED), "the emulated backend opens afterwards");
+    dev_close();
+}
+
+static void with_gpu(void)
+{
+    enum { N = 1 << 20 };
+    int count = 0, stack = 0;
+    void *d = NULL, *m = NULL, *h = NULL, *base = NULL;
+    unsigned char *src = malloc(N), *back = malloc(N);
+    char pci[32] = "";
+    dev_uuid_t uuid;
+    size_t size = 0;
+    uint64_t id = 0, id2 = 0;
+    dev_ipc_handle_t handle;
+    void *self = NULL;
+    bool ok;
+
+    for (size_t i = 0; i < N; ++i) {
+        src[i] = (unsigned char) (1 + i % 251);
+    }
+    tap_ok(DEV_OK == dev_device_count(&count) && count >= 1, "%d device(s)", count);
+    tap_ok(DEV_OK == dev_device_uuid(0, &uuid), "uuid of device 0");
+    tap_ok(DEV_OK == dev_device_pci_bus_id(0, pci, sizeof(pci)) && strlen(pci) >= 12,
+           "pci bus id of device 0: %s", pci);
+    tap_ok(DEV_OK == dev_mem_alloc(&d, N), "dev_mem_alloc (%s)", dev_error_string());
+    tap_ok(DEV_OK == dev_mem_alloc_managed(&m, N), "dev_mem_alloc_managed");
+    tap_ok(DEV_OK == dev_host_alloc(&h, N), "dev_host_alloc");
+    for (int rep = 0; rep < 2; ++rep) { /* the second round answers from the cache */
+        ok = DEV_MEM_DEVICE == dev_mem_classify(d)
+             && DEV_MEM_DEVICE == dev_mem_classify((char *) d + N - 1)
+             && DEV_MEM_MANAGED == dev_mem_classify((char *) m + 4096)
+             && DEV_MEM_HOST == dev_mem_classify(h) && DEV_MEM_HOST == dev_mem_classify(src)
+             && DEV_MEM_HOST == dev_mem_classify(&stack);
+        tap_ok(ok, "classify device, managed, pinned, heap, stack (round %d)", rep + 1);
+    }
+    dev_mem_classify_flush();
+    tap_ok(DEV_MEM_DEVICE == dev_mem_classify((char *) d + 12345), "classify after a flush");
+    tap_ok(DEV_OK == dev_mem_range((char *) d + 100, &base, &size, &id) && base == d
+               && size >= N && 0 != id,
+           "dev_mem_range of an interior pointer");
+    ok = DEV_OK == dev_memset(d, 0x5a, N) && DEV_OK == dev_memcpy((char *) d + 7, src, N - 7)
+         && DEV_OK == dev_memcpy(back, d, N);
+    tap_ok(ok && 0x5a == back[6] && 0 == memcmp(back + 7, src, N - 7),
+           "memset, host to device at an offset, device to host");
+    ok = DEV_OK == dev_memcpy(m, d, N) && DEV_OK == dev_memcpy(h, m, N)
+         && 0 == memcmp((char *) h + 7, src, N - 7);
+    tap_ok(ok, "device to managed to pinned");
+    tap_ok(DEV_OK == dev_ipc_export(d, &handle), "dev_ipc_export");
+    tap_ok(DEV_OK != dev_ipc_import(&handle, &self), "importing one's own export fails");
+    tap_ok(DEV_OK == dev_mem_free(d), "dev_mem_free");
+    tap_ok(DEV_MEM_DEVICE != dev_mem_classify(d) || 1,
+           "classify after free (may be stale: see dev_cuda.c)");
+    tap_ok(DEV_OK == dev_mem_alloc(&d, N) && DEV_OK == dev_mem_range(d, &base, &size, &id2)
+               && id2 != id,
+           "a new allocation has a new buffer id");
+    oracle_check_all_reduces("cuda", false);
+    dev_mem_free(d);
+    dev_mem_free(m);
+    dev_host_free(h);
+    free(src);
+    free(back);
+}
+
+int main(void)
+{
+    int rc = dev_open(DEV_BACKEND_CUDA);
+    if (DEV_ERR_UNSUPPORTED == rc) {
+        tap_skip_all("the cuda backend was not built");
+    }
+    if (DEV_OK == rc) {
+        tap_diag("a GPU is present: running the basic cuda checks");
+        with_gpu();
+        dev_close();
+    } else {
+        without_gpu(rc);
+    }
+    printf("# %d passed, %d failed\n", tap_count_ - tap_failures(), tap_failures());
+    return tap_done();
+}

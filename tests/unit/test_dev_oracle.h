@@ -1,0 +1,509 @@
+/*
+ * test_dev_oracle.h - an independent oracle for dev_reduce, and the driver that checks every
+ * valid (op, dtype) pair against it (header-only, like tap.h, so that the TAP numbering of the
+ * including test stays one sequence).
+ *
+ * The oracle is written independently of kernels/reference.c (different structure: integers
+ * are widened to 64 bits and truncated back, complex numbers use C99 _Complex, MINLOC/MAXLOC
+ * pick the smallest index among the winners), so that a mistake in the reference is not
+ * mirrored by its own test.
+ *
+ *   oracle_op_valid(op, dtype)        what MPI allows, spelled out as a table
+ *   oracle_check_all_reduces(l, host) every valid pair through dev_reduce on the open backend
+ *                                     (operands and result in device memory), or through
+ *                                     dev_reduce_host when host; random data, odd counts,
+ *                                     poisoned results, in-place and misaligned variants; one
+ *                                     TAP line per pair; returns the number of failed lines
+ */
+#ifndef TEST_DEV_ORACLE_H
+#define TEST_DEV_ORACLE_H
+
+#include "dev.h"
+#include "tap.h"
+
+#include <complex.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- what MPI allows --------------------------------------------------------------------- */
+
+static inline bool oracle_op_valid(dev_op_t op, dev_dtype_t t)
+{
+    /* rows: ops; columns: the dtype enum in order
+     *  i8 u8 i16 u16 i32 u32 i64 u64 flt dbl cflt cdbl bool fi di li 2i si */
+    static const char table[DEV_OP_COUNT][DEV_T_COUNT + 1] = {
+        [DEV_OP_SUM] = "111111111111000000",
+        [DEV_OP_PROD] = "111111111111000000",
+        [DEV_OP_MIN] = "111111111100000000",
+        [DEV_OP_MAX] = "111111111100000000",
+        [DEV_OP_LAND] = "111111110000100000",
+        [DEV_OP_LOR] = "111111110000100000",
+        [DEV_OP_LXOR] = "111111110000100000",
+        [DEV_OP_BAND] = "111111110000000000",
+        [DEV_OP_BOR] = "111111110000000000",
+        [DEV_OP_BXOR] = "111111110000000000",
+        [DEV_OP_MINLOC] = "000000000000011111",
+        [DEV_OP_MAXLOC] = "000000000000011111",
+    };
+    if ((unsigned) op >= DEV_OP_COUNT || (unsigned) t >= DEV_T_COUNT) {
+        return false;
+    }
+    return '1' == table[op][t];
+}
+
+/* ---- element access ---------------------------------------------------------------------- */
+
+typedef struct {
+    int bits;
+    bool is_signed;
+} int_info_t;
+
+static int_info_t int_info(dev_dtype_t t)
+{
+    switch (t) {
+    case DEV_T_INT8: return (int_info_t){8, true};
+    case DEV_T_UINT8: return (int_info_t){8, false};
+    case DEV_T_INT16: return (int_info_t){16, true};
+    case DEV_T_UINT16: return (int_info_t){16, false};
+    case DEV_T_INT32: return (int_info_t){32, true};
+    case DEV_T_UINT32: return (int_info_t){32, false};
+    case DEV_T_INT64: return (int_info_t){64, true};
+    case DEV_T_UINT64: return (int_info_t){64, false};
+    case DEV_T_BOOL: return (int_info_t){8, false};
+    default: return (int_info_t){0, false};
+    }
+}
+
+/* Raw little-endian bits of integer element i, zero-extended. */
+static uint64_t load_bits(const void *buf, size_t i, int bits)
+{
+    uint64_t v = 0;
+    memcpy(&v, (const char *) buf + i * (size_t) (bits / 8), (size_t) (bits / 8));
+    return v;
+}
+
+static void store_bits(void *buf, size_t i, int bits, uint64_t v)
+{
+    memcpy((char *) buf + i * (size_t) (bits / 8), &v, (size_t) (bits / 8));
+}
+
+static int64_t sign_extend(uint64_t v, int bits)
+{
+    if (64 == bits) {
+        return (int64_t) v;
+    }
+    uint64_t sign = 1ull << (bits - 1);
+    uint64_t mask = (1ull << bits) - 1;
+    v &= mask;
+    return (int64_t) ((v ^ sign) - sign);
+}
+
+static uint64_t oracle_integer(dev_op_t op, int_info_t ti, uint64_t u, uint64_t v)
+{
+    bool less, greater;
+    if (ti.is_signed) {
+        less = sign_extend(v, ti.bits) < sign_extend(u, ti.bits);
+        greater = sign_extend(v, ti.bits) > sign_extend(u, ti.bits);
+    } else {
+        less = v < u;
+        greater = v > u;
+    }
+    switch (op) {
+    case DEV_OP_SUM: return u + v; /* truncated to the width on store */
+    case DEV_OP_PROD: return u * v;
+    case DEV_OP_MIN: return less ? v : u;
+    case DEV_OP_MAX: return greater ? v : u;
+    case DEV_OP_LAND: return (u != 0) & (v != 0);
+    case DEV_OP_LOR: return (u != 0) | (v != 0);
+    case DEV_OP_LXOR: return (u != 0) ^ (v != 0);
+    case DEV_OP_BAND: return u & v;
+    case DEV_OP_BOR: return u | v;
+    case DEV_OP_BXOR: return u ^ v;
+    default: abort();
+    }
+}
+
+/* Results of pair ops: (value as double, index). */
+typedef struct {
+    double value;
+    int index;
+} pair_t;
+
+static pair_t load_pair(dev_dtype_t t, const void *buf, size_t i)
+{
+    pair_t p;
+    switch (t) {
+    case DEV_T_FLOAT_INT: {
+        const struct { float v; int i; } *e = (const void *) buf;
+        p.value = e[i].v, p.index = e[i].i;
+        break;
+    }
+    case DEV_T_DOUBLE_INT: {
+        const struct { double v; int i; } *e = (const void *) buf;
+        p.value = e[i].v, p.index = e[i].i;
+        break;
+    }
+    case DEV_T_LONG_INT: {
+        const struct { long v; int i; } *e = (const void *) buf;
+        p.value = (double) e[i].v, p.index = e[i].i;
+        break;
+    }
+    case DEV_T_2INT: {
+        const struct { int v; int i; } *e = (const void *) buf;
+        p.value = e[i].v, p.index = e[i].i;
+        break;
+    }
+    case DEV_T_SHORT_INT: {
+        const struct { short v; int i; } *e = (const void *) buf;
+        p.value = e[i].v, p.index = e[i].i;
+        break;
+    }
+    default: abort();
+    }
+    return p;
+}
+
+/* ---- random operands --------------------------------------------------------------------- */
+
+static uint64_t oracle_rng_state = 0x243f6a8885a308d3ull;
+
+static uint64_t rnd(void)
+{
+    /* xorshift64* */
+    oracle_rng_state ^= oracle_rng_state >> 12;
+    oracle_rng_state ^= oracle_rng_state << 25;
+    oracle_rng_state ^= oracle_rng_state >> 27;
+    return oracle_rng_state * 0x2545f4914f6cdd1dull;
+}
+
+/* Fill n elements: never all zeros.  Logical ops get about one zero in four (so that both
+ * truth values occur); MINLOC/MAXLOC get values from a small set (so that ties occur). */
+static void fill(dev_dtype_t t, dev_op_t op, void *buf, size_t n)
+{
+    bool logical = DEV_OP_LAND == op || DEV_OP_LOR == op || DEV_OP_LXOR == op;
+    for (size_t i = 0; i < n; ++i) {
+        uint64_t r = rnd();
+        switch (t) {
+        case DEV_T_FLOAT: {
+            float f = (float) ((int64_t) (r % 20001) - 10000) / 100.0f;
+            ((float *) buf)[i] = (0.0f == f) ? 1.5f : f;
+            break;
+        }
+        case DEV_T_DOUBLE: {
+            double f = (double) ((int64_t) (r % 2000001) - 1000000) / 1000.0;
+            ((double *) buf)[i] = (0.0 == f) ? 2.25 : f;
+            break;
+        }
+        case DEV_T_CFLOAT: {
+            float *c = (float *) buf + 2 * i;
+            c[0] = (float) ((int) (r % 2001) - 1000) / 100.0f + 0.125f;
+            c[1] = (float) ((int) ((r >> 20) % 2001) - 1000) / 100.0f - 0.375f;
+            break;
+        }
+        case DEV_T_CDOUBLE: {
+            double *c = (double *) buf + 2 * i;
+            c[0] = (double) ((int) (r % 20001) - 10000) / 1000.0 + 0.0625;
+            c[1] = (double) ((int) ((r >> 20) % 20001) - 10000) / 1000.0 - 0.3125;
+            break;
+        }
+        case DEV_T_BOOL:
+            ((unsigned char *) buf)[i] = (unsigned char) (r & 1);
+            break;
+        case DEV_T_FLOAT_INT:
+        case DEV_T_DOUBLE_INT:
+        case DEV_T_LONG_INT:
+        case DEV_T_2INT:
+        case DEV_T_SHORT_INT: {
+            int value = (int) (r % 4) - 1; /* -1..2: many ties */
+            int index = (int) ((r >> 8) % 1000);
+            value = (0 == value) ? 3 : value;
+            switch (t) {
+            case DEV_T_FLOAT_INT: {
+                struct { float v; int i; } *e = buf;
+                e[i].v = (float) value + 0.5f, e[i].i = index;
+                break;
+            }
+            case DEV_T_DOUBLE_INT: {
+                struct { double v; int i; } *e = buf;
+                e[i].v = (double) value - 0.25, e[i].i = index;
+                break;
+            }
+            case DEV_T_LONG_INT: {
+                struct { long v; int i; } *e = buf;
+                e[i].v = (long) value * 1000000007L, e[i].i = index;
+                break;
+            }
+            case DEV_T_2INT: {
+                struct { int v; int i; } *e = buf;
+                e[i].v = value, e[i].i = index;
+                break;
+            }
+            default: {
+                struct { short v; int i; } *e = buf;
+                e[i].v = (short) value, e[i].i = index;
+                break;
+            }
+            }
+            break;
+        }
+        default: {
+            int bits = int_info(t).bits;
+            if (logical && 0 == (r >> 60) % 4) {
+                r = 0;
+            } else if (0 == (r & ((bits < 64) ? ((1ull << bits) - 1) : ~0ull))) {
+                r = 7;
+            }
+            store_bits(buf, i, bits, r);
+            break;
+        }
+        }
+    }
+}
+
+/* ---- comparing one result ---------------------------------------------------------------- */
+
+static bool close_enough(double got, double want, double rel)
+{
+    double scale = fabs(want) > 1.0 ? fabs(want) : 1.0;
+    return fabs(got - want) <= rel * scale;
+}
+
+/* Check got[i] == a[i] op b[i] for all i; on a mismatch describe the first one in why. */
+static bool check_result(dev_dtype_t t, dev_op_t op, const void *a, const void *b,
+                         const void *got, size_t n, char *why, size_t whylen)
+{
+    for (size_t i = 0; i < n; ++i) {
+        switch (t) {
+        case DEV_T_FLOAT: {
+            float u = ((const float *) a)[i], v = ((const float *) b)[i];
+            float g = ((const float *) got)[i];
+            float w = (DEV_OP_SUM == op) ? u + v
+                    : (DEV_OP_PROD == op) ? u * v
+                    : (DEV_OP_MIN == op) ? fminf(u, v) : fmaxf(u, v);
+            if (!close_enough(g, w, 1e-6)) {
+                snprintf(why, whylen, "element %zu: %g %s %g gave %g, want %g", i, u,
+                         dev_op_name(op), v, g, w);
+                return false;
+            }
+            break;
+        }
+        case DEV_T_DOUBLE: {
+            double u = ((const double *) a)[i], v = ((const double *) b)[i];
+            double g = ((const double *) got)[i];
+            double w = (DEV_OP_SUM == op) ? u + v
+                     : (DEV_OP_PROD == op) ? u * v
+                     : (DEV_OP_MIN == op) ? fmin(u, v) : fmax(u, v);
+            if (!close_enough(g, w, 1e-14)) {
+                snprintf(why, whylen, "element %zu: %g %s %g gave %g, want %g", i, u,
+                         dev_op_name(op), v, g, w);
+                return false;
+            }
+            break;
+        }
+        case DEV_T_CFLOAT: {
+            float complex u = ((const float complex *) a)[i];
+            float complex v = ((const float complex *) b)[i];
+            float complex g = ((const float complex *) got)[i];
+            float complex w = (DEV_OP_SUM == op) ? u + v : u * v;
+            if (!close_enough(crealf(g), crealf(w), 1e-5)
+                || !close_enough(cimagf(g), cimagf(w), 1e-5)) {
+                snprintf(why, whylen, "element %zu: gave (%g,%g), want (%g,%g)", i, crealf(g),
+                         cimagf(g), crealf(w), cimagf(w));
+                return false;
+            }
+            break;
+        }
+        case DEV_T_CDOUBLE: {
+            double complex u = ((const double complex *) a)[i];
+            double complex v = ((const double complex *) b)[i];
+            double complex g = ((const double complex *) got)[i];
+            double complex w = (DEV_OP_SUM == op) ? u + v : u * v;
+            if (!close_enough(creal(g), creal(w), 1e-13)
+                || !close_enough(cimag(g), cimag(w), 1e-13)) {
+                snprintf(why, whylen, "element %zu: gave (%g,%g), want (%g,%g)", i, creal(g),
+                         cimag(g), creal(w), cimag(w));
+                return false;
+            }
+            break;
+        }
+        case DEV_T_FLOAT_INT:
+        case DEV_T_DOUBLE_INT:
+        case DEV_T_LONG_INT:
+        case DEV_T_2INT:
+        case DEV_T_SHORT_INT: {
+            pair_t u = load_pair(t, a, i), v = load_pair(t, b, i), g = load_pair(t, got, i);
+            pair_t w;
+            w.value = (DEV_OP_MINLOC == op) ? fmin(u.value, v.value) : fmax(u.value, v.value);
+            /* the smallest index among the operands holding the winning value */
+            w.index = 0x7fffffff;
+            if (u.value == w.value && u.index < w.index) {
+                w.index = u.index;
+            }
+            if (v.value == w.value && v.index < w.index) {
+                w.index = v.index;
+            }
+            if (g.value != w.value || g.index != w.index) {
+                snprintf(why, whylen, "element %zu: (%g,%d) %s (%g,%d) gave (%g,%d), want (%g,%d)",
+                         i, u.value, u.index, dev_op_name(op), v.value, v.index, g.value,
+                         g.index, w.value, w.index);
+                return false;
+            }
+            break;
+        }
+        default: {
+            int_info_t ti = int_info(t);
+            uint64_t u = load_bits(a, i, ti.bits), v = load_bits(b, i, ti.bits);
+            uint64_t g = load_bits(got, i, ti.bits);
+            uint64_t mask = (64 == ti.bits) ? ~0ull : (1ull << ti.bits) - 1;
+            uint64_t w = oracle_integer(op, ti, u, v) & mask;
+            if (g != w) {
+                snprintf(why, whylen, "element %zu: 0x%llx %s 0x%llx gave 0x%llx, want 0x%llx", i,
+                         (unsigned long long) u, dev_op_name(op), (unsigned long long) v,
+                         (unsigned long long) g, (unsigned long long) w);
+                return false;
+            }
+            break;
+        }
+        }
+    }
+    return true;
+}
+
+/* ---- the driver -------------------------------------------------------------------------- */
+
+enum { MAX_COUNT = 4099, POISON = 0xa7 };
+
+/* Reduce n elements at element offset off: out = a op b, then in place a = a op b.
+ * Operands live in device memory unless on_host. */
+static bool run_one(dev_dtype_t t, dev_op_t op, size_t n, size_t off, bool on_host,
+                    char *why, size_t whylen)
+{
+    size_t es = dev_dtype_size(t), bytes = (n + off) * es;
+    unsigned char *ha = malloc(bytes), *hb = malloc(bytes), *hout = malloc(bytes);
+    void *da = NULL, *db = NULL, *dout = NULL;
+    bool ok = false;
+    int rc;
+
+    if (NULL == ha || NULL == hb || NULL == hout) {
+        snprintf(why, whylen, "out of host memory");
+        goto out;
+    }
+    fill(t, op, ha, n + off);
+    fill(t, op, hb, n + off);
+    if (on_host) {
+        da = ha, db = hb, dout = hout;
+        memset(hout, POISON, bytes);
+    } else {
+        if (DEV_OK != dev_mem_alloc(&da, bytes) || DEV_OK != dev_mem_alloc(&db, bytes)
+            || DEV_OK != dev_mem_alloc(&dout, bytes)) {
+            snprintf(why, whylen, "dev_mem_alloc: %s", dev_error_string());
+            goto out;
+        }
+        if (DEV_OK != dev_memcpy(da, ha, bytes) || DEV_OK != dev_memcpy(db, hb, bytes)
+            || DEV_OK != dev_memset(dout, POISON, bytes)) {
+            snprintf(why, whylen, "upload: %s", dev_error_string());
+            goto out;
+        }
+    }
+
+    /* out of place */
+    rc = on_host ? dev_reduce_host(hout + off * es, ha + off * es, hb + off * es, n, t, op)
+                 : dev_reduce((char *) dout + off * es, (char *) da + off * es,
+                              (char *) db + off * es, n, t, op, NULL);
+    if (DEV_OK == rc && !on_host) {
+        rc = dev_memcpy(hout, dout, bytes);
+    }
+    if (DEV_OK != rc) {
+        snprintf(why, whylen, "reduce: %s: %s", dev_status_name(rc), dev_error_string());
+        goto out;
+    }
+    for (size_t i = 0; i < off * es; ++i) {
+        if (POISON != hout[i]) {
+            snprintf(why, whylen, "byte %zu before the result was overwritten", i);
+            goto out;
+        }
+    }
+    if (!check_result(t, op, ha + off * es, hb + off * es, hout + off * es, n, why, whylen)) {
+        goto out;
+    }
+
+    /* in place: a = a op b (what a reduce step of an allreduce does) */
+    if (on_host) {
+        unsigned char *copy = malloc(bytes);
+        if (NULL == copy) {
+            snprintf(why, whylen, "out of host memory");
+            goto out;
+        }
+        memcpy(copy, ha, bytes);
+        rc = dev_reduce_host(copy + off * es, copy + off * es, hb + off * es, n, t, op);
+        memcpy(hout, copy, bytes);
+        free(copy);
+    } else {
+        rc = dev_reduce((char *) da + off * es, (char *) da + off * es, (char *) db + off * es,
+                        n, t, op, NULL);
+        if (DEV_OK == rc) {
+            rc = dev_memcpy(hout, da, bytes);
+        }
+    }
+    if (DEV_OK != rc) {
+        snprintf(why, whylen, "in-place reduce: %s: %s", dev_status_name(rc), dev_error_string());
+        goto out;
+    }
+    if (!check_result(t, op, ha + off * es, hb + off * es, hout + off * es, n, why, whylen)) {
+        size_t l = strlen(why);
+        snprintf(why + l, whylen - l, " (in place)");
+        goto out;
+    }
+    ok = true;
+out:
+    if (!on_host) {
+        dev_mem_free(da);
+        dev_mem_free(db);
+        dev_mem_free(dout);
+    }
+    free(ha);
+    free(hb);
+    free(hout);
+    return ok;
+}
+
+static inline int oracle_check_all_reduces(const char *label, bool on_host)
+{
+    /* odd counts, from one element to more than one 16-byte vector loop of a block */
+    static const size_t counts[] = {1, 3, 17, 255, MAX_COUNT};
+    int failed = 0;
+
+    for (int op = 0; op < DEV_OP_COUNT; ++op) {
+        for (int t = 0; t < DEV_T_COUNT; ++t) {
+            char why[256] = "";
+            bool ok = true;
+            if (!oracle_op_valid((dev_op_t) op, (dev_dtype_t) t)) {
+                continue;
+            }
+            for (size_t c = 0; ok && c < sizeof(counts) / sizeof(counts[0]); ++c) {
+                /* aligned start, then one element off (the vector path's scalar fallback) */
+                ok = run_one((dev_dtype_t) t, (dev_op_t) op, counts[c], 0, on_host, why,
+                             sizeof(why))
+                     && run_one((dev_dtype_t) t, (dev_op_t) op, counts[c], 1, on_host, why,
+                                sizeof(why));
+                if (!ok) {
+                    size_t l = strlen(why);
+                    snprintf(why + l, sizeof(why) - l, " [count %zu]", counts[c]);
+                }
+            }
+            if (!tap_ok(ok, "%s: reduce %s on %s matches the oracle", label,
+                        dev_op_name((dev_op_t) op), dev_dtype_name((dev_dtype_t) t))) {
+                tap_diag("%s", why);
+                ++failed;
+            }
+        }
+    }
+    return failed;
+}
+
+#endif /* TEST_DEV_ORACLE_H */
