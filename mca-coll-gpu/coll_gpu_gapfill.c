@@ -91,6 +91,7 @@ static void provider_load(gap_provider_t *p, const char *name)
     mca_base_component_repository_item_t *ri, *found = NULL;
     const mca_coll_base_component_2_0_0_t *component;
     char symbol[128];
+    char path[4096];
 
     p->tried = true;
     if (OPAL_SUCCESS != mca_base_component_repository_get_components(&ompi_coll_base_framework,
@@ -109,8 +110,13 @@ static void provider_load(gap_provider_t *p, const char *name)
                          name);
         return;
     }
-    /* the providers resolve their Open MPI symbols against the already-loaded libmpi */
-    p->dl = dlopen(found->ri_path, RTLD_NOW | RTLD_GLOBAL);
+    /* The repository keeps the path without its extension (the loader tries each one).  The
+     * providers resolve their Open MPI symbols against the already-loaded libmpi. */
+    snprintf(path, sizeof(path), "%s.so", found->ri_path);
+    p->dl = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
+    if (NULL == p->dl) {
+        p->dl = dlopen(found->ri_path, RTLD_NOW | RTLD_GLOBAL);
+    }
     if (NULL == p->dl) {
         COLL_GPU_VERBOSE(COLL_GPU_LOG_ERROR, "coll:gpu:gapfill: cannot load %s: %s",
                          found->ri_path, dlerror());

@@ -11,7 +11,7 @@ np=$1; shift
 : "${OMPI_PKGLIBDIR:=$(ompi_info --parsable --path pkglibdir | cut -d: -f3-)}"
 : "${COLL_GPU_TEST_DEVICE:=emulated}"
 : "${COLL_GPU_TEST_COLL:=gpu,tuned,basic,libnbc}"
-export OMPI_MCA_mca_base_component_path="$top_builddir/mca-coll-gpu/.libs:$OMPI_PKGLIBDIR"
+export OMPI_MCA_mca_base_component_path="$top_builddir/mca-coll-gpu/component:$OMPI_PKGLIBDIR"
 export OMPI_MCA_coll_gpu_device="$COLL_GPU_TEST_DEVICE"
 export OMPI_MCA_coll="$COLL_GPU_TEST_COLL"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
