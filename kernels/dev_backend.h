@@ -15,6 +15,10 @@
 
 #include "dev.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct dev_backend_ops {
     const char *name;
 
@@ -67,5 +71,17 @@ extern const dev_backend_ops_t dev_cuda_ops;
 int dev_fail(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Forget the failure text of this thread. */
 void dev_clear_error(void);
+
+#ifdef COLL_GPU_HAVE_CUDA
+/* reduce_kernels.cu: enqueue dst[i] = a[i] op b[i] on a CUDA stream (a cudaStream_t, passed
+ * as void * so that this header needs no CUDA header).  Returns a cudaError_t:
+ * cudaErrorInvalidValue for a pair that dev_op_valid() rejects. */
+int dev_cuda_reduce_launch(void *dst, const void *a, const void *b, size_t count,
+                           dev_dtype_t dtype, dev_op_t op, void *stream);
+#endif
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* COLL_GPU_DEV_BACKEND_H */

@@ -1,0 +1,704 @@
+/*
+ * dev_cuda.c - the cuda backend: real GPUs through the CUDA runtime (linked statically) and a
+ * few driver calls (pointer attributes, address ranges) looked up at run time with
+ * cudaGetDriverEntryPointByVersion, so that the library neither links nor needs libcuda at
+ * build time and loads on machines without a driver (dev_open then fails with
+ * DEV_ERR_NO_DRIVER or DEV_ERR_NO_DEVICE).
+ *
+ * dev_open does not create a CUDA context (a host-only MPI job must not pay one per rank);
+ * the runtime creates the primary context of the current device on the first call that needs
+ * it (an allocation, a copy, a launch).
+ *
+ * Classification cache.  dev_mem_classify() sits on the path of every MPI call with host
+ * buffers, where it may add at most ~50 ns; one cuPointerGetAttributes costs 100+ ns on a host
+ * pointer.  So answers are remembered:
+ *
+ *   page cache   256 slots, direct-mapped by a hash of the 4 KiB page number; one 64-bit word
+ *                each, (page << 2 | kind + 1), read and written with relaxed atomics: a hit
+ *                is one load and a compare, no lock.  A page is all host or all CUDA memory
+ *                (CUDA maps whole pages), so a page answers for every pointer in it.
+ *   range cache  32 device or managed allocations (base, size, kind) seen recently, each
+ *                guarded by a sequence counter, scanned on a page miss before asking the
+ *                driver, so that a new page of a known allocation costs no driver call.
+ *
+ * Staleness.  A cached answer outlives the memory it describes.  Allocations and frees made
+ * through this layer (dev_mem_alloc/free, managed, pinned, IPC import/close) update the caches
+ * themselves.  Memory the application frees behind our back is the risk: a host range
+ * munmap()ed and then reused by the driver for a device allocation would still read "host"
+ * (the staged path would then touch device memory from the CPU and fault), and a device range
+ * cudaFree()d and reused for pinned host memory would read "device" (harmless: the device path
+ * handles pinned memory through UVA).  Callers that know memory changed hands call
+ * dev_mem_classify_flush(); COLL_GPU_CLASSIFY_CACHE=0 in the environment turns the caches off
+ * (every classification then asks the driver).
+ */
+#include "dev_backend.h"
+
+#include <cuda.h> /* types and enums of the driver API only: libcuda is never linked */
+#include <cudaTypedefs.h>
+#include <cuda_runtime_api.h>
+
+#include <ctype.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The driver ABI we ask for: the typedefs below are those of CUDA 12.0's entry points. */
+#define CUDA_DRIVER_ABI 12000
+
+static PFN_cuPointerGetAttributes_v7000 drv_pointer_get_attributes;
+static PFN_cuMemGetAddressRange_v3020 drv_mem_get_address_range;
+static bool cls_cache_enabled = true;
+
+/* ---- errors ------------------------------------------------------------------------------ */
+
+static int status_of(cudaError_t err)
+{
+    switch (err) {
+    case cudaErrorMemoryAllocation:
+        return DEV_ERR_NOMEM;
+    case cudaErrorInsufficientDriver:
+    case cudaErrorStubLibrary:
+    case cudaErrorSystemDriverMismatch:
+        return DEV_ERR_NO_DRIVER;
+    case cudaErrorNoDevice:
+        return DEV_ERR_NO_DEVICE;
+    case cudaErrorInvalidValue:
+    case cudaErrorInvalidDevicePointer:
+    case cudaErrorInvalidDevice:
+        return DEV_ERR_ARG;
+    default:
+        return DEV_ERR;
+    }
+}
+
+/* Record "what: cudaErrorName: text" and return the matching status. */
+static int cuda_fail(cudaError_t err, const char *what)
+{
+    return dev_fail(status_of(err), "%s: %s: %s", what, cudaGetErrorName(err),
+                    cudaGetErrorString(err));
+}
+
+/* Run a runtime call; on failure record it and jump to the function's `out` label with rc set.
+ * Every function using it declares `int rc = DEV_OK` and has one `out:` label. */
+#define CUDA_CALL(call_)                                                                       \
+    do {                                                                                       \
+        cudaError_t err_ = (call_);                                                            \
+        if (cudaSuccess != err_) {                                                             \
+            rc = cuda_fail(err_, #call_);                                                      \
+            goto out;                                                                          \
+        }                                                                                      \
+    } while (0)
+
+/* ---- classification caches --------------------------------------------------------------- */
+
+#define CLS_PAGE_SHIFT 12
+#define CLS_SLOTS 256 /* power of two */
+#define CLS_RANGES 32
+
+static _Atomic uint64_t cls_pages[CLS_SLOTS];
+
+typedef struct {
+    atomic_uint seq; /* odd while being written */
+    _Atomic uintptr_t base;
+    _Atomic size_t size; /* 0: empty */
+    atomic_int kind;
+} cls_range_t;
+
+static cls_range_t cls_ranges[CLS_RANGES];
+static atomic_uint cls_next_range;
+
+static inline unsigned cls_slot(uint64_t page)
+{
+    return (unsigned) ((page * 0x9e3779b97f4a7c15ull) >> 56) & (CLS_SLOTS - 1);
+}
+
+static inline void cls_page_store(uintptr_t p, dev_mem_kind_t kind)
+{
+    uint64_t page = (uint64_t) p >> CLS_PAGE_SHIFT;
+    atomic_store_explicit(&cls_pages[cls_slot(page)], (page << 2) | (uint64_t) (kind + 1),
+                          memory_order_relaxed);
+}
+
+/* The kind of p if a range entry holds it, else -1.  Lock-free read of the seqlocks. */
+static int cls_range_lookup(uintptr_t p)
+{
+    for (int i = 0; i < CLS_RANGES; ++i) {
+        cls_range_t *r = &cls_ranges[i];
+        unsigned s1 = atomic_load_explicit(&r->seq, memory_order_acquire);
+        uintptr_t base = atomic_load_explicit(&r->base, memory_order_relaxed);
+        size_t size = atomic_load_explicit(&r->size, memory_order_relaxed);
+        int kind = atomic_load_explicit(&r->kind, memory_order_relaxed);
+        atomic_thread_fence(memory_order_acquire);
+        if (0 == (s1 & 1) && s1 == atomic_load_explicit(&r->seq, memory_order_relaxed)
+            && p - base < size) {
+            return kind;
+        }
+    }
+    return -1;
+}
+
+/* Write one range entry; if another thread is writing that slot, skip (it is only a cache). */
+static void cls_range_store(uintptr_t base, size_t size, dev_mem_kind_t kind, int slot)
+{
+    cls_range_t *r;
+    unsigned s;
+
+    if (slot < 0) {
+        slot = (int) (atomic_fetch_add_explicit(&cls_next_range, 1, memory_order_relaxed)
+                      % CLS_RANGES);
+    }
+    r = &cls_ranges[slot];
+    s = atomic_load_explicit(&r->seq, memory_order_relaxed);
+    if ((s & 1)
+        || !atomic_compare_exchange_strong_explicit(&r->seq, &s, s + 1, memory_order_acquire,
+                                                    memory_order_relaxed)) {
+        return;
+    }
+    atomic_store_explicit(&r->base, base, memory_order_relaxed);
+    atomic_store_explicit(&r->size, size, memory_order_relaxed);
+    atomic_store_explicit(&r->kind, (int) kind, memory_order_relaxed);
+    atomic_store_explicit(&r->seq, s + 2, memory_order_release);
+}
+
+/* Forget everything cached about [base, base + size). */
+static void cls_forget(uintptr_t base, size_t size)
+{
+    uint64_t first = (uint64_t) base >> CLS_PAGE_SHIFT;
+    uint64_t last = (uint64_t) (base + (size ? size - 1 : 0)) >> CLS_PAGE_SHIFT;
+
+    for (int i = 0; i < CLS_SLOTS; ++i) {
+        uint64_t w = atomic_load_explicit(&cls_pages[i], memory_order_relaxed);
+        if (0 != w && (w >> 2) >= first && (w >> 2) <= last) {
+            atomic_store_explicit(&cls_pages[i], 0, memory_order_relaxed);
+        }
+    }
+    for (int i = 0; i < CLS_RANGES; ++i) {
+        uintptr_t rb = atomic_load_explicit(&cls_ranges[i].base, memory_order_relaxed);
+        size_t rs = atomic_load_explicit(&cls_ranges[i].size, memory_order_relaxed);
+        if (0 != rs && rb < base + size && base < rb + rs) {
+            cls_range_store(0, 0, DEV_MEM_HOST, i);
+        }
+    }
+}
+
+/* A new allocation of this layer: drop stale answers for its pages, remember it. */
+static void cls_learn(uintptr_t base, size_t size, dev_mem_kind_t kind)
+{
+    cls_forget(base, size);
+    if (DEV_MEM_HOST != kind && cls_cache_enabled) {
+        cls_range_store(base, size, kind, -1);
+    }
+}
+
+static void cuda_mem_classify_flush(void)
+{
+    for (int i = 0; i < CLS_SLOTS; ++i) {
+        atomic_store_explicit(&cls_pages[i], 0, memory_order_relaxed);
+    }
+    for (int i = 0; i < CLS_RANGES; ++i) {
+        cls_range_store(0, 0, DEV_MEM_HOST, i);
+    }
+}
+
+/* Ask the driver.  cuPointerGetAttributes does not fail on pointers it does not know (it
+ * answers memory type 0); if it fails anyway (no context on this thread, say), the pointer is
+ * treated as host: device memory is visible to every thread through UVA. */
+static dev_mem_kind_t classify_by_driver(const void *ptr, uintptr_t *base, size_t *size)
+{
+    CUpointer_attribute attrs[4] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                    CU_POINTER_ATTRIBUTE_IS_MANAGED,
+                                    CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+                                    CU_POINTER_ATTRIBUTE_RANGE_SIZE};
+    unsigned int memtype = 0;
+    uint64_t managed = 0; /* a "boolean" of unstated width: zeroed, then tested for non-zero */
+    CUdeviceptr range_start = 0;
+    size_t range_size = 0;
+    void *data[4] = {&memtype, &managed, &range_start, &range_size};
+
+    *base = 0;
+    *size = 0;
+    if (CUDA_SUCCESS != drv_pointer_get_attributes(4, attrs, data, (CUdeviceptr) ptr)) {
+        return DEV_MEM_HOST;
+    }
+    *base = (uintptr_t) range_start;
+    *size = range_size;
+    if (0 != managed) {
+        return DEV_MEM_MANAGED;
+    }
+    if (CU_MEMORYTYPE_DEVICE == memtype || CU_MEMORYTYPE_ARRAY == memtype) {
+        return DEV_MEM_DEVICE;
+    }
+    return DEV_MEM_HOST;
+}
+
+static dev_mem_kind_t cuda_mem_classify(const void *ptr)
+{
+    uintptr_t p = (uintptr_t) ptr, base;
+    uint64_t page = (uint64_t) p >> CLS_PAGE_SHIFT;
+    uint64_t w = atomic_load_explicit(&cls_pages[cls_slot(page)], memory_order_relaxed);
+    dev_mem_kind_t kind;
+    size_t size;
+    int rk;
+
+    if ((w >> 2) == page && 0 != (w & 3)) {
+        return (dev_mem_kind_t) ((w & 3) - 1);
+    }
+    if (!cls_cache_enabled) {
+        return classify_by_driver(ptr, &base, &size);
+    }
+    rk = cls_range_lookup(p);
+    if (rk >= 0) {
+        kind = (dev_mem_kind_t) rk;
+    } else {
+        kind = classify_by_driver(ptr, &base, &size);
+        if (DEV_MEM_HOST != kind && 0 != size && p - base < size) {
+            cls_range_store(base, size, kind, -1);
+        }
+    }
+    cls_page_store(p, kind);
+    return kind;
+}
+
+/* ---- lifecycle and devices --------------------------------------------------------------- */
+
+static int lookup_driver_symbol(const char *name, void **fn)
+{
+    enum cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+    cudaError_t err = cudaGetDriverEntryPointByVersion(name, fn, CUDA_DRIVER_ABI,
+                                                       cudaEnableDefault, &found);
+    if (cudaSuccess != err) {
+        return cuda_fail(err, "cudaGetDriverEntryPointByVersion");
+    }
+    if (cudaDriverEntryPointSuccess != found || NULL == *fn) {
+        return dev_fail(DEV_ERR_NO_DRIVER,
+                        "cudaGetDriverEntryPointByVersion(%s, %d): the driver does not provide "
+                        "it (result %d): driver too old", name, CUDA_DRIVER_ABI, (int) found);
+    }
+    return DEV_OK;
+}
+
+static int cuda_open(void)
+{
+    const char *env = getenv("COLL_GPU_CLASSIFY_CACHE");
+    int count = 0, rc;
+    cudaError_t err;
+
+    /* The first runtime call loads libcuda.so.1 and initializes the driver; without a driver
+     * it reports cudaErrorInsufficientDriver (or the stub library's error), not a crash. */
+    err = cudaGetDeviceCount(&count);
+    if (cudaSuccess != err) {
+        rc = status_of(err);
+        if (DEV_ERR_NO_DRIVER != rc && DEV_ERR_NO_DEVICE != rc) {
+            rc = DEV_ERR_NO_DRIVER; /* the runtime cannot start: for our callers, no driver */
+        }
+        return dev_fail(rc, "cudaGetDeviceCount: %s: %s (CUDA runtime %d)",
+                        cudaGetErrorName(err), cudaGetErrorString(err), CUDART_VERSION);
+    }
+    if (count <= 0) {
+        return dev_fail(DEV_ERR_NO_DEVICE, "cudaGetDeviceCount: no CUDA device is visible");
+    }
+    rc = lookup_driver_symbol("cuPointerGetAttributes", (void **) &drv_pointer_get_attributes);
+    if (DEV_OK == rc) {
+        rc = lookup_driver_symbol("cuMemGetAddressRange", (void **) &drv_mem_get_address_range);
+    }
+    if (DEV_OK != rc) {
+        return rc;
+    }
+    cls_cache_enabled = !(NULL != env && 0 == strcmp(env, "0"));
+    cuda_mem_classify_flush();
+    return DEV_OK;
+}
+
+/* The last dev_close: forget cached answers.  The primary contexts stay: the application may
+ * still be using CUDA, and a reset would pull memory out from under it. */
+static void cuda_close(void)
+{
+    cuda_mem_classify_flush();
+}
+
+static int cuda_device_count(int *count)
+{
+    int rc = DEV_OK;
+    CUDA_CALL(cudaGetDeviceCount(count));
+out:
+    return rc;
+}
+
+static int cuda_current_device(int *ordinal)
+{
+    int rc = DEV_OK;
+    CUDA_CALL(cudaGetDevice(ordinal));
+out:
+    return rc;
+}
+
+static int cuda_set_device(int ordinal)
+{
+    int rc = DEV_OK;
+    CUDA_CALL(cudaSetDevice(ordinal));
+out:
+    return rc;
+}
+
+static int cuda_device_uuid(int ordinal, dev_uuid_t *uuid)
+{
+    struct cudaDeviceProp prop;
+    int rc = DEV_OK;
+
+    CUDA_CALL(cudaGetDeviceProperties(&prop, ordinal));
+    _Static_assert(sizeof(prop.uuid.bytes) == sizeof(uuid->bytes), "uuid sizes differ");
+    memcpy(uuid->bytes, prop.uuid.bytes, sizeof(uuid->bytes));
+out:
+    return rc;
+}
+
+static int cuda_device_pci_bus_id(int ordinal, char *buf, size_t len)
+{
+    int rc = DEV_OK;
+
+    CUDA_CALL(cudaDeviceGetPCIBusId(buf, (int) (len > 64 ? 64 : len), ordinal));
+    for (char *c = buf; '\0' != *c; ++c) { /* the runtime writes hex digits upper case */
+        *c = (char) tolower((unsigned char) *c);
+    }
+out:
+    return rc;
+}
+
+static int cuda_device_can_access_peer(int ordinal, int peer_ordinal, bool *can)
+{
+    int answer = 0, rc = DEV_OK;
+
+    if (ordinal == peer_ordinal) {
+        *can = true;
+        return DEV_OK;
+    }
+    CUDA_CALL(cudaDeviceCanAccessPeer(&answer, ordinal, peer_ordinal));
+    *can = 0 != answer;
+out:
+    return rc;
+}
+
+/* ---- memory ------------------------------------------------------------------------------ */
+
+/* Base and size of the allocation holding ptr: cuMemGetAddressRange (the mapped allocation),
+ * else the pointer's RANGE attributes (e.g. for pinned host memory).  DEV_ERR_ARG when CUDA
+ * does not know ptr. */
+static int cuda_mem_range(const void *ptr, void **base, size_t *size, uint64_t *buffer_id)
+{
+    CUpointer_attribute attrs[4] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                    CU_POINTER_ATTRIBUTE_BUFFER_ID,
+                                    CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+                                    CU_POINTER_ATTRIBUTE_RANGE_SIZE};
+    unsigned int memtype = 0;
+    unsigned long long id = 0;
+    CUdeviceptr range_start = 0, b = 0;
+    size_t range_size = 0, s = 0;
+    void *data[4] = {&memtype, &id, &range_start, &range_size};
+    CUresult res;
+
+    res = drv_pointer_get_attributes(4, attrs, data, (CUdeviceptr) ptr);
+    if (CUDA_SUCCESS != res) {
+        return dev_fail(DEV_ERR, "cuPointerGetAttributes(%p): CUresult %d", ptr, (int) res);
+    }
+    if (0 == memtype) {
+        return dev_fail(DEV_ERR_ARG, "dev_mem_range(%p): not memory that CUDA knows", ptr);
+    }
+    if (CUDA_SUCCESS == drv_mem_get_address_range(&b, &s, (CUdeviceptr) ptr)) {
+        range_start = b;
+        range_size = s;
+    }
+    *base = (void *) (uintptr_t) range_start;
+    *size = range_size;
+    *buffer_id = (uint64_t) id;
+    return DEV_OK;
+}
+
+static int cuda_mem_alloc(void **ptr, size_t size)
+{
+    int rc = DEV_OK;
+    CUDA_CALL(cudaMalloc(ptr, size));
+    cls_learn((uintptr_t) *ptr, size, DEV_MEM_DEVICE);
+out:
+    return rc;
+}
+
+static int cuda_mem_alloc_managed(void **ptr, size_t size)
+{
+    int rc = DEV_OK;
+    CUDA_CALL(cudaMallocManaged(ptr, size, cudaMemAttachGlobal));
+    cls_learn((uintptr_t) *ptr, size, DEV_MEM_MANAGED);
+out:
+    return rc;
+}
+
+/* Forget the caches' view of the allocation at ptr before it goes away. */
+static void forget_allocation(void *ptr)
+{
+    CUdeviceptr b = 0;
+    size_t s = 0;
+    if (CUDA_SUCCESS == drv_mem_get_address_range(&b, &s, (CUdeviceptr) ptr) && 0 != s) {
+        cls_forget((uintptr_t) b, s);
+    } else {
+        cls_forget((uintptr_t) ptr, 1);
+    }
+}
+
+static int cuda_mem_free(void *ptr)
+{
+    int rc = DEV_OK;
+    forget_allocation(ptr);
+    CUDA_CALL(cudaFree(ptr));
+out:
+    return rc;
+}
+
+static int cuda_host_alloc(void **ptr, size_t size)
+{
+    int rc = DEV_OK;
+    CUDA_CALL(cudaHostAlloc(ptr, size, cudaHostAllocPortable));
+    cls_learn((uintptr_t) *ptr, size, DEV_MEM_HOST);
+out:
+    return rc;
+}
+
+static int cuda_host_free(void *ptr)
+{
+    int rc = DEV_OK;
+    forget_allocation(ptr);
+    CUDA_CALL(cudaFreeHost(ptr));
+out:
+    return rc;
+}
+
+/* ---- streams and events ------------------------------------------------------------------ */
+
+struct dev_stream {
+    cudaStream_t s;
+};
+
+struct dev_event {
+    cudaEvent_t e;
+};
+
+/* NULL is the legacy default stream. */
+static inline cudaStream_t stream_of(dev_stream_t *stream)
+{
+    return (NULL == stream) ? (cudaStream_t) 0 : stream->s;
+}
+
+static int cuda_stream_create(dev_stream_t **stream)
+{
+    dev_stream_t *st = calloc(1, sizeof(*st));
+    int rc = DEV_OK;
+
+    if (NULL == st) {
+        return dev_fail(DEV_ERR_NOMEM, "dev_stream_create: out of memory");
+    }
+    CUDA_CALL(cudaStreamCreateWithFlags(&st->s, cudaStreamNonBlocking));
+    *stream = st;
+    st = NULL;
+out:
+    free(st);
+    return rc;
+}
+
+static int cuda_stream_destroy(dev_stream_t *stream)
+{
+    int rc = DEV_OK;
+    CUDA_CALL(cudaStreamDestroy(stream->s));
+out:
+    free(stream);
+    return rc;
+}
+
+static int cuda_stream_sync(dev_stream_t *stream)
+{
+    int rc = DEV_OK;
+    CUDA_CALL(cudaStreamSynchronize(stream_of(stream)));
+out:
+    return rc;
+}
+
+static int cuda_event_create(dev_event_t **event)
+{
+    dev_event_t *ev = calloc(1, sizeof(*ev));
+    int rc = DEV_OK;
+
+    if (NULL == ev) {
+        return dev_fail(DEV_ERR_NOMEM, "dev_event_create: out of memory");
+    }
+    CUDA_CALL(cudaEventCreateWithFlags(&ev->e, cudaEventDisableTiming));
+    *event = ev;
+    ev = NULL;
+out:
+    free(ev);
+    return rc;
+}
+
+static int cuda_event_destroy(dev_event_t *event)
+{
+    int rc = DEV_OK;
+    CUDA_CALL(cudaEventDestroy(event->e));
+out:
+    free(event);
+    return rc;
+}
+
+static int cuda_event_record(dev_event_t *event, dev_stream_t *stream)
+{
+    int rc = DEV_OK;
+    CUDA_CALL(cudaEventRecord(event->e, stream_of(stream)));
+out:
+    return rc;
+}
+
+static int cuda_event_sync(dev_event_t *event)
+{
+    int rc = DEV_OK;
+    CUDA_CALL(cudaEventSynchronize(event->e));
+out:
+    return rc;
+}
+
+static int cuda_event_query(dev_event_t *event)
+{
+    cudaError_t err = cudaEventQuery(event->e);
+    if (cudaErrorNotReady == err) {
+        return 1;
+    }
+    return (cudaSuccess == err) ? DEV_OK : cuda_fail(err, "cudaEventQuery");
+}
+
+/* ---- copies and kernels ------------------------------------------------------------------ */
+
+static int cuda_memcpy_async(void *dst, const void *src, size_t bytes, dev_stream_t *stream)
+{
+    int rc = DEV_OK;
+    CUDA_CALL(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_of(stream)));
+out:
+    return rc;
+}
+
+/* Blocking in every direction (plain cudaMemcpy may return before a device-to-device copy
+ * has finished). */
+static int cuda_memcpy_sync(void *dst, const void *src, size_t bytes)
+{
+    int rc = DEV_OK;
+    CUDA_CALL(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t) 0));
+    CUDA_CALL(cudaStreamSynchronize((cudaStream_t) 0));
+out:
+    return rc;
+}
+
+static int cuda_memset_sync(void *dst, int value, size_t bytes)
+{
+    int rc = DEV_OK;
+    CUDA_CALL(cudaMemsetAsync(dst, value, bytes, (cudaStream_t) 0));
+    CUDA_CALL(cudaStreamSynchronize((cudaStream_t) 0));
+out:
+    return rc;
+}
+
+static int cuda_reduce(void *dst, const void *a, const void *b, size_t count, dev_dtype_t dtype,
+                       dev_op_t op, dev_stream_t *stream)
+{
+    int rc = DEV_OK;
+    CUDA_CALL((cudaError_t) dev_cuda_reduce_launch(dst, a, b, count, dtype, op,
+                                                   (void *) stream_of(stream)));
+out:
+    return rc;
+}
+
+/* ---- IPC --------------------------------------------------------------------------------- */
+
+typedef struct {
+    char magic[8];
+    cudaIpcMemHandle_t handle;
+    uint64_t size;
+} cuda_ipc_wire_t;
+
+_Static_assert(sizeof(cuda_ipc_wire_t) <= sizeof(dev_ipc_handle_t),
+               "the cuda IPC handle must fit dev_ipc_handle_t");
+
+static const char cuda_ipc_magic[8] = "CGPUCUD";
+
+static int cuda_ipc_export(void *base, dev_ipc_handle_t *handle)
+{
+    cuda_ipc_wire_t wire;
+    CUdeviceptr b = 0;
+    size_t s = 0;
+    int rc = DEV_OK;
+
+    memset(&wire, 0, sizeof(wire));
+    if (CUDA_SUCCESS != drv_mem_get_address_range(&b, &s, (CUdeviceptr) base)
+        || (uintptr_t) b != (uintptr_t) base) {
+        return dev_fail(DEV_ERR_ARG, "dev_ipc_export(%p): not the base of a device allocation",
+                        base);
+    }
+    CUDA_CALL(cudaIpcGetMemHandle(&wire.handle, base));
+    memcpy(wire.magic, cuda_ipc_magic, sizeof(wire.magic));
+    wire.size = s;
+    memset(handle, 0, sizeof(*handle));
+    memcpy(handle->bytes, &wire, sizeof(wire));
+out:
+    return rc;
+}
+
+static int cuda_ipc_import(const dev_ipc_handle_t *handle, void **ptr)
+{
+    cuda_ipc_wire_t wire;
+    int rc = DEV_OK;
+
+    memcpy(&wire, handle->bytes, sizeof(wire));
+    if (0 != memcmp(wire.magic, cuda_ipc_magic, sizeof(wire.magic))) {
+        return dev_fail(DEV_ERR_ARG, "dev_ipc_import: not a handle of the cuda backend");
+    }
+    CUDA_CALL(cudaIpcOpenMemHandle(ptr, wire.handle, cudaIpcMemLazyEnablePeerAccess));
+    cls_learn((uintptr_t) *ptr, (size_t) wire.size, DEV_MEM_DEVICE);
+out:
+    return rc;
+}
+
+static int cuda_ipc_close(void *ptr)
+{
+    int rc = DEV_OK;
+    forget_allocation(ptr);
+    CUDA_CALL(cudaIpcCloseMemHandle(ptr));
+out:
+    return rc;
+}
+
+const dev_backend_ops_t dev_cuda_ops = {
+    .name = "cuda",
+    .open = cuda_open,
+    .close = cuda_close,
+    .device_count = cuda_device_count,
+    .current_device = cuda_current_device,
+    .set_device = cuda_set_device,
+    .device_uuid = cuda_device_uuid,
+    .device_pci_bus_id = cuda_device_pci_bus_id,
+    .device_can_access_peer = cuda_device_can_access_peer,
+    .mem_classify = cuda_mem_classify,
+    .mem_classify_flush = cuda_mem_classify_flush,
+    .mem_range = cuda_mem_range,
+    .mem_alloc = cuda_mem_alloc,
+    .mem_alloc_managed = cuda_mem_alloc_managed,
+    .mem_free = cuda_mem_free,
+    .host_alloc = cuda_host_alloc,
+    .host_free = cuda_host_free,
+    .stream_create = cuda_stream_create,
+    .stream_destroy = cuda_stream_destroy,
+    .stream_sync = cuda_stream_sync,
+    .event_create = cuda_event_create,
+    .event_destroy = cuda_event_destroy,
+    .event_record = cuda_event_record,
+    .event_sync = cuda_event_sync,
+    .event_query = cuda_event_query,
+    .memcpy_async = cuda_memcpy_async,
+    .memcpy_sync = cuda_memcpy_sync,
+    .memset_sync = cuda_memset_sync,
+    .ipc_export = cuda_ipc_export,
+    .ipc_import = cuda_ipc_import,
+    .ipc_close = cuda_ipc_close,
+    .reduce = cuda_reduce,
+};
