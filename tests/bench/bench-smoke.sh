@@ -1,0 +1,53 @@
+#!/bin/sh
+# bench-smoke.sh - the benchmark's own correctness, not a timing: coll_gpu_bench in check mode
+# on the emulated device with 2 ranks (allreduce and bcast, 8 B to 64 KiB, backends mpi and
+# staged) must finish, print a table, and count no wrong element anywhere.  TAP output.
+set -u
+: "${top_builddir:=$(cd "$(dirname "$0")/../.." && pwd)}"
+: "${top_srcdir:=$(cd "$(dirname "$0")/../.." && pwd)}"
+bench=$top_builddir/tests/coll_gpu_bench
+csv=bench-smoke.csv
+out=bench-smoke.out
+
+echo "1..6"
+if [ ! -x "$bench" ]; then
+    echo "not ok 1 - coll_gpu_bench is built ($bench)"
+    echo "# the remaining checks need it"
+    for n in 2 3 4 5 6; do echo "not ok $n - skipped: no coll_gpu_bench"; done
+    exit 1
+fi
+echo "ok 1 - coll_gpu_bench is built"
+
+rm -f "$csv" "$out"
+COLL_GPU_TEST_DEVICE=emulated "$top_srcdir/tests/run-mpi.sh" 2 "$bench" -d emulated -C \
+    -c allreduce,bcast -b 8 -e 64K -n 2 -w 1 -B mpi,staged -s 12345 -p "$csv" >"$out" 2>&1
+rc=$?
+sed 's/^/# /' "$out"
+if [ $rc -eq 0 ]; then echo "ok 2 - exits 0"; else echo "not ok 2 - exits 0 (got $rc)"; fi
+
+if grep -q "coll/gpu: loaded" "$out"; then
+    echo "ok 3 - coll/gpu is loaded, so the mpi backend runs through it"
+else
+    echo "not ok 3 - coll/gpu is loaded, so the mpi backend runs through it"
+fi
+
+# 8 B .. 64 KiB by 2: 14 sizes, for 2 collectives and 2 backends
+rows=$(awk -F, 'NR > 1 && ($7 == "mpi" || $7 == "staged")' "$csv" 2>/dev/null | wc -l)
+if [ "$rows" -eq 56 ]; then
+    echo "ok 4 - a CSV row per size, collective and backend (56)"
+else
+    echo "not ok 4 - a CSV row per size, collective and backend (56, got $rows)"
+fi
+
+wrong=$(awk -F, 'NR > 1 && $17 != "0" { n++ } END { print n + 0 }' "$csv" 2>/dev/null)
+if [ -s "$csv" ] && [ "$wrong" -eq 0 ]; then
+    echo "ok 5 - #wrong is 0 in every row"
+else
+    echo "not ok 5 - #wrong is 0 in every row ($wrong rows with wrong elements)"
+fi
+
+if grep -q "check: 0 wrong elements in total" "$out" && grep -q "busbw(GB/s)" "$out"; then
+    echo "ok 6 - the table and the closing verdict are printed"
+else
+    echo "not ok 6 - the table and the closing verdict are printed"
+fi

@@ -1,0 +1,101 @@
+#!/bin/sh
+# hostpath.sh [-r ROUNDS] [-d DEVICE] [-n NP] BUILDDIR [-- BENCH-OPTIONS]
+#
+# What coll/gpu adds to a host-buffer MPI_Allreduce: runs coll_gpu_hostpath_bench (8 bytes,
+# median ns per call) without coll/gpu (A) and with it (B), alternating A B A B ... ROUNDS times
+# in this one invocation so that drift of the machine hits both alike, then prints the median of
+# each side over the rounds and the difference.  The goal is at most 50 ns added.
+#
+#   BUILDDIR     a configured and built tree (the component comes from BUILDDIR/mca-coll-gpu)
+#   -r ROUNDS    rounds of A and B (default 5)
+#   -d DEVICE    coll/gpu's device backend: cuda or emulated (default: cuda when nvidia-smi
+#                lists a GPU, else emulated)
+#   -n NP        ranks (default 2)
+# Environment: MPIRUN, COLL_WITHOUT (default tuned,basic,libnbc), COLL_WITH (default
+# gpu,tuned,basic,libnbc), HOSTPATH_MPIRUN_ARGS (extra mpirun options).
+set -u
+
+rounds=5
+device=
+np=2
+while getopts r:d:n:h opt; do
+    case $opt in
+        r) rounds=$OPTARG ;;
+        d) device=$OPTARG ;;
+        n) np=$OPTARG ;;
+        *) sed -n '2,18p' "$0"; exit 2 ;;
+    esac
+done
+shift $((OPTIND - 1))
+[ $# -ge 1 ] || { sed -n '2,18p' "$0"; exit 2; }
+build=$(cd "$1" && pwd) || exit 2
+shift
+[ "${1:-}" = "--" ] && shift
+
+prog=$build/tests/coll_gpu_hostpath_bench
+[ -x "$prog" ] || { echo "hostpath.sh: $prog is not built" >&2; exit 1; }
+compdir=$build/mca-coll-gpu/component
+[ -e "$compdir/mca_coll_gpu.so" ] || compdir=$build/mca-coll-gpu/.libs
+[ -e "$compdir/mca_coll_gpu.so" ] || { echo "hostpath.sh: no mca_coll_gpu.so under $build/mca-coll-gpu" >&2; exit 1; }
+if [ -z "$device" ]; then
+    device=emulated
+    if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
+        device=cuda
+    fi
+fi
+
+: "${MPIRUN:=mpirun}"
+: "${COLL_WITHOUT:=tuned,basic,libnbc}"
+: "${COLL_WITH:=gpu,tuned,basic,libnbc}"
+pkglibdir=$(ompi_info --parsable --path pkglibdir | cut -d: -f3-)
+export OMPI_MCA_mca_base_component_path="$compdir:$pkglibdir"
+export OMPI_MCA_coll_gpu_device="$device"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1 OMPI_MCA_osc=^ucx
+export OMPI_MCA_btl_vader_single_copy_mechanism=none
+# one core per rank when there are enough: latency is what this measures
+if [ "$(nproc 2>/dev/null || echo 1)" -ge "$np" ]; then bind="--bind-to core"; else bind="--bind-to none --oversubscribe"; fi
+
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+
+# run SIDE COLL: one run, its result line appended to $tmp/SIDE
+run() {
+    side=$1 coll=$2
+    shift 2
+    # shellcheck disable=SC2086
+    OMPI_MCA_coll=$coll "$MPIRUN" -np "$np" $bind ${HOSTPATH_MPIRUN_ARGS:-} "$prog" "$@" \
+        >"$tmp/run.out" 2>&1
+    rc=$?
+    line=$(grep '^hostpath ' "$tmp/run.out")
+    if [ $rc -ne 0 ] || [ -z "$line" ]; then
+        echo "hostpath.sh: the run with OMPI_MCA_coll=$coll failed (exit $rc):" >&2
+        cat "$tmp/run.out" >&2
+        exit 1
+    fi
+    echo "$line" | sed 's/.*median_ns=\([0-9.]*\).*/\1/' >>"$tmp/$side"
+    echo "$line"
+}
+
+median() { sort -g "$1" | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.1f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+echo "# hostpath.sh: 8-byte host-buffer MPI_Allreduce, $np ranks, $rounds rounds A B"
+echo "#   A: OMPI_MCA_coll=$COLL_WITHOUT    B: OMPI_MCA_coll=$COLL_WITH (coll_gpu_device=$device)"
+echo "#   component: $compdir/mca_coll_gpu.so; mpirun $bind"
+i=1
+while [ "$i" -le "$rounds" ]; do
+    a=$(run A "$COLL_WITHOUT" "$@") || exit 1
+    b=$(run B "$COLL_WITH" "$@") || exit 1
+    case $a in *coll_gpu=absent*) ;; *) echo "hostpath.sh: A has coll/gpu loaded: $a" >&2; exit 1 ;; esac
+    case $b in *coll_gpu=loaded*) ;; *) echo "hostpath.sh: B does not have coll/gpu loaded: $b" >&2; exit 1 ;; esac
+    echo "round $i  A ${a#hostpath }"
+    echo "round $i  B ${b#hostpath }"
+    i=$((i + 1))
+done
+ma=$(median "$tmp/A")
+mb=$(median "$tmp/B")
+awk -v a="$ma" -v b="$mb" 'BEGIN {
+    d = b - a
+    printf "hostpath: without coll/gpu %.1f ns, with coll/gpu %.1f ns (medians over rounds): added %+.1f ns per call; goal <= 50 ns: %s\n",
+        a, b, d, (d <= 50 ? "met" : "NOT met")
+}'
