@@ -27,6 +27,7 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -692,7 +693,6 @@ typedef struct {
     int usable[BENCH_COLL_COUNT];     /* per collective */
     int alg_value[BENCH_COLL_COUNT];
     char why[BENCH_COLL_COUNT][WHY_LEN];
-    int dead;                         /* an error stopped it for the rest of the run */
 } backend_t;
 
 typedef struct {
@@ -1298,8 +1298,8 @@ static void print_closing(bench_t *B, bench_coll_t c, const size_t *sizes, int n
 
 /* ---- main ------------------------------------------------------------------------------- */
 
-/* Sizes of collective c: the -b/-e/-f ladder, each rounded down to what the collective can
- * split evenly, without duplicates or zeros. */
+/* Sizes of collective c: the -b/-e/-f ladder ending at -e, each rounded down to what the
+ * collective can split evenly, without duplicates or zeros. */
 static int size_ladder(const bench_t *B, bench_coll_t c, size_t *sizes)
 {
     size_t ts = dev_dtype_size(B->opt.type->dev);
@@ -1313,6 +1313,10 @@ static int size_ladder(const bench_t *B, bench_coll_t c, size_t *sizes)
             continue;
         }
         sizes[n++] = v;
+    }
+    /* -e is part of the range even when the factor steps over it */
+    if (n < MAX_SIZES && B->opt.maxbytes / unit * unit > (n > 0 ? sizes[n - 1] : 0)) {
+        sizes[n++] = B->opt.maxbytes / unit * unit;
     }
     return n;
 }
@@ -1460,7 +1464,7 @@ int main(int argc, char **argv)
 #endif
     }
     setup_backends(B);
-    say("# backends: %s\n", B->opt.backends);
+    say("# backends asked for: %s\n", B->opt.backends);
     say("# timing: barrier, then each rank times each of up to %d calls (after %d warm-up) with "
         "a monotonic clock;\n#   time = max over ranks of the per-rank mean; algbw = size / "
         "time; busbw = algbw x %s\n",
@@ -1540,9 +1544,13 @@ int main(int argc, char **argv)
             size_t count = (BENCH_ALLGATHER == c || BENCH_REDUCE_SCATTER_BLOCK == c)
                                ? total / (size_t) g_size
                                : total;
+            if (count > (size_t) INT_MAX) {
+                say("# %zu B: %zu elements do not fit an int count: skipped\n", sizes[s], count);
+                continue;
+            }
             for (k = 0; k < B->nbackends; ++k) {
                 backend_t *b = &B->backends[k];
-                if (!b->usable[c] || b->dead) {
+                if (!b->usable[c]) {
                     continue;
                 }
                 if (0 != run_segment(B, b, c, sizes[s], count, total, &results[s][k], why,

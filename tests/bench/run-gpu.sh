@@ -15,7 +15,7 @@
 #   timing.csv    every row of the timing run; timing.png its plot (plot.py)
 #   hostpath.txt  hostpath.sh: host-buffer allreduce with and without coll/gpu
 # Environment: NP (ranks, default 2), MAXBYTES (default 512M), ITERS (default 20), WARMUP
-# (default 5), TIMING_FACTOR (default 2), CHECK_FACTOR (default 4), HOSTPATH_ROUNDS (default 5),
+# (default 5), TIMING_FACTOR (default 2), CHECK_FACTOR (default 4), HOSTPATH_ROUNDS (default 10),
 # MPIRUN.  Exit status: 0 when every step ran and the check found nothing wrong.
 set -u
 
@@ -95,7 +95,7 @@ timing_cmd=("$bench" "${common[@]}" -f "$tfactor" -n "$iters" -w "$warmup" -T 2
     echo "$MPIRUN ${mpirun_args[*]} ${check_cmd[*]}"
     echo "$MPIRUN ${mpirun_args[*]} ${timing_cmd[*]}"
     echo "python3 $here/plot.py $out/timing.csv $out/timing.png"
-    echo "$here/hostpath.sh -d cuda -n $np -r ${HOSTPATH_ROUNDS:-5} $build"
+    echo "$here/hostpath.sh -d cuda -n $np -r ${HOSTPATH_ROUNDS:-10} $build"
 } >"$out/env.txt" 2>&1
 
 status=0
@@ -127,7 +127,7 @@ fi
 
 # ---- 4. host path ----------------------------------------------------------------------------------
 step "host path" "$out/hostpath.txt" 240 "$here/hostpath.sh" -d cuda -n "$np" \
-    -r "${HOSTPATH_ROUNDS:-5}" "$build"
+    -r "${HOSTPATH_ROUNDS:-10}" "$build"
 tail -1 "$out/hostpath.txt"
 
 [ -n "$caveat" ] && printf '\n%s\n' "$caveat"
