@@ -1321,17 +1321,246 @@ static int size_ladder(const bench_t *B, bench_coll_t c, size_t *sizes)
     return n;
 }
 
+/* The header: who runs where, with what, and how the numbers are made. */
+static void print_header(bench_t *B)
+{
+    char lib[MPI_MAX_LIBRARY_VERSION_STRING], colls[1024];
+    int ci, n = 0, idx;
+    time_t now = time(NULL);
+
+    MPI_Get_library_version(lib, &n);
+    lib[strcspn(lib, "\n,")] = '\0';
+    say("# coll_gpu_bench: %s", ctime(&now));
+    say("# MPI: %s\n", lib);
+    cvar_read_string("coll", colls, sizeof(colls));
+    for (ci = 0; ci < B->opt.ncolls; ++ci) {
+        char name[96];
+        bench_coll_t c = (bench_coll_t) B->opt.colls[ci];
+        snprintf(name, sizeof(name), "coll_gpu_%s_algorithm", coll_names[c]);
+        cvar_open(name, &B->cvars[c]);
+    }
+    B->gpu_loaded = mpit_ok && MPI_SUCCESS == MPI_T_cvar_get_index("coll_gpu_device", &idx);
+#if defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
+    B->cuda_aware = 1 == MPIX_Query_cuda_support();
+#endif
+    say("# coll components asked for (MCA coll): %s; coll/gpu: %s; Open MPI CUDA-aware: %s\n",
+        '\0' != colls[0] ? colls : "(default)", B->gpu_loaded ? "loaded" : "NOT loaded",
+        B->cuda_aware ? "yes" : "no");
+    say("# ranks: %d; device: %s%s\n", g_size, dev_backend_name(B->device),
+        DEV_BACKEND_EMULATED == B->device
+            ? " (the CPU stands in for the GPU: times measure the emulation, not a GPU)"
+            : "");
+    describe_ranks(B);
+    say("# nodes: %d\n", B->nodes);
+    if (B->shared_gpu) {
+        say("#\n# !!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n"
+            "# !!! SEVERAL RANKS SHARE ONE GPU: the GPU time-slices between processes, so\n"
+            "# !!! every time below is NOT meaningful (correctness only).  One GPU per rank.\n"
+            "# !!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n#\n");
+    }
+}
+
+/* The latency floor of this device, measured by every rank at once (cuda only). */
+static void measure_floor(bench_t *B)
+{
+    B->floor_us = 0;
+    if (DEV_BACKEND_CUDA != B->device) {
+        say("# floor: n/a on the %s device\n", dev_backend_name(B->device));
+        return;
+    }
+    if (!B->opt.floor) {
+        return;
+    }
+#ifdef COLL_GPU_BENCH_FLOOR
+    {
+        char why[WHY_LEN];
+        double f[2] = {0, 0}, fmax[2];
+        int frc;
+        MPI_Barrier(MPI_COMM_WORLD);
+        frc = bench_floor_measure(B->ordinal, 1000, &f[0], &f[1], why, sizeof(why));
+        if (!all_min(0 == frc)) {
+            if (0 != frc) {
+                fprintf(stderr, "rank %d: floor measurement failed: %s\n", g_rank, why);
+            }
+            say("# floor: measurement failed (see stderr)\n");
+            return;
+        }
+        MPI_Allreduce(f, fmax, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        B->floor_us = fmax[0] < fmax[1] ? fmax[0] : fmax[1];
+        say("# floor (median of 1000, max over ranks, all ranks at once): empty kernel writing a "
+            "flag to mapped host memory + host spin: %.2f us; empty kernel + "
+            "cudaStreamSynchronize: %.2f us\n", fmax[0], fmax[1]);
+        say("# floor = %.2f us; small-message goal (1.25 x floor): %.2f us\n", B->floor_us,
+            1.25 * B->floor_us);
+    }
+#else
+    say("# floor: not built (no CUDA at configure time)\n");
+#endif
+}
+
+/* NCCL on the same ranks, when asked for and possible; otherwise B->nccl_why says why not. */
+static void setup_nccl(bench_t *B)
+{
+    B->nccl_why[0] = '\0';
+    if (NULL == strstr(B->opt.backends, "nccl")) {
+        return;
+    }
+#ifdef COLL_GPU_BENCH_NCCL
+    {
+        char ver[32], why[WHY_LEN];
+        bench_nccl_version(ver, sizeof(ver));
+        /* every condition is the same on all ranks, so all or none enter bench_nccl_init */
+        if (DEV_BACKEND_CUDA != B->device) {
+            snprintf(B->nccl_why, WHY_LEN, "needs the cuda device");
+        } else if (B->shared_gpu) {
+            snprintf(B->nccl_why, WHY_LEN, "NCCL refuses two ranks on one GPU");
+        } else if (0 != bench_nccl_supports(B->opt.type->dev, B->opt.op, why, sizeof(why))) {
+            snprintf(B->nccl_why, WHY_LEN, "%s", why);
+        } else if (0 != bench_nccl_init(&B->nccl, MPI_COMM_WORLD, B->ordinal, why,
+                                        sizeof(why))) {
+            snprintf(B->nccl_why, WHY_LEN, "init failed: %.400s", why);
+        }
+        say("# NCCL %s%s%s\n", ver, '\0' != B->nccl_why[0] ? ": unavailable: " : "",
+            B->nccl_why);
+    }
+#else
+    snprintf(B->nccl_why, WHY_LEN, "not built (configure found no NCCL or no CUDA)");
+#endif
+}
+
+static void print_method(const bench_t *B)
+{
+    say("# backends asked for: %s\n", B->opt.backends);
+    say("# timing: barrier, then each rank times each of up to %d calls (after %d warm-up) with "
+        "a monotonic clock;\n#   time = max over ranks of the per-rank mean; algbw = size / "
+        "time; busbw = algbw x %s\n",
+        B->opt.iters, B->opt.warmup,
+        1 == B->opt.ncolls && BENCH_BCAST == B->opt.colls[0]
+            ? "1 (bcast)"
+            : "2(n-1)/n (allreduce), 1 (bcast), (n-1)/n (allgather, reduce_scatter_block)");
+    say("#   completion: an MPI call returns with the data final; each nccl call is followed by "
+        "cudaStreamSynchronize, so it is timed to the same point\n");
+    if (B->opt.check) {
+        say("# check: per size and backend, fresh random data (seed 0x%llx), output poisoned, "
+            "verified after the first call and after the timed calls\n#   against a host "
+            "reference computed independently; #wrong = wrong elements summed over ranks\n",
+            (unsigned long long) B->opt.seed);
+    }
+}
+
+/* Device buffers for the largest size, filled with random data (timing never runs on zeros),
+ * and the host buffers of check mode.  Collective: 0 when every rank succeeded. */
+static int alloc_buffers(bench_t *B)
+{
+    size_t sizes[MAX_SIZES], maxbuf = 0, ts = dev_dtype_size(B->opt.type->dev);
+    int ci, n, ok;
+    gen_t g;
+
+    for (ci = 0; ci < B->opt.ncolls; ++ci) {
+        n = size_ladder(B, (bench_coll_t) B->opt.colls[ci], sizes);
+        if (n > 0 && sizes[n - 1] > maxbuf) {
+            maxbuf = sizes[n - 1];
+        }
+    }
+    B->bufbytes = maxbuf > 0 ? maxbuf : 8;
+    ok = DEV_OK == dev_mem_alloc(&B->dsend, B->bufbytes)
+         && DEV_OK == dev_mem_alloc(&B->drecv, B->bufbytes);
+    B->hin = malloc(B->bufbytes);
+    ok = ok && NULL != B->hin;
+    if (B->opt.check) {
+        B->hout = malloc(B->bufbytes);
+        B->href = malloc(B->bufbytes);
+        ok = ok && NULL != B->hout && NULL != B->href;
+    }
+    if (ok) {
+        gen_setup(&g, B->opt.seed, B->opt.type, B->opt.op, BENCH_ALLREDUCE, g_size);
+        fill_input(&g, B->opt.type, g_rank, B->hin, B->bufbytes / ts);
+        ok = DEV_OK == dev_memcpy(B->dsend, B->hin, B->bufbytes)
+             && DEV_OK == dev_memcpy(B->drecv, B->hin, B->bufbytes);
+    }
+    if (!ok) {
+        fprintf(stderr, "rank %d: cannot allocate or fill 2 x %zu bytes: %s\n", g_rank,
+                B->bufbytes, dev_error_string());
+    }
+    return all_min(ok) ? 0 : -1;
+}
+
+static void open_csv(bench_t *B)
+{
+    if (0 != g_rank || NULL == B->opt.csv) {
+        return;
+    }
+    B->csv = fopen(B->opt.csv, "w");
+    if (NULL == B->csv) {
+        fprintf(stderr, "coll_gpu_bench: cannot write %s: %s\n", B->opt.csv, strerror(errno));
+        return;
+    }
+    fprintf(B->csv, "collective,size_bytes,count,type,op,root,backend,nranks,nodes,device,iters,"
+                    "time_us,median_us,min_us,algbw_gbs,busbw_gbs,wrong,floor_us,shared_gpu\n");
+}
+
+/* Every size of collective c on every backend, then the closing table.  A backend that fails
+ * is dropped for the rest of this collective.  Adds the wrong elements and the (size, backend)
+ * pairs that ran to the counters; returns 0, or 1 when something failed. */
+static int run_collective(bench_t *B, bench_coll_t c, long long *total_wrong, int *segments)
+{
+    static result_t results[MAX_SIZES][MAX_BACKENDS];
+    size_t sizes[MAX_SIZES], ts = dev_dtype_size(B->opt.type->dev);
+    char why[WHY_LEN];
+    int n, s, k, usable = 0, rc = 0;
+
+    n = size_ladder(B, c, sizes);
+    memset(results, 0, sizeof(results));
+    print_table_header(B, c);
+    for (k = 0; k < B->nbackends; ++k) {
+        usable += B->backends[k].usable[c];
+    }
+    if (0 == usable) {
+        say("#   (no backend can run %s here: see the lines above)\n", coll_names[c]);
+    }
+    for (s = 0; s < n; ++s) {
+        size_t total = sizes[s] / ts;
+        size_t count = (BENCH_ALLGATHER == c || BENCH_REDUCE_SCATTER_BLOCK == c)
+                           ? total / (size_t) g_size
+                           : total;
+        if (count > (size_t) INT_MAX) {
+            say("# %zu B: %zu elements do not fit an int count: skipped\n", sizes[s], count);
+            continue;
+        }
+        for (k = 0; k < B->nbackends; ++k) {
+            backend_t *b = &B->backends[k];
+            if (!b->usable[c]) {
+                continue;
+            }
+            if (0 != run_segment(B, b, c, sizes[s], count, total, &results[s][k], why,
+                                 sizeof(why))) {
+                fprintf(stderr, "rank %d: %s %zu B %s: %s\n", g_rank, coll_names[c], sizes[s],
+                        b->name, why);
+                say("# %s %zu B, backend %s: error (%s); backend stopped for this collective\n",
+                    coll_names[c], sizes[s], b->name, why);
+                b->usable[c] = 0;
+                rc = 1;
+                continue;
+            }
+            *total_wrong += results[s][k].wrong;
+            ++*segments;
+            print_row(B, c, sizes[s], total, b, &results[s][k]);
+        }
+    }
+    print_closing(B, c, sizes, n, results);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     static bench_t bench;
-    static result_t results[MAX_SIZES][MAX_BACKENDS];
     bench_t *B = &bench;
-    char err[WHY_LEN] = "", why[WHY_LEN], lib[MPI_MAX_LIBRARY_VERSION_STRING], colls[1024];
-    int prc, ok, provided, ci, s, k, n, exit_code = 0;
+    char err[WHY_LEN] = "";
+    int prc, provided, ci, exit_code = 0;
     long long total_wrong = 0;
-    size_t sizes[MAX_SIZES], maxbuf = 0;
-    time_t now;
+    int segments = 0;
 
+    /* the device is opened before MPI_Init, so that coll/gpu finds it chosen */
     prc = parse_options(argc, argv, &B->opt, err, sizeof(err));
     if (0 == prc && 0 != open_device(B, err, sizeof(err))) {
         prc = -2;
@@ -1375,206 +1604,32 @@ int main(int argc, char **argv)
     }
     mpit_ok = MPI_SUCCESS == MPI_T_init_thread(MPI_THREAD_SINGLE, &provided);
 
-    /* ---- header ---- */
-    now = time(NULL);
-    n = 0;
-    MPI_Get_library_version(lib, &n);
-    lib[strcspn(lib, "\n,")] = '\0';
-    say("# coll_gpu_bench: %s", ctime(&now));
-    say("# MPI: %s\n", lib);
-    cvar_read_string("coll", colls, sizeof(colls));
-    for (ci = 0; ci < B->opt.ncolls; ++ci) {
-        char name[96];
-        bench_coll_t c = (bench_coll_t) B->opt.colls[ci];
-        snprintf(name, sizeof(name), "coll_gpu_%s_algorithm", coll_names[c]);
-        cvar_open(name, &B->cvars[c]);
-    }
-    {
-        int idx;
-        B->gpu_loaded = mpit_ok && MPI_SUCCESS == MPI_T_cvar_get_index("coll_gpu_device", &idx);
-#if defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
-        B->cuda_aware = 1 == MPIX_Query_cuda_support();
-#endif
-        say("# coll components asked for (MCA coll): %s; coll/gpu: %s; Open MPI CUDA-aware: %s\n",
-            '\0' != colls[0] ? colls : "(default)", B->gpu_loaded ? "loaded" : "NOT loaded",
-            B->cuda_aware ? "yes" : "no");
-    }
-    say("# ranks: %d; device: %s%s\n", g_size, dev_backend_name(B->device),
-        DEV_BACKEND_EMULATED == B->device
-            ? " (the CPU stands in for the GPU: times measure the emulation, not a GPU)"
-            : "");
-    describe_ranks(B);
-    say("# nodes: %d\n", B->nodes);
-    if (B->shared_gpu && DEV_BACKEND_CUDA == B->device) {
-        say("#\n# !!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n"
-            "# !!! SEVERAL RANKS SHARE ONE GPU: the GPU time-slices between processes, so\n"
-            "# !!! every time below is NOT meaningful (correctness only).  Use one GPU per rank.\n"
-            "# !!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n#\n");
-    }
-
-    /* ---- latency floor ---- */
-    B->floor_us = 0;
-    if (DEV_BACKEND_CUDA == B->device && B->opt.floor) {
-#ifdef COLL_GPU_BENCH_FLOOR
-        double f[2] = {0, 0}, fmax[2];
-        int frc;
-        MPI_Barrier(MPI_COMM_WORLD);
-        frc = bench_floor_measure(B->ordinal, 1000, &f[0], &f[1], why, sizeof(why));
-        if (!all_min(0 == frc)) {
-            if (0 != frc) {
-                fprintf(stderr, "rank %d: floor measurement failed: %s\n", g_rank, why);
-            }
-            say("# floor: measurement failed (see stderr)\n");
-        } else {
-            MPI_Allreduce(f, fmax, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-            B->floor_us = fmax[0] < fmax[1] ? fmax[0] : fmax[1];
-            say("# floor (median of 1000, max over ranks, all ranks at once): empty kernel "
-                "writing a flag to mapped host memory + host spin: %.2f us; empty kernel + "
-                "cudaStreamSynchronize: %.2f us\n", fmax[0], fmax[1]);
-            say("# floor = %.2f us; small-message goal (1.25 x floor): %.2f us\n", B->floor_us,
-                1.25 * B->floor_us);
-        }
-#else
-        say("# floor: not built (no CUDA at configure time)\n");
-#endif
-    } else if (DEV_BACKEND_CUDA != B->device) {
-        say("# floor: n/a on the %s device\n", dev_backend_name(B->device));
-    }
-
-    /* ---- NCCL ---- */
-    B->nccl_why[0] = '\0';
-    if (NULL != strstr(B->opt.backends, "nccl")) {
-#ifdef COLL_GPU_BENCH_NCCL
-        char ver[32];
-        bench_nccl_version(ver, sizeof(ver));
-        if (DEV_BACKEND_CUDA != B->device) {
-            snprintf(B->nccl_why, WHY_LEN, "needs the cuda device");
-        } else if (B->shared_gpu) {
-            snprintf(B->nccl_why, WHY_LEN, "NCCL refuses two ranks on one GPU");
-        } else if (0 != bench_nccl_supports(B->opt.type->dev, B->opt.op, why, sizeof(why))) {
-            snprintf(B->nccl_why, WHY_LEN, "%s", why);
-        } else if (0 != bench_nccl_init(&B->nccl, MPI_COMM_WORLD, B->ordinal, why,
-                                        sizeof(why))) {
-            snprintf(B->nccl_why, WHY_LEN, "init failed: %.400s", why);
-        }
-        say("# NCCL %s%s%s\n", ver, '\0' != B->nccl_why[0] ? ": unavailable: " : "",
-            B->nccl_why);
-#else
-        snprintf(B->nccl_why, WHY_LEN, "not built (configure found no NCCL or no CUDA)");
-#endif
-    }
+    print_header(B);
+    measure_floor(B);
+    setup_nccl(B);
     setup_backends(B);
-    say("# backends asked for: %s\n", B->opt.backends);
-    say("# timing: barrier, then each rank times each of up to %d calls (after %d warm-up) with "
-        "a monotonic clock;\n#   time = max over ranks of the per-rank mean; algbw = size / "
-        "time; busbw = algbw x %s\n",
-        B->opt.iters, B->opt.warmup,
-        1 == B->opt.ncolls && BENCH_BCAST == B->opt.colls[0]
-            ? "1 (bcast)"
-            : "2(n-1)/n (allreduce), 1 (bcast), (n-1)/n (allgather, reduce_scatter_block)");
-    say("#   completion: an MPI call returns with the data final; each nccl call is followed by "
-        "cudaStreamSynchronize, so it is timed to the same point\n");
-    if (B->opt.check) {
-        say("# check: per size and backend, fresh random data (seed 0x%llx), output poisoned, "
-            "verified after the first call and after the timed calls\n#   against a host "
-            "reference computed independently; #wrong = wrong elements summed over ranks\n",
-            (unsigned long long) B->opt.seed);
-    }
-
-    /* ---- buffers ---- */
-    for (ci = 0; ci < B->opt.ncolls; ++ci) {
-        n = size_ladder(B, (bench_coll_t) B->opt.colls[ci], sizes);
-        if (n > 0 && sizes[n - 1] > maxbuf) {
-            maxbuf = sizes[n - 1];
-        }
-    }
-    B->bufbytes = maxbuf > 0 ? maxbuf : 8;
-    ok = DEV_OK == dev_mem_alloc(&B->dsend, B->bufbytes)
-         && DEV_OK == dev_mem_alloc(&B->drecv, B->bufbytes);
-    B->hin = malloc(B->bufbytes);
-    if (B->opt.check) {
-        B->hout = malloc(B->bufbytes);
-        B->href = malloc(B->bufbytes);
-        ok = ok && NULL != B->hout && NULL != B->href;
-    }
-    ok = ok && NULL != B->hin;
-    if (ok) {
-        /* timing mode still never runs on zeros */
-        gen_t g;
-        gen_setup(&g, B->opt.seed, B->opt.type, B->opt.op, BENCH_ALLREDUCE, g_size);
-        fill_input(&g, B->opt.type, g_rank, B->hin, B->bufbytes / dev_dtype_size(B->opt.type->dev));
-        ok = DEV_OK == dev_memcpy(B->dsend, B->hin, B->bufbytes)
-             && DEV_OK == dev_memcpy(B->drecv, B->hin, B->bufbytes);
-    }
-    if (!all_min(ok)) {
-        if (!ok) {
-            fprintf(stderr, "rank %d: cannot allocate or fill 2 x %zu bytes: %s\n", g_rank,
-                    B->bufbytes, dev_error_string());
-        }
+    print_method(B);
+    if (0 != alloc_buffers(B)) {
         exit_code = 1;
         goto finish;
     }
-    if (0 == g_rank && NULL != B->opt.csv) {
-        B->csv = fopen(B->opt.csv, "w");
-        if (NULL == B->csv) {
-            fprintf(stderr, "coll_gpu_bench: cannot write %s: %s\n", B->opt.csv,
-                    strerror(errno));
-        } else {
-            fprintf(B->csv, "collective,size_bytes,count,type,op,root,backend,nranks,nodes,device,"
-                            "iters,time_us,median_us,min_us,algbw_gbs,busbw_gbs,wrong,floor_us,"
-                            "shared_gpu\n");
-        }
-    }
+    open_csv(B);
 
-    /* ---- the runs ---- */
     for (ci = 0; ci < B->opt.ncolls; ++ci) {
-        bench_coll_t c = (bench_coll_t) B->opt.colls[ci];
-        size_t ts = dev_dtype_size(B->opt.type->dev);
-        n = size_ladder(B, c, sizes);
-        memset(results, 0, sizeof(results));
-        print_table_header(B, c);
-        for (k = 0, ok = 0; k < B->nbackends; ++k) {
-            ok += B->backends[k].usable[c];
-        }
-        if (0 == ok) {
-            say("#   (no backend can run %s here: see the lines above)\n", coll_names[c]);
-        }
-        for (s = 0; s < n; ++s) {
-            size_t total = sizes[s] / ts;
-            size_t count = (BENCH_ALLGATHER == c || BENCH_REDUCE_SCATTER_BLOCK == c)
-                               ? total / (size_t) g_size
-                               : total;
-            if (count > (size_t) INT_MAX) {
-                say("# %zu B: %zu elements do not fit an int count: skipped\n", sizes[s], count);
-                continue;
-            }
-            for (k = 0; k < B->nbackends; ++k) {
-                backend_t *b = &B->backends[k];
-                if (!b->usable[c]) {
-                    continue;
-                }
-                if (0 != run_segment(B, b, c, sizes[s], count, total, &results[s][k], why,
-                                     sizeof(why))) {
-                    fprintf(stderr, "rank %d: %s %zu B %s: %s\n", g_rank, coll_names[c],
-                            sizes[s], b->name, why);
-                    say("# %s %zu B, backend %s: error (%s); backend stopped for this "
-                        "collective\n", coll_names[c], sizes[s], b->name, why);
-                    b->usable[c] = 0;
-                    exit_code = 1;
-                    continue;
-                }
-                total_wrong += results[s][k].wrong;
-                print_row(B, c, sizes[s], total, b, &results[s][k]);
-            }
-        }
-        print_closing(B, c, sizes, n, results);
+        exit_code |= run_collective(B, (bench_coll_t) B->opt.colls[ci], &total_wrong, &segments);
     }
-    if (B->opt.check) {
+    if (0 == segments) {
+        say("#\n# nothing ran: no backend could run here (see the lines above)\n");
+        exit_code = 1;
+    } else if (B->opt.check) {
         say("#\n# check: %lld wrong elements in total%s\n", total_wrong,
             0 == total_wrong ? " (all results right)" : "");
         if (total_wrong > 0) {
             exit_code = 1;
         }
+    }
+    if (B->shared_gpu) {
+        say("# !!! SEVERAL RANKS SHARED ONE GPU: the times above are NOT meaningful.\n");
     }
 
 finish:
