@@ -71,6 +71,25 @@ static void with_gpu(void)
     ok = DEV_OK == dev_memcpy(m, d, N) && DEV_OK == dev_memcpy(h, m, N)
          && 0 == memcmp((char *) h + 7, src, N - 7);
     tap_ok(ok, "device to managed to pinned");
+    {
+        /* a stream, an event, an async copy and a reduce ordered on it */
+        dev_stream_t *st = NULL;
+        dev_event_t *ev = NULL;
+        int q;
+        float two[2] = {1.5f, -2.0f}, sum[2] = {0, 0};
+        ok = DEV_OK == dev_stream_create(&st) && DEV_OK == dev_event_create(&ev);
+        ok = ok && DEV_OK == dev_memcpy_async(d, two, sizeof(two), st)
+             && DEV_OK == dev_reduce((char *) d + 64, d, d, 2, DEV_T_FLOAT, DEV_OP_SUM, st)
+             && DEV_OK == dev_memcpy_async(sum, (char *) d + 64, sizeof(sum), st)
+             && DEV_OK == dev_event_record(ev, st);
+        q = dev_event_query(ev);
+        ok = ok && (DEV_OK == q || 1 == q) && DEV_OK == dev_event_sync(ev)
+             && DEV_OK == dev_event_query(ev);
+        tap_ok(ok && 3.0f == sum[0] && -4.0f == sum[1],
+               "copy, reduce, copy back and an event on one stream (%s)", dev_error_string());
+        tap_ok(DEV_OK == dev_event_destroy(ev) && DEV_OK == dev_stream_destroy(st),
+               "destroy the event and the stream");
+    }
     tap_ok(DEV_OK == dev_ipc_export(d, &handle), "dev_ipc_export");
     tap_ok(DEV_OK != dev_ipc_import(&handle, &self), "importing one's own export fails");
     tap_ok(DEV_OK == dev_mem_free(d), "dev_mem_free");
