@@ -14,7 +14,8 @@
  * Per size and backend (all ranks take the same steps, so the collectives match):
  *
  *   check mode only:  fresh random input, output poisoned, one call, verify  --> #wrong
- *   warm-up:          first call timed, every rank agrees on how many calls fit the budget (-T)
+ *   warm-up:          timed; every rank agrees on how many calls fit the budget (-T), judged
+ *                     from the warm-up calls after the first
  *   timing:           MPI_Barrier, then each rank times each of N calls with a monotonic clock
  *   check mode only:  verify the output of the last timed call again         --> #wrong
  *   report:           time = max over ranks of the per-rank mean (CSV: also the median)
@@ -900,9 +901,11 @@ static int run_segment(bench_t *B, backend_t *b, bench_coll_t c, size_t bytes, s
         }
         MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
         est = first;
-        if (o->budget_s > 0 && warm > 1) {
+        if (o->budget_s > 0 && warm > 2) {
+            /* at least 2: a first call that sets things up (NCCL connections, IPC mappings)
+             * must not be the only estimate of the rest */
             int fit = (int) (o->budget_s * 1e6 / 4 / (first > 1 ? first : 1));
-            warm = fit < 1 ? 1 : fit < warm ? fit : warm;
+            warm = fit < 2 ? 2 : fit < warm ? fit : warm;
         }
         if (warm > 1) {
             t0 = now_us();

@@ -38,7 +38,10 @@ prog=$build/tests/coll_gpu_hostpath_bench
 [ -x "$prog" ] || { echo "hostpath.sh: $prog is not built" >&2; exit 1; }
 compdir=$build/mca-coll-gpu/component
 [ -e "$compdir/mca_coll_gpu.so" ] || compdir=$build/mca-coll-gpu/.libs
-[ -e "$compdir/mca_coll_gpu.so" ] || { echo "hostpath.sh: no mca_coll_gpu.so under $build/mca-coll-gpu" >&2; exit 1; }
+if [ ! -e "$compdir/mca_coll_gpu.so" ]; then
+    echo "hostpath.sh: no mca_coll_gpu.so under $build/mca-coll-gpu" >&2
+    exit 1
+fi
 if [ -z "$device" ]; then
     device=emulated
     if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
@@ -56,7 +59,11 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1 OMPI_MCA_osc=^ucx
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
 # one core per rank when there are enough: latency is what this measures
-if [ "$(nproc 2>/dev/null || echo 1)" -ge "$np" ]; then bind="--bind-to core"; else bind="--bind-to none --oversubscribe"; fi
+if [ "$(nproc 2>/dev/null || echo 1)" -ge "$np" ]; then
+    bind="--bind-to core"
+else
+    bind="--bind-to none --oversubscribe"
+fi
 
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
@@ -79,7 +86,13 @@ run() {
     echo "$line"
 }
 
-median() { sort -g "$1" | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.1f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+median() {
+    sort -g "$1" | awk '{ v[NR] = $1 }
+        END {
+            if (NR % 2) print v[(NR + 1) / 2]
+            else printf "%.1f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2
+        }'
+}
 
 echo "# hostpath.sh: 8-byte host-buffer MPI_Allreduce, $np ranks, $rounds rounds A B"
 echo "#   A: OMPI_MCA_coll=$COLL_WITHOUT    B: OMPI_MCA_coll=$COLL_WITH (coll_gpu_device=$device)"
@@ -88,8 +101,14 @@ i=1
 while [ "$i" -le "$rounds" ]; do
     a=$(run A "$COLL_WITHOUT" "$@") || exit 1
     b=$(run B "$COLL_WITH" "$@") || exit 1
-    case $a in *coll_gpu=absent*) ;; *) echo "hostpath.sh: A has coll/gpu loaded: $a" >&2; exit 1 ;; esac
-    case $b in *coll_gpu=loaded*) ;; *) echo "hostpath.sh: B does not have coll/gpu loaded: $b" >&2; exit 1 ;; esac
+    case $a in
+        *coll_gpu=absent*) ;;
+        *) echo "hostpath.sh: A has coll/gpu loaded: $a" >&2; exit 1 ;;
+    esac
+    case $b in
+        *coll_gpu=loaded*) ;;
+        *) echo "hostpath.sh: B does not have coll/gpu loaded: $b" >&2; exit 1 ;;
+    esac
     echo "round $i  A ${a#hostpath }"
     echo "round $i  B ${b#hostpath }"
     i=$((i + 1))
@@ -100,8 +119,9 @@ paste "$tmp/A" "$tmp/B" | awk '{ printf "%.1f\n", $2 - $1 }' >"$tmp/D"
 md=$(median "$tmp/D")
 lo=$(sort -g "$tmp/D" | head -1)
 hi=$(sort -g "$tmp/D" | tail -1)
-echo "# medians over $rounds rounds: without coll/gpu $ma ns, with coll/gpu $mb ns; per-round B - A from $lo to $hi ns"
+echo "# medians over $rounds rounds: without coll/gpu $ma ns, with coll/gpu $mb ns;" \
+    "per-round B - A from $lo to $hi ns"
 awk -v d="$md" 'BEGIN {
-    printf "hostpath: coll/gpu adds %+.1f ns per 8-byte host-buffer MPI_Allreduce (median of per-round differences); goal <= 50 ns: %s\n",
-        d, (d <= 50 ? "met" : "NOT met")
+    printf "hostpath: coll/gpu adds %+.1f ns per 8-byte host-buffer MPI_Allreduce", d
+    printf " (median of per-round differences); goal <= 50 ns: %s\n", (d <= 50 ? "met" : "NOT met")
 }'

@@ -36,7 +36,8 @@ def load(path):
         for row in csv.DictReader(f):
             coll = row["collective"]
             meta.setdefault(coll, row)
-            series.setdefault(coll, collections.OrderedDict()).setdefault(row["backend"], []).append(
+            per_backend = series.setdefault(coll, collections.OrderedDict())
+            per_backend.setdefault(row["backend"], []).append(
                 (int(row["size_bytes"]), float(row["busbw_gbs"]), float(row["time_us"]))
             )
     return series, meta

@@ -16,10 +16,12 @@
 #   hostpath.txt  hostpath.sh: host-buffer allreduce with and without coll/gpu
 # Environment: NP (ranks, default 2), MAXBYTES (default 512M), ITERS (default 20), WARMUP
 # (default 5), TIMING_FACTOR (default 2), CHECK_FACTOR (default 4), HOSTPATH_ROUNDS (default 10),
-# MPIRUN.  Exit status: 0 when every step ran and the check found nothing wrong.
+# MPIRUN, COLL (the MCA coll list, default gpu,tuned,basic,libnbc), COMMIT (recorded in env.txt
+# when the tree has no .git).  Exit status: 0 when every step ran and the check found nothing
+# wrong.
 set -u
 
-[ $# -ge 1 ] || { sed -n '2,22p' "$0"; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,21p' "$0"; exit 2; }
 build=$(cd "$1" && pwd) || exit 2
 out=${2:-${OUT:-$PWD/bench-out}}
 mkdir -p "$out" && out=$(cd "$out" && pwd) || exit 2
@@ -38,7 +40,10 @@ bench=$build/tests/coll_gpu_bench
 [ -x "$bench" ] || { echo "run-gpu.sh: $bench is not built (make in $build)" >&2; exit 1; }
 compdir=$build/mca-coll-gpu/component
 [ -e "$compdir/mca_coll_gpu.so" ] || compdir=$build/mca-coll-gpu/.libs
-[ -e "$compdir/mca_coll_gpu.so" ] || { echo "run-gpu.sh: no mca_coll_gpu.so under $build/mca-coll-gpu" >&2; exit 1; }
+if [ ! -e "$compdir/mca_coll_gpu.so" ]; then
+    echo "run-gpu.sh: no mca_coll_gpu.so under $build/mca-coll-gpu" >&2
+    exit 1
+fi
 
 ngpus=0
 command -v nvidia-smi >/dev/null 2>&1 && ngpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
@@ -50,9 +55,9 @@ fi
 
 caveat=
 if [ "$ngpus" -lt "$np" ]; then
-    caveat="!!! $np ranks on $ngpus GPU(s): ranks SHARE a GPU, which time-slices between processes. !!!
-!!! Every time and bandwidth of this run is NOT meaningful: correctness only.              !!!
-!!! NCCL refuses two ranks on one GPU, so there is no nccl column either.                  !!!"
+    caveat="!!! $np ranks on $ngpus GPU(s): ranks SHARE a GPU, which time-slices between processes.
+!!! Every time and bandwidth of this run is NOT meaningful: correctness only.
+!!! NCCL refuses two ranks on one GPU, so there is no nccl column either."
     printf '\n%s\n\n' "$caveat"
 fi
 
@@ -78,10 +83,12 @@ timing_cmd=("$bench" "${common[@]}" -f "$tfactor" -n "$iters" -w "$warmup" -T 2
     echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
     echo "host: $(hostname)  $(uname -srm)"
     if git -C "$src" rev-parse HEAD >/dev/null 2>&1; then
-        echo "commit: $(git -C "$src" rev-parse HEAD)$(git -C "$src" diff --quiet HEAD -- 2>/dev/null || echo ' (with uncommitted changes)')"
+        dirty=
+        git -C "$src" diff --quiet HEAD -- 2>/dev/null || dirty=" (with uncommitted changes)"
+        echo "commit: $(git -C "$src" rev-parse HEAD)$dirty"
         echo "commit subject: $(git -C "$src" log -1 --format=%s)"
     else
-        echo "commit: unknown (no git checkout at $src)"
+        echo "commit: ${COMMIT:-unknown: no git checkout at $src, and COMMIT was not given}"
     fi
     echo "build: $build"
     echo "GPUs: $ngpus; ranks: $np"
@@ -89,7 +96,9 @@ timing_cmd=("$bench" "${common[@]}" -f "$tfactor" -n "$iters" -w "$warmup" -T 2
     echo; echo "== nvidia-smi"; nvidia-smi 2>&1
     echo; echo "== nvidia-smi topo -m"; nvidia-smi topo -m 2>&1
     echo; echo "== nvcc --version"; nvcc --version 2>&1 | tail -2
-    echo; echo "== Open MPI"; ompi_info 2>&1 | grep -E 'Open MPI:|C compiler absolute|built_with_cuda|MCA coll'
+    echo; echo "== Open MPI"
+    ompi_info 2>&1 | grep -E 'Open MPI:|MCA coll'
+    ompi_info --parsable --all 2>&1 | grep 'mpi_built_with_cuda_support:value'
     echo; echo "== environment"; env | grep -E '^(OMPI_MCA_|NCCL_|CUDA_VISIBLE)' | sort
     echo; echo "== commands"
     echo "$MPIRUN ${mpirun_args[*]} ${check_cmd[*]}"
@@ -110,22 +119,22 @@ step() { # step NAME FILE TIMEOUT COMMAND...: run, keep output, report
     return $rc
 }
 
-# ---- 1. check mode ---------------------------------------------------------------------------
+# ---- 1. check mode -------------------------------------------------------------------------
 step "check mode" "$out/check.txt" 300 "$MPIRUN" "${mpirun_args[@]}" "${check_cmd[@]}"
 grep -E '^# check:|^# .*error|unavailable' "$out/check.txt"
 grep -E '^rank [0-9]+: ' "$out/check.txt" | head -20
 
-# ---- 2. timing ---------------------------------------------------------------------------------
+# ---- 2. timing -----------------------------------------------------------------------------
 step "timing" "$out/timing.txt" 420 "$MPIRUN" "${mpirun_args[@]}" "${timing_cmd[@]}"
 grep -E '^# floor|^# NCCL|^# !!!' "$out/timing.txt"
 sed -n '/^# Closing table/,/^#$/p' "$out/timing.txt"
 
-# ---- 3. plot -------------------------------------------------------------------------------------
+# ---- 3. plot -------------------------------------------------------------------------------
 if [ -s "$out/timing.csv" ]; then
     python3 "$here/plot.py" "$out/timing.csv" "$out/timing.png" || status=1
 fi
 
-# ---- 4. host path ----------------------------------------------------------------------------------
+# ---- 4. host path --------------------------------------------------------------------------
 step "host path" "$out/hostpath.txt" 240 "$here/hostpath.sh" -d cuda -n "$np" \
     -r "${HOSTPATH_ROUNDS:-10}" "$build"
 tail -1 "$out/hostpath.txt"
