@@ -1,21 +1,46 @@
 #!/bin/sh
 # run-mpi.sh NP PROGRAM [ARGS...] - run an MPI test with coll/gpu loaded from the build tree.
+# run-mpi.sh --exec COMMAND [ARGS...] - run COMMAND (ompi_info, a singleton MPI program) in the
+#                                      same environment, without mpirun.
 #
-# Loads mca_coll_gpu.so from mca-coll-gpu/.libs ahead of Open MPI's own components, as root
+# Loads mca_coll_gpu.so from mca-coll-gpu/component ahead of Open MPI's own components, as root
 # when needed, oversubscribed (CI has 2 cores).  The device backend comes from
-# COLL_GPU_TEST_DEVICE (default: emulated); extra mpirun options from COLL_GPU_MPIRUN_ARGS.
+# COLL_GPU_TEST_DEVICE (default: emulated), the coll components from COLL_GPU_TEST_COLL, extra
+# mpirun options from COLL_GPU_MPIRUN_ARGS, and COLL_GPU_TEST_TIMEOUT (seconds, unset: none)
+# makes mpirun end a job that runs longer.
 set -u
-np=$1; shift
+if [ "${1:-}" = "--exec" ]; then
+    np=
+else
+    np=$1
+fi
+shift
 : "${top_builddir:=$(cd "$(dirname "$0")/.." && pwd)}"
 : "${MPIRUN:=mpirun}"
 : "${OMPI_PKGLIBDIR:=$(ompi_info --parsable --path pkglibdir | cut -d: -f3-)}"
 : "${COLL_GPU_TEST_DEVICE:=emulated}"
 : "${COLL_GPU_TEST_COLL:=gpu,tuned,basic,libnbc}"
-export OMPI_MCA_mca_base_component_path="$top_builddir/mca-coll-gpu/component:$OMPI_PKGLIBDIR"
+# A folder in the component path that does not exist makes mpirun fail with a misleading
+# 'unknown option "-np"': say what is missing instead.
+component_dir="$top_builddir/mca-coll-gpu/component"
+if [ -d "$component_dir" ]; then
+    export OMPI_MCA_mca_base_component_path="$component_dir:$OMPI_PKGLIBDIR"
+else
+    case ",$COLL_GPU_TEST_COLL," in
+    *,gpu,*)
+        echo "run-mpi.sh: no coll/gpu component in $component_dir (build it first)" >&2
+        exit 99 ;;
+    esac
+    export OMPI_MCA_mca_base_component_path="$OMPI_PKGLIBDIR"
+fi
 export OMPI_MCA_coll_gpu_device="$COLL_GPU_TEST_DEVICE"
 export OMPI_MCA_coll="$COLL_GPU_TEST_COLL"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # No network needed: everything runs on this machine over shared memory.
 export OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1 OMPI_MCA_osc=^ucx OMPI_MCA_btl_vader_single_copy_mechanism=none
 export OMPI_MCA_rmaps_base_oversubscribe=1
-exec "$MPIRUN" -np "$np" --oversubscribe --bind-to none ${COLL_GPU_MPIRUN_ARGS:-} "$@"
+if [ -z "$np" ]; then
+    exec "$@"
+fi
+exec "$MPIRUN" -np "$np" --oversubscribe --bind-to none \
+    ${COLL_GPU_TEST_TIMEOUT:+--timeout "$COLL_GPU_TEST_TIMEOUT"} ${COLL_GPU_MPIRUN_ARGS:-} "$@"

@@ -1,0 +1,5 @@
+#!/bin/sh
+# coll_matrix_np3.sh - the matrix's quick subset on 3 ranks: a communicator size that is not a
+# power of two, and an odd/even split into 2 and 1 ranks.
+. "$(dirname "$0")/mpitest.sh"
+run_tap 3 "$MPI_TESTS/test_coll" --quick "$@"

@@ -1,0 +1,312 @@
+/*
+ * mpitest.h - the harness shared by the MPI tests of tests/mpi (header-only, like tap.h).
+ *
+ *   mt_init()          MPI_Init, errors returned (not fatal) on the world communicator, rank 0
+ *                      prints TAP and the others are quiet, crash and hang reports per case
+ *   mt_device_open()   opens the device backend that coll/gpu was told to use
+ *                      (OMPI_MCA_coll_gpu_device, exported by tests/run-mpi.sh from
+ *                      COLL_GPU_TEST_DEVICE); collective, so every rank agrees on the outcome
+ *   mt_mem_*()         host or device buffers behind one interface
+ *   mt_check()         one TAP verdict per case: the ranks' verdicts reduced over
+ *                      MPI_COMM_WORLD, and every failing rank's diagnostic printed by rank 0
+ *   mt_finish()        MPI_Finalize and the TAP plan; the exit code for main()
+ *
+ * Every check is collective over MPI_COMM_WORLD: all ranks must call mt_check() for every case,
+ * also when the case itself ran on a sub-communicator.
+ */
+#ifndef COLL_GPU_MPITEST_H
+#define COLL_GPU_MPITEST_H
+
+#include <mpi.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dev.h"
+#include "tap.h"
+
+#define MT_DIAG_LEN 512
+
+typedef enum {
+    MT_MEM_NONE = 0, /* no buffer: NULL is passed (non-root receive buffers and the like) */
+    MT_MEM_HOST = 1,
+    MT_MEM_DEVICE = 2
+} mt_mem_t;
+
+static int mt_rank = 0;
+static int mt_size = 1;
+static int mt_device_is_open = 0;
+static unsigned mt_case_timeout = 300;
+/* The case now running, for the crash and hang reports (written before the case starts). */
+static char mt_case_name[512] = "(setup)";
+static char mt_rank_prefix[64] = "coll/gpu test rank ?: ";
+
+static inline void mt_write_str(const char *s)
+{
+    ssize_t rc = write(2, s, strlen(s));
+    (void) rc;
+}
+
+/* Name the case that crashed or hung; then die of the same signal so that mpirun reports it. */
+static inline void mt_fatal_signal(int sig)
+{
+    mt_write_str(mt_rank_prefix);
+    mt_write_str(SIGALRM == sig ? "timed out (COLL_GPU_TEST_CASE_TIMEOUT)" : strsignal(sig));
+    mt_write_str(" in case: ");
+    mt_write_str(mt_case_name);
+    mt_write_str("\n");
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static inline void mt_set_case(const char *name)
+{
+    snprintf(mt_case_name, sizeof(mt_case_name), "%s", name);
+    alarm(mt_case_timeout);
+}
+
+static inline void mt_init(int *argc, char ***argv)
+{
+    const char *t = getenv("COLL_GPU_TEST_CASE_TIMEOUT");
+    MPI_Init(argc, argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &mt_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &mt_size);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
+    tap_set_quiet(0 != mt_rank);
+    if (NULL != t && atoi(t) > 0) {
+        mt_case_timeout = (unsigned) atoi(t);
+    }
+    snprintf(mt_rank_prefix, sizeof(mt_rank_prefix), "coll/gpu test rank %d: ", mt_rank);
+    signal(SIGSEGV, mt_fatal_signal);
+    signal(SIGBUS, mt_fatal_signal);
+    signal(SIGFPE, mt_fatal_signal);
+    signal(SIGILL, mt_fatal_signal);
+    signal(SIGABRT, mt_fatal_signal);
+    signal(SIGALRM, mt_fatal_signal);
+}
+
+/* The backend name the component was given ("emulated" when nothing is set). */
+static inline const char *mt_device_name(void)
+{
+    const char *name = getenv("OMPI_MCA_coll_gpu_device");
+    if (NULL == name || '\0' == name[0]) {
+        name = getenv("COLL_GPU_TEST_DEVICE");
+    }
+    if (NULL == name || '\0' == name[0]) {
+        name = "emulated";
+    }
+    return name;
+}
+
+/*
+ * Open the device backend on every rank (after MPI_Init, so that the component, which shares
+ * libcoll_gpu_dev with this process, has opened it first).  "auto" means cuda here.  With cuda,
+ * each rank takes GPU (local rank % GPUs).  Returns 1 when every rank has a device, else 0 with
+ * the first reason in why.
+ */
+static inline int mt_device_open(char *why, size_t len)
+{
+    const char *name = mt_device_name();
+    dev_backend_t backend = dev_backend_from_name(name);
+    int ok = 1, all_ok = 0, rc;
+
+    why[0] = '\0';
+    if (0 == strcmp(name, "auto")) {
+        backend = DEV_BACKEND_CUDA;
+    }
+    if (DEV_BACKEND_NONE == backend) {
+        snprintf(why, len, "device backend '%s' is neither cuda nor emulated", name);
+        ok = 0;
+    } else if (DEV_OK != (rc = dev_open(backend))) {
+        snprintf(why, len, "dev_open(%s) failed (%d): %s", name, rc, dev_error_string());
+        ok = 0;
+    } else {
+        mt_device_is_open = 1;
+        if (DEV_BACKEND_CUDA == backend) {
+            MPI_Comm node;
+            int local = 0, count = 0;
+            MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+            MPI_Comm_rank(node, &local);
+            MPI_Comm_free(&node);
+            if (DEV_OK != dev_device_count(&count) || count < 1) {
+                snprintf(why, len, "no cuda device: %s", dev_error_string());
+                ok = 0;
+            } else if (DEV_OK != dev_set_device(local % count)) {
+                snprintf(why, len, "dev_set_device(%d): %s", local % count, dev_error_string());
+                ok = 0;
+            }
+        }
+    }
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!all_ok && ok) {
+        snprintf(why, len, "another rank could not open device backend '%s'", name);
+    }
+    return all_ok;
+}
+
+/* Print the skip plan (rank 0), finalize and exit 77 on every rank. */
+static inline void mt_skip_all(const char *why)
+{
+    if (0 == mt_rank) {
+        printf("1..0 # SKIP %s\n", why);
+        fflush(stdout);
+    }
+    MPI_Finalize();
+    exit(TAP_SKIP_EXIT);
+}
+
+/* ---- memory ------------------------------------------------------------------------------ */
+
+static inline const char *mt_mem_name(mt_mem_t kind)
+{
+    return MT_MEM_DEVICE == kind ? "dev" : MT_MEM_HOST == kind ? "host" : "null";
+}
+
+/* Allocate bytes of host or device memory (at least one byte); NULL on failure. */
+static inline void *mt_mem_alloc(mt_mem_t kind, size_t bytes)
+{
+    void *p = NULL;
+    if (0 == bytes) {
+        bytes = 1;
+    }
+    if (MT_MEM_DEVICE == kind) {
+        if (DEV_OK != dev_mem_alloc(&p, bytes)) {
+            return NULL;
+        }
+    } else if (MT_MEM_HOST == kind) {
+        if (0 != posix_memalign(&p, 64, bytes)) {
+            return NULL;
+        }
+    }
+    return p;
+}
+
+static inline void mt_mem_free(mt_mem_t kind, void *p)
+{
+    if (NULL == p) {
+        return;
+    }
+    if (MT_MEM_DEVICE == kind) {
+        dev_mem_free(p);
+    } else {
+        free(p);
+    }
+}
+
+/* Copy host bytes into a buffer of either kind; 0 on success. */
+static inline int mt_mem_put(mt_mem_t kind, void *dst, const void *src, size_t bytes)
+{
+    if (0 == bytes) {
+        return 0;
+    }
+    if (MT_MEM_DEVICE == kind) {
+        return DEV_OK == dev_memcpy(dst, src, bytes) ? 0 : -1;
+    }
+    memcpy(dst, src, bytes);
+    return 0;
+}
+
+/* Copy a buffer of either kind out to host bytes; 0 on success. */
+static inline int mt_mem_get(mt_mem_t kind, void *dst, const void *src, size_t bytes)
+{
+    if (0 == bytes) {
+        return 0;
+    }
+    if (MT_MEM_DEVICE == kind) {
+        return DEV_OK == dev_memcpy(dst, src, bytes) ? 0 : -1;
+    }
+    memcpy(dst, src, bytes);
+    return 0;
+}
+
+/* ---- verdicts ---------------------------------------------------------------------------- */
+
+/* Append to a diagnostic string, keeping the first words when it is full. */
+static inline void mt_diag_add(char *diag, const char *fmt, ...)
+{
+    size_t used = strlen(diag);
+    va_list ap;
+    if (used + 1 >= MT_DIAG_LEN) {
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(diag + used, MT_DIAG_LEN - used, fmt, ap);
+    va_end(ap);
+}
+
+/*
+ * One TAP line for a check that every rank made: passes only when it passed on every rank.
+ * diag (MT_DIAG_LEN bytes, may be NULL) says why this rank failed; rank 0 prints each failing
+ * rank's reason.  Returns the global verdict.  Collective over MPI_COMM_WORLD.
+ */
+static inline int mt_check(int ok, const char *diag, const char *fmt, ...)
+{
+    int all_ok = 0;
+    char line[1024];
+    va_list ap;
+
+    ok = ok ? 1 : 0;
+    if (MPI_SUCCESS != MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD)) {
+        all_ok = 0;
+    }
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    tap_ok(all_ok, "%s", line);
+    if (!all_ok) {
+        char mine[MT_DIAG_LEN];
+        char *all = NULL;
+        memset(mine, 0, sizeof(mine));
+        if (!ok) {
+            snprintf(mine, sizeof(mine), "%s", (NULL != diag && diag[0]) ? diag : "failed");
+        }
+        if (0 == mt_rank) {
+            all = calloc((size_t) mt_size, MT_DIAG_LEN);
+        }
+        MPI_Gather(mine, MT_DIAG_LEN, MPI_CHAR, all, MT_DIAG_LEN, MPI_CHAR, 0, MPI_COMM_WORLD);
+        if (NULL != all) {
+            for (int r = 0; r < mt_size; ++r) {
+                const char *d = all + (size_t) r * MT_DIAG_LEN;
+                if (d[0]) {
+                    tap_diag("  rank %d: %.*s", r, MT_DIAG_LEN, d);
+                }
+            }
+            free(all);
+        }
+    }
+    alarm(0);
+    return all_ok;
+}
+
+/* Finalize MPI and return main()'s exit code (the same on every rank). */
+static inline int mt_finish(void)
+{
+    int rc;
+    snprintf(mt_case_name, sizeof(mt_case_name), "%s", "(MPI_Finalize)");
+    alarm(mt_case_timeout);
+    rc = tap_done();
+    MPI_Finalize();
+    alarm(0);
+    if (mt_device_is_open) {
+        dev_close();
+    }
+    return rc;
+}
+
+/* MPI's text for an error code. */
+static inline const char *mt_mpi_error(int rc)
+{
+    static char text[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_SUCCESS != MPI_Error_string(rc, text, &len)) {
+        snprintf(text, sizeof(text), "MPI error %d", rc);
+    }
+    return text;
+}
+
+#endif /* COLL_GPU_MPITEST_H */

@@ -1,0 +1,49 @@
+#!/bin/sh
+# no_device.sh - coll/gpu where no device can be used (this script is for machines without a
+# GPU driver; on a GPU machine the cuda cases are skipped).
+#   coll_gpu_device=cuda, no driver: MPI_Init does not crash, collectives on host buffers work,
+#     and with coll_gpu_verbose the component says why it disqualified itself;
+#   coll_gpu_device=auto: the same, and coll/gpu prints nothing at all.
+. "$(dirname "$0")/mpitest.sh"
+out=${TMPDIR:-/tmp}/coll_gpu_no_device.$$
+trap 'rm -f "$out".*' EXIT
+
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+    t_skip "coll_gpu_device=cuda without a driver" "this machine has a GPU driver"
+    have_gpu=1
+else
+    have_gpu=0
+fi
+
+if [ "$have_gpu" -eq 0 ]; then
+    COLL_GPU_TEST_DEVICE=cuda "$RUN_MPI" 2 "$MPI_TESTS/test_smoke" host >"$out.cuda" 2>"$out.cuda.err"
+    rc=$?
+    t_ok "$rc" "coll_gpu_device=cuda without a driver: MPI_Init and host-buffer collectives work (exit $rc)"
+    [ "$rc" -eq 0 ] || { t_diag "$out.cuda"; t_diag "$out.cuda.err"; }
+    ! grep -q '^not ok' "$out.cuda" && grep -q '^1\.\.3$' "$out.cuda"
+    t_ok $? "coll_gpu_device=cuda without a driver: 3 of 3 host-buffer checks pass"
+
+    COLL_GPU_TEST_DEVICE=cuda COLL_GPU_MPIRUN_ARGS="--mca coll_gpu_verbose 10" \
+        "$RUN_MPI" 2 "$MPI_TESTS/test_smoke" host >"$out.verbose" 2>&1
+    rc=$?
+    t_ok "$rc" "coll_gpu_device=cuda without a driver, coll_gpu_verbose 10: exit $rc"
+    grep -i 'coll:gpu' "$out.verbose" | grep -qi 'cuda\|driver\|device'
+    found=$?
+    t_ok "$found" "coll_gpu_device=cuda without a driver: coll/gpu logs why it stands aside"
+    [ "$found" -eq 0 ] || t_diag "$out.verbose" 20
+    grep -i 'coll:gpu' "$out.verbose" | grep -i 'cuda\|driver\|device' | head -3 | sed 's/^/#   log: /'
+fi
+
+COLL_GPU_TEST_DEVICE=auto "$RUN_MPI" 2 "$MPI_TESTS/test_smoke" host >"$out.auto" 2>"$out.auto.err"
+rc=$?
+t_ok "$rc" "coll_gpu_device=auto: MPI_Init and host-buffer collectives work (exit $rc)"
+[ "$rc" -eq 0 ] || { t_diag "$out.auto"; t_diag "$out.auto.err"; }
+! grep -q '^not ok' "$out.auto" && grep -q '^1\.\.3$' "$out.auto"
+t_ok $? "coll_gpu_device=auto: 3 of 3 host-buffer checks pass"
+if grep -qi 'gpu\|cuda' "$out.auto.err" || grep -v '^\(ok\|not ok\|1\.\.\)' "$out.auto" | grep -qi 'gpu\|cuda'; then
+    t_ok 1 "coll_gpu_device=auto: coll/gpu prints nothing"
+    cat "$out.auto.err" "$out.auto" | grep -i 'gpu\|cuda' | head -10 | sed 's/^/#   /'
+else
+    t_ok 0 "coll_gpu_device=auto: coll/gpu prints nothing"
+fi
+t_done

@@ -1,0 +1,200 @@
+/*
+ * test_tuned.c - MPI under `--mca coll gpu,tuned` (the design card's command line).
+ *
+ * tuned provides no nonblocking and no neighborhood collectives, and Open MPI refuses to
+ * start when a coll slot stays empty; coll/gpu must fill those gaps.  So with exactly
+ * gpu,tuned every kind of collective must work: MPI_Init itself, a blocking MPI_Allreduce,
+ * MPI_Iallreduce + MPI_Wait, MPI_Ibarrier, MPI_Ibcast, MPI_Neighbor_allgather and
+ * MPI_Ineighbor_allgather on a periodic cartesian communicator, and collectives on
+ * MPI_COMM_SELF.  When the device backend opens, a device-buffer MPI_Allreduce too.
+ * Run by coll_gpu_tuned.sh with COLL_GPU_TEST_COLL=gpu,tuned.
+ */
+#include "mpitest.h"
+
+#define N 517
+
+/* Value i of rank r's input. */
+static int32_t val(int r, int i)
+{
+    return (int32_t) ((r + 1) * 1000 + (i * 7919) % 997);
+}
+
+static int check_sum(const int32_t *got, int n, int size, char *diag)
+{
+    for (int i = 0; i < n; ++i) {
+        int32_t e = 0;
+        for (int r = 0; r < size; ++r) {
+            e += val(r, i);
+        }
+        if (got[i] != e) {
+            mt_diag_add(diag, "element %d: expected %d got %d", i, e, got[i]);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+int main(int argc, char **argv)
+{
+    int32_t in[N], out[N];
+    char diag[MT_DIAG_LEN], why[300];
+    int rc, ok;
+    MPI_Request req;
+
+    mt_init(&argc, &argv);
+    {
+        const char *coll = getenv("OMPI_MCA_coll");
+        tap_diag("%d ranks, coll components: %s", mt_size, coll ? coll : "(default)");
+    }
+    mt_check(1, NULL, "MPI_Init");
+    for (int i = 0; i < N; ++i) {
+        in[i] = val(mt_rank, i);
+    }
+
+    mt_set_case("MPI_Allreduce");
+    diag[0] = '\0';
+    memset(out, 0xA5, sizeof(out));
+    rc = MPI_Allreduce(in, out, N, MPI_INT32_T, MPI_SUM, MPI_COMM_WORLD);
+    ok = MPI_SUCCESS == rc ? check_sum(out, N, mt_size, diag) : (mt_diag_add(diag, "%s", mt_mpi_error(rc)), 0);
+    mt_check(ok, diag, "MPI_Allreduce (blocking) int32 sum, host buffers");
+
+    mt_set_case("MPI_Iallreduce");
+    diag[0] = '\0';
+    memset(out, 0xA5, sizeof(out));
+    rc = MPI_Iallreduce(in, out, N, MPI_INT32_T, MPI_SUM, MPI_COMM_WORLD, &req);
+    if (MPI_SUCCESS == rc) {
+        rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
+    }
+    ok = MPI_SUCCESS == rc ? check_sum(out, N, mt_size, diag) : (mt_diag_add(diag, "%s", mt_mpi_error(rc)), 0);
+    mt_check(ok, diag, "MPI_Iallreduce + MPI_Wait int32 sum");
+
+    mt_set_case("MPI_Ibarrier");
+    diag[0] = '\0';
+    rc = MPI_Ibarrier(MPI_COMM_WORLD, &req);
+    if (MPI_SUCCESS == rc) {
+        rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
+    }
+    if (MPI_SUCCESS != rc) {
+        mt_diag_add(diag, "%s", mt_mpi_error(rc));
+    }
+    mt_check(MPI_SUCCESS == rc, diag, "MPI_Ibarrier + MPI_Wait");
+
+    mt_set_case("MPI_Ibcast");
+    diag[0] = '\0';
+    memcpy(out, in, sizeof(out));
+    rc = MPI_Ibcast(out, N, MPI_INT32_T, 0, MPI_COMM_WORLD, &req);
+    if (MPI_SUCCESS == rc) {
+        rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
+    }
+    ok = MPI_SUCCESS == rc;
+    for (int i = 0; ok && i < N; ++i) {
+        if (out[i] != val(0, i)) {
+            mt_diag_add(diag, "element %d: expected %d got %d", i, val(0, i), out[i]);
+            ok = 0;
+        }
+    }
+    if (MPI_SUCCESS != rc) {
+        mt_diag_add(diag, "%s", mt_mpi_error(rc));
+    }
+    mt_check(ok, diag, "MPI_Ibcast + MPI_Wait int32 root=0");
+
+    /* Neighborhood collectives on a periodic 2-D grid (1-D when the size is prime). */
+    {
+        int dims[2] = {0, 0}, periods[2] = {1, 1}, nb[4], got[4], mine, crank = -1;
+        MPI_Comm cart = MPI_COMM_NULL;
+        for (int blocking = 1; blocking >= 0; --blocking) {
+            mt_set_case(blocking ? "MPI_Neighbor_allgather" : "MPI_Ineighbor_allgather");
+            diag[0] = '\0';
+            ok = 1;
+            if (MPI_COMM_NULL == cart) {
+                MPI_Dims_create(mt_size, 2, dims);
+                rc = MPI_Cart_create(MPI_COMM_WORLD, 2, dims, periods, 0, &cart);
+                if (MPI_SUCCESS != rc) {
+                    mt_diag_add(diag, "MPI_Cart_create: %s", mt_mpi_error(rc));
+                    ok = 0;
+                    cart = MPI_COMM_NULL;
+                } else {
+                    MPI_Comm_set_errhandler(cart, MPI_ERRORS_RETURN);
+                    MPI_Comm_rank(cart, &crank);
+                    /* neighbor order: per dimension, the source (-1) then the destination (+1) */
+                    MPI_Cart_shift(cart, 0, 1, &nb[0], &nb[1]);
+                    MPI_Cart_shift(cart, 1, 1, &nb[2], &nb[3]);
+                }
+            }
+            if (ok) {
+                mine = 100 + crank;
+                memset(got, 0xA5, sizeof(got));
+                if (blocking) {
+                    rc = MPI_Neighbor_allgather(&mine, 1, MPI_INT, got, 1, MPI_INT, cart);
+                } else {
+                    rc = MPI_Ineighbor_allgather(&mine, 1, MPI_INT, got, 1, MPI_INT, cart, &req);
+                    if (MPI_SUCCESS == rc) {
+                        rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
+                    }
+                }
+                if (MPI_SUCCESS != rc) {
+                    mt_diag_add(diag, "%s", mt_mpi_error(rc));
+                    ok = 0;
+                }
+                for (int i = 0; ok && i < 4; ++i) {
+                    if (got[i] != 100 + nb[i]) {
+                        mt_diag_add(diag, "neighbor %d: expected %d got %d", i, 100 + nb[i], got[i]);
+                        ok = 0;
+                    }
+                }
+            }
+            mt_check(ok, diag, "%s on a %dx%d periodic cartesian communicator",
+                     blocking ? "MPI_Neighbor_allgather" : "MPI_Ineighbor_allgather + MPI_Wait",
+                     dims[0], dims[1]);
+        }
+        if (MPI_COMM_NULL != cart) {
+            MPI_Comm_free(&cart);
+        }
+    }
+
+    mt_set_case("MPI_COMM_SELF");
+    diag[0] = '\0';
+    memset(out, 0xA5, sizeof(out));
+    rc = MPI_Allreduce(in, out, N, MPI_INT32_T, MPI_SUM, MPI_COMM_SELF);
+    ok = MPI_SUCCESS == rc && 0 == memcmp(in, out, sizeof(in));
+    if (MPI_SUCCESS == rc) {
+        rc = MPI_Bcast(out, N, MPI_INT32_T, 0, MPI_COMM_SELF);
+    }
+    if (MPI_SUCCESS == rc) {
+        rc = MPI_Barrier(MPI_COMM_SELF);
+    }
+    if (MPI_SUCCESS == rc) {
+        rc = MPI_Iallreduce(MPI_IN_PLACE, out, N, MPI_INT32_T, MPI_SUM, MPI_COMM_SELF, &req);
+        if (MPI_SUCCESS == rc) {
+            rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
+        }
+    }
+    ok = ok && MPI_SUCCESS == rc && 0 == memcmp(in, out, sizeof(in));
+    if (MPI_SUCCESS != rc) {
+        mt_diag_add(diag, "%s", mt_mpi_error(rc));
+    } else if (!ok) {
+        mt_diag_add(diag, "result differs from the input");
+    }
+    mt_check(ok, diag, "MPI_Allreduce, MPI_Bcast, MPI_Barrier, MPI_Iallreduce on MPI_COMM_SELF");
+
+    /* A device-buffer allreduce under gpu,tuned, when there is a device. */
+    if (mt_device_open(why, sizeof(why))) {
+        void *d = mt_mem_alloc(MT_MEM_DEVICE, sizeof(in));
+        mt_set_case("device MPI_Allreduce");
+        diag[0] = '\0';
+        ok = NULL != d && 0 == mt_mem_put(MT_MEM_DEVICE, d, in, sizeof(in));
+        rc = MPI_Allreduce(MPI_IN_PLACE, d, N, MPI_INT32_T, MPI_SUM, MPI_COMM_WORLD);
+        if (MPI_SUCCESS != rc) {
+            mt_diag_add(diag, "%s", mt_mpi_error(rc));
+            ok = 0;
+        }
+        memset(out, 0xA5, sizeof(out));
+        ok = ok && 0 == mt_mem_get(MT_MEM_DEVICE, out, d, sizeof(out)) &&
+             check_sum(out, N, mt_size, diag);
+        mt_check(ok, diag, "MPI_Allreduce in place on device buffers (%s)", mt_device_name());
+        mt_mem_free(MT_MEM_DEVICE, d);
+    } else {
+        tap_diag("no device-buffer case: %s", why);
+    }
+    return mt_finish();
+}

@@ -1,0 +1,27 @@
+#!/bin/sh
+# verbose.sh - with `--mca coll_gpu_verbose 10`, a device-buffer MPI_Allreduce logs its
+# decision on a line containing "coll:gpu:allreduce" (and the data are still right).
+. "$(dirname "$0")/mpitest.sh"
+out=${TMPDIR:-/tmp}/coll_gpu_verbose.$$
+trap 'rm -f "$out"' EXIT
+
+COLL_GPU_MPIRUN_ARGS="--mca coll_gpu_verbose 10 ${COLL_GPU_MPIRUN_ARGS:-}" \
+    "$RUN_MPI" 2 "$MPI_TESTS/test_smoke" device >"$out" 2>&1
+rc=$?
+if [ "$rc" -eq 77 ]; then
+    sed -n 's/^1\.\.0 # SKIP/1..0 # SKIP/p' "$out" | head -1
+    exit 0
+fi
+t_ok "$rc" "device-buffer collectives with coll_gpu_verbose 10 (exit $rc)"
+[ "$rc" -eq 0 ] || t_diag "$out"
+! grep -q '^not ok' "$out" && grep -q '^1\.\.3$' "$out"
+t_ok $? "3 of 3 device-buffer checks pass"
+grep -q 'coll:gpu:allreduce' "$out"
+found=$?
+t_ok "$found" "the log has a line with coll:gpu:allreduce"
+if [ "$found" -eq 0 ]; then
+    grep 'coll:gpu:allreduce' "$out" | head -2 | sed 's/^/#   log: /'
+else
+    t_diag "$out" 20
+fi
+t_done
