@@ -71,9 +71,13 @@ static int status_of(cudaError_t err)
     }
 }
 
-/* Record "what: cudaErrorName: text" and return the matching status. */
+/* Record "what: cudaErrorName: text" and return the matching status.  A failed runtime call
+ * also leaves its error in the runtime's per-thread "last error", where the next launch's
+ * cudaGetLastError() would find it and blame the kernel: reset it here (sticky errors, which
+ * poison the context, are reported again by every later call anyway). */
 static int cuda_fail(cudaError_t err, const char *what)
 {
+    (void) cudaGetLastError();
     return dev_fail(status_of(err), "%s: %s: %s", what, cudaGetErrorName(err),
                     cudaGetErrorString(err));
 }
@@ -564,6 +568,7 @@ static int cuda_event_query(dev_event_t *event)
 {
     cudaError_t err = cudaEventQuery(event->e);
     if (cudaErrorNotReady == err) {
+        (void) cudaGetLastError(); /* "not ready" is an answer, not an error to keep */
         return 1;
     }
     return (cudaSuccess == err) ? DEV_OK : cuda_fail(err, "cudaEventQuery");

@@ -107,9 +107,13 @@ static cudaError_t launch(void *dst, const void *a, const void *b, size_t count,
     if (blocks > (size_t) multiprocessors(device) * REDUCE_BLOCKS_PER_SM) {
         blocks = (size_t) multiprocessors(device) * REDUCE_BLOCKS_PER_SM;
     }
-    reduce_kernel<T, Op><<<(unsigned) blocks, REDUCE_THREADS, 0, stream>>>(
-        (T *) dst, (const T *) a, (const T *) b, head, nvec, count);
-    return cudaGetLastError();
+    /* cudaLaunchKernel returns this launch's own error; <<<>>> would leave us to read the
+     * thread's last error, which may hold an unrelated failure of an earlier runtime call */
+    T *d_arg = (T *) dst;
+    const T *a_arg = (const T *) a, *b_arg = (const T *) b;
+    void *args[] = {&d_arg, &a_arg, &b_arg, &head, &nvec, &count};
+    return cudaLaunchKernel((const void *) reduce_kernel<T, Op>, dim3((unsigned) blocks),
+                            dim3(REDUCE_THREADS), args, 0, stream);
 }
 
 /* The ops every integer width takes, on the unsigned type of that width. */
