@@ -196,7 +196,8 @@ DEV_API int dev_memset(void *dst, int value, size_t bytes);
 
 /* Export the allocation whose base is ptr (as given by dev_mem_range). */
 DEV_API int dev_ipc_export(void *base, dev_ipc_handle_t *handle);
-/* Map a peer's allocation; *ptr is its base in this process. */
+/* Map a peer's allocation; *ptr is its base in this process.  A handle cannot be imported by
+ * the process that exported it (CUDA refuses; the emulated backend does too). */
 DEV_API int dev_ipc_import(const dev_ipc_handle_t *handle, void **ptr);
 DEV_API int dev_ipc_close(void *ptr);
 
