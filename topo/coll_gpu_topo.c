@@ -43,6 +43,11 @@ static struct {
 #define CU_ATTR_CC_MAJOR 75
 #define CU_ATTR_CC_MINOR 76
 
+/*
+ * The probe callbacks over the driver API.  They map the probe's CUDA ordinals to CUdevice
+ * handles on every call: cheap, and the tool probes once.  Each returns the CUresult (0 on
+ * success), which is all topo_probe() looks at.
+ */
 static int cu_count(int *count)
 {
     return cu.count(count);
@@ -192,6 +197,7 @@ static void usage(FILE *f)
             "  -h, --help\n");
 }
 
+/* "--gpus 0,1,0,1": the GPU of each rank, so that teams with shared GPUs can be shown. */
 static int parse_gpus(const char *s, options_t *o)
 {
     char *end;
@@ -213,6 +219,7 @@ static int parse_gpus(const char *s, options_t *o)
     return (o->nteam > 0) ? 0 : -1;
 }
 
+/* Numbers must be whole positive words; bad input prints why and returns -1 (exit 2). */
 static int parse_options(int argc, char **argv, options_t *o)
 {
     enum { OPT_BLOCKS = 256, OPT_THREADS, OPT_CHUNK, OPT_REASONS, OPT_NO_NVML, OPT_NO_CUDA,
@@ -346,6 +353,7 @@ static int parse_options(int argc, char **argv, options_t *o)
 
 /* ---- printing --------------------------------------------------------------------------- */
 
+/* --verbose: the probe's log lines go to stderr so that stdout stays the report. */
 static void log_to_stderr(void *ctx, int level, const char *msg)
 {
     static const char *const names[] = {"", "error", "warning", "info", "debug"};
@@ -427,6 +435,7 @@ static void print_matrix(const topo_t *t)
            "  -     = NIC-to-NIC paths are not modelled\n");
 }
 
+/* What the matrix cannot show: identities (UUID, bus id), link speeds, NIC names, sockets. */
 static void print_inventory(const topo_t *t)
 {
     char uuid[TOPO_UUID_STRLEN], bw[32];
@@ -486,6 +495,11 @@ static void print_inventory(const topo_t *t)
     }
 }
 
+/*
+ * What coll/gpu would do with this team: its summary and warning, the per-pair peer-access
+ * decisions under the chosen level, the ring, chain and binary trees per root, and the
+ * allreduce/bcast decision for every power of two from 8 B to 1 GiB.
+ */
 static void print_team(const topo_t *t, const options_t *o, const int *team, int n)
 {
     int ring[1024], parent[1024];
@@ -589,6 +603,8 @@ static void print_team(const topo_t *t, const options_t *o, const int *team, int
     }
 }
 
+/* Load or probe, dump if asked, then report.  Exit 0 also when no GPU is found: that is a
+ * finding, not a failure; 1 for an unreadable file, 2 for bad arguments. */
 int main(int argc, char **argv)
 {
     options_t o;
@@ -612,7 +628,7 @@ int main(int argc, char **argv)
         if (!o.no_cuda) {
             ops = cuda_ops(why, sizeof(why));
         } else {
-            snprintf(why, sizeof(why), "CUDA left out (--no-cuda)");
+            snprintf(why, sizeof(why), "left out (--no-cuda)");
         }
         po.gpu_ops = ops;
         po.no_nvml = o.no_nvml;
@@ -625,6 +641,7 @@ int main(int argc, char **argv)
         }
     }
 
+    /* with --dump - standard output carries the model only, so the report is left out */
     FILE *info_out = (NULL != o.dump && 0 == strcmp(o.dump, "-")) ? stderr : stdout;
     if (NULL != o.dump) {
         rc = (0 == strcmp(o.dump, "-")) ? topo_dump(t, stdout)

@@ -162,7 +162,8 @@ int topo_bus_id_normalize(const char *in, char *out, size_t len);
 /* Estimated bandwidths used where the probe or a file gives none (see FORMAT.md). */
 uint32_t topo_nvlink_bw_for_sm(int sm);
 uint32_t topo_pcie_bw(int gen, int width);
-/* Fill links[a][b].bw (both directions) from the class and the GPUs' properties. */
+/* The estimated bandwidth of links[a][b] from its class, link count and the GPUs' NVLink
+ * and PCIe properties (FORMAT.md, "Estimated bandwidths"). */
 uint32_t topo_default_link_bw(const topo_t *topo, int a, int b);
 /* Set links[a][b] and links[b][a]; bw 0 means the default for the class. */
 void topo_set_link(topo_t *topo, int a, int b, topo_link_class_t cls, int nvlinks, uint32_t bw);

@@ -40,6 +40,7 @@ static const char *fmt_thousandths(uint32_t v, char *buf, size_t len)
     return buf;
 }
 
+/* p2p= and atomics= values; the dump leaves unknown (-1) out, so "unknown" is only read. */
 static const char *tri_name(int v)
 {
     return (v > 0) ? "yes" : (0 == v) ? "no" : "unknown";
@@ -58,6 +59,12 @@ static const char *class_token(const topo_link_t *l, char *buf, size_t len)
     return buf;
 }
 
+/*
+ * Write the model in FORMAT.md's record order: header, host, source, numa, gpu, nic, link
+ * (every pair once, lower index first), nicpath, end.  Unknown values are left out rather
+ * than written as sentinels, so that a hand-edited dump stays readable and a load followed by
+ * a dump reproduces the same bytes.
+ */
 int topo_dump(const topo_t *topo, FILE *out)
 {
     char a[32], b[32], uuid[TOPO_UUID_STRLEN];
@@ -177,6 +184,7 @@ int topo_dump_file(const topo_t *topo, const char *path, char *err, size_t errle
     return rc;
 }
 
+/* open_memstream keeps one writer (topo_dump) for files and strings alike. */
 int topo_dump_string(const topo_t *topo, char **text)
 {
     char *buf = NULL;
@@ -217,6 +225,7 @@ typedef struct {
     char *val;
 } token_t;
 
+/* Record the first error as "NAME:LINE: message"; returns TOPO_ERR_PARSE to pass up. */
 static int fail(parse_ctx_t *ctx, const char *fmt, ...)
 {
     va_list ap;
@@ -298,6 +307,7 @@ static int tokenize(parse_ctx_t *ctx, char *s, token_t *tok, int max)
     }
 }
 
+/* A whole-word decimal integer in [min, max]: "9O" or "12abc" are errors, not 9 or 12. */
 static int parse_int(parse_ctx_t *ctx, const char *what, const char *s, long min, long max,
                      long *out)
 {
@@ -379,6 +389,7 @@ static int parse_word(parse_ctx_t *ctx, const char *what, const char *s, char *o
     return TOPO_OK;
 }
 
+/* Free text (a quoted value): printable characters only, so a dump stays one line. */
 static int parse_text(parse_ctx_t *ctx, const char *what, const char *s, char *out, size_t len)
 {
     for (const char *p = s; '\0' != *p; ++p) {
@@ -469,6 +480,7 @@ typedef struct {
     bool nicpath_seen[TOPO_MAX_GPUS][TOPO_MAX_NICS];
 } load_state_t;
 
+/* A record is its name, exactly npos positional values, then unique key=value words. */
 static int expect_positional(parse_ctx_t *ctx, const char *rec, token_t *tok, int ntok,
                              int npos)
 {
@@ -491,6 +503,7 @@ static int expect_positional(parse_ctx_t *ctx, const char *rec, token_t *tok, in
     return TOPO_OK;
 }
 
+/* NUMA nodes are named by OS index (as numactl and hwloc name them), not by line order. */
 static int numa_known(const topo_t *topo, int os_index)
 {
     for (int i = 0; i < topo->nnuma; ++i) {
@@ -509,7 +522,7 @@ static int parse_numa(parse_ctx_t *ctx, load_state_t *st, token_t *tok, int ntok
     if (TOPO_OK != expect_positional(ctx, "numa", tok, ntok, 1)) {
         return TOPO_ERR_PARSE;
     }
-    if (topo->nnuma == TOPO_MAX_NUMA) {
+    if (TOPO_MAX_NUMA == topo->nnuma) {
         return fail(ctx, "numa: more than %d NUMA nodes", TOPO_MAX_NUMA);
     }
     if (TOPO_OK != parse_int(ctx, "numa", tok[1].val, 0, 1 << 20, &v)) {
@@ -539,6 +552,8 @@ static int parse_numa(parse_ctx_t *ctx, load_state_t *st, token_t *tok, int ntok
     return TOPO_OK;
 }
 
+/* "gpu N uuid=... bus=... [name= numa= cpus= sm= pcie= nvswitch= nvlink_bw=]".  UUID and
+ * bus id identify a GPU, so both are required and must be unique in the file. */
 static int parse_gpu(parse_ctx_t *ctx, load_state_t *st, token_t *tok, int ntok)
 {
     topo_t *topo = st->topo;
@@ -617,6 +632,7 @@ static int parse_gpu(parse_ctx_t *ctx, load_state_t *st, token_t *tok, int ntok)
     return TOPO_OK;
 }
 
+/* "nic N name=... kind=ib|roce|eth [bus= netdev= numa= speed=]". */
 static int parse_nic(parse_ctx_t *ctx, load_state_t *st, token_t *tok, int ntok)
 {
     topo_t *topo = st->topo;
@@ -673,6 +689,7 @@ static int parse_nic(parse_ctx_t *ctx, load_state_t *st, token_t *tok, int ntok)
     return TOPO_OK;
 }
 
+/* "link A B CLASS [bw= p2p= atomics= rank=]": sets both directions of the pair. */
 static int parse_link(parse_ctx_t *ctx, load_state_t *st, token_t *tok, int ntok)
 {
     topo_t *topo = st->topo;
@@ -736,6 +753,7 @@ static int parse_link(parse_ctx_t *ctx, load_state_t *st, token_t *tok, int ntok
     return TOPO_OK;
 }
 
+/* "nicpath G N CLASS": the PCIe distance from GPU G to NIC N. */
 static int parse_nicpath(parse_ctx_t *ctx, load_state_t *st, token_t *tok, int ntok)
 {
     topo_t *topo = st->topo;
@@ -802,6 +820,8 @@ static int finish(parse_ctx_t *ctx, load_state_t *st)
     return TOPO_OK;
 }
 
+/* One line: the header must come first, nothing may follow "end", and each record name
+ * dispatches to its parser.  Returns TOPO_OK for blank and comment lines. */
 static int load_line(parse_ctx_t *ctx, load_state_t *st, char *line)
 {
     token_t tok[MAX_TOKENS];
@@ -870,6 +890,11 @@ static int load_line(parse_ctx_t *ctx, load_state_t *st, char *line)
     return fail(ctx, "unknown record '%s'", rec);
 }
 
+/*
+ * Parse a whole model; the input is not modified (each line is copied out to be tokenized in
+ * place).  On any error nothing is returned: a half-loaded model would describe a machine that
+ * does not exist.  The load state is on the heap because its pair tables are large.
+ */
 int topo_load_string(const char *text, const char *name, topo_t **out, char *err, size_t errlen)
 {
     parse_ctx_t ctx = {(NULL != name) ? name : "(string)", 0, err, errlen};
@@ -925,6 +950,7 @@ int topo_load_string(const char *text, const char *name, topo_t **out, char *err
     return rc;
 }
 
+/* Read the file whole, refuse binary content, then parse it as a string named by its path. */
 int topo_load_file(const char *path, topo_t **out, char *err, size_t errlen)
 {
     FILE *f;

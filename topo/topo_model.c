@@ -97,6 +97,7 @@ bool topo_equal(const topo_t *a, const topo_t *b)
     return true;
 }
 
+/* The component identifies its GPU by UUID: CUDA ordinals differ between processes. */
 int topo_find_gpu_by_uuid(const topo_t *topo, const uint8_t uuid[TOPO_UUID_BYTES])
 {
     if (NULL == topo || NULL == uuid) {
@@ -153,6 +154,7 @@ static int hex_value(int c)
     return -1;
 }
 
+/* Strict: exactly 32 hex digits in the 8-4-4-4-12 groups, nothing after. */
 int topo_uuid_parse(const char *text, uint8_t uuid[TOPO_UUID_BYTES])
 {
     static const int dash_before[] = {4, 6, 8, 10};
@@ -271,6 +273,7 @@ uint32_t topo_default_link_bw(const topo_t *topo, int a, int b)
     }
 }
 
+/* Links are symmetric in the model; this is the one writer that keeps both halves equal. */
 void topo_set_link(topo_t *topo, int a, int b, topo_link_class_t cls, int nvlinks, uint32_t bw)
 {
     topo_link_t *l = &topo->links[a][b];

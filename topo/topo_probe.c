@@ -225,7 +225,7 @@ static void nvml_close(probe_t *p)
 
 static probe_gpu_t *add_gpu(probe_t *p)
 {
-    if (p->ngpus == TOPO_MAX_GPUS) {
+    if (TOPO_MAX_GPUS == p->ngpus) {
         return NULL;
     }
     probe_gpu_t *pg = &p->gpus[p->ngpus++];
@@ -410,7 +410,11 @@ static void cuda_gpus(probe_t *p)
     }
     source_add(p, "CUDA: %d devices visible%s", count,
                (p->have_nvml && added > 0) ? " (some unknown to NVML)" : "");
-    plog(p, TOPO_LOG_INFO, "topo: CUDA sees %d devices (%d not listed by NVML)", count, added);
+    if (p->have_nvml) {
+        plog(p, TOPO_LOG_INFO, "topo: CUDA sees %d devices (%d not listed by NVML)", count, added);
+    } else {
+        plog(p, TOPO_LOG_INFO, "topo: CUDA sees %d devices", count);
+    }
 }
 
 /* CUDA's answer for a pair of visible GPUs; -1 when a GPU is not visible or no callback. */

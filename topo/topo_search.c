@@ -85,11 +85,13 @@ bool topo_p2p_allowed(const topo_t *topo, int a, int b, topo_p2p_level_t level, 
     return true;
 }
 
+/* Bandwidth between the GPUs of two ranks; ranks on one GPU copy at device-memory speed. */
 static uint32_t hop_bw(const topo_t *topo, int ga, int gb)
 {
     return (ga == gb) ? TOPO_BW_LOCAL : topo->links[ga][gb].bw;
 }
 
+/* Every search takes a team of model GPU indices; one outside the model is a caller bug. */
 static int check_team(const topo_t *topo, const int *team, int n)
 {
     if (NULL == topo || NULL == team || n < 1) {
@@ -226,6 +228,8 @@ static void ring_greedy(ring_ctx_t *rc, int *seq, uint32_t *score, uint32_t *can
     }
 }
 
+/* The ring is searched over distinct GPUs (ranks of one GPU are put side by side after), so
+ * several ranks per GPU cost nothing in the search. */
 int topo_ring(const topo_t *topo, const int *team, int n, int *order, uint32_t *slowest)
 {
     int rc_ = check_team(topo, team, n);
@@ -302,6 +306,8 @@ int topo_ring(const topo_t *topo, const int *team, int n, int *order, uint32_t *
 
 /* ---- trees ----------------------------------------------------------------------------- */
 
+/* The chain follows the ring from the root, in the direction that keeps the faster of the
+ * two ring hops next to the root (the other one is the hop a chain does not need). */
 static int tree_chain(const topo_t *topo, const int *team, int n, int root, const int *ring,
                       int *parent)
 {
@@ -416,6 +422,7 @@ int topo_tree_children(const int *parent, int n, int node, int *children, int ma
     return (k < max) ? k : max;
 }
 
+/* Depth bounds the latency of a pipelined tree: the last chunk crosses depth links. */
 int topo_tree_depth(const int *parent, int n)
 {
     int deepest = 0;
@@ -432,6 +439,7 @@ int topo_tree_depth(const int *parent, int n)
 
 /* ---- team summary ---------------------------------------------------------------------- */
 
+/* MB/s as people read it in a warning: "450 GB/s", "19.2 GB/s". */
 static void fmt_gbs(uint32_t mbs, char *buf, size_t len)
 {
     if (0 == mbs % 1000) {
@@ -456,6 +464,12 @@ static void append(char *buf, size_t len, const char *fmt, ...)
     va_end(ap);
 }
 
+/*
+ * Everything selection and the logs need about a team, in one pass over its distinct GPU
+ * pairs: worst and best class, slowest pair, the ring's slowest hop, whether peer access holds
+ * for all pairs and for the ring's hops, and a warning when the pairs differ in kind (NVLink
+ * next to PCIe, or several PCIe classes) or when the P2P level refuses only some pairs.
+ */
 int topo_team_info(const topo_t *topo, const int *team, int n, const int *ring,
                    topo_p2p_level_t level, bool disable, topo_team_info_t *info)
 {

@@ -8,11 +8,13 @@
 #include "tap.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -508,6 +510,44 @@ static void test_close(void)
     dev_close();
 }
 
+/* A process that dies without freeing leaves its segment names; the next dev_open removes
+ * them when that pid is gone, and leaves those of live processes alone. */
+static void test_sweep(void)
+{
+    char dead[64], alive[64];
+    int status, fd;
+    pid_t pid = fork();
+
+    if (0 == pid) {
+        _exit(0);
+    }
+    waitpid(pid, &status, 0); /* pid is now unused (reuse within this test is unlikely) */
+    snprintf(dead, sizeof(dead), "/collgpu-%d-999", (int) pid);
+    snprintf(alive, sizeof(alive), "/collgpu-%d-999", (int) getppid());
+    fd = shm_open(dead, O_CREAT | O_RDWR, 0600);
+    if (fd >= 0) {
+        close(fd);
+    }
+    fd = shm_open(alive, O_CREAT | O_RDWR, 0600);
+    if (fd >= 0) {
+        close(fd);
+    }
+    dev_open(DEV_BACKEND_EMULATED);
+    dev_close();
+    fd = shm_open(dead, O_RDWR, 0);
+    tap_ok(fd < 0, "dev_open removed the segment of a dead process");
+    if (fd >= 0) {
+        close(fd);
+        shm_unlink(dead);
+    }
+    fd = shm_open(alive, O_RDWR, 0);
+    tap_ok(fd >= 0, "and kept the one named after a live process");
+    if (fd >= 0) {
+        close(fd);
+    }
+    shm_unlink(alive);
+}
+
 int main(void)
 {
     test_lifecycle();
@@ -520,6 +560,7 @@ int main(void)
     test_ipc_child_exports();
     test_threads();
     test_close();
+    test_sweep();
     printf("# %d passed, %d failed\n", tap_count_ - tap_failures(), tap_failures());
     return tap_done();
 }
