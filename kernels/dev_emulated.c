@@ -18,8 +18,10 @@
  * IPC.  The handle carries the segment's name and size; dev_ipc_import() opens the segment and
  * maps it twice like an allocation (registered as DEVICE in the importer).  The creator
  * unlinks the name when it frees the allocation; mappings already made by peers stay valid
- * until they close them, as with CUDA.  A process killed before it frees leaves its segments
- * in /dev/shm (collgpu-<pid>-*, safe to remove once that pid is gone).
+ * until they close them, as with CUDA.  A process killed before it frees (a crash, MPI_Abort,
+ * a test timeout) leaves its names in /dev/shm, which is memory: dev_open removes every
+ * collgpu-<pid>-* whose pid no longer exists (COLL_GPU_EMULATED_SWEEP=0 turns that off, e.g.
+ * where processes of other pid namespaces share /dev/shm).
  *
  * Streams and events.  Every operation runs to completion when it is enqueued, so streams are
  * trivially in order and events are always complete.
@@ -27,10 +29,12 @@
 #include "dev_backend.h"
 #include "reference.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -214,6 +218,43 @@ static int host_view(const void *p, size_t bytes, const char *fn, void **view)
 
 /* ---- lifecycle and devices --------------------------------------------------------------- */
 
+/* Unlink the segments of processes that no longer exist.  Only names are removed: a live
+ * process that still maps such a segment keeps its memory until it unmaps it. */
+static void sweep_dead_segments(void)
+{
+    static const char prefix[] = "collgpu-";
+    const char *env = getenv("COLL_GPU_EMULATED_SWEEP");
+    struct dirent *e;
+    DIR *dir;
+
+    if (NULL != env && 0 == strcmp(env, "0")) {
+        return;
+    }
+    dir = opendir("/dev/shm");
+    if (NULL == dir) {
+        return;
+    }
+    while (NULL != (e = readdir(dir))) {
+        char name[EMU_SHM_NAME_LEN + 8], *end = NULL;
+        long pid;
+
+        if (0 != strncmp(e->d_name, prefix, sizeof(prefix) - 1)) {
+            continue;
+        }
+        pid = strtol(e->d_name + sizeof(prefix) - 1, &end, 10);
+        if ('-' != *end || pid <= 0 || pid > INT32_MAX || (pid_t) pid == getpid()) {
+            continue;
+        }
+        if (0 == kill((pid_t) pid, 0) || ESRCH != errno) {
+            continue; /* alive, or not ours to judge */
+        }
+        if ((size_t) snprintf(name, sizeof(name), "/%s", e->d_name) < sizeof(name)) {
+            shm_unlink(name);
+        }
+    }
+    closedir(dir);
+}
+
 static int emu_open(void)
 {
     const char *env = getenv("COLL_GPU_EMULATED_DEVICES");
@@ -229,6 +270,7 @@ static int emu_open(void)
         }
         emu_ndevices = (int) n;
     }
+    sweep_dead_segments();
     return DEV_OK;
 }
 
