@@ -373,6 +373,14 @@ DEV_API int dev_mem_range(const void *ptr, void **base, size_t *size, uint64_t *
     return rc;
 }
 
+DEV_API int dev_mem_device(const void *ptr, int *ordinal)
+{
+    const dev_backend_ops_t *ops;
+    DEV_OPS(ops, __func__);
+    DEV_CHECK_ARG(NULL != ptr && NULL != ordinal, __func__);
+    return ops->mem_device(ptr, ordinal);
+}
+
 DEV_API int dev_mem_alloc(void **ptr, size_t size)
 {
     const dev_backend_ops_t *ops;
@@ -568,6 +576,53 @@ DEV_API int dev_reduce(void *dst, const void *a, const void *b, size_t count,
     }
     DEV_CHECK_ARG(NULL != dst && NULL != a && NULL != b, __func__);
     return ops->reduce(dst, a, b, count, dtype, op, stream);
+}
+
+/* Checks every argument so that backends see only well-formed calls (dev_backend.h). */
+DEV_API int dev_reduce_multi(void *const *dsts, int ndst, const void *const *srcs, int nsrc,
+                             size_t count, dev_dtype_t dtype, dev_op_t op,
+                             const dev_launch_t *launch, dev_stream_t *stream)
+{
+    static const dev_launch_t defaults = {0, 0};
+    const dev_backend_ops_t *ops;
+
+    DEV_OPS(ops, __func__);
+    DEV_CHECK_ARG(ndst >= 1 && ndst <= DEV_MULTI_MAX, __func__);
+    DEV_CHECK_ARG(nsrc >= 1 && nsrc <= DEV_MULTI_MAX, __func__);
+    DEV_CHECK_ARG(NULL != dsts && NULL != srcs, __func__);
+    if (0 == dev_dtype_size(dtype)) {
+        return dev_fail(DEV_ERR_ARG, "dev_reduce_multi: invalid dtype %d", (int) dtype);
+    }
+    /* one source is a copy: any type, the op does not matter */
+    if (nsrc > 1 && !dev_op_valid(op, dtype)) {
+        return dev_fail(DEV_ERR_UNSUPPORTED, "dev_reduce_multi: op %s is not defined on %s",
+                        dev_op_name(op), dev_dtype_name(dtype));
+    }
+    if (NULL != launch) {
+        DEV_CHECK_ARG(launch->nblocks >= 0, __func__);
+        DEV_CHECK_ARG(launch->nthreads >= 0 && launch->nthreads <= 1024, __func__);
+    } else {
+        launch = &defaults;
+    }
+    if (0 == count) {
+        return DEV_OK;
+    }
+    if (count > SIZE_MAX / dev_dtype_size(dtype)) {
+        return dev_fail(DEV_ERR_ARG, "dev_reduce_multi: count %zu of %s overflows", count,
+                        dev_dtype_name(dtype));
+    }
+    for (int k = 0; k < nsrc; ++k) {
+        if (NULL == srcs[k]) {
+            return dev_fail(DEV_ERR_ARG, "dev_reduce_multi: source %d of %d is NULL", k, nsrc);
+        }
+    }
+    for (int k = 0; k < ndst; ++k) {
+        if (NULL == dsts[k]) {
+            return dev_fail(DEV_ERR_ARG, "dev_reduce_multi: destination %d of %d is NULL", k,
+                            ndst);
+        }
+    }
+    return ops->reduce_multi(dsts, ndst, srcs, nsrc, count, dtype, op, launch, stream);
 }
 
 DEV_API int dev_reduce_host(void *dst, const void *a, const void *b, size_t count,

@@ -147,7 +147,10 @@ DEV_API const char *dev_mem_kind_name(dev_mem_kind_t kind);
 /* ---- devices --------------------------------------------------------------------------- */
 
 DEV_API int dev_device_count(int *count);
-/* The device the calling thread works on (cudaGetDevice). */
+/* The device the calling thread works on.  cuda: the device of the driver context current on
+ * the calling thread when there is one (the application selected it, e.g. cudaSetDevice in its
+ * own CUDA runtime), else the runtime's current device; every later dev_* call of this thread
+ * then works on that device (see dev_cuda.c). */
 DEV_API int dev_current_device(int *ordinal);
 DEV_API int dev_set_device(int ordinal);
 DEV_API int dev_device_uuid(int ordinal, dev_uuid_t *uuid);
@@ -165,6 +168,9 @@ DEV_API void dev_mem_classify_flush(void);
 /* The allocation that contains ptr: its base, size and a buffer id that changes when the
  * address range is freed and allocated again (CU_POINTER_ATTRIBUTE_BUFFER_ID). */
 DEV_API int dev_mem_range(const void *ptr, void **base, size_t *size, uint64_t *buffer_id);
+/* The device that holds ptr (device memory, or managed memory: the device it was allocated
+ * on).  DEV_ERR_ARG for host memory, pinned included. */
+DEV_API int dev_mem_device(const void *ptr, int *ordinal);
 
 DEV_API int dev_mem_alloc(void **ptr, size_t size);
 DEV_API int dev_mem_alloc_managed(void **ptr, size_t size);
@@ -206,6 +212,29 @@ DEV_API int dev_ipc_close(void *ptr);
 /* dst[i] = a[i] op b[i] for i < count, on the stream (dst may alias a or b). */
 DEV_API int dev_reduce(void *dst, const void *a, const void *b, size_t count,
                        dev_dtype_t dtype, dev_op_t op, dev_stream_t *stream);
+
+/* Launch shape for the collective kernels; a zero field means the backend's default.  cuda:
+ * nthreads at most 1024; emulated: ignored. */
+typedef struct {
+    int nblocks;
+    int nthreads;
+} dev_launch_t;
+
+#define DEV_MULTI_MAX 16
+
+/* For every i < count: v = srcs[0][i] op srcs[1][i] op ... op srcs[nsrc-1][i], combined in
+ * exactly that order, left to right (callers that pass the same sources in the same order get
+ * bitwise-identical results, which the allreduce relies on: every rank must end with the same
+ * floats), then dsts[k][i] = v for every k < ndst.  1 <= nsrc, ndst <= DEV_MULTI_MAX.
+ * nsrc == 1 is a copy (valid for any dtype, op ignored).  Pointers may be this process' device
+ * memory or peer memory mapped by dev_ipc_import (NVLink/PCIe peer access); a dst may be
+ * identical to a src (in place: each element is read from every source before any destination
+ * element i is written); distinct destinations must not overlap.  Enqueued on stream; launch
+ * may be NULL.  count 0 is a no-op; DEV_ERR_UNSUPPORTED when nsrc > 1 and
+ * dev_op_valid(op, dtype) is false. */
+DEV_API int dev_reduce_multi(void *const *dsts, int ndst, const void *const *srcs, int nsrc,
+                             size_t count, dev_dtype_t dtype, dev_op_t op,
+                             const dev_launch_t *launch, dev_stream_t *stream);
 
 /* The same operation on host memory, now, with the plain-C reference (no backend needed):
  * for host-side reductions and as the emulated backend's kernel.  DEV_ERR_UNSUPPORTED when

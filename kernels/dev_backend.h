@@ -6,7 +6,10 @@
  * fills one table of functions.  Backends may assume:
  *   - open() is called once, under dev.c's lock, and close() once after the last dev_close();
  *   - sizes are non-zero where a zero would be a no-op (dev.c answers those itself);
- *   - dev_reduce() is only called with dev_op_valid(op, dtype).
+ *   - dev_reduce() is only called with dev_op_valid(op, dtype);
+ *   - reduce_multi() is only called with count > 0, 1 <= nsrc, ndst <= DEV_MULTI_MAX, non-NULL
+ *     pointers, a valid dtype, dev_op_valid(op, dtype) unless nsrc == 1, and a launch shape
+ *     whose fields are 0 (default) or in range (launch itself is never NULL).
  */
 #ifndef COLL_GPU_DEV_BACKEND_H
 #define COLL_GPU_DEV_BACKEND_H
@@ -35,6 +38,7 @@ typedef struct dev_backend_ops {
     dev_mem_kind_t (*mem_classify)(const void *ptr);
     void (*mem_classify_flush)(void);
     int (*mem_range)(const void *ptr, void **base, size_t *size, uint64_t *buffer_id);
+    int (*mem_device)(const void *ptr, int *ordinal);
     int (*mem_alloc)(void **ptr, size_t size);
     int (*mem_alloc_managed)(void **ptr, size_t size);
     int (*mem_free)(void *ptr);
@@ -60,6 +64,9 @@ typedef struct dev_backend_ops {
 
     int (*reduce)(void *dst, const void *a, const void *b, size_t count, dev_dtype_t dtype,
                   dev_op_t op, dev_stream_t *stream);
+    int (*reduce_multi)(void *const *dsts, int ndst, const void *const *srcs, int nsrc,
+                        size_t count, dev_dtype_t dtype, dev_op_t op,
+                        const dev_launch_t *launch, dev_stream_t *stream);
 } dev_backend_ops_t;
 
 extern const dev_backend_ops_t dev_emulated_ops;
@@ -78,6 +85,12 @@ void dev_clear_error(void);
  * cudaErrorInvalidValue for a pair that dev_op_valid() rejects. */
 int dev_cuda_reduce_launch(void *dst, const void *a, const void *b, size_t count,
                            dev_dtype_t dtype, dev_op_t op, void *stream);
+/* allreduce_multi.cu: enqueue dev_reduce_multi on a CUDA stream, same conventions.  device is
+ * the ordinal the launch runs on (sizes the default grid).  Arguments are those dev.c has
+ * checked. */
+int dev_cuda_reduce_multi_launch(void *const *dsts, int ndst, const void *const *srcs, int nsrc,
+                                 size_t count, dev_dtype_t dtype, dev_op_t op, int nblocks,
+                                 int nthreads, int device, void *stream);
 #endif
 
 #ifdef __cplusplus

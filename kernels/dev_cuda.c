@@ -417,6 +417,32 @@ static int cuda_mem_range(const void *ptr, void **base, size_t *size, uint64_t *
     return DEV_OK;
 }
 
+/* CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: the device the memory was allocated on (for managed
+ * memory too).  Driver ordinals are the runtime's: both number the devices that
+ * CUDA_VISIBLE_DEVICES leaves visible, in the same order. */
+static int cuda_mem_device(const void *ptr, int *ordinal)
+{
+    CUpointer_attribute attrs[3] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                    CU_POINTER_ATTRIBUTE_IS_MANAGED,
+                                    CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+    unsigned int memtype = 0;
+    uint64_t managed = 0; /* see classify_by_driver */
+    int device = -1;
+    void *data[3] = {&memtype, &managed, &device};
+    CUresult res;
+
+    res = drv_pointer_get_attributes(3, attrs, data, (CUdeviceptr) ptr);
+    if (CUDA_SUCCESS != res) {
+        return dev_fail(DEV_ERR, "cuPointerGetAttributes(%p): CUresult %d", ptr, (int) res);
+    }
+    if ((0 == managed && CU_MEMORYTYPE_DEVICE != memtype && CU_MEMORYTYPE_ARRAY != memtype)
+        || device < 0) {
+        return dev_fail(DEV_ERR_ARG, "dev_mem_device(%p): not device or managed memory", ptr);
+    }
+    *ordinal = device;
+    return DEV_OK;
+}
+
 static int cuda_mem_alloc(void **ptr, size_t size)
 {
     int rc = DEV_OK;
@@ -614,6 +640,15 @@ out:
     return rc;
 }
 
+static int cuda_reduce_multi(void *const *dsts, int ndst, const void *const *srcs, int nsrc,
+                             size_t count, dev_dtype_t dtype, dev_op_t op,
+                             const dev_launch_t *launch, dev_stream_t *stream)
+{
+    (void) dsts, (void) ndst, (void) srcs, (void) nsrc, (void) count, (void) dtype, (void) op;
+    (void) launch, (void) stream;
+    return dev_fail(DEV_ERR_UNSUPPORTED, "dev_reduce_multi: the cuda kernel is not built yet");
+}
+
 /* ---- IPC --------------------------------------------------------------------------------- */
 
 typedef struct {
@@ -686,6 +721,7 @@ const dev_backend_ops_t dev_cuda_ops = {
     .mem_classify = cuda_mem_classify,
     .mem_classify_flush = cuda_mem_classify_flush,
     .mem_range = cuda_mem_range,
+    .mem_device = cuda_mem_device,
     .mem_alloc = cuda_mem_alloc,
     .mem_alloc_managed = cuda_mem_alloc_managed,
     .mem_free = cuda_mem_free,
@@ -706,4 +742,5 @@ const dev_backend_ops_t dev_cuda_ops = {
     .ipc_import = cuda_ipc_import,
     .ipc_close = cuda_ipc_close,
     .reduce = cuda_reduce,
+    .reduce_multi = cuda_reduce_multi,
 };

@@ -62,6 +62,7 @@ typedef struct {
     dev_mem_kind_t kind;
     emu_origin_t origin;
     pid_t creator; /* the process that created the segment; only it unlinks the name */
+    int device;    /* the emulated device it lives on (the creator's current device) */
     char shm_name[EMU_SHM_NAME_LEN];
 } emu_range_t;
 
@@ -83,6 +84,7 @@ typedef struct {
     uint64_t size;
     uint64_t map_size;
     int32_t creator;
+    int32_t device;
     char shm_name[EMU_SHM_NAME_LEN];
 } emu_ipc_wire_t;
 
@@ -395,6 +397,24 @@ static void emu_mem_classify_flush(void)
     /* nothing cached: the registry is the truth */
 }
 
+/* Device and managed memory report the device current when they were allocated (an import:
+ * the exporter's); pinned and unknown memory are host. */
+static int emu_mem_device(const void *ptr, int *ordinal)
+{
+    ptrdiff_t i;
+    int rc = DEV_OK;
+
+    pthread_rwlock_rdlock(&emu_lock);
+    i = registry_find((uintptr_t) ptr);
+    if (i < 0 || DEV_MEM_HOST == emu_ranges[i].kind) {
+        rc = dev_fail(DEV_ERR_ARG, "dev_mem_device(%p): host memory has no device", ptr);
+    } else {
+        *ordinal = emu_ranges[i].device;
+    }
+    pthread_rwlock_unlock(&emu_lock);
+    return rc;
+}
+
 static int emu_mem_range(const void *ptr, void **base, size_t *size, uint64_t *buffer_id)
 {
     ptrdiff_t i;
@@ -453,6 +473,7 @@ static int emu_mem_alloc(void **ptr, size_t size)
     r.kind = DEV_MEM_DEVICE;
     r.origin = EMU_ALLOC;
     r.creator = getpid();
+    r.device = emu_device;
     snprintf(r.shm_name, sizeof(r.shm_name), "/collgpu-%d-%" PRIuFAST64, (int) r.creator,
              atomic_fetch_add(&emu_next_shm_seq, 1));
 
@@ -505,6 +526,7 @@ static int emu_mem_alloc_managed(void **ptr, size_t size)
     r.kind = DEV_MEM_MANAGED;
     r.origin = EMU_MANAGED;
     r.creator = getpid();
+    r.device = emu_device;
     r.buffer_id = atomic_fetch_add(&emu_next_buffer_id, 1);
     rc = registry_insert(&r);
     if (DEV_OK != rc) {
@@ -677,6 +699,45 @@ static int emu_reduce(void *dst, const void *a, const void *b, size_t count, dev
     return rc;
 }
 
+/* Every pointer goes through host_view on its own: sources and destinations may lie in
+ * different allocations, local or imported, and a dst may be a src (the reference reads a
+ * whole block of every source before it writes that block anywhere). */
+static int emu_reduce_multi(void *const *dsts, int ndst, const void *const *srcs, int nsrc,
+                            size_t count, dev_dtype_t dtype, dev_op_t op,
+                            const dev_launch_t *launch, dev_stream_t *stream)
+{
+    const size_t bytes = count * dev_dtype_size(dtype); /* dev.c checked the overflow */
+    void *dv[DEV_MULTI_MAX];
+    const void *sv[DEV_MULTI_MAX];
+    char what[48];
+    int rc;
+
+    (void) launch;
+    (void) stream;
+    for (int k = 0; k < nsrc; ++k) {
+        void *v;
+        snprintf(what, sizeof(what), "dev_reduce_multi (source %d)", k);
+        rc = host_view(srcs[k], bytes, what, &v);
+        if (DEV_OK != rc) {
+            return rc;
+        }
+        sv[k] = v;
+    }
+    for (int k = 0; k < ndst; ++k) {
+        snprintf(what, sizeof(what), "dev_reduce_multi (destination %d)", k);
+        rc = host_view(dsts[k], bytes, what, &dv[k]);
+        if (DEV_OK != rc) {
+            return rc;
+        }
+    }
+    rc = dev_ref_reduce_multi(dv, ndst, sv, nsrc, count, dtype, op);
+    if (DEV_OK != rc) {
+        return dev_fail(rc, "dev_reduce_multi: the reference refused %s on %s",
+                        dev_op_name(op), dev_dtype_name(dtype));
+    }
+    return DEV_OK;
+}
+
 /* ---- IPC --------------------------------------------------------------------------------- */
 
 static int emu_ipc_export(void *base, dev_ipc_handle_t *handle)
@@ -697,6 +758,7 @@ static int emu_ipc_export(void *base, dev_ipc_handle_t *handle)
         wire.size = emu_ranges[i].size;
         wire.map_size = emu_ranges[i].map_size;
         wire.creator = (int32_t) emu_ranges[i].creator;
+        wire.device = (int32_t) emu_ranges[i].device;
         memcpy(wire.shm_name, emu_ranges[i].shm_name, sizeof(wire.shm_name));
     }
     pthread_rwlock_unlock(&emu_lock);
@@ -747,6 +809,7 @@ static int emu_ipc_import(const dev_ipc_handle_t *handle, void **ptr)
     r.kind = DEV_MEM_DEVICE;
     r.origin = EMU_IMPORT;
     r.creator = (pid_t) wire.creator;
+    r.device = (int) wire.device;
     memcpy(r.shm_name, wire.shm_name, sizeof(r.shm_name));
     r.buffer_id = atomic_fetch_add(&emu_next_buffer_id, 1);
     rc = registry_insert(&r);
@@ -781,6 +844,7 @@ const dev_backend_ops_t dev_emulated_ops = {
     .mem_classify = emu_mem_classify,
     .mem_classify_flush = emu_mem_classify_flush,
     .mem_range = emu_mem_range,
+    .mem_device = emu_mem_device,
     .mem_alloc = emu_mem_alloc,
     .mem_alloc_managed = emu_mem_alloc_managed,
     .mem_free = emu_mem_free,
@@ -801,4 +865,5 @@ const dev_backend_ops_t dev_emulated_ops = {
     .ipc_import = emu_ipc_import,
     .ipc_close = emu_ipc_close,
     .reduce = emu_reduce,
+    .reduce_multi = emu_reduce_multi,
 };

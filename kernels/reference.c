@@ -7,6 +7,8 @@
  */
 #include "reference.h"
 
+#include <string.h>
+
 /* One loop: r = EXPR of the operands u = a[i] and v = b[i].  Both are read before dst[i] is
  * written, which makes dst == a or dst == b safe. */
 #define REF_LOOP(T, EXPR)                                                                      \
@@ -167,4 +169,40 @@ int dev_ref_reduce(void *dst, const void *a, const void *b, size_t count, dev_dt
     case DEV_T_SHORT_INT: return ref_short_int(dst, a, b, count, op);
     default: return DEV_ERR_UNSUPPORTED;
     }
+}
+
+/* The accumulator block: 4 KiB, aligned for every element type (16-byte pairs included). */
+enum { REF_MULTI_BLOCK_BYTES = 4096 };
+
+int dev_ref_reduce_multi(void *const *dsts, int ndst, const void *const *srcs, int nsrc,
+                         size_t count, dev_dtype_t dtype, dev_op_t op)
+{
+    union {
+        unsigned char bytes[REF_MULTI_BLOCK_BYTES];
+        long double align_all;
+    } acc;
+    const size_t es = dev_dtype_size(dtype);
+    const size_t per_block = REF_MULTI_BLOCK_BYTES / es;
+    int rc;
+
+    if (0 == es || nsrc < 1 || ndst < 1) {
+        return DEV_ERR_ARG;
+    }
+    for (size_t first = 0; first < count; first += per_block) {
+        const size_t n = (count - first < per_block) ? count - first : per_block;
+        const size_t off = first * es;
+
+        memcpy(acc.bytes, (const char *) srcs[0] + off, n * es);
+        for (int k = 1; k < nsrc; ++k) {
+            rc = dev_ref_reduce(acc.bytes, acc.bytes, (const char *) srcs[k] + off, n, dtype,
+                                op);
+            if (DEV_OK != rc) {
+                return rc;
+            }
+        }
+        for (int k = 0; k < ndst; ++k) {
+            memcpy((char *) dsts[k] + off, acc.bytes, n * es);
+        }
+    }
+    return DEV_OK;
 }

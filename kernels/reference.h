@@ -25,4 +25,15 @@
 int dev_ref_reduce(void *dst, const void *a, const void *b, size_t count, dev_dtype_t dtype,
                    dev_op_t op);
 
+/*
+ * dev_reduce_multi on host memory: v = srcs[0][i] op srcs[1][i] op ... op srcs[nsrc-1][i],
+ * folded left to right (acc = acc op srcs[k][i], acc the first operand of dev_ref_reduce), then
+ * dsts[k][i] = v for every k.  nsrc == 1 copies (any dtype).  Works through a private buffer a
+ * block of elements at a time: every source element of a block is read before any destination
+ * element of that block is written, so a dst may be a src (or another mapping of it).
+ * Arguments as dev.c checks them for the backends (count > 0, 1 <= nsrc, ndst <= 16, ...).
+ */
+int dev_ref_reduce_multi(void *const *dsts, int ndst, const void *const *srcs, int nsrc,
+                         size_t count, dev_dtype_t dtype, dev_op_t op);
+
 #endif /* COLL_GPU_REFERENCE_H */

@@ -199,6 +199,33 @@ static void test_classify(void)
     free(heap);
 }
 
+/* dev_mem_device: the device current at allocation time; host memory has none. */
+static void test_mem_device(void)
+{
+    void *d0 = NULL, *d2 = NULL, *m = NULL, *h = NULL;
+    int heap = 0, ord = -1, ord2 = -1;
+
+    dev_set_device(0);
+    dev_mem_alloc(&d0, 100);
+    dev_set_device(2);
+    dev_mem_alloc(&d2, 100);
+    dev_mem_alloc_managed(&m, 100);
+    dev_set_device(0);
+    dev_host_alloc(&h, 100);
+    tap_ok(DEV_OK == dev_mem_device((char *) d0 + 99, &ord) && 0 == ord,
+           "dev_mem_device of memory allocated on device 0 is 0 (%d)", ord);
+    tap_ok(DEV_OK == dev_mem_device(d2, &ord) && 2 == ord
+               && DEV_OK == dev_mem_device(m, &ord2) && 2 == ord2,
+           "device and managed memory allocated on device 2 say 2 (%d, %d)", ord, ord2);
+    tap_ok(DEV_ERR_ARG == dev_mem_device(h, &ord) && DEV_ERR_ARG == dev_mem_device(&heap, &ord)
+               && DEV_ERR_ARG == dev_mem_device((char *) d0 + 100, &ord),
+           "pinned, stack and one-past-the-end memory have no device (DEV_ERR_ARG)");
+    dev_mem_free(d0);
+    dev_mem_free(d2);
+    dev_mem_free(m);
+    dev_host_free(h);
+}
+
 /* A buffer freed and allocated again must get a new id, whether or not the address repeats. */
 static void test_buffer_ids(void)
 {
@@ -395,6 +422,7 @@ static void test_ipc_child_exports(void)
     void *p = NULL, *base = NULL;
     size_t size = 0;
     uint64_t id = 0;
+    int dev = -1;
     char go = 0;
     bool got;
     pid_t pid;
@@ -410,6 +438,7 @@ static void test_ipc_child_exports(void)
         unsigned char *buf = malloc(IPC_N), *want = malloc(IPC_N);
         close(to_parent[0]);
         close(to_child[1]);
+        dev_set_device(1); /* the importer learns the device through the handle */
         if (DEV_OK != dev_mem_alloc(&d, IPC_N) || DEV_OK != dev_memcpy(d, pat, IPC_N)
             || DEV_OK != dev_ipc_export(d, &handle)) {
             _exit(20);
@@ -438,6 +467,8 @@ static void test_ipc_child_exports(void)
                                                                             &size, &id)
                && base == p && IPC_N == size,
            "an imported mapping is device memory with the exporter's size");
+    tap_ok(DEV_OK == dev_mem_device((char *) p + 5, &dev) && 1 == dev,
+           "an imported mapping is on the exporter's device (%d)", dev);
     tap_ok(DEV_OK == dev_memcpy(check, p, IPC_N) && 0 == memcmp(check, pat, IPC_N),
            "parent reads the child's data through the import");
     fill_pattern(pat, IPC_N, 22);
@@ -553,6 +584,7 @@ int main(void)
     test_lifecycle();
     test_devices();
     test_classify();
+    test_mem_device();
     test_buffer_ids();
     test_fault();
     test_copies();

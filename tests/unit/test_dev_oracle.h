@@ -506,4 +506,474 @@ static inline int oracle_check_all_reduces(const char *label, bool on_host)
     return failed;
 }
 
+/* ---- dev_reduce_multi ----------------------------------------------------------------------
+ *
+ *   oracle_multi_check(t, op, srcs, nsrc, got, n, ...)  got[i] == srcs[0][i] op ... op
+ *                                      srcs[nsrc-1][i], folded left to right (host buffers)
+ *   oracle_check_all_multi(label)      every valid pair (and a copy of every type) through
+ *                                      dev_reduce_multi on the open backend: nsrc 1..5 and 16,
+ *                                      ndst 1..4, counts 1..4103, aligned and misaligned,
+ *                                      in place; poisoned destinations with guard bytes, sources
+ *                                      checked unchanged; one TAP line per pair
+ *   oracle_check_multi_paths(label)    the same sources into an aligned and a misaligned
+ *                                      destination give bitwise-identical results
+ *
+ * Results must be bit for bit those of the fold in source order, computed here in the element
+ * type itself; the one exception is complex PROD, whose rounding depends on contraction (FMA),
+ * held to a relative tolerance.  Pair types compare value and index, never the padding. */
+
+enum { MULTI_MAX_COUNT = 4103, MULTI_GUARD = 64, MULTI_MAX_DST = 4 };
+
+/* The fold of element i over nsrc host buffers, for the types compared bit for bit; the
+ * result (one element) goes to out. */
+static inline void multi_expect(dev_dtype_t t, dev_op_t op, const void *const *srcs, int nsrc,
+                                size_t i, void *out)
+{
+    switch (t) {
+    case DEV_T_FLOAT: {
+        float w = ((const float *) srcs[0])[i];
+        for (int k = 1; k < nsrc; ++k) {
+            float v = ((const float *) srcs[k])[i];
+            w = (DEV_OP_SUM == op) ? w + v : (DEV_OP_PROD == op) ? w * v
+              : (DEV_OP_MIN == op) ? fminf(w, v) : fmaxf(w, v);
+        }
+        memcpy(out, &w, sizeof(w));
+        break;
+    }
+    case DEV_T_DOUBLE: {
+        double w = ((const double *) srcs[0])[i];
+        for (int k = 1; k < nsrc; ++k) {
+            double v = ((const double *) srcs[k])[i];
+            w = (DEV_OP_SUM == op) ? w + v : (DEV_OP_PROD == op) ? w * v
+              : (DEV_OP_MIN == op) ? fmin(w, v) : fmax(w, v);
+        }
+        memcpy(out, &w, sizeof(w));
+        break;
+    }
+    case DEV_T_CFLOAT: {
+        float complex w = ((const float complex *) srcs[0])[i];
+        for (int k = 1; k < nsrc; ++k) {
+            float complex v = ((const float complex *) srcs[k])[i];
+            w = (DEV_OP_SUM == op) ? w + v : w * v;
+        }
+        memcpy(out, &w, sizeof(w));
+        break;
+    }
+    case DEV_T_CDOUBLE: {
+        double complex w = ((const double complex *) srcs[0])[i];
+        for (int k = 1; k < nsrc; ++k) {
+            double complex v = ((const double complex *) srcs[k])[i];
+            w = (DEV_OP_SUM == op) ? w + v : w * v;
+        }
+        memcpy(out, &w, sizeof(w));
+        break;
+    }
+    case DEV_T_FLOAT_INT:
+    case DEV_T_DOUBLE_INT:
+    case DEV_T_LONG_INT:
+    case DEV_T_2INT:
+    case DEV_T_SHORT_INT: {
+        /* not a fold: the extreme value, then the smallest index among those that hold it */
+        pair_t w = load_pair(t, srcs[0], i);
+        for (int k = 1; k < nsrc; ++k) {
+            pair_t v = load_pair(t, srcs[k], i);
+            w.value = (DEV_OP_MINLOC == op) ? fmin(w.value, v.value) : fmax(w.value, v.value);
+        }
+        w.index = 0x7fffffff;
+        for (int k = 0; k < nsrc; ++k) {
+            pair_t v = load_pair(t, srcs[k], i);
+            if (v.value == w.value && v.index < w.index) {
+                w.index = v.index;
+            }
+        }
+        memcpy(out, &w, sizeof(w));
+        break;
+    }
+    default: {
+        int_info_t ti = int_info(t);
+        uint64_t mask = (64 == ti.bits) ? ~0ull : (1ull << ti.bits) - 1;
+        uint64_t w = load_bits(srcs[0], i, ti.bits);
+        for (int k = 1; k < nsrc; ++k) {
+            w = oracle_integer(op, ti, w, load_bits(srcs[k], i, ti.bits)) & mask;
+        }
+        memcpy(out, &w, sizeof(w));
+        break;
+    }
+    }
+}
+
+/* Check got[i] for i < n against the fold of the host sources; nsrc == 1 is a byte copy. */
+static inline bool oracle_multi_check(dev_dtype_t t, dev_op_t op, const void *const *srcs,
+                                      int nsrc, const void *got, size_t n, char *why,
+                                      size_t whylen)
+{
+    size_t es = dev_dtype_size(t);
+
+    if (1 == nsrc) {
+        for (size_t i = 0; i < n * es; ++i) {
+            if (((const unsigned char *) got)[i] != ((const unsigned char *) srcs[0])[i]) {
+                snprintf(why, whylen, "copy: byte %zu differs from the source", i);
+                return false;
+            }
+        }
+        return true;
+    }
+    for (size_t i = 0; i < n; ++i) {
+        union {
+            unsigned char bytes[16];
+            uint64_t bits;
+            pair_t pair;
+            float complex cf;
+            double complex cd;
+        } w;
+        memset(&w, 0, sizeof(w));
+        multi_expect(t, op, srcs, nsrc, i, &w);
+        switch (t) {
+        case DEV_T_CFLOAT:
+        case DEV_T_CDOUBLE: {
+            double complex g = (DEV_T_CFLOAT == t) ? ((const float complex *) got)[i]
+                                                   : ((const double complex *) got)[i];
+            double complex want = (DEV_T_CFLOAT == t) ? w.cf : w.cd;
+            double tol = (DEV_OP_PROD != op) ? 0.0
+                       : (DEV_T_CFLOAT == t) ? 4e-6 * nsrc * cabs(want)
+                                             : 1e-14 * nsrc * cabs(want);
+            bool ok = (DEV_OP_PROD == op) ? cabs(g - want) <= tol
+                                          : 0 == memcmp((const char *) got + i * es, &w, es);
+            if (!ok) {
+                snprintf(why, whylen, "element %zu: gave (%.9g,%.9g), want (%.9g,%.9g)", i,
+                         creal(g), cimag(g), creal(want), cimag(want));
+                return false;
+            }
+            break;
+        }
+        case DEV_T_FLOAT_INT:
+        case DEV_T_DOUBLE_INT:
+        case DEV_T_LONG_INT:
+        case DEV_T_2INT:
+        case DEV_T_SHORT_INT: {
+            pair_t g = load_pair(t, got, i);
+            if (g.value != w.pair.value || g.index != w.pair.index) {
+                snprintf(why, whylen, "element %zu: gave (%g,%d), want (%g,%d)", i, g.value,
+                         g.index, w.pair.value, w.pair.index);
+                return false;
+            }
+            break;
+        }
+        default:
+            if (0 != memcmp((const char *) got + i * es, &w, es)) {
+                uint64_t g = 0;
+                memcpy(&g, (const char *) got + i * es, es);
+                snprintf(why, whylen, "element %zu: gave bits 0x%llx, want 0x%llx", i,
+                         (unsigned long long) g, (unsigned long long) w.bits);
+                return false;
+            }
+            break;
+        }
+    }
+    return true;
+}
+
+/* Device buffers for the matrix: one allocation per source and destination. */
+typedef struct {
+    void *src[DEV_MULTI_MAX];
+    void *dst[MULTI_MAX_DST];
+    unsigned char *hsrc[DEV_MULTI_MAX]; /* what each source holds */
+    unsigned char *back;                /* a download */
+    size_t bytes;
+} multi_pool_t;
+
+static inline bool multi_pool_open(multi_pool_t *p)
+{
+    memset(p, 0, sizeof(*p));
+    p->bytes = (MULTI_MAX_COUNT + 1) * 16 + MULTI_GUARD;
+    p->back = malloc(p->bytes);
+    for (int k = 0; k < DEV_MULTI_MAX; ++k) {
+        p->hsrc[k] = calloc(1, p->bytes); /* zeroed: the padding of pair types is compared */
+        if (NULL == p->hsrc[k] || DEV_OK != dev_mem_alloc(&p->src[k], p->bytes)) {
+            return false;
+        }
+    }
+    for (int k = 0; k < MULTI_MAX_DST; ++k) {
+        if (DEV_OK != dev_mem_alloc(&p->dst[k], p->bytes)) {
+            return false;
+        }
+    }
+    return NULL != p->back;
+}
+
+static inline void multi_pool_close(multi_pool_t *p)
+{
+    for (int k = 0; k < DEV_MULTI_MAX; ++k) {
+        dev_mem_free(p->src[k]);
+        free(p->hsrc[k]);
+    }
+    for (int k = 0; k < MULTI_MAX_DST; ++k) {
+        dev_mem_free(p->dst[k]);
+    }
+    free(p->back);
+}
+
+/* Layouts of one run.  Offsets are in elements; a misaligned pointer sends the GPU kernel to
+ * its scalar path. */
+enum {
+    MULTI_ALIGNED,      /* every pointer at offset 0 */
+    MULTI_ALL_OFFSET,   /* every pointer at offset 1 */
+    MULTI_ONE_OFFSET,   /* the last source at offset 1, everything else at 0 */
+    MULTI_IN_PLACE_ONE, /* the last destination is source ndst % nsrc */
+    MULTI_IN_PLACE_ALL, /* destination k is source k (two-shot with MPI_IN_PLACE); ndst <= nsrc */
+    MULTI_LAYOUTS
+};
+
+static inline const char *multi_layout_name(int layout)
+{
+    static const char *const names[MULTI_LAYOUTS] = {"aligned", "all offset", "one offset",
+                                                     "one dst in place", "all in place"};
+    return names[layout];
+}
+
+/* One dev_reduce_multi of n elements; checks the result in every destination, the guard bytes
+ * around it, and that sources which are not destinations are unchanged. */
+static inline bool run_multi(multi_pool_t *p, dev_dtype_t t, dev_op_t op, int nsrc, int ndst,
+                             size_t n, int layout, char *why, size_t whylen)
+{
+    const size_t es = dev_dtype_size(t);
+    const size_t span = (n + 1) * es + MULTI_GUARD; /* bytes of a buffer we fill and check */
+    size_t soff[DEV_MULTI_MAX], doff[MULTI_MAX_DST];
+    const void *srcs[DEV_MULTI_MAX], *hsrcs[DEV_MULTI_MAX];
+    void *dsts[MULTI_MAX_DST];
+    int dst_is_src[MULTI_MAX_DST]; /* the source a destination is, or -1 */
+    dev_launch_t launch = {0, 0};
+    int rc;
+
+    for (int k = 0; k < nsrc; ++k) {
+        soff[k] = (MULTI_ALL_OFFSET == layout || (MULTI_ONE_OFFSET == layout && k == nsrc - 1))
+                      ? 1 : 0;
+        fill(t, op, p->hsrc[k], span / es);
+        if (DEV_OK != dev_memcpy(p->src[k], p->hsrc[k], span)) {
+            snprintf(why, whylen, "upload: %s", dev_error_string());
+            return false;
+        }
+        srcs[k] = (const char *) p->src[k] + soff[k] * es;
+        hsrcs[k] = p->hsrc[k] + soff[k] * es;
+    }
+    for (int k = 0; k < ndst; ++k) {
+        int s = -1;
+        if (MULTI_IN_PLACE_ONE == layout && k == ndst - 1) {
+            s = ndst % nsrc;
+        } else if (MULTI_IN_PLACE_ALL == layout) {
+            s = k;
+        }
+        dst_is_src[k] = s;
+        if (s >= 0) {
+            dsts[k] = (void *) srcs[s];
+            doff[k] = soff[s];
+            continue;
+        }
+        doff[k] = (MULTI_ALL_OFFSET == layout) ? 1 : 0;
+        dsts[k] = (char *) p->dst[k] + doff[k] * es;
+        if (DEV_OK != dev_memset(p->dst[k], POISON, span)) {
+            snprintf(why, whylen, "poison: %s", dev_error_string());
+            return false;
+        }
+    }
+
+    /* a launch shape now and then: the kernels must not depend on the default one */
+    if (0 == (n + (size_t) nsrc) % 3) {
+        launch.nblocks = 1 + (int) (n % 5);
+        launch.nthreads = 64 * (1 + (int) (n % 4));
+    }
+    rc = dev_reduce_multi(dsts, ndst, srcs, nsrc, n, t, op, (n & 1) ? &launch : NULL, NULL);
+    if (DEV_OK == rc) {
+        rc = dev_stream_sync(NULL);
+    }
+    if (DEV_OK != rc) {
+        snprintf(why, whylen, "dev_reduce_multi: %s: %s", dev_status_name(rc),
+                 dev_error_string());
+        return false;
+    }
+
+    for (int k = 0; k < ndst; ++k) {
+        int s = dst_is_src[k];
+        const unsigned char *around = (s >= 0) ? p->hsrc[s] : NULL; /* else: poison */
+        size_t l;
+        if (DEV_OK != dev_memcpy(p->back, (s >= 0) ? p->src[s] : p->dst[k], span)) {
+            snprintf(why, whylen, "download: %s", dev_error_string());
+            return false;
+        }
+        for (size_t b = 0; b < span; ++b) {
+            if (b >= doff[k] * es && b < (doff[k] + n) * es) {
+                continue;
+            }
+            if (p->back[b] != (around ? around[b] : POISON)) {
+                snprintf(why, whylen, "destination %d: byte %zu outside the result changed", k,
+                         b);
+                return false;
+            }
+        }
+        if (!oracle_multi_check(t, op, hsrcs, nsrc, p->back + doff[k] * es, n, why, whylen)) {
+            l = strlen(why);
+            snprintf(why + l, whylen - l, " (destination %d)", k);
+            return false;
+        }
+    }
+    for (int k = 0; k < nsrc; ++k) {
+        bool written = false;
+        for (int d = 0; d < ndst; ++d) {
+            written = written || dst_is_src[d] == k;
+        }
+        if (written) {
+            continue;
+        }
+        if (DEV_OK != dev_memcpy(p->back, p->src[k], span)
+            || 0 != memcmp(p->back, p->hsrc[k], span)) {
+            snprintf(why, whylen, "source %d changed", k);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Every (nsrc, ndst) of the matrix for one (op, dtype); why names the first failure. */
+static inline bool multi_matrix(multi_pool_t *p, dev_dtype_t t, dev_op_t op, char *why,
+                                size_t whylen)
+{
+    static const int nsrcs[] = {1, 2, 3, 4, 5, 16};
+    static const size_t counts[] = {1, 7, 1029, MULTI_MAX_COUNT};
+
+    for (size_t a = 0; a < sizeof(nsrcs) / sizeof(nsrcs[0]); ++a) {
+        for (int ndst = 1; ndst <= MULTI_MAX_DST; ++ndst) {
+            int nsrc = nsrcs[a];
+            for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); ++c) {
+                int layout = (int) ((c + a + (size_t) ndst) % 3); /* the three out of place */
+                if (!run_multi(p, t, op, nsrc, ndst, counts[c], layout, why, whylen)) {
+                    size_t l = strlen(why);
+                    snprintf(why + l, whylen - l, " [nsrc %d, ndst %d, count %zu, %s]", nsrc,
+                             ndst, counts[c], multi_layout_name(layout));
+                    return false;
+                }
+            }
+            for (int layout = MULTI_IN_PLACE_ONE; layout <= MULTI_IN_PLACE_ALL; ++layout) {
+                if (MULTI_IN_PLACE_ALL == layout && ndst > nsrc) {
+                    continue;
+                }
+                if (!run_multi(p, t, op, nsrc, ndst, 1029, layout, why, whylen)) {
+                    size_t l = strlen(why);
+                    snprintf(why + l, whylen - l, " [nsrc %d, ndst %d, count 1029, %s]", nsrc,
+                             ndst, multi_layout_name(layout));
+                    return false;
+                }
+            }
+        }
+    }
+    return true;
+}
+
+static inline int oracle_check_all_multi(const char *label)
+{
+    multi_pool_t pool;
+    int failed = 0;
+
+    if (!tap_ok(multi_pool_open(&pool), "%s: %d source and %d destination buffers", label,
+                DEV_MULTI_MAX, MULTI_MAX_DST)) {
+        tap_diag("%s", dev_error_string());
+        multi_pool_close(&pool);
+        return 1;
+    }
+    for (int op = 0; op < DEV_OP_COUNT; ++op) {
+        for (int t = 0; t < DEV_T_COUNT; ++t) {
+            char why[256] = "";
+            if (!oracle_op_valid((dev_op_t) op, (dev_dtype_t) t)) {
+                continue;
+            }
+            if (!tap_ok(multi_matrix(&pool, (dev_dtype_t) t, (dev_op_t) op, why, sizeof(why)),
+                        "%s: reduce_multi %s on %s matches the fold in source order", label,
+                        dev_op_name((dev_op_t) op), dev_dtype_name((dev_dtype_t) t))) {
+                tap_diag("%s", why);
+                ++failed;
+            }
+        }
+    }
+    /* one source is a copy of any type, whatever the op says */
+    for (int t = 0; t < DEV_T_COUNT; ++t) {
+        char why[256] = "";
+        bool ok = true;
+        for (int ndst = 1; ok && ndst <= MULTI_MAX_DST; ++ndst) {
+            ok = run_multi(&pool, (dev_dtype_t) t, DEV_OP_MAXLOC, 1, ndst, 1029, ndst % 3, why,
+                           sizeof(why))
+                 && run_multi(&pool, (dev_dtype_t) t, DEV_OP_MAXLOC, 1, ndst, 1,
+                              (1 == ndst) ? MULTI_IN_PLACE_ALL : MULTI_ALL_OFFSET, why,
+                              sizeof(why));
+        }
+        if (!tap_ok(ok, "%s: reduce_multi with one source copies %s (op ignored)", label,
+                    dev_dtype_name((dev_dtype_t) t))) {
+            tap_diag("%s", why);
+            ++failed;
+        }
+    }
+    multi_pool_close(&pool);
+    return failed;
+}
+
+/* The same sources reduced into an aligned destination (the GPU's vector path) and into one
+ * an element off (its scalar path) must agree bit for bit: in a one-shot allreduce every rank
+ * computes the whole result, each into its own receive buffer, aligned as the user's is. */
+static inline int oracle_check_multi_paths(const char *label)
+{
+    static const struct {
+        dev_dtype_t t;
+        dev_op_t op;
+    } cases[] = {{DEV_T_FLOAT, DEV_OP_SUM},     {DEV_T_DOUBLE, DEV_OP_SUM},
+                 {DEV_T_FLOAT, DEV_OP_PROD},    {DEV_T_CFLOAT, DEV_OP_PROD},
+                 {DEV_T_CDOUBLE, DEV_OP_PROD},  {DEV_T_FLOAT_INT, DEV_OP_MINLOC},
+                 {DEV_T_INT16, DEV_OP_SUM}};
+    enum { N = 3001, NSRC = 7 };
+    int failed = 0;
+
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); ++c) {
+        dev_dtype_t t = cases[c].t;
+        size_t es = dev_dtype_size(t), bytes = (N + 1) * es;
+        void *src[NSRC] = {NULL}, *da = NULL, *db = NULL;
+        const void *srcs[NSRC];
+        unsigned char *h = malloc(bytes), *ra = malloc(bytes), *rb = malloc(bytes);
+        bool ok = NULL != h && NULL != ra && NULL != rb;
+
+        for (int k = 0; ok && k < NSRC; ++k) {
+            fill(t, cases[c].op, h, N + 1);
+            ok = DEV_OK == dev_mem_alloc(&src[k], bytes) && DEV_OK == dev_memcpy(src[k], h, bytes);
+            srcs[k] = src[k];
+        }
+        ok = ok && DEV_OK == dev_mem_alloc(&da, bytes) && DEV_OK == dev_mem_alloc(&db, bytes);
+        if (ok) {
+            void *dsta = da, *dstb = (char *) db + es;
+            ok = DEV_OK == dev_reduce_multi(&dsta, 1, srcs, NSRC, N, t, cases[c].op, NULL, NULL)
+                 && DEV_OK == dev_reduce_multi(&dstb, 1, srcs, NSRC, N, t, cases[c].op, NULL,
+                                               NULL)
+                 && DEV_OK == dev_stream_sync(NULL) && DEV_OK == dev_memcpy(ra, da, N * es)
+                 && DEV_OK == dev_memcpy(rb, (char *) db + es, N * es);
+        }
+        if (ok && (DEV_T_FLOAT_INT == t)) { /* compare value and index, not the padding */
+            for (size_t i = 0; ok && i < N; ++i) {
+                pair_t x = load_pair(t, ra, i), y = load_pair(t, rb, i);
+                ok = x.value == y.value && x.index == y.index;
+            }
+        } else {
+            ok = ok && 0 == memcmp(ra, rb, N * es);
+        }
+        if (!tap_ok(ok, "%s: reduce_multi %s on %s, aligned and misaligned destination agree "
+                        "bit for bit", label, dev_op_name(cases[c].op), dev_dtype_name(t))) {
+            tap_diag("%s", dev_error_string());
+            ++failed;
+        }
+        for (int k = 0; k < NSRC; ++k) {
+            dev_mem_free(src[k]);
+        }
+        dev_mem_free(da);
+        dev_mem_free(db);
+        free(h);
+        free(ra);
+        free(rb);
+    }
+    return failed;
+}
+
 #endif /* TEST_DEV_ORACLE_H */
