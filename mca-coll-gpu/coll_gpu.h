@@ -22,6 +22,9 @@
 #include "opal/util/output.h"
 
 #include "dev.h"
+#include "topo.h"
+
+#include "coll_gpu_team.h"
 
 BEGIN_C_DECLS
 
@@ -51,12 +54,6 @@ typedef enum {
     COLL_GPU_DEVICE_EMULATED = 2 /* the CPU pretends to be a GPU: testing only */
 } coll_gpu_device_choice_t;
 
-/* Forced algorithm values; the numbers are part of the interface (MPI_T writes them). */
-typedef enum {
-    COLL_GPU_ALG_AUTO = 0,
-    COLL_GPU_ALG_STAGED = 1
-} coll_gpu_alg_t;
-
 typedef struct mca_coll_gpu_component_t {
     coll_gpu_base_component_t super;
 
@@ -65,8 +62,17 @@ typedef struct mca_coll_gpu_component_t {
     int verbose;
     int device_choice;          /* coll_gpu_device_choice_t */
     size_t stage_cache_bytes;   /* pinned bounce memory kept per communicator between calls */
-    int allreduce_algorithm;    /* coll_gpu_alg_t */
-    int bcast_algorithm;        /* coll_gpu_alg_t */
+    int allreduce_algorithm;    /* topo_allreduce_alg_t (settable through MPI_T) */
+    int bcast_algorithm;        /* topo_bcast_alg_t (settable through MPI_T) */
+    int nblocks;                /* kernel thread blocks; 0: the decision table's */
+    int nthreads;               /* threads per block; 0: the decision table's */
+    size_t chunk_bytes;         /* pipeline chunk; 0: the decision table's */
+    size_t oneshot_slot_bytes;  /* per-rank scratch for one-shot (two slots); caps one-shot */
+    bool uniform_buffers;       /* all ranks pass the same memory kind to a call */
+    int p2p_level;              /* topo_p2p_level_t */
+    bool p2p_disable;
+    char *topo_file;            /* load the node model from here instead of probing */
+    char *topo_dump_file;       /* write the probed or loaded model here */
 
     /* state */
     int output;                 /* opal_output stream for verbose logging */
@@ -101,6 +107,9 @@ typedef struct mca_coll_gpu_module_t {
 
     coll_gpu_bounce_t bounce[2];
 
+    /* The node team for the fast path, built on the first call that can use it. */
+    coll_gpu_team_t *team;
+
     /* Modules created to fill slots nothing else provides (see coll_gpu_gapfill.c). */
     mca_coll_base_module_t *gap_modules[2];
     int n_gap_modules;
@@ -115,6 +124,49 @@ mca_coll_base_module_t *mca_coll_gpu_comm_query(struct ompi_communicator_t *comm
 /* ---- gap filling (coll_gpu_gapfill.c) ---- */
 int mca_coll_gpu_gapfill(mca_coll_gpu_module_t *module, struct ompi_communicator_t *comm);
 void mca_coll_gpu_gapfill_finalize(void);
+
+/* ---- node team (coll_gpu_team.c) ---- */
+/* The communicator's team, built on first use (collective: every rank must call it for the same
+ * call); NULL when the communicator cannot have one (then never again). */
+coll_gpu_team_t *mca_coll_gpu_team_get(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm);
+void mca_coll_gpu_team_destroy(mca_coll_gpu_module_t *m);
+void mca_coll_gpu_team_arrive(coll_gpu_team_t *t, uint64_t seq);
+void mca_coll_gpu_team_done(coll_gpu_team_t *t, uint64_t seq);
+void mca_coll_gpu_team_fail(coll_gpu_team_t *t, uint64_t seq);
+void mca_coll_gpu_team_wait_arrive(coll_gpu_team_t *t, int peer, uint64_t seq);
+void mca_coll_gpu_team_wait_done(coll_gpu_team_t *t, int peer, uint64_t seq);
+bool mca_coll_gpu_team_failed(coll_gpu_team_t *t, int peer, uint64_t seq);
+bool mca_coll_gpu_team_any_failed(coll_gpu_team_t *t, uint64_t seq);
+/* Summarise the team's GPUs for selection (rank 0, at setup). */
+void mca_coll_gpu_team_summary(coll_gpu_team_t *t, topo_team_info_t *info);
+int mca_coll_gpu_team_export(coll_gpu_team_t *t, const void *ptr, coll_gpu_xbuf_t *out);
+int mca_coll_gpu_team_import(coll_gpu_team_t *t, int peer, const coll_gpu_xbuf_t *x, void **ptr);
+
+/* ---- fast path (coll_gpu_nvl.c) ---- */
+int mca_coll_gpu_nvl_allreduce(coll_gpu_team_t *t, const topo_plan_t *plan, const void *sbuf,
+                               void *rbuf, size_t count, dev_dtype_t dt, dev_op_t op,
+                               struct ompi_communicator_t *comm);
+int mca_coll_gpu_nvl_bcast(coll_gpu_team_t *t, void *buf, size_t bytes, int root,
+                           struct ompi_communicator_t *comm);
+
+/* ---- selection (coll_gpu_select.c) ---- */
+/* The device-layer type and op of a predefined MPI type and op; false when the GPU path has no
+ * kernel for them (user-defined ops, derived types, long double ...). */
+bool mca_coll_gpu_map_type(struct ompi_datatype_t *dtype, dev_dtype_t *out);
+bool mca_coll_gpu_map_op(struct ompi_op_t *op, dev_op_t *out);
+/* Choose the path of an allreduce or bcast of bytes on this communicator (topo_select), with
+ * the MCA overrides; fills plan (alg is TOPO_AR_STAGED / TOPO_BC_STAGED when the fast path
+ * cannot take it) and returns the team to use, or NULL for the staged path. */
+coll_gpu_team_t *mca_coll_gpu_select(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                                     topo_coll_t coll, size_t bytes, bool gpu_capable,
+                                     topo_plan_t *plan);
+/* Agree on whether this call's buffers are device memory on every rank (coll_gpu_uniform_buffers
+ * false): one host allreduce.  Returns OMPI_SUCCESS and sets *all_device. */
+int mca_coll_gpu_agree(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm, bool mine,
+                       bool *all_device);
+/* The process-wide node model (probed or loaded once); NULL when none could be had. */
+const topo_t *mca_coll_gpu_topo(void);
+void mca_coll_gpu_topo_finalize(void);
 
 /* ---- staging (coll_gpu_stage.c) ---- */
 
@@ -206,6 +258,10 @@ void mca_coll_gpu_report_failure(const char *what, struct ompi_communicator_t *c
 /* Log one line for a device-buffer call at COLL_GPU_LOG_CALL. */
 void mca_coll_gpu_log_call(const char *what, struct ompi_communicator_t *comm, size_t bytes,
                            ompi_datatype_t *dtype, struct ompi_op_t *op, const char *path);
+/* The same for a call that went through selection: the algorithm, path, launch and reason. */
+void mca_coll_gpu_log_plan(const char *what, struct ompi_communicator_t *comm, size_t bytes,
+                           ompi_datatype_t *dtype, struct ompi_op_t *op, topo_coll_t coll,
+                           const coll_gpu_team_t *team, const topo_plan_t *plan);
 
 /* A buffer's kind, as the staging decision needs it: host memory is used in place; device and
  * managed memory are staged. */

@@ -1,23 +1,56 @@
 /*
  * coll_gpu_allreduce.c - MPI_Allreduce.
  *
- * Host buffers on this rank go to the saved module untouched.  Device (or managed) buffers go
- * through host staging; the NVLink fast path plugs in here when the team supports the call.
+ *   host buffers on this rank          -> the saved module, untouched (the hot path)
+ *   device buffers, GPU-capable call   -> the node team: one-shot or two-shot (coll_gpu_nvl.c)
+ *   anything else                      -> host staging (coll_gpu_stage.c)
+ *
+ * "Every rank takes the same path": the decision uses only what all ranks share (count, type,
+ * op, communicator, parameters, the team) and the buffers' kind.  With the default
+ * coll_gpu_uniform_buffers=true the kind is assumed the same on all ranks of a call, as NCCL
+ * requires; with false, one host allreduce agrees on it first, so that programs mixing host and
+ * device buffers across ranks in one call are served correctly at that price.
  */
 #include "ompi_config.h"
 
 #include "coll_gpu.h"
+
+static const char *const allreduce_name = "allreduce";
 
 int mca_coll_gpu_allreduce(const void *sbuf, void *rbuf, int count,
                            struct ompi_datatype_t *dtype, struct ompi_op_t *op,
                            struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    bool host = mca_coll_gpu_both_host(sbuf, rbuf);
+    bool all_device = !host, capable;
+    coll_gpu_team_t *team;
+    topo_plan_t plan;
+    dev_dtype_t dt;
+    dev_op_t dop;
+    size_t bytes;
+    int rc;
 
-    if (mca_coll_gpu_both_host(sbuf, rbuf)) {
+    if (!mca_coll_gpu_component.uniform_buffers) {
+        rc = mca_coll_gpu_agree(m, comm, !host, &all_device);
+        if (OMPI_SUCCESS != rc) {
+            return rc;
+        }
+    }
+    if (host) {
         return m->prev_allreduce.fn(sbuf, rbuf, count, dtype, op, comm, m->prev_allreduce.module);
     }
-    return mca_coll_gpu_reduce_like_staged("allreduce", m->prev_allreduce.fn,
+    bytes = mca_coll_gpu_call_bytes(dtype, (size_t) count);
+    capable = all_device && mca_coll_gpu_map_type(dtype, &dt) && mca_coll_gpu_map_op(op, &dop)
+              && dev_op_valid(dop, dt);
+    team = mca_coll_gpu_select(m, comm, TOPO_COLL_ALLREDUCE, bytes, capable, &plan);
+    mca_coll_gpu_log_plan(allreduce_name, comm, bytes, dtype, op, TOPO_COLL_ALLREDUCE, team,
+                          &plan);
+    if (NULL != team) {
+        return mca_coll_gpu_nvl_allreduce(team, &plan, sbuf, rbuf, (size_t) count, dt, dop,
+                                          comm);
+    }
+    return mca_coll_gpu_reduce_like_staged(allreduce_name, m->prev_allreduce.fn,
                                            m->prev_allreduce.module, sbuf, rbuf, count, dtype, op,
                                            comm, m);
 }

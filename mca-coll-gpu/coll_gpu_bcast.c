@@ -1,8 +1,11 @@
 /*
  * coll_gpu_bcast.c - MPI_Bcast.
  *
- * Host buffers go to the saved module; device buffers are staged (the root copies its data in,
- * the others copy the result out).  The NVLink push/chain paths plug in here.
+ *   host buffer on this rank              -> the saved module, untouched
+ *   device buffer, contiguous layout      -> the node team: push from the root (coll_gpu_nvl.c)
+ *   anything else                         -> host staging: the root copies its data in, the
+ *                                            others copy the result out
+ * The path decision follows coll_gpu_allreduce.c (coll_gpu_uniform_buffers).
  */
 #include "ompi_config.h"
 
@@ -10,25 +13,52 @@
 
 static const char *const bcast_name = "bcast";
 
-int mca_coll_gpu_bcast(void *buf, int count, struct ompi_datatype_t *dtype, int root,
-                       struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
+static int bcast_staged(void *buf, int count, struct ompi_datatype_t *dtype, int root,
+                        struct ompi_communicator_t *comm, mca_coll_gpu_module_t *m)
 {
-    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
     coll_gpu_dir_t dir = (ompi_comm_rank(comm) == root) ? COLL_GPU_READ : COLL_GPU_WRITE;
     coll_gpu_staged_t none, b;
-    size_t dsize;
     int rc;
 
-    if (mca_coll_gpu_is_host(mca_coll_gpu_classify(buf))) {
-        return m->prev_bcast.fn(buf, count, dtype, root, comm, m->prev_bcast.module);
-    }
-    ompi_datatype_type_size(dtype, &dsize);
-    mca_coll_gpu_log_call(bcast_name, comm, dsize * (size_t) count, dtype, NULL, "staged");
-    rc = mca_coll_gpu_stage_pair(m, comm, bcast_name, NULL, COLL_GPU_LAYOUT(dtype, 0), COLL_GPU_NONE, buf,
-                                 COLL_GPU_LAYOUT(dtype, count), dir, &none, &b);
+    rc = mca_coll_gpu_stage_pair(m, comm, bcast_name, NULL, COLL_GPU_LAYOUT(dtype, 0),
+                                 COLL_GPU_NONE, buf, COLL_GPU_LAYOUT(dtype, count), dir, &none,
+                                 &b);
     if (OMPI_SUCCESS != rc) {
         return rc;
     }
     rc = m->prev_bcast.fn(mca_coll_gpu_view(&b), count, dtype, root, comm, m->prev_bcast.module);
     return mca_coll_gpu_unstage_pair(m, comm, bcast_name, rc, &none, COLL_GPU_NONE, &b, dir);
+}
+
+int mca_coll_gpu_bcast(void *buf, int count, struct ompi_datatype_t *dtype, int root,
+                       struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
+{
+    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    bool host = mca_coll_gpu_is_host(mca_coll_gpu_classify(buf));
+    bool all_device = !host, capable;
+    coll_gpu_team_t *team;
+    topo_plan_t plan;
+    ptrdiff_t lo;
+    size_t len;
+    int rc;
+
+    if (!mca_coll_gpu_component.uniform_buffers) {
+        rc = mca_coll_gpu_agree(m, comm, !host, &all_device);
+        if (OMPI_SUCCESS != rc) {
+            return rc;
+        }
+    }
+    if (host) {
+        return m->prev_bcast.fn(buf, count, dtype, root, comm, m->prev_bcast.module);
+    }
+    /* the fast path moves the bytes of a contiguous layout: [buf + lo, buf + lo + len) */
+    mca_coll_gpu_span(dtype, (size_t) count, &lo, &len);
+    capable = all_device && 0 < count
+              && ompi_datatype_is_contiguous_memory_layout(dtype, (int32_t) count);
+    team = mca_coll_gpu_select(m, comm, TOPO_COLL_BCAST, len, capable, &plan);
+    mca_coll_gpu_log_plan(bcast_name, comm, len, dtype, NULL, TOPO_COLL_BCAST, team, &plan);
+    if (NULL != team) {
+        return mca_coll_gpu_nvl_bcast(team, (char *) buf + lo, len, root, comm);
+    }
+    return bcast_staged(buf, count, dtype, root, comm, m);
 }

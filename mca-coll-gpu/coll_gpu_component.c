@@ -40,8 +40,11 @@ __attribute__((visibility("default"))) mca_coll_gpu_component_t mca_coll_gpu_com
     .verbose = 0,
     .device_choice = COLL_GPU_DEVICE_AUTO,
     .stage_cache_bytes = 64UL << 20,
-    .allreduce_algorithm = COLL_GPU_ALG_AUTO,
-    .bcast_algorithm = COLL_GPU_ALG_AUTO,
+    .allreduce_algorithm = TOPO_AR_AUTO,
+    .bcast_algorithm = TOPO_BC_AUTO,
+    .oneshot_slot_bytes = 1UL << 20,
+    .uniform_buffers = true,
+    .p2p_level = TOPO_P2P_LEVEL_AUTO,
     .output = -1,
 };
 
@@ -52,17 +55,10 @@ static const mca_base_var_enum_value_t device_values[] = {
     {0, NULL},
 };
 
-static const mca_base_var_enum_value_t allreduce_alg_values[] = {
-    {COLL_GPU_ALG_AUTO, "auto"},
-    {COLL_GPU_ALG_STAGED, "staged"},
-    {0, NULL},
-};
-
-static const mca_base_var_enum_value_t bcast_alg_values[] = {
-    {COLL_GPU_ALG_AUTO, "auto"},
-    {COLL_GPU_ALG_STAGED, "staged"},
-    {0, NULL},
-};
+/* topo's {value, name} tables are laid out as Open MPI's enum values (checked below) */
+_Static_assert(sizeof(topo_enum_value_t) == sizeof(mca_base_var_enum_value_t),
+               "topo_enum_value_t must match mca_base_var_enum_value_t");
+#define AS_MCA_ENUM(values) ((const mca_base_var_enum_value_t *) (values))
 
 /* Register an enum-valued parameter; the enum object is owned by the variable system. */
 static void register_enum(const char *name, const char *enum_name,
@@ -110,17 +106,66 @@ static int gpu_register(void)
         MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
         &mca_coll_gpu_component.stage_cache_bytes);
 
-    register_enum("allreduce_algorithm", "coll_gpu_allreduce_algorithm", allreduce_alg_values,
-                  "Allreduce algorithm for device buffers: auto (chosen per call) or staged "
-                  "(through pinned host buffers and the component below coll/gpu)",
+    register_enum("allreduce_algorithm", "coll_gpu_allreduce_algorithm",
+                  AS_MCA_ENUM(topo_allreduce_alg_values),
+                  "Allreduce algorithm for device buffers (NCCL_ALGO): auto (the decision "
+                  "table), staged (pinned host buffers and the component below coll/gpu), "
+                  "oneshot (every rank reduces all peers' data; small messages), twoshot "
+                  "(reduce-scatter then all-gather by peer loads/stores, zero-copy), ring "
+                  "(not implemented yet: runs staged).  Settable at run time through MPI_T",
                   MCA_BASE_VAR_FLAG_SETTABLE, OPAL_INFO_LVL_5,
                   &mca_coll_gpu_component.allreduce_algorithm);
 
-    register_enum("bcast_algorithm", "coll_gpu_bcast_algorithm", bcast_alg_values,
-                  "Broadcast algorithm for device buffers: auto (chosen per call) or staged "
-                  "(through pinned host buffers and the component below coll/gpu)",
+    register_enum("bcast_algorithm", "coll_gpu_bcast_algorithm",
+                  AS_MCA_ENUM(topo_bcast_alg_values),
+                  "Broadcast algorithm for device buffers: auto (the decision table), staged, "
+                  "push (the root copies into every peer's buffer), chain and tree (not "
+                  "implemented yet: run staged).  Settable at run time through MPI_T",
                   MCA_BASE_VAR_FLAG_SETTABLE, OPAL_INFO_LVL_5,
                   &mca_coll_gpu_component.bcast_algorithm);
+
+    (void) mca_base_component_var_register(
+        c, "nblocks", "Thread blocks of the reduction kernels (NCCL_MIN_NCHANNELS); 0: chosen "
+        "by the decision table", MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_6,
+        MCA_BASE_VAR_SCOPE_READONLY, &mca_coll_gpu_component.nblocks);
+    (void) mca_base_component_var_register(
+        c, "nthreads", "Threads per block of the reduction kernels (NCCL_NTHREADS); 0: chosen "
+        "by the decision table", MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_6,
+        MCA_BASE_VAR_SCOPE_READONLY, &mca_coll_gpu_component.nthreads);
+    (void) mca_base_component_var_register(
+        c, "chunk_bytes", "Pipeline chunk of pipelined algorithms (bytes); 0: chosen by the "
+        "decision table", MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_6,
+        MCA_BASE_VAR_SCOPE_READONLY, &mca_coll_gpu_component.chunk_bytes);
+    (void) mca_base_component_var_register(
+        c, "oneshot_slot_bytes", "Device scratch per rank for one-shot allreduce (two slots of "
+        "this size); larger messages use two-shot", MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0,
+        OPAL_INFO_LVL_6, MCA_BASE_VAR_SCOPE_READONLY, &mca_coll_gpu_component.oneshot_slot_bytes);
+    (void) mca_base_component_var_register(
+        c, "uniform_buffers", "Assume every rank passes the same kind of memory (host or "
+        "device) to a given allreduce or bcast, as NCCL requires (default).  Set to false for "
+        "programs that mix host and device buffers across ranks in one call: each such call "
+        "then first agrees on the kind with one small host allreduce (host-buffer calls pay "
+        "for it too)", MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_3,
+        MCA_BASE_VAR_SCOPE_READONLY, &mca_coll_gpu_component.uniform_buffers);
+
+    register_enum("p2p_level", "coll_gpu_p2p_level", AS_MCA_ENUM(topo_p2p_level_values),
+                  "Worst path over which GPUs use peer access (NCCL_P2P_LEVEL): auto (PXB), "
+                  "NVL, PIX, PXB, PHB, SYS", 0, OPAL_INFO_LVL_5,
+                  &mca_coll_gpu_component.p2p_level);
+    (void) mca_base_component_var_register(
+        c, "p2p_disable", "Never use peer access between different GPUs (NCCL_P2P_DISABLE)",
+        MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_coll_gpu_component.p2p_disable);
+    mca_coll_gpu_component.topo_file = NULL;
+    (void) mca_base_component_var_register(
+        c, "topo_file", "Load the node model from this file instead of probing (NCCL_TOPO_FILE; "
+        "format: topo/FORMAT.md)", MCA_BASE_VAR_TYPE_STRING, NULL, 0, 0, OPAL_INFO_LVL_5,
+        MCA_BASE_VAR_SCOPE_READONLY, &mca_coll_gpu_component.topo_file);
+    mca_coll_gpu_component.topo_dump_file = NULL;
+    (void) mca_base_component_var_register(
+        c, "topo_dump_file", "Write the probed (or loaded) node model to this file "
+        "(NCCL_TOPO_DUMP_FILE)", MCA_BASE_VAR_TYPE_STRING, NULL, 0, 0, OPAL_INFO_LVL_5,
+        MCA_BASE_VAR_SCOPE_READONLY, &mca_coll_gpu_component.topo_dump_file);
 
     return OMPI_SUCCESS;
 }
@@ -138,6 +183,7 @@ static int gpu_open(void)
 static int gpu_close(void)
 {
     mca_coll_gpu_gapfill_finalize();
+    mca_coll_gpu_topo_finalize();
     if (mca_coll_gpu_component.dev_opened) {
         dev_close();
         mca_coll_gpu_component.dev_opened = false;

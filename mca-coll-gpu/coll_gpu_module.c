@@ -42,6 +42,7 @@ static void gpu_module_release(mca_coll_gpu_module_t *module)
         module->gap_modules[i] = NULL;
     }
     module->n_gap_modules = 0;
+    mca_coll_gpu_team_destroy(module);
     mca_coll_gpu_bounce_release(module);
 }
 

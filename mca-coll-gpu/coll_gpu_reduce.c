@@ -25,7 +25,8 @@ int mca_coll_gpu_reduce(const void *sbuf, void *rbuf, int count, struct ompi_dat
     if (mca_coll_gpu_both_host(sbuf, is_root ? rbuf : NULL)) {
         return m->prev_reduce.fn(sbuf, rbuf, count, dtype, op, root, comm, m->prev_reduce.module);
     }
-    mca_coll_gpu_log_call(name, comm, mca_coll_gpu_call_bytes(dtype, (size_t) count), dtype, op, "staged");
+    mca_coll_gpu_log_call(name, comm, mca_coll_gpu_call_bytes(dtype, (size_t) count), dtype, op,
+                          "staged");
     rc = mca_coll_gpu_stage_pair(m, comm, name, sbuf, COLL_GPU_LAYOUT(dtype, count),
                                  COLL_GPU_READ, rbuf, COLL_GPU_LAYOUT(dtype, count), rdir, &s,
                                  &r);
@@ -57,7 +58,8 @@ int mca_coll_gpu_reduce_scatter(const void *sbuf, void *rbuf, const int *rcounts
     for (int i = 0; i < size; ++i) {
         total += (size_t) rcounts[i];
     }
-    mca_coll_gpu_log_call(name, comm, mca_coll_gpu_call_bytes(dtype, total), dtype, op, "staged");
+    mca_coll_gpu_log_call(name, comm, mca_coll_gpu_call_bytes(dtype, total), dtype, op,
+                          "staged");
     /* in place, the receive buffer holds the whole input and gets this rank's block */
     rc = mca_coll_gpu_stage_pair(m, comm, name, sbuf, COLL_GPU_LAYOUT(dtype, total),
                                  COLL_GPU_READ, rbuf,
@@ -88,7 +90,8 @@ int mca_coll_gpu_reduce_scatter_block(const void *sbuf, void *rbuf, int rcount,
         return m->prev_reduce_scatter_block.fn(sbuf, rbuf, rcount, dtype, op, comm,
                                                m->prev_reduce_scatter_block.module);
     }
-    mca_coll_gpu_log_call(name, comm, mca_coll_gpu_call_bytes(dtype, total), dtype, op, "staged");
+    mca_coll_gpu_log_call(name, comm, mca_coll_gpu_call_bytes(dtype, total), dtype, op,
+                          "staged");
     rc = mca_coll_gpu_stage_pair(m, comm, name, sbuf, COLL_GPU_LAYOUT(dtype, total),
                                  COLL_GPU_READ, rbuf,
                                  COLL_GPU_LAYOUT(dtype, in_place ? total : (size_t) rcount), rdir,
@@ -102,18 +105,15 @@ int mca_coll_gpu_reduce_scatter_block(const void *sbuf, void *rbuf, int rcount,
 }
 
 int mca_coll_gpu_reduce_like_staged(const char *name, mca_coll_base_module_scan_fn_t prev_fn,
-                     mca_coll_base_module_t *prev_module, const void *sbuf, void *rbuf,
-                     int count, struct ompi_datatype_t *dtype, struct ompi_op_t *op,
-                     struct ompi_communicator_t *comm, mca_coll_gpu_module_t *m)
+                                    mca_coll_base_module_t *prev_module, const void *sbuf,
+                                    void *rbuf, int count, struct ompi_datatype_t *dtype,
+                                    struct ompi_op_t *op, struct ompi_communicator_t *comm,
+                                    mca_coll_gpu_module_t *m)
 {
     coll_gpu_dir_t rdir = (MPI_IN_PLACE == sbuf) ? COLL_GPU_READWRITE : COLL_GPU_WRITE;
     coll_gpu_staged_t s, r;
     int rc;
 
-    if (mca_coll_gpu_both_host(sbuf, rbuf)) {
-        return prev_fn(sbuf, rbuf, count, dtype, op, comm, prev_module);
-    }
-    mca_coll_gpu_log_call(name, comm, mca_coll_gpu_call_bytes(dtype, (size_t) count), dtype, op, "staged");
     rc = mca_coll_gpu_stage_pair(m, comm, name, sbuf, COLL_GPU_LAYOUT(dtype, count),
                                  COLL_GPU_READ, rbuf, COLL_GPU_LAYOUT(dtype, count), rdir, &s,
                                  &r);
@@ -125,13 +125,28 @@ int mca_coll_gpu_reduce_like_staged(const char *name, mca_coll_base_module_scan_
     return mca_coll_gpu_unstage_pair(m, comm, name, rc, &s, COLL_GPU_READ, &r, rdir);
 }
 
+/* MPI_Scan and MPI_Exscan: host buffers to the saved module, anything else staged. */
+static int scan_like(const char *name, mca_coll_base_module_scan_fn_t prev_fn,
+                     mca_coll_base_module_t *prev_module, const void *sbuf, void *rbuf, int count,
+                     struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                     struct ompi_communicator_t *comm, mca_coll_gpu_module_t *m)
+{
+    if (mca_coll_gpu_both_host(sbuf, rbuf)) {
+        return prev_fn(sbuf, rbuf, count, dtype, op, comm, prev_module);
+    }
+    mca_coll_gpu_log_call(name, comm, mca_coll_gpu_call_bytes(dtype, (size_t) count), dtype, op,
+                          "staged");
+    return mca_coll_gpu_reduce_like_staged(name, prev_fn, prev_module, sbuf, rbuf, count, dtype,
+                                           op, comm, m);
+}
+
 int mca_coll_gpu_scan(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
                       struct ompi_op_t *op, struct ompi_communicator_t *comm,
                       mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
-    return mca_coll_gpu_reduce_like_staged("scan", m->prev_scan.fn, m->prev_scan.module, sbuf,
-                                           rbuf, count, dtype, op, comm, m);
+    return scan_like("scan", m->prev_scan.fn, m->prev_scan.module, sbuf, rbuf, count, dtype, op,
+                     comm, m);
 }
 
 int mca_coll_gpu_exscan(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
@@ -139,6 +154,6 @@ int mca_coll_gpu_exscan(const void *sbuf, void *rbuf, int count, struct ompi_dat
                         mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
-    return mca_coll_gpu_reduce_like_staged("exscan", m->prev_exscan.fn, m->prev_exscan.module,
-                                           sbuf, rbuf, count, dtype, op, comm, m);
+    return scan_like("exscan", m->prev_exscan.fn, m->prev_exscan.module, sbuf, rbuf, count,
+                     dtype, op, comm, m);
 }

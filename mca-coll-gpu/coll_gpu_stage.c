@@ -292,3 +292,23 @@ void mca_coll_gpu_log_call(const char *what, struct ompi_communicator_t *comm, s
                 (NULL != dtype) ? dtype->name : "", (NULL != op) ? " " : "",
                 (NULL != op) ? op->o_name : "", ompi_comm_size(comm), path);
 }
+
+void mca_coll_gpu_log_plan(const char *what, struct ompi_communicator_t *comm, size_t bytes,
+                           ompi_datatype_t *dtype, struct ompi_op_t *op, topo_coll_t coll,
+                           const coll_gpu_team_t *team, const topo_plan_t *plan)
+{
+    char path[TOPO_TEXT_LEN + 128];
+
+    if (opal_output_get_verbosity(mca_coll_gpu_component.output) < COLL_GPU_LOG_CALL) {
+        return;
+    }
+    if (NULL == team) {
+        snprintf(path, sizeof(path), "staged (%s)", plan->reason);
+    } else {
+        snprintf(path, sizeof(path), "%s via %s, %d GPU(s), %d blocks x %d threads (%s%s)",
+                 topo_alg_name(coll, plan->alg), (1 < team->ngpus) ? "NVL/P2P" : "IPC",
+                 team->ngpus, plan->nblocks, plan->nthreads, plan->forced ? "forced; " : "",
+                 plan->reason);
+    }
+    mca_coll_gpu_log_call(what, comm, bytes, dtype, op, path);
+}

@@ -1,0 +1,224 @@
+/*
+ * coll_gpu_select.c - which path a device-buffer MPI_Allreduce or MPI_Bcast takes.
+ *
+ * The GPU path needs a predefined type and op it has a kernel for, a communicator whose ranks
+ * all sit on this node and can map each other's memory (the team), and peer access allowed by
+ * the node model under coll_gpu_p2p_level / coll_gpu_p2p_disable.  Given all that, the one
+ * decision table of topo_select() picks the algorithm and its kernel launch shape, overridden by
+ * coll_gpu_{allreduce,bcast}_algorithm, coll_gpu_nblocks, coll_gpu_nthreads,
+ * coll_gpu_chunk_bytes.  Every input is the same on all ranks of a call (count, type, op,
+ * communicator, parameters, the team's model), so all ranks choose the same path.
+ */
+#include "ompi_config.h"
+
+#include <string.h>
+
+#include "coll_gpu.h"
+
+_Static_assert(sizeof(long) == 8 && sizeof(int) == 4 && sizeof(short) == 2,
+               "coll/gpu maps C integer types for an LP64 platform");
+
+bool mca_coll_gpu_map_type(struct ompi_datatype_t *dtype, dev_dtype_t *out)
+{
+    static const struct {
+        struct ompi_datatype_t *mpi;
+        dev_dtype_t dev;
+    } table[] = {
+        {MPI_INT8_T, DEV_T_INT8},
+        {MPI_SIGNED_CHAR, DEV_T_INT8},
+        {MPI_CHAR, DEV_T_INT8},
+        {MPI_UINT8_T, DEV_T_UINT8},
+        {MPI_UNSIGNED_CHAR, DEV_T_UINT8},
+        {MPI_BYTE, DEV_T_UINT8},
+        {MPI_INT16_T, DEV_T_INT16},
+        {MPI_SHORT, DEV_T_INT16},
+        {MPI_UINT16_T, DEV_T_UINT16},
+        {MPI_UNSIGNED_SHORT, DEV_T_UINT16},
+        {MPI_INT32_T, DEV_T_INT32},
+        {MPI_INT, DEV_T_INT32},
+        {MPI_UINT32_T, DEV_T_UINT32},
+        {MPI_UNSIGNED, DEV_T_UINT32},
+        {MPI_INT64_T, DEV_T_INT64},
+        {MPI_LONG, DEV_T_INT64},
+        {MPI_LONG_LONG_INT, DEV_T_INT64},
+        {MPI_UINT64_T, DEV_T_UINT64},
+        {MPI_UNSIGNED_LONG, DEV_T_UINT64},
+        {MPI_UNSIGNED_LONG_LONG, DEV_T_UINT64},
+        {MPI_FLOAT, DEV_T_FLOAT},
+        {MPI_DOUBLE, DEV_T_DOUBLE},
+        {MPI_C_FLOAT_COMPLEX, DEV_T_CFLOAT},
+        {MPI_C_DOUBLE_COMPLEX, DEV_T_CDOUBLE},
+        {MPI_C_BOOL, DEV_T_BOOL},
+        {MPI_FLOAT_INT, DEV_T_FLOAT_INT},
+        {MPI_DOUBLE_INT, DEV_T_DOUBLE_INT},
+        {MPI_LONG_INT, DEV_T_LONG_INT},
+        {MPI_2INT, DEV_T_2INT},
+        {MPI_SHORT_INT, DEV_T_SHORT_INT},
+    };
+    for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); ++i) {
+        if (dtype == table[i].mpi) {
+            *out = table[i].dev;
+            return true;
+        }
+    }
+    return false;
+}
+
+bool mca_coll_gpu_map_op(struct ompi_op_t *op, dev_op_t *out)
+{
+    static const struct {
+        struct ompi_op_t *mpi;
+        dev_op_t dev;
+    } table[] = {
+        {MPI_SUM, DEV_OP_SUM},   {MPI_PROD, DEV_OP_PROD}, {MPI_MIN, DEV_OP_MIN},
+        {MPI_MAX, DEV_OP_MAX},   {MPI_LAND, DEV_OP_LAND}, {MPI_LOR, DEV_OP_LOR},
+        {MPI_LXOR, DEV_OP_LXOR}, {MPI_BAND, DEV_OP_BAND}, {MPI_BOR, DEV_OP_BOR},
+        {MPI_BXOR, DEV_OP_BXOR}, {MPI_MINLOC, DEV_OP_MINLOC}, {MPI_MAXLOC, DEV_OP_MAXLOC},
+    };
+    for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); ++i) {
+        if (op == table[i].mpi) {
+            *out = table[i].dev;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* ---- the node model ------------------------------------------------------------------------- */
+
+static topo_t *node_model;
+static bool node_model_tried;
+static opal_mutex_t node_model_lock = OPAL_MUTEX_STATIC_INIT;
+
+static void topo_log(void *ctx, int level, const char *msg)
+{
+    (void) ctx;
+    COLL_GPU_VERBOSE(TOPO_LOG_WARN >= level ? COLL_GPU_LOG_ERROR : COLL_GPU_LOG_QUERY,
+                     "coll:gpu:topo: %s", msg);
+}
+
+static int probe_uuid(int ordinal, uint8_t uuid[TOPO_UUID_BYTES])
+{
+    dev_uuid_t u;
+    int rc = dev_device_uuid(ordinal, &u);
+    memcpy(uuid, u.bytes, TOPO_UUID_BYTES);
+    return rc;
+}
+
+const topo_t *mca_coll_gpu_topo(void)
+{
+    static const topo_gpu_probe_ops_t ops = {
+        .device_count = dev_device_count,
+        .device_uuid = probe_uuid,
+        .device_pci_bus_id = dev_device_pci_bus_id,
+        .device_can_access_peer = dev_device_can_access_peer,
+    };
+    mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
+    char err[TOPO_ERR_LEN] = "";
+
+    OPAL_THREAD_LOCK(&node_model_lock);
+    if (!node_model_tried) {
+        node_model_tried = true;
+        if (NULL != c->topo_file && '\0' != c->topo_file[0]) {
+            if (TOPO_OK != topo_load_file(c->topo_file, &node_model, err, sizeof(err))) {
+                opal_output(0, "coll:gpu: cannot load coll_gpu_topo_file: %s", err);
+                node_model = NULL;
+            }
+        } else {
+            topo_probe_opts_t opts = {
+                .gpu_ops = &ops,
+                .log = topo_log,
+                /* the emulated device has no NVML; its GPUs come from the device layer */
+                .no_nvml = (DEV_BACKEND_EMULATED == dev_backend()),
+            };
+            if (TOPO_OK != topo_probe(&opts, &node_model)) {
+                node_model = NULL;
+            }
+        }
+        if (NULL != node_model) {
+            COLL_GPU_VERBOSE(COLL_GPU_LOG_QUERY, "coll:gpu:topo: %d GPU(s), %d NIC(s); %s",
+                             node_model->ngpus, node_model->nnics, node_model->source);
+        }
+        if (NULL != node_model && NULL != c->topo_dump_file && '\0' != c->topo_dump_file[0]
+            && TOPO_OK != topo_dump_file(node_model, c->topo_dump_file, err, sizeof(err))) {
+            opal_output(0, "coll:gpu: cannot write coll_gpu_topo_dump_file: %s", err);
+        }
+    }
+    OPAL_THREAD_UNLOCK(&node_model_lock);
+    return node_model;
+}
+
+void mca_coll_gpu_topo_finalize(void)
+{
+    if (NULL != node_model) {
+        topo_free(node_model);
+        node_model = NULL;
+    }
+    node_model_tried = false;
+}
+
+coll_gpu_team_t *mca_coll_gpu_select(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                                     topo_coll_t coll, size_t bytes, bool gpu_capable,
+                                     topo_plan_t *plan)
+{
+    mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
+    int forced = (TOPO_COLL_ALLREDUCE == coll) ? c->allreduce_algorithm : c->bcast_algorithm;
+    int staged = (TOPO_COLL_ALLREDUCE == coll) ? TOPO_AR_STAGED : TOPO_BC_STAGED;
+    topo_select_in_t in;
+    coll_gpu_team_t *t;
+
+    memset(plan, 0, sizeof(*plan));
+    plan->alg = staged;
+    plan->forced = (staged == forced);
+    if (!gpu_capable) {
+        snprintf(plan->reason, sizeof(plan->reason), "type, op or layout without a GPU kernel");
+        return NULL;
+    }
+    if (staged == forced) {
+        snprintf(plan->reason, sizeof(plan->reason), "forced by coll_gpu_%s_algorithm",
+                 topo_coll_name(coll));
+        return NULL;
+    }
+    if (2 > ompi_comm_size(comm) || 0 == bytes) {
+        snprintf(plan->reason, sizeof(plan->reason), "nothing to exchange between GPUs");
+        return NULL;
+    }
+    t = mca_coll_gpu_team_get(m, comm);
+    if (NULL == t) {
+        snprintf(plan->reason, sizeof(plan->reason), "no node team (ranks off node, or IPC "
+                                                     "mapping refused)");
+        return NULL;
+    }
+    memset(&in, 0, sizeof(in));
+    topo_select_in_from_team(&in, &t->info, 1);
+    in.coll = coll;
+    in.bytes = bytes;
+    in.forced_alg = forced;
+    in.nblocks = c->nblocks;
+    in.nthreads = c->nthreads;
+    in.chunk_bytes = c->chunk_bytes;
+    topo_select(&in, plan);
+    /* algorithms this build does not have: ring (allreduce), chain and tree (bcast) */
+    if ((TOPO_COLL_ALLREDUCE == coll && TOPO_AR_RING == plan->alg)
+        || (TOPO_COLL_BCAST == coll && (TOPO_BC_CHAIN == plan->alg || TOPO_BC_TREE == plan->alg))) {
+        snprintf(plan->reason, sizeof(plan->reason), "%s is not implemented yet: staged",
+                 topo_alg_name(coll, plan->alg));
+        plan->alg = staged;
+    }
+    /* one-shot stages through the team's scratch: it cannot take more than a slot */
+    if (TOPO_COLL_ALLREDUCE == coll && TOPO_AR_ONESHOT == plan->alg && bytes > t->slot_bytes) {
+        plan->alg = TOPO_AR_TWOSHOT;
+        snprintf(plan->reason, sizeof(plan->reason), "%zu B exceed the one-shot slot: two-shot",
+                 bytes);
+    }
+    return (staged == plan->alg) ? NULL : t;
+}
+
+int mca_coll_gpu_agree(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm, bool mine,
+                       bool *all_device)
+{
+    int in = mine ? 1 : 0, out = 0;
+    int rc = m->prev_allreduce.fn(&in, &out, 1, MPI_INT, MPI_MIN, comm, m->prev_allreduce.module);
+    *all_device = (1 == out);
+    return rc;
+}

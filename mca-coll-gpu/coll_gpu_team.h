@@ -1,0 +1,93 @@
+/*
+ * coll_gpu_team.h - the node team of a communicator: what the NVLink fast path needs.
+ *
+ * Built lazily on the first device-buffer call that the fast path takes, with two exchanges
+ * through the saved host allgather:
+ *   - a control block in POSIX shared memory (created by rank 0, mapped by all): one
+ *     cache-line record per rank with an arrival and a completion counter, and the exported
+ *     handles of the user buffers of the current call;
+ *   - symmetric device scratch: every rank allocates the same size, exports it, and maps
+ *     every peer's once;
+ *   - a registration cache of peers' user buffers mapped through IPC (coll_gpu_regcache.c),
+ *     and of our own exports, keyed by allocation base and buffer id.
+ * A team exists only when every rank of the communicator is on this node and can map every
+ * peer's memory; otherwise the calls stay on the staged path, permanently for that
+ * communicator.
+ */
+#ifndef MCA_COLL_GPU_TEAM_H
+#define MCA_COLL_GPU_TEAM_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "dev.h"
+#include "topo.h"
+
+#define COLL_GPU_TEAM_MAX 16            /* ranks per node the fast path serves */
+#define COLL_GPU_REGCACHE_ENTRIES 64    /* mapped peer buffers kept (LRU) */
+
+/* A user buffer as exported for one call: the allocation's handle and where the buffer sits
+ * in it.  base and buffer_id identify the allocation (a freed and reallocated range gets a
+ * new buffer_id, so a stale mapping is never used). */
+typedef struct coll_gpu_xbuf_t {
+    dev_ipc_handle_t handle;
+    uint64_t base;
+    uint64_t buffer_id;
+    uint64_t offset;
+} coll_gpu_xbuf_t;
+
+/* One rank's record in the shared control block, alone on its cache lines. */
+typedef struct coll_gpu_ctl_rank_t {
+    _Atomic uint64_t arrive;   /* seq of the last call this rank entered (handles published) */
+    _Atomic uint64_t done;     /* seq of the last call whose remote accesses it finished */
+    _Atomic uint64_t failed;   /* seq of the last call in which this rank hit an error */
+    coll_gpu_xbuf_t sbuf;      /* this call's send buffer (zero-copy algorithms) */
+    coll_gpu_xbuf_t rbuf;      /* this call's receive buffer */
+} __attribute__((aligned(64))) coll_gpu_ctl_rank_t;
+
+typedef struct coll_gpu_ctl_t {
+    uint64_t magic;
+    int nranks;
+    coll_gpu_ctl_rank_t rank[COLL_GPU_TEAM_MAX];
+} coll_gpu_ctl_t;
+
+typedef struct coll_gpu_regcache_entry_t {
+    int peer;
+    uint64_t base;
+    uint64_t buffer_id;
+    void *mapped;              /* the peer's allocation base in this process */
+    uint64_t last_use;
+} coll_gpu_regcache_entry_t;
+
+typedef struct coll_gpu_export_entry_t {
+    uint64_t base;
+    uint64_t buffer_id;
+    dev_ipc_handle_t handle;
+    uint64_t last_use;
+} coll_gpu_export_entry_t;
+
+typedef enum {
+    COLL_GPU_TEAM_UNTRIED = 0,
+    COLL_GPU_TEAM_READY = 1,
+    COLL_GPU_TEAM_FAILED = -1
+} coll_gpu_team_state_t;
+
+typedef struct coll_gpu_team_t {
+    coll_gpu_team_state_t state;
+    int size, rank;
+    uint64_t seq;                            /* calls made through the team */
+    coll_gpu_ctl_t *ctl;
+    dev_stream_t *stream;
+    void *scratch;                           /* ours: 2 slots of slot_bytes */
+    size_t slot_bytes;
+    void *peer_scratch[COLL_GPU_TEAM_MAX];   /* every rank's scratch, mapped here */
+    dev_uuid_t uuid[COLL_GPU_TEAM_MAX];      /* each rank's GPU */
+    int ngpus;                               /* distinct GPUs in the team */
+    topo_team_info_t info;                   /* rank 0's summary of the team: the same on all */
+    coll_gpu_regcache_entry_t cache[COLL_GPU_REGCACHE_ENTRIES];
+    coll_gpu_export_entry_t exports[COLL_GPU_REGCACHE_ENTRIES];
+    uint64_t clock;                          /* LRU time */
+    uint64_t cache_hits, cache_misses;
+} coll_gpu_team_t;
+
+#endif /* MCA_COLL_GPU_TEAM_H */
