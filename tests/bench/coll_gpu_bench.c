@@ -1207,44 +1207,54 @@ static void print_row(bench_t *B, bench_coll_t c, size_t bytes, size_t total,
     }
 }
 
-/* Per size: each backend against NCCL (time ratio < 1 and busbw ratio > 1: faster than NCCL),
- * and coll/gpu's time against the latency floor. */
+/* Per size: each backend against the baseline, NCCL (time ratio below 1 and busbw ratio above
+ * 1: faster than NCCL), or, in a run without NCCL, coll/gpu's own staging path; and coll/gpu's
+ * time against the latency floor. */
 static void print_closing(bench_t *B, bench_coll_t c, const size_t *sizes, int nsizes,
                           result_t (*res)[MAX_BACKENDS])
 {
-    int s, k, nccl = -1, mpi = -1, ncols = 0;
+    int s, k, nccl = -1, staged = -1, mpi = -1, base, ncols = 0, floor_col;
     double logsum[MAX_BACKENDS];
     int logn[MAX_BACKENDS];
     char head[64];
+
     for (k = 0; k < B->nbackends; ++k) {
-        if (BK_NCCL == B->backends[k].kind && B->backends[k].usable[c]) {
+        const backend_t *b = &B->backends[k];
+        if (BK_NCCL == b->kind && b->usable[c]) {
             nccl = k;
-        }
-        if (0 == strcmp(B->backends[k].name, "mpi") && B->backends[k].usable[c]) {
+        } else if (0 == strcmp(b->name, "staged") && b->usable[c]) {
+            staged = k;
+        } else if (0 == strcmp(b->name, "mpi") && b->usable[c]) {
             mpi = k;
         }
         logsum[k] = 0;
         logn[k] = 0;
     }
-    say("#\n# Closing table, %s: coll/gpu (backend mpi) against NCCL, same processes, same "
-        "buffers.\n", coll_names[c]);
-    if (nccl < 0) {
-        say("#   no NCCL results in this run (NCCL needs -d cuda, one GPU per rank, and a build "
-            "with NCCL): no comparison.\n");
-    } else {
-        say("#   t = time ratio (below 1: faster than NCCL), bw = busbw ratio (above 1: more than "
+    base = nccl >= 0 ? nccl : staged;
+    floor_col = B->floor_us > 0 && mpi >= 0;
+    say("#\n# Closing table, %s: ", coll_names[c]);
+    if (nccl >= 0) {
+        say("coll/gpu (backend mpi) against NCCL, same processes, same buffers.\n"
+            "#   t = time ratio (below 1: faster than NCCL), bw = busbw ratio (above 1: more than "
             "NCCL).\n");
+    } else {
+        say("no NCCL in this run (it needs -d cuda, one GPU per rank, and a build with NCCL).\n");
+        if (base >= 0 && mpi >= 0) {
+            say("#   Against coll/gpu's own staging path instead: t = time ratio (below 1: faster "
+                "than staged), bw = busbw ratio.\n");
+        }
     }
-    if (B->floor_us > 0 && mpi >= 0) {
-        say("#   floor = mpi time / latency floor (%.2f us); the small-message goal is <= 1.25.\n",
+    if (floor_col) {
+        say("#   floor = time / latency floor (%.2f us); the small-message goal is <= 1.25.\n",
             B->floor_us);
     }
-    if (nccl < 0 && !(B->floor_us > 0 && mpi >= 0)) {
+    if (!(base >= 0 && B->nbackends > 1) && !floor_col) {
         return;
     }
+
     say("# %11s", "size(B)");
-    for (k = 0; k < B->nbackends; ++k) {
-        if (k == nccl || nccl < 0) {
+    for (k = 0; k < B->nbackends && base >= 0; ++k) {
+        if (k == base || !B->backends[k].usable[c]) {
             continue;
         }
         snprintf(head, sizeof(head), "%s t", B->backends[k].name);
@@ -1253,7 +1263,7 @@ static void print_closing(bench_t *B, bench_coll_t c, const size_t *sizes, int n
         say(" %12s", head);
         ++ncols;
     }
-    if (B->floor_us > 0 && mpi >= 0) {
+    if (floor_col) {
         say(" %10s", "mpi/floor");
         if (nccl >= 0) {
             say(" %10s", "nccl/floor");
@@ -1262,12 +1272,12 @@ static void print_closing(bench_t *B, bench_coll_t c, const size_t *sizes, int n
     say("\n");
     for (s = 0; s < nsizes; ++s) {
         say("  %11zu", sizes[s]);
-        for (k = 0; k < B->nbackends; ++k) {
-            const result_t *r = &res[s][k], *n = nccl >= 0 ? &res[s][nccl] : NULL;
-            if (k == nccl || nccl < 0) {
+        for (k = 0; k < B->nbackends && base >= 0; ++k) {
+            const result_t *r = &res[s][k], *n = &res[s][base];
+            if (k == base || !B->backends[k].usable[c]) {
                 continue;
             }
-            if (r->done && n->done && r->mean_us > 0 && n->busbw > 0) {
+            if (r->done && n->done && n->mean_us > 0 && n->busbw > 0) {
                 say(" %12.2f %12.2f", r->mean_us / n->mean_us, r->busbw / n->busbw);
                 logsum[k] += log(r->mean_us / n->mean_us);
                 ++logn[k];
@@ -1275,7 +1285,7 @@ static void print_closing(bench_t *B, bench_coll_t c, const size_t *sizes, int n
                 say(" %12s %12s", "-", "-");
             }
         }
-        if (B->floor_us > 0 && mpi >= 0) {
+        if (floor_col) {
             if (res[s][mpi].done) {
                 say(" %10.2f", res[s][mpi].mean_us / B->floor_us);
             } else {
@@ -1292,9 +1302,9 @@ static void print_closing(bench_t *B, bench_coll_t c, const size_t *sizes, int n
         say("\n");
     }
     for (k = 0; k < B->nbackends && ncols > 0; ++k) {
-        if (k != nccl && logn[k] > 0) {
-            say("#   %s/nccl time, geometric mean over %d sizes: %.3f\n", B->backends[k].name,
-                logn[k], exp(logsum[k] / logn[k]));
+        if (k != base && logn[k] > 0) {
+            say("#   %s / %s time, geometric mean over %d sizes: %.3f\n", B->backends[k].name,
+                B->backends[base].name, logn[k], exp(logsum[k] / logn[k]));
         }
     }
 }
