@@ -54,8 +54,21 @@ static inline void mt_write_str(const char *s)
 /* Name the case that crashed or hung; then die of the same signal so that mpirun reports it. */
 static inline void mt_fatal_signal(int sig)
 {
+    if (!tap_quiet_) {
+        /* rank 0 tells the TAP driver too, so that the summary names the case */
+        ssize_t rc = write(1, "Bail out! ", 10);
+        (void) rc;
+        rc = write(1, mt_rank_prefix, strlen(mt_rank_prefix));
+        rc = write(1, SIGTERM == sig ? "terminated (did another rank fail?)" : strsignal(sig),
+                   strlen(SIGTERM == sig ? "terminated (did another rank fail?)" : strsignal(sig)));
+        rc = write(1, " in case: ", 10);
+        rc = write(1, mt_case_name, strlen(mt_case_name));
+        rc = write(1, "\n", 1);
+    }
     mt_write_str(mt_rank_prefix);
-    mt_write_str(SIGALRM == sig ? "timed out (COLL_GPU_TEST_CASE_TIMEOUT)" : strsignal(sig));
+    mt_write_str(SIGALRM == sig   ? "timed out (COLL_GPU_TEST_CASE_TIMEOUT)"
+                 : SIGTERM == sig ? "terminated"
+                                  : strsignal(sig));
     mt_write_str(" in case: ");
     mt_write_str(mt_case_name);
     mt_write_str("\n");
@@ -88,6 +101,9 @@ static inline void mt_init(int *argc, char ***argv)
     signal(SIGILL, mt_fatal_signal);
     signal(SIGABRT, mt_fatal_signal);
     signal(SIGALRM, mt_fatal_signal);
+    if (0 == mt_rank) {
+        signal(SIGTERM, mt_fatal_signal);
+    }
 }
 
 /* The backend name the component was given ("emulated" when nothing is set). */

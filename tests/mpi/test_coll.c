@@ -23,10 +23,13 @@
  * device memory faults when host code touches it, so a passing device case proves the data went
  * through coll/gpu's device path or its staging.  Exit 77 when the backend cannot be opened.
  *
- * Usage: test_coll [--quick] [--sections=types,user,derived,sizes,modes,selfcheck] [--list]
- * Environment: COLL_GPU_TEST_SEED (default 20261129), COLL_GPU_TEST_FILTER (a glob, or a
- * substring, matched against the case name; cases that do not match are not run),
- * COLL_GPU_TEST_CASE_TIMEOUT (seconds per case, default 300).
+ * Usage: test_coll [--quick] [--sections=selfcheck,types,user,derived,modes,sizes] [--list]
+ *   (--sections=nonblocking, not run by default: the MPI_I... twins on host and device buffers)
+ * Environment: COLL_GPU_TEST_SEED (default 20261129), COLL_GPU_TEST_FILTER (globs, or
+ * substrings, separated by '|', matched against the case name; cases that match none are not
+ * run),
+ * COLL_GPU_TEST_EXCLUDE (the same, for cases not to run), COLL_GPU_TEST_CASE_TIMEOUT (seconds
+ * per case, default 300).
  */
 #include <complex.h>
 #include <float.h>
@@ -152,7 +155,8 @@ static opdesc_t ops[O_COUNT] = {
     [O_LAND] = {"MPI_LAND", MPI_OP_NULL, C_LOGIC},  [O_LOR] = {"MPI_LOR", MPI_OP_NULL, C_LOGIC},
     [O_LXOR] = {"MPI_LXOR", MPI_OP_NULL, C_LOGIC},  [O_BAND] = {"MPI_BAND", MPI_OP_NULL, C_BIT},
     [O_BOR] = {"MPI_BOR", MPI_OP_NULL, C_BIT},      [O_BXOR] = {"MPI_BXOR", MPI_OP_NULL, C_BIT},
-    [O_MINLOC] = {"MPI_MINLOC", MPI_OP_NULL, C_LOC}, [O_MAXLOC] = {"MPI_MAXLOC", MPI_OP_NULL, C_LOC},
+    [O_MINLOC] = {"MPI_MINLOC", MPI_OP_NULL, C_LOC},
+    [O_MAXLOC] = {"MPI_MAXLOC", MPI_OP_NULL, C_LOC},
     [O_UPROD] = {"user-prod(commutative)", MPI_OP_NULL, C_USER},
     [O_AFF] = {"user-affine(non-commutative)", MPI_OP_NULL, C_USER},
 };
@@ -617,29 +621,62 @@ static void user_aff(void *in, void *inout, int *len, MPI_Datatype *dt)
 
 static void fmt_scalar(int kind, const uint8_t *p, char *out, size_t len)
 {
+    int64_t i = 0;
+    uint64_t u = 0;
+    double d[2] = {0, 0};
+    long double ld = 0;
+    int k = 0;
+
     switch (kind) {
-    case K_I8: { int8_t v; memcpy(&v, p, 1); snprintf(out, len, "%d", v); return; }
-    case K_U8: { uint8_t v; memcpy(&v, p, 1); snprintf(out, len, "%u", v); return; }
-    case K_I16: { int16_t v; memcpy(&v, p, 2); snprintf(out, len, "%d", v); return; }
-    case K_U16: { uint16_t v; memcpy(&v, p, 2); snprintf(out, len, "%u", v); return; }
-    case K_I32: { int32_t v; memcpy(&v, p, 4); snprintf(out, len, "%d", v); return; }
-    case K_U32: { uint32_t v; memcpy(&v, p, 4); snprintf(out, len, "%u", v); return; }
-    case K_I64: { int64_t v; memcpy(&v, p, 8); snprintf(out, len, "%lld", (long long) v); return; }
-    case K_U64:
-    case K_U63: { uint64_t v; memcpy(&v, p, 8); snprintf(out, len, "%llu", (unsigned long long) v); return; }
-    case K_BOOL: snprintf(out, len, "%u", p[0]); return;
-    case K_F32: { float v; memcpy(&v, p, 4); snprintf(out, len, "%.9g", v); return; }
-    case K_F64: { double v; memcpy(&v, p, 8); snprintf(out, len, "%.17g", v); return; }
-    case K_LD: { long double v = 0; memcpy(&v, p, LDBL_MANT_DIG == 64 ? 10 : sizeof(v)); snprintf(out, len, "%.21Lg", v); return; }
-    case K_CF32: { float v[2]; memcpy(v, p, 8); snprintf(out, len, "(%.9g,%.9g)", v[0], v[1]); return; }
-    case K_CF64: { double v[2]; memcpy(v, p, 16); snprintf(out, len, "(%.17g,%.17g)", v[0], v[1]); return; }
-    case K_FLOAT_INT: { float_int_t v; memcpy(&v, p, sizeof(v)); snprintf(out, len, "(%.9g,%d)", v.v, v.k); return; }
-    case K_DOUBLE_INT: { double_int_t v; memcpy(&v, p, sizeof(v)); snprintf(out, len, "(%.17g,%d)", v.v, v.k); return; }
-    case K_LONG_INT: { long_int_t v; memcpy(&v, p, sizeof(v)); snprintf(out, len, "(%ld,%d)", v.v, v.k); return; }
-    case K_2INT: { int_int_t v; memcpy(&v, p, sizeof(v)); snprintf(out, len, "(%d,%d)", v.v, v.k); return; }
-    case K_SHORT_INT: { short_int_t v; memcpy(&v, p, sizeof(v)); snprintf(out, len, "(%d,%d)", v.v, v.k); return; }
-    case K_AFF: { aff_t v; memcpy(&v, p, sizeof(v)); snprintf(out, len, "(a=%u,b=%u)", v.a, v.b); return; }
-    default: snprintf(out, len, "?"); return;
+    case K_I8: { int8_t v; memcpy(&v, p, 1); i = v; break; }
+    case K_I16: { int16_t v; memcpy(&v, p, 2); i = v; break; }
+    case K_I32: { int32_t v; memcpy(&v, p, 4); i = v; break; }
+    case K_I64: { int64_t v; memcpy(&v, p, 8); i = v; break; }
+    case K_U8: case K_BOOL: u = p[0]; break;
+    case K_U16: { uint16_t v; memcpy(&v, p, 2); u = v; break; }
+    case K_U32: { uint32_t v; memcpy(&v, p, 4); u = v; break; }
+    case K_U64: case K_U63: memcpy(&u, p, 8); break;
+    case K_F32: { float v; memcpy(&v, p, 4); d[0] = v; break; }
+    case K_F64: memcpy(&d[0], p, 8); break;
+    case K_LD: memcpy(&ld, p, LDBL_MANT_DIG == 64 ? 10 : sizeof(ld)); break;
+    case K_CF32: { float v[2]; memcpy(v, p, 8); d[0] = v[0]; d[1] = v[1]; break; }
+    case K_CF64: memcpy(d, p, 16); break;
+    case K_FLOAT_INT: { float_int_t v; memcpy(&v, p, sizeof(v)); d[0] = v.v; k = v.k; break; }
+    case K_DOUBLE_INT: { double_int_t v; memcpy(&v, p, sizeof(v)); d[0] = v.v; k = v.k; break; }
+    case K_LONG_INT: { long_int_t v; memcpy(&v, p, sizeof(v)); i = v.v; k = v.k; break; }
+    case K_2INT: { int_int_t v; memcpy(&v, p, sizeof(v)); i = v.v; k = v.k; break; }
+    case K_SHORT_INT: { short_int_t v; memcpy(&v, p, sizeof(v)); i = v.v; k = v.k; break; }
+    case K_AFF: { aff_t v; memcpy(&v, p, sizeof(v)); i = v.a; k = (int) v.b; break; }
+    default: break;
+    }
+    switch (kind) {
+    case K_I8: case K_I16: case K_I32: case K_I64:
+        snprintf(out, len, "%lld", (long long) i);
+        return;
+    case K_U8: case K_BOOL: case K_U16: case K_U32: case K_U64: case K_U63:
+        snprintf(out, len, "%llu", (unsigned long long) u);
+        return;
+    case K_F32: case K_F64:
+        snprintf(out, len, "%.17g", d[0]);
+        return;
+    case K_LD:
+        snprintf(out, len, "%.21Lg", ld);
+        return;
+    case K_CF32: case K_CF64:
+        snprintf(out, len, "(%.17g,%.17g)", d[0], d[1]);
+        return;
+    case K_FLOAT_INT: case K_DOUBLE_INT:
+        snprintf(out, len, "(%.17g,%d)", d[0], k);
+        return;
+    case K_LONG_INT: case K_2INT: case K_SHORT_INT:
+        snprintf(out, len, "(%lld,%d)", (long long) i, k);
+        return;
+    case K_AFF:
+        snprintf(out, len, "(a=%u,b=%u)", (unsigned) i, (unsigned) k);
+        return;
+    default:
+        snprintf(out, len, "?");
+        return;
     }
 }
 
@@ -681,6 +718,47 @@ static void scratch_need(size_t bytes)
     }
 }
 
+/* The host images of the two buffers of a case (send, receive) are kept from case to case and
+ * only grow: the big cases would otherwise spend most of their time faulting in fresh pages. */
+static struct {
+    uint8_t *img[4];
+    size_t cap;
+} pool[2];
+
+static void pool_get(int slot, size_t bytes, uint8_t **init, uint8_t **expect, uint8_t **care,
+                     uint8_t **got)
+{
+    if (bytes > pool[slot].cap) {
+        size_t cap = bytes + bytes / 8;
+        for (int i = 0; i < 4; ++i) {
+            free(pool[slot].img[i]);
+            pool[slot].img[i] = malloc(cap);
+            if (NULL == pool[slot].img[i]) {
+                fprintf(stderr, "out of host memory for %zu bytes\n", cap);
+                abort();
+            }
+        }
+        pool[slot].cap = cap;
+    }
+    *init = pool[slot].img[0];
+    *expect = pool[slot].img[1];
+    *care = pool[slot].img[2];
+    *got = pool[slot].img[3];
+}
+
+static void pool_release(void)
+{
+    for (int slot = 0; slot < 2; ++slot) {
+        for (int i = 0; i < 4; ++i) {
+            free(pool[slot].img[i]);
+            pool[slot].img[i] = NULL;
+        }
+        pool[slot].cap = 0;
+    }
+}
+
+/* A buffer of nelem element positions of type t, host or device (or none), its images in
+ * pool slot (0 send, 1 receive). */
 static void buf_create(buf_t *b, const char *what, const tdesc_t *t, size_t nelem, mt_mem_t kind)
 {
     size_t lo_pad = t->true_lb < 0 ? (size_t) (-t->true_lb) : 0;
@@ -699,15 +777,9 @@ static void buf_create(buf_t *b, const char *what, const tdesc_t *t, size_t nele
         end = (size_t) ((ptrdiff_t) b->origin + (ptrdiff_t) (nelem - 1) * t->extent + t->true_ub);
     }
     b->bytes = ((end + GUARD) + 63) & ~(size_t) 63;
-    b->init = malloc(b->bytes);
-    b->expect = malloc(b->bytes);
-    b->care = malloc(b->bytes);
-    b->got = malloc(b->bytes);
+    pool_get(0 == strcmp(what, "sendbuf") ? 0 : 1, b->bytes, &b->init, &b->expect, &b->care,
+             &b->got);
     b->live = mt_mem_alloc(kind, b->bytes);
-    if (NULL == b->init || NULL == b->expect || NULL == b->care || NULL == b->got) {
-        fprintf(stderr, "out of host memory for %zu bytes\n", b->bytes);
-        abort();
-    }
     b->failed_alloc = NULL == b->live;
     memset(b->init, POISON, b->bytes);
 }
@@ -718,10 +790,6 @@ static void buf_free(buf_t *b)
         return;
     }
     mt_mem_free(b->kind, b->live);
-    free(b->init);
-    free(b->expect);
-    free(b->care);
-    free(b->got);
     memset(b, 0, sizeof(*b));
 }
 
@@ -1026,6 +1094,7 @@ typedef struct {
     int comm_id;
     int inplace;
     int root_sel;
+    int nb; /* the nonblocking variant (MPI_I... and MPI_Wait) */
     /* filled in when run */
     MPI_Comm comm;
     int P, r, root, cls;
@@ -1035,6 +1104,7 @@ typedef struct {
 static uint64_t seed = 20261129;
 static uint64_t case_counter = 0;
 static const char *filter = NULL;
+static const char *exclude = NULL;
 static int list_only = 0;
 
 static mt_mem_t mem_of(const case_t *c, int rank, int role)
@@ -1088,18 +1158,28 @@ static size_t layout_blocks(int P, const int *counts, int *displs)
 
 static void case_name(const case_t *c, char *out, size_t len)
 {
-    snprintf(out, len, "%s %s %s count=%zu %s %s%s%s%s", coll_names[c->coll], c->t->name,
-             c->op >= 0 ? ops[c->op].name : "-", c->n, mode_names[c->mode],
-             comm_names[c->comm_id], c->inplace ? " in-place" : "",
+    snprintf(out, len, "%s%s %s %s count=%zu %s %s%s%s%s", c->nb ? "i" : "",
+             coll_names[c->coll], c->t->name, c->op >= 0 ? ops[c->op].name : "-", c->n,
+             mode_names[c->mode], comm_names[c->comm_id], c->inplace ? " in-place" : "",
              coll_is_rooted(c->coll) ? " root=" : "",
              coll_is_rooted(c->coll) ? root_names[c->root_sel] : "");
 }
 
-#define CALL(fn, args)                                                                     \
+/* The blocking call, or with c->nb its nonblocking twin and MPI_Wait. */
+#define CALL(fn, ifn, ...)                                                                 \
     do {                                                                                   \
-        rc = fn args;                                                                      \
+        if (c->nb) {                                                                       \
+            MPI_Request req_ = MPI_REQUEST_NULL;                                           \
+            rc = ifn(__VA_ARGS__, &req_);                                                  \
+            if (MPI_SUCCESS == rc) {                                                       \
+                rc = MPI_Wait(&req_, MPI_STATUS_IGNORE);                                   \
+            }                                                                              \
+        } else {                                                                           \
+            rc = fn(__VA_ARGS__);                                                          \
+        }                                                                                  \
         if (MPI_SUCCESS != rc) {                                                           \
-            mt_diag_add(diag, #fn " returned %d: %s; ", rc, mt_mpi_error(rc));             \
+            mt_diag_add(diag, "%s returned %d: %s; ", c->nb ? #ifn : #fn, rc,             \
+                        mt_mpi_error(rc));                                                 \
         }                                                                                  \
     } while (0)
 
@@ -1134,7 +1214,7 @@ static int run_case(case_t *c, char *diag)
 
     switch (c->coll) {
     case BARRIER:
-        CALL(MPI_Barrier, (c->comm));
+        CALL(MPI_Barrier, MPI_Ibarrier, c->comm);
         break;
 
     case BCAST:
@@ -1146,7 +1226,7 @@ static int run_case(case_t *c, char *diag)
             break;
         }
         armed = 1;
-        CALL(MPI_Bcast, (buf_ptr(&rb), (int) n, dt, root, c->comm));
+        CALL(MPI_Bcast, MPI_Ibcast, buf_ptr(&rb), (int) n, dt, root, c->comm);
         buf_expect_gen(&rb, 0, n, cls, keys[root], 0);
         break;
 
@@ -1167,18 +1247,18 @@ static int run_case(case_t *c, char *diag)
         armed = 1;
         void *s = in_place_here ? MPI_IN_PLACE : buf_ptr(&sb);
         if (REDUCE == c->coll) {
-            CALL(MPI_Reduce, (s, buf_ptr(&rb), (int) n, dt, op, root, c->comm));
+            CALL(MPI_Reduce, MPI_Ireduce, s, buf_ptr(&rb), (int) n, dt, op, root, c->comm);
             if (r == root) {
                 buf_expect_fold(&rb, 0, n, cls, c->op, keys, P, 0);
             }
         } else if (ALLREDUCE == c->coll) {
-            CALL(MPI_Allreduce, (s, buf_ptr(&rb), (int) n, dt, op, c->comm));
+            CALL(MPI_Allreduce, MPI_Iallreduce, s, buf_ptr(&rb), (int) n, dt, op, c->comm);
             buf_expect_fold(&rb, 0, n, cls, c->op, keys, P, 0);
         } else if (SCAN == c->coll) {
-            CALL(MPI_Scan, (s, buf_ptr(&rb), (int) n, dt, op, c->comm));
+            CALL(MPI_Scan, MPI_Iscan, s, buf_ptr(&rb), (int) n, dt, op, c->comm);
             buf_expect_fold(&rb, 0, n, cls, c->op, keys, r + 1, 0);
         } else {
-            CALL(MPI_Exscan, (s, buf_ptr(&rb), (int) n, dt, op, c->comm));
+            CALL(MPI_Exscan, MPI_Iexscan, s, buf_ptr(&rb), (int) n, dt, op, c->comm);
             if (r > 0) {
                 buf_expect_fold(&rb, 0, n, cls, c->op, keys, r, 0);
             } else {
@@ -1203,15 +1283,15 @@ static int run_case(case_t *c, char *diag)
         armed = 1;
         if (ALLGATHER == c->coll) {
             if (in_place_here) {
-                CALL(MPI_Allgather, (MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf_ptr(&rb), (int) n,
-                                     dt, c->comm));
+                CALL(MPI_Allgather, MPI_Iallgather, MPI_IN_PLACE, 0, MPI_DATATYPE_NULL,
+                     buf_ptr(&rb), (int) n, dt, c->comm);
             } else {
-                CALL(MPI_Allgather, (buf_ptr(&sb), (int) n, dt, buf_ptr(&rb), (int) n, dt,
-                                     c->comm));
+                CALL(MPI_Allgather, MPI_Iallgather, buf_ptr(&sb), (int) n, dt, buf_ptr(&rb),
+                     (int) n, dt, c->comm);
             }
         } else {
-            CALL(MPI_Gather, (in_place_here ? MPI_IN_PLACE : buf_ptr(&sb), (int) n, dt,
-                              buf_ptr(&rb), (int) n, dt, root, c->comm));
+            CALL(MPI_Gather, MPI_Igather, in_place_here ? MPI_IN_PLACE : buf_ptr(&sb), (int) n, dt,
+                 buf_ptr(&rb), (int) n, dt, root, c->comm);
         }
         if (has_recv) {
             for (int k = 0; k < P; ++k) {
@@ -1241,15 +1321,15 @@ static int run_case(case_t *c, char *diag)
         armed = 1;
         if (ALLGATHERV == c->coll) {
             if (in_place_here) {
-                CALL(MPI_Allgatherv, (MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf_ptr(&rb), rcounts,
-                                      rdispls, dt, c->comm));
+                CALL(MPI_Allgatherv, MPI_Iallgatherv, MPI_IN_PLACE, 0, MPI_DATATYPE_NULL,
+                     buf_ptr(&rb), rcounts, rdispls, dt, c->comm);
             } else {
-                CALL(MPI_Allgatherv, (buf_ptr(&sb), rcounts[r], dt, buf_ptr(&rb), rcounts,
-                                      rdispls, dt, c->comm));
+                CALL(MPI_Allgatherv, MPI_Iallgatherv, buf_ptr(&sb), rcounts[r], dt, buf_ptr(&rb),
+                     rcounts, rdispls, dt, c->comm);
             }
         } else {
-            CALL(MPI_Gatherv, (in_place_here ? MPI_IN_PLACE : buf_ptr(&sb), rcounts[r], dt,
-                               buf_ptr(&rb), rcounts, rdispls, dt, root, c->comm));
+            CALL(MPI_Gatherv, MPI_Igatherv, in_place_here ? MPI_IN_PLACE : buf_ptr(&sb), rcounts[r],
+                 dt, buf_ptr(&rb), rcounts, rdispls, dt, root, c->comm);
         }
         if (has_recv) {
             for (int k = 0; k < P; ++k) {
@@ -1263,17 +1343,19 @@ static int run_case(case_t *c, char *diag)
         buf_create(&sb, "sendbuf", t, (size_t) P * n, in_place_here ? MT_MEM_NONE : sk);
         buf_create(&rb, "recvbuf", t, (size_t) P * n, rk);
         for (int j = 0; j < P; ++j) {
-            buf_fill(in_place_here ? &rb : &sb, (size_t) j * n, n, cls, keys[r], (size_t) j * stride);
+            buf_fill(in_place_here ? &rb : &sb, (size_t) j * n, n, cls, keys[r],
+                     (size_t) j * stride);
         }
         if (0 != buf_arm(&sb, diag) || 0 != buf_arm(&rb, diag)) {
             break;
         }
         armed = 1;
         if (in_place_here) {
-            CALL(MPI_Alltoall, (MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf_ptr(&rb), (int) n, dt,
-                                c->comm));
+            CALL(MPI_Alltoall, MPI_Ialltoall, MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf_ptr(&rb),
+                 (int) n, dt, c->comm);
         } else {
-            CALL(MPI_Alltoall, (buf_ptr(&sb), (int) n, dt, buf_ptr(&rb), (int) n, dt, c->comm));
+            CALL(MPI_Alltoall, MPI_Ialltoall, buf_ptr(&sb), (int) n, dt, buf_ptr(&rb), (int) n, dt,
+                 c->comm);
         }
         for (int k = 0; k < P; ++k) {
             buf_expect_gen(&rb, (size_t) k * n, n, cls, keys[k], (size_t) r * stride);
@@ -1297,7 +1379,8 @@ static int run_case(case_t *c, char *diag)
         buf_create(&sb, "sendbuf", t, sspan, in_place_here ? MT_MEM_NONE : sk);
         buf_create(&rb, "recvbuf", t, rspan, rk);
         for (int j = 0; j < P; ++j) {
-            if (in_place_here) { /* counts are symmetric: what goes to j sits where j's data lands */
+            /* in place: counts are symmetric, what goes to j sits where j's data lands */
+            if (in_place_here) {
                 buf_fill(&rb, (size_t) rdispls[j], (size_t) rcounts[j], cls, keys[r],
                          (size_t) j * stride);
             } else {
@@ -1310,8 +1393,8 @@ static int run_case(case_t *c, char *diag)
         }
         armed = 1;
         if (!w) {
-            CALL(MPI_Alltoallv, (in_place_here ? MPI_IN_PLACE : buf_ptr(&sb), scounts, sdispls,
-                                 dt, buf_ptr(&rb), rcounts, rdispls, dt, c->comm));
+            CALL(MPI_Alltoallv, MPI_Ialltoallv, in_place_here ? MPI_IN_PLACE : buf_ptr(&sb),
+                 scounts, sdispls, dt, buf_ptr(&rb), rcounts, rdispls, dt, c->comm);
         } else {
             /* Odd peers get the data as pairs of elements on one side and single elements on
              * the other: same type signature, different types. */
@@ -1326,8 +1409,8 @@ static int run_case(case_t *c, char *diag)
                 rwcounts[k] = rpair ? rcounts[k] / 2 : rcounts[k];
                 rwbytes[k] = (int) (rdispls[k] * t->extent);
             }
-            CALL(MPI_Alltoallw, (in_place_here ? MPI_IN_PLACE : buf_ptr(&sb), swcounts, swbytes,
-                                 stypes, buf_ptr(&rb), rwcounts, rwbytes, rtypes, c->comm));
+            CALL(MPI_Alltoallw, MPI_Ialltoallw, in_place_here ? MPI_IN_PLACE : buf_ptr(&sb),
+                 swcounts, swbytes, stypes, buf_ptr(&rb), rwcounts, rwbytes, rtypes, c->comm);
         }
         for (int k = 0; k < P; ++k) {
             buf_expect_gen(&rb, (size_t) rdispls[k], (size_t) rcounts[k], cls, keys[k],
@@ -1346,8 +1429,8 @@ static int run_case(case_t *c, char *diag)
             break;
         }
         armed = 1;
-        CALL(MPI_Scatter, (buf_ptr(&sb), (int) n, dt, in_place_here ? MPI_IN_PLACE : buf_ptr(&rb),
-                           (int) n, dt, root, c->comm));
+        CALL(MPI_Scatter, MPI_Iscatter, buf_ptr(&sb), (int) n, dt,
+             in_place_here ? MPI_IN_PLACE : buf_ptr(&rb), (int) n, dt, root, c->comm);
         if (!in_place_here) {
             buf_expect_gen(&rb, 0, n, cls, keys[root], (size_t) r * stride);
         }
@@ -1369,9 +1452,8 @@ static int run_case(case_t *c, char *diag)
             break;
         }
         armed = 1;
-        CALL(MPI_Scatterv, (buf_ptr(&sb), scounts, sdispls, dt,
-                            in_place_here ? MPI_IN_PLACE : buf_ptr(&rb), scounts[r], dt, root,
-                            c->comm));
+        CALL(MPI_Scatterv, MPI_Iscatterv, buf_ptr(&sb), scounts, sdispls, dt,
+             in_place_here ? MPI_IN_PLACE : buf_ptr(&rb), scounts[r], dt, root, c->comm);
         if (!in_place_here) {
             buf_expect_gen(&rb, 0, (size_t) scounts[r], cls, keys[root], (size_t) r * stride);
         }
@@ -1397,9 +1479,11 @@ static int run_case(case_t *c, char *diag)
         armed = 1;
         void *s = in_place_here ? MPI_IN_PLACE : buf_ptr(&sb);
         if (REDUCE_SCATTER == c->coll) {
-            CALL(MPI_Reduce_scatter, (s, buf_ptr(&rb), rcounts, dt, op, c->comm));
+            CALL(MPI_Reduce_scatter, MPI_Ireduce_scatter, s, buf_ptr(&rb), rcounts, dt, op,
+                 c->comm);
         } else {
-            CALL(MPI_Reduce_scatter_block, (s, buf_ptr(&rb), (int) n, dt, op, c->comm));
+            CALL(MPI_Reduce_scatter_block, MPI_Ireduce_scatter_block, s, buf_ptr(&rb), (int) n, dt,
+                 op, c->comm);
         }
         buf_expect_fold(&rb, 0, (size_t) rcounts[r], cls, c->op, keys, P, off);
         if (in_place_here) { /* past the result the in-place buffer is undefined */
@@ -1433,18 +1517,36 @@ static int run_case(case_t *c, char *diag)
 
 /* Filter and counters -------------------------------------------------------------------- */
 
+/* Alternatives separated by '|', each a glob (when it has * ? or [) or else a substring. */
+static int name_matches(const char *patterns, const char *name)
+{
+    char one[256];
+    const char *p = patterns;
+    while (1) {
+        size_t len = strcspn(p, "|");
+        snprintf(one, sizeof(one), "%.*s", (int) len, p);
+        if (one[0] && (NULL != strpbrk(one, "*?[") ? 0 == fnmatch(one, name, 0)
+                                                  : NULL != strstr(name, one))) {
+            return 1;
+        }
+        if ('\0' == p[len]) {
+            return 0;
+        }
+        p += len + 1;
+    }
+}
+
 static int name_selected(const char *name)
 {
-    if (NULL == filter || '\0' == filter[0]) {
-        return 1;
+    if (NULL != exclude && '\0' != exclude[0] && name_matches(exclude, name)) {
+        return 0;
     }
-    if (NULL != strpbrk(filter, "*?[")) {
-        return 0 == fnmatch(filter, name, 0);
-    }
-    return NULL != strstr(name, filter);
+    return NULL == filter || '\0' == filter[0] || name_matches(filter, name);
 }
 
 static int cases_run = 0, cases_failed = 0;
+
+static int nonblocking = 0; /* tcase() makes the nonblocking variant */
 
 /* Enumerate one case: run it on every rank (each in its own communicator), one TAP line. */
 static void tcase(int coll, const tdesc_t *t, int op, size_t n, int mode, int comm_id,
@@ -1463,6 +1565,7 @@ static void tcase(int coll, const tdesc_t *t, int op, size_t n, int mode, int co
     c.comm_id = comm_id;
     c.inplace = inplace;
     c.root_sel = root_sel;
+    c.nb = nonblocking;
     c.key = mix64(seed ^ mix64(++case_counter));
     case_name(&c, name, sizeof(name));
     if (!name_selected(name)) {
@@ -1525,7 +1628,8 @@ static void selfcheck(void)
     mt_mem_put(b.kind, b.live, b.init, b.bytes);
     diag[0] = '\0';
     caught = caught && !buf_verify(&b, diag) && NULL != strstr(diag, "guard byte");
-    mt_check(caught, diag, "self-check: writes into a type gap and past the buffer are reported (%s)",
+    mt_check(caught, diag,
+             "self-check: writes into a type gap and past the buffer are reported (%s)",
              caught ? "detected" : "MISSED");
     buf_free(&b);
 
@@ -1774,8 +1878,17 @@ static void section_user(void)
                     continue;
                 }
                 tcase(reductions[j], t, op, mid, M_MIXED, CM_WORLD, 0, ROOT_0);
-                tcase(reductions[j], t, op, 100, M_HOST, CM_UNEVEN, 1, ROOT_LAST);
                 tcase(reductions[j], t, op, mid, M_DEV, CM_SPLIT, 1, ROOT_MID);
+            }
+        }
+    }
+    /* last: the uneven split has a 1-rank group, where a crash would hide what follows */
+    for (int i = 0; i < ntypes && !quick; ++i) {
+        for (int op = O_UPROD; op <= O_AFF; ++op) {
+            if (types[i].ops & (1u << op)) {
+                for (int j = 0; j < NRED; ++j) {
+                    tcase(reductions[j], &types[i], op, 100, M_HOST, CM_UNEVEN, 1, ROOT_LAST);
+                }
             }
         }
     }
@@ -1846,7 +1959,10 @@ static void section_sizes(void)
 /* Every collective x buffer mode x in-place x communicator; roots varied for rooted ones. */
 static void section_modes(void)
 {
-    for (int cm = 0; cm < NCOMM; ++cm) {
+    /* communicators with a 1-rank group last: a crash there would hide the others */
+    static const int order[NCOMM] = {CM_WORLD, CM_SPLIT, CM_DUP, CM_UNEVEN, CM_SELF};
+    for (int oi = 0; oi < NCOMM; ++oi) {
+        const int cm = order[oi];
         const tdesc_t *t = type_by_name(cm == CM_SPLIT || cm == CM_UNEVEN ? "MPI_DOUBLE"
                                                                           : "MPI_INT32_T");
         int op = cm == CM_SPLIT || cm == CM_UNEVEN ? O_MAX : O_SUM;
@@ -1870,6 +1986,29 @@ static void section_modes(void)
             }
         }
     }
+}
+
+/* Not run by default: the nonblocking twins of every collective (MPI_Iallreduce ... + MPI_Wait)
+ * on host and device buffers.  coll/gpu takes only the blocking collectives so far. */
+static void section_nonblocking(void)
+{
+    nonblocking = 1;
+    for (int c = 0; c < NCOLL; ++c) {
+        const tdesc_t *t = type_by_name("MPI_INT32_T");
+        for (int m = M_HOST; m <= M_MIXED; ++m) {
+            for (int ip = 0; ip <= (int) coll_has_inplace(c); ++ip) {
+                tcase(c, t, coll_is_reduction(c) ? O_SUM : -1, BARRIER == c ? 0 : 1023, m,
+                      CM_WORLD, ip, ROOT_LAST);
+                if (BARRIER == c) {
+                    break;
+                }
+            }
+            if (BARRIER == c) {
+                break;
+            }
+        }
+    }
+    nonblocking = 0;
 }
 
 int main(int argc, char **argv)
@@ -1899,6 +2038,7 @@ int main(int argc, char **argv)
         seed = strtoull(s, NULL, 0);
     }
     filter = getenv("COLL_GPU_TEST_FILTER");
+    exclude = getenv("COLL_GPU_TEST_EXCLUDE");
 
     if (!list_only && !mt_device_open(why, sizeof(why))) {
         mt_skip_all(why);
@@ -1912,9 +2052,9 @@ int main(int argc, char **argv)
         MPI_Abort(MPI_COMM_WORLD, TAP_HARD_ERROR_EXIT);
     }
     if (!list_only) {
-        tap_diag("%d ranks, device %s, seed %llu%s%s%s", mt_size, mt_device_name(),
+        tap_diag("%d ranks, device %s, seed %llu%s%s%s%s%s", mt_size, mt_device_name(),
                  (unsigned long long) seed, quick ? ", quick" : "", filter ? ", filter " : "",
-                 filter ? filter : "");
+                 filter ? filter : "", exclude ? ", exclude " : "", exclude ? exclude : "");
     }
 
 #define SECTION(name, fn)                                                                  \
@@ -1936,6 +2076,7 @@ int main(int argc, char **argv)
     SECTION("derived", section_derived);
     SECTION("modes", section_modes);
     SECTION("sizes", section_sizes);
+    SECTION("nonblocking", section_nonblocking);
 #undef SECTION
 
     for (int i = 0; i < NCOMM; ++i) {
@@ -1952,6 +2093,7 @@ int main(int argc, char **argv)
     MPI_Op_free(&ops[O_AFF].op);
     free(scratch_a);
     free(scratch_b);
+    pool_release();
     if (list_only) {
         MPI_Finalize();
         return 0;

@@ -55,7 +55,10 @@ int main(int argc, char **argv)
     diag[0] = '\0';
     memset(out, 0xA5, sizeof(out));
     rc = MPI_Allreduce(in, out, N, MPI_INT32_T, MPI_SUM, MPI_COMM_WORLD);
-    ok = MPI_SUCCESS == rc ? check_sum(out, N, mt_size, diag) : (mt_diag_add(diag, "%s", mt_mpi_error(rc)), 0);
+    ok = MPI_SUCCESS == rc && check_sum(out, N, mt_size, diag);
+    if (MPI_SUCCESS != rc) {
+        mt_diag_add(diag, "%s", mt_mpi_error(rc));
+    }
     mt_check(ok, diag, "MPI_Allreduce (blocking) int32 sum, host buffers");
 
     mt_set_case("MPI_Iallreduce");
@@ -65,7 +68,10 @@ int main(int argc, char **argv)
     if (MPI_SUCCESS == rc) {
         rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
     }
-    ok = MPI_SUCCESS == rc ? check_sum(out, N, mt_size, diag) : (mt_diag_add(diag, "%s", mt_mpi_error(rc)), 0);
+    ok = MPI_SUCCESS == rc && check_sum(out, N, mt_size, diag);
+    if (MPI_SUCCESS != rc) {
+        mt_diag_add(diag, "%s", mt_mpi_error(rc));
+    }
     mt_check(ok, diag, "MPI_Iallreduce + MPI_Wait int32 sum");
 
     mt_set_case("MPI_Ibarrier");
@@ -138,7 +144,8 @@ int main(int argc, char **argv)
                 }
                 for (int i = 0; ok && i < 4; ++i) {
                     if (got[i] != 100 + nb[i]) {
-                        mt_diag_add(diag, "neighbor %d: expected %d got %d", i, 100 + nb[i], got[i]);
+                        mt_diag_add(diag, "neighbor %d: expected %d got %d", i, 100 + nb[i],
+                                    got[i]);
                         ok = 0;
                     }
                 }

@@ -1,0 +1,7 @@
+#!/bin/sh
+# coll_modes.sh - the MPI correctness matrix (test_coll.c), section modes, on 4 ranks:
+# every collective x buffer mode (host, dev, mixed, root-dev, root-host, send-dev/recv-host,
+# send-host/recv-dev) x in-place x communicator (world, odd/even split, uneven split, dup,
+# self)
+. "$(dirname "$0")/mpitest.sh"
+run_tap 4 "$MPI_TESTS/test_coll" --sections=modes "$@"
