@@ -213,8 +213,9 @@ DEV_API int dev_ipc_close(void *ptr);
 DEV_API int dev_reduce(void *dst, const void *a, const void *b, size_t count,
                        dev_dtype_t dtype, dev_op_t op, dev_stream_t *stream);
 
-/* Launch shape for the collective kernels; a zero field means the backend's default.  cuda:
- * nthreads at most 1024; emulated: ignored. */
+/* Launch shape for the collective kernels; a zero field means the backend's default.
+ * nthreads above 1024 is DEV_ERR_ARG; the cuda backend runs requests above 512 with 512 (its
+ * kernels' launch bound); the emulated backend ignores the shape. */
 typedef struct {
     int nblocks;
     int nthreads;

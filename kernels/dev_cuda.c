@@ -640,13 +640,19 @@ out:
     return rc;
 }
 
+/* allreduce_multi.cu; the grid is sized for the calling thread's current device. */
 static int cuda_reduce_multi(void *const *dsts, int ndst, const void *const *srcs, int nsrc,
                              size_t count, dev_dtype_t dtype, dev_op_t op,
                              const dev_launch_t *launch, dev_stream_t *stream)
 {
-    (void) dsts, (void) ndst, (void) srcs, (void) nsrc, (void) count, (void) dtype, (void) op;
-    (void) launch, (void) stream;
-    return dev_fail(DEV_ERR_UNSUPPORTED, "dev_reduce_multi: the cuda kernel is not built yet");
+    int device = 0, rc = DEV_OK;
+
+    CUDA_CALL(cudaGetDevice(&device));
+    CUDA_CALL((cudaError_t) dev_cuda_reduce_multi_launch(dsts, ndst, srcs, nsrc, count, dtype,
+                                                         op, launch->nblocks, launch->nthreads,
+                                                         device, (void *) stream_of(stream)));
+out:
+    return rc;
 }
 
 /* ---- IPC --------------------------------------------------------------------------------- */

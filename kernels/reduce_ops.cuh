@@ -9,7 +9,9 @@
  *     uint16 would otherwise be a signed int multiply);
  *   - MIN is (b < a ? b : a), MAX is (b > a ? b : a);
  *   - LAND, LOR, LXOR store 0 or 1;
- *   - complex PROD is (ar*br - ai*bi, ar*bi + ai*br);
+ *   - complex PROD is (ar*br - ai*bi, ar*bi + ai*br), each product and sum rounded on its own
+ *     (the _rn intrinsics, which nvcc never contracts into an FMA): the result is then the
+ *     same whichever kernel and code path computes it, and the same as the host reference's;
  *   - MINLOC/MAXLOC: the smaller (larger) value, on a tie the smaller index.
  */
 #ifndef COLL_GPU_REDUCE_OPS_CUH
@@ -60,11 +62,13 @@ struct OpProd {
     }
     static __device__ __forceinline__ cfloat apply(cfloat a, cfloat b)
     {
-        return cfloat{a.re * b.re - a.im * b.im, a.re * b.im + a.im * b.re};
+        return cfloat{__fsub_rn(__fmul_rn(a.re, b.re), __fmul_rn(a.im, b.im)),
+                      __fadd_rn(__fmul_rn(a.re, b.im), __fmul_rn(a.im, b.re))};
     }
     static __device__ __forceinline__ cdouble apply(cdouble a, cdouble b)
     {
-        return cdouble{a.re * b.re - a.im * b.im, a.re * b.im + a.im * b.re};
+        return cdouble{__dsub_rn(__dmul_rn(a.re, b.re), __dmul_rn(a.im, b.im)),
+                       __dadd_rn(__dmul_rn(a.re, b.im), __dmul_rn(a.im, b.re))};
     }
 };
 

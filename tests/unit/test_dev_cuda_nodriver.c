@@ -4,7 +4,8 @@
  * Without a driver or a device, dev_open(cuda) must fail cleanly (DEV_ERR_NO_DRIVER or
  * DEV_ERR_NO_DEVICE, a message, no crash, no state left behind).  With a GPU it runs the basic
  * checks instead: devices, allocation, classification (and its cache), ranges, copies, a
- * stream with an event, IPC refusal in-process, and every reduce against the oracle.  Built
+ * stream with an event, IPC refusal in-process, every reduce and every multi-source reduce
+ * (dev_reduce_multi: vector and scalar paths, launch shapes, in place) against the oracle.  Built
  * without the cuda backend, it checks that dev_open(cuda) says so (DEV_ERR_UNSUPPORTED).
  */
 #include "dev.h"
@@ -99,6 +100,53 @@ static void with_gpu(void)
                && id2 != id,
            "a new allocation has a new buffer id");
     oracle_check_all_reduces("cuda", false);
+    {
+        int cur = -1, on = -1;
+        tap_ok(DEV_OK == dev_current_device(&cur) && DEV_OK == dev_mem_device(d, &on) && on == cur,
+               "dev_mem_device of device memory is the current device (%d, %d)", on, cur);
+        tap_ok(DEV_OK == dev_mem_device((char *) m + 4096, &on) && on == cur,
+               "dev_mem_device of managed memory is the device it was allocated on (%d)", on);
+        tap_ok(DEV_ERR_ARG == dev_mem_device(h, &on) && DEV_ERR_ARG == dev_mem_device(src, &on),
+               "pinned and pageable host memory have no device");
+    }
+    {
+        /* three sources, two destinations, on a stream with an explicit launch shape */
+        enum { C = 100000 };
+        const size_t bytes = C * sizeof(float);
+        dev_stream_t *st = NULL;
+        dev_launch_t shape = {7, 96};
+        float *hx = malloc(bytes), *hy = malloc(bytes);
+        void *x = NULL, *y = NULL, *z = NULL;
+        bool same = true;
+        ok = NULL != hx && NULL != hy && DEV_OK == dev_stream_create(&st)
+             && DEV_OK == dev_mem_alloc(&x, bytes) && DEV_OK == dev_mem_alloc(&y, bytes)
+             && DEV_OK == dev_mem_alloc(&z, bytes);
+        for (size_t i = 0; ok && i < C; ++i) {
+            hx[i] = (float) (i % 1000) * 0.25f + 1.0f;
+        }
+        if (ok) {
+            const void *srcs[3] = {x, d, x};
+            void *dsts[2] = {y, z};
+            ok = DEV_OK == dev_memcpy_async(x, hx, bytes, st)
+                 && DEV_OK == dev_memcpy_async(d, hx, bytes, st)
+                 && DEV_OK == dev_reduce_multi(dsts, 2, srcs, 3, C, DEV_T_FLOAT, DEV_OP_SUM,
+                                               &shape, st)
+                 && DEV_OK == dev_memcpy_async(hy, z, bytes, st) && DEV_OK == dev_stream_sync(st);
+            for (size_t i = 0; ok && same && i < C; ++i) {
+                same = hy[i] == (hx[i] + hx[i]) + hx[i];
+            }
+        }
+        tap_ok(ok && same, "reduce_multi ordered on a stream between copies, 7 blocks of 96 (%s)",
+               dev_error_string());
+        dev_stream_destroy(st);
+        dev_mem_free(x);
+        dev_mem_free(y);
+        dev_mem_free(z);
+        free(hx);
+        free(hy);
+    }
+    oracle_check_all_multi("cuda");
+    oracle_check_multi_paths("cuda");
     dev_mem_free(d);
     dev_mem_free(m);
     dev_host_free(h);
