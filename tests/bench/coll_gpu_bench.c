@@ -1215,16 +1215,24 @@ static void print_closing(bench_t *B, bench_coll_t c, const size_t *sizes, int n
 {
     int s, k, nccl = -1, staged = -1, mpi = -1, base, ncols = 0, floor_col;
     double logsum[MAX_BACKENDS];
-    int logn[MAX_BACKENDS];
+    int logn[MAX_BACKENDS], ran[MAX_BACKENDS];
     char head[64];
 
+    /* a backend takes part when it has results, even if an error stopped it later */
     for (k = 0; k < B->nbackends; ++k) {
         const backend_t *b = &B->backends[k];
-        if (BK_NCCL == b->kind && b->usable[c]) {
+        ran[k] = 0;
+        for (s = 0; s < nsizes; ++s) {
+            ran[k] |= res[s][k].done;
+        }
+        if (!ran[k]) {
+            continue;
+        }
+        if (BK_NCCL == b->kind) {
             nccl = k;
-        } else if (0 == strcmp(b->name, "staged") && b->usable[c]) {
+        } else if (0 == strcmp(b->name, "staged")) {
             staged = k;
-        } else if (0 == strcmp(b->name, "mpi") && b->usable[c]) {
+        } else if (0 == strcmp(b->name, "mpi")) {
             mpi = k;
         }
         logsum[k] = 0;
@@ -1248,20 +1256,22 @@ static void print_closing(bench_t *B, bench_coll_t c, const size_t *sizes, int n
         say("#   floor = time / latency floor (%.2f us); the small-message goal is <= 1.25.\n",
             B->floor_us);
     }
-    if (!(base >= 0 && B->nbackends > 1) && !floor_col) {
+    for (k = 0; k < B->nbackends && base >= 0; ++k) {
+        ncols += k != base && ran[k];
+    }
+    if (0 == ncols && !floor_col) {
         return;
     }
 
     say("# %11s", "size(B)");
     for (k = 0; k < B->nbackends && base >= 0; ++k) {
-        if (k == base || !B->backends[k].usable[c]) {
+        if (k == base || !ran[k]) {
             continue;
         }
         snprintf(head, sizeof(head), "%s t", B->backends[k].name);
         say(" %12s", head);
         snprintf(head, sizeof(head), "%s bw", B->backends[k].name);
         say(" %12s", head);
-        ++ncols;
     }
     if (floor_col) {
         say(" %10s", "mpi/floor");
@@ -1274,15 +1284,21 @@ static void print_closing(bench_t *B, bench_coll_t c, const size_t *sizes, int n
         say("  %11zu", sizes[s]);
         for (k = 0; k < B->nbackends && base >= 0; ++k) {
             const result_t *r = &res[s][k], *n = &res[s][base];
-            if (k == base || !B->backends[k].usable[c]) {
+            if (k == base || !ran[k]) {
                 continue;
             }
-            if (r->done && n->done && n->mean_us > 0 && n->busbw > 0) {
-                say(" %12.2f %12.2f", r->mean_us / n->mean_us, r->busbw / n->busbw);
+            if (r->done && n->done && r->mean_us > 0 && n->mean_us > 0) {
+                say(" %12.2f", r->mean_us / n->mean_us);
                 logsum[k] += log(r->mean_us / n->mean_us);
                 ++logn[k];
             } else {
-                say(" %12s %12s", "-", "-");
+                say(" %12s", "-");
+            }
+            /* busbw is 0 with one rank */
+            if (r->done && n->done && n->busbw > 0) {
+                say(" %12.2f", r->busbw / n->busbw);
+            } else {
+                say(" %12s", "-");
             }
         }
         if (floor_col) {
@@ -1513,9 +1529,10 @@ static void open_csv(bench_t *B)
 }
 
 /* Every size of collective c on every backend, then the closing table.  A backend that fails
- * is dropped for the rest of this collective.  Adds the wrong elements and the (size, backend)
- * pairs that ran to the counters; returns 0, or 1 when something failed. */
-static int run_collective(bench_t *B, bench_coll_t c, long long *total_wrong, int *segments)
+ * is dropped for the rest of this collective.  Adds the wrong elements, the (size, backend)
+ * pairs that ran and those that failed to the counters; returns 0, or 1 when something failed. */
+static int run_collective(bench_t *B, bench_coll_t c, long long *total_wrong, int *segments,
+                          int *failed)
 {
     static result_t results[MAX_SIZES][MAX_BACKENDS];
     size_t sizes[MAX_SIZES], ts = dev_dtype_size(B->opt.type->dev);
@@ -1552,6 +1569,7 @@ static int run_collective(bench_t *B, bench_coll_t c, long long *total_wrong, in
                 say("# %s %zu B, backend %s: error (%s); backend stopped for this collective\n",
                     coll_names[c], sizes[s], b->name, why);
                 b->usable[c] = 0;
+                ++*failed;
                 rc = 1;
                 continue;
             }
@@ -1571,7 +1589,7 @@ int main(int argc, char **argv)
     char err[WHY_LEN] = "";
     int prc, provided, ci, exit_code = 0;
     long long total_wrong = 0;
-    int segments = 0;
+    int segments = 0, failed = 0;
 
     /* the device is opened before MPI_Init, so that coll/gpu finds it chosen */
     prc = parse_options(argc, argv, &B->opt, err, sizeof(err));
@@ -1629,14 +1647,17 @@ int main(int argc, char **argv)
     open_csv(B);
 
     for (ci = 0; ci < B->opt.ncolls; ++ci) {
-        exit_code |= run_collective(B, (bench_coll_t) B->opt.colls[ci], &total_wrong, &segments);
+        exit_code |= run_collective(B, (bench_coll_t) B->opt.colls[ci], &total_wrong, &segments,
+                                    &failed);
     }
     if (0 == segments) {
         say("#\n# nothing ran: no backend could run here (see the lines above)\n");
         exit_code = 1;
     } else if (B->opt.check) {
-        say("#\n# check: %lld wrong elements in total%s\n", total_wrong,
-            0 == total_wrong ? " (all results right)" : "");
+        const char *verdict = 0 != total_wrong ? ""
+                              : 0 == failed ? " (all results right)"
+                                            : " in the calls that returned; some failed (above)";
+        say("#\n# check: %lld wrong elements in total%s\n", total_wrong, verdict);
         if (total_wrong > 0) {
             exit_code = 1;
         }
