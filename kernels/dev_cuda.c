@@ -9,6 +9,27 @@
  * the runtime creates the primary context of the current device on the first call that needs
  * it (an allocation, a copy, a launch).
  *
+ * Whose current device.  The application picks its GPU with its own CUDA runtime, typically
+ * libcudart.so: cudaSetDevice(local_rank).  Our runtime is a separate, static instance with
+ * its own per-thread "current device", which the application never set.  What the two share is
+ * the driver: cudaSetDevice makes the device's primary context current on the calling thread.
+ * So the device of the driver context current on the calling thread is the application's
+ * choice, and it wins:
+ *
+ *   dev_current_device   that device (cuCtxGetCurrent, cuCtxGetDevice); with no context
+ *                        current, our runtime's cudaGetDevice (0 unless dev_set_device said
+ *                        otherwise);
+ *   every call that allocates, maps, launches or uses the default stream (mem_alloc*,
+ *   host_alloc, stream/event_create, memcpy/memset, stream_sync, reduce*, ipc_import/export)
+ *                        first aligns our runtime with that device: cudaSetDevice(ordinal) in
+ *                        our instance when its current device differs (once per thread and
+ *                        device change; two cheap driver queries per call otherwise).
+ *
+ * cudaSetDevice makes the device's primary context current, which is what the application's
+ * runtime uses too.  An application that made a context of its own (cuCtxCreate) current
+ * would find the primary context current after our call; the runtime honours a current
+ * context already, so in practice the devices agree and we never call cudaSetDevice then.
+ *
  * Classification cache.  dev_mem_classify() sits on the path of every MPI call with host
  * buffers, where it may add at most ~50 ns; one cuPointerGetAttributes costs 100+ ns on a host
  * pointer.  So answers are remembered:
@@ -47,6 +68,14 @@
 
 static PFN_cuPointerGetAttributes_v7000 drv_pointer_get_attributes;
 static PFN_cuMemGetAddressRange_v3020 drv_mem_get_address_range;
+static PFN_cuCtxGetCurrent_v4000 drv_ctx_get_current;
+static PFN_cuCtxGetDevice_v2000 drv_ctx_get_device;
+static PFN_cuDeviceGet_v2000 drv_device_get;
+
+/* CUdevice of each ordinal (so far always the ordinal itself, which is not promised). */
+#define DRV_MAX_DEVICES 64
+static CUdevice drv_devices[DRV_MAX_DEVICES];
+static int drv_ndevices;
 static bool cls_cache_enabled = true;
 
 /* ---- errors ------------------------------------------------------------------------------ */
@@ -305,8 +334,23 @@ static int cuda_open(void)
     if (DEV_OK == rc) {
         rc = lookup_driver_symbol("cuMemGetAddressRange", (void **) &drv_mem_get_address_range);
     }
+    if (DEV_OK == rc) {
+        rc = lookup_driver_symbol("cuCtxGetCurrent", (void **) &drv_ctx_get_current);
+    }
+    if (DEV_OK == rc) {
+        rc = lookup_driver_symbol("cuCtxGetDevice", (void **) &drv_ctx_get_device);
+    }
+    if (DEV_OK == rc) {
+        rc = lookup_driver_symbol("cuDeviceGet", (void **) &drv_device_get);
+    }
     if (DEV_OK != rc) {
         return rc;
+    }
+    drv_ndevices = (count < DRV_MAX_DEVICES) ? count : DRV_MAX_DEVICES;
+    for (int i = 0; i < drv_ndevices; ++i) {
+        if (CUDA_SUCCESS != drv_device_get(&drv_devices[i], i)) {
+            drv_devices[i] = (CUdevice) i;
+        }
     }
     cls_cache_enabled = !(NULL != env && 0 == strcmp(env, "0"));
     cuda_mem_classify_flush();
@@ -328,18 +372,72 @@ out:
     return rc;
 }
 
-static int cuda_current_device(int *ordinal)
+/* Our runtime's current device on this thread as last set or seen by follow_app (-1: not
+ * known yet).  Only our own calls change it, so it saves a cudaGetDevice per call. */
+static __thread int rt_device = -1;
+
+/* The ordinal of the driver context current on this thread, or -1 when there is none. */
+static int app_device(void)
 {
-    int rc = DEV_OK;
-    CUDA_CALL(cudaGetDevice(ordinal));
+    CUcontext ctx = NULL;
+    CUdevice dev;
+
+    if (CUDA_SUCCESS != drv_ctx_get_current(&ctx) || NULL == ctx
+        || CUDA_SUCCESS != drv_ctx_get_device(&dev)) {
+        return -1;
+    }
+    for (int i = 0; i < drv_ndevices; ++i) {
+        if (drv_devices[i] == dev) {
+            return i;
+        }
+    }
+    return (int) dev;
+}
+
+/* Align our runtime with the device the application works on (see the file header) and
+ * report that device in *ordinal (may be NULL). */
+static int follow_app(int *ordinal)
+{
+    int want = app_device(), cur = -1, rc = DEV_OK;
+
+    if (want < 0) {
+        /* no context current: nothing to follow; our runtime's own choice */
+        CUDA_CALL(cudaGetDevice(&want));
+        rt_device = want;
+    } else if (want != rt_device) {
+        CUDA_CALL(cudaGetDevice(&cur));
+        if (cur != want) {
+            CUDA_CALL(cudaSetDevice(want));
+        }
+        rt_device = want;
+    }
+    if (NULL != ordinal) {
+        *ordinal = want;
+    }
 out:
     return rc;
+}
+
+/* Every function that works on "the current device" starts with this. */
+#define FOLLOW_APP()                                                                           \
+    do {                                                                                       \
+        int follow_rc_ = follow_app(NULL);                                                     \
+        if (DEV_OK != follow_rc_) {                                                            \
+            return follow_rc_;                                                                 \
+        }                                                                                      \
+    } while (0)
+
+static int cuda_current_device(int *ordinal)
+{
+    return follow_app(ordinal);
 }
 
 static int cuda_set_device(int ordinal)
 {
     int rc = DEV_OK;
+    rt_device = -1; /* unknown if the call fails half-way */
     CUDA_CALL(cudaSetDevice(ordinal));
+    rt_device = ordinal;
 out:
     return rc;
 }
@@ -446,6 +544,7 @@ static int cuda_mem_device(const void *ptr, int *ordinal)
 static int cuda_mem_alloc(void **ptr, size_t size)
 {
     int rc = DEV_OK;
+    FOLLOW_APP();
     CUDA_CALL(cudaMalloc(ptr, size));
     cls_learn((uintptr_t) *ptr, size, DEV_MEM_DEVICE);
 out:
@@ -455,6 +554,7 @@ out:
 static int cuda_mem_alloc_managed(void **ptr, size_t size)
 {
     int rc = DEV_OK;
+    FOLLOW_APP();
     CUDA_CALL(cudaMallocManaged(ptr, size, cudaMemAttachGlobal));
     cls_learn((uintptr_t) *ptr, size, DEV_MEM_MANAGED);
 out:
@@ -485,6 +585,7 @@ out:
 static int cuda_host_alloc(void **ptr, size_t size)
 {
     int rc = DEV_OK;
+    FOLLOW_APP();
     CUDA_CALL(cudaHostAlloc(ptr, size, cudaHostAllocPortable));
     cls_learn((uintptr_t) *ptr, size, DEV_MEM_HOST);
 out:
@@ -518,9 +619,11 @@ static inline cudaStream_t stream_of(dev_stream_t *stream)
 
 static int cuda_stream_create(dev_stream_t **stream)
 {
-    dev_stream_t *st = calloc(1, sizeof(*st));
+    dev_stream_t *st;
     int rc = DEV_OK;
 
+    FOLLOW_APP();
+    st = calloc(1, sizeof(*st));
     if (NULL == st) {
         return dev_fail(DEV_ERR_NOMEM, "dev_stream_create: out of memory");
     }
@@ -544,6 +647,9 @@ out:
 static int cuda_stream_sync(dev_stream_t *stream)
 {
     int rc = DEV_OK;
+    if (NULL == stream) { /* the default stream is the current device's */
+        FOLLOW_APP();
+    }
     CUDA_CALL(cudaStreamSynchronize(stream_of(stream)));
 out:
     return rc;
@@ -551,9 +657,11 @@ out:
 
 static int cuda_event_create(dev_event_t **event)
 {
-    dev_event_t *ev = calloc(1, sizeof(*ev));
+    dev_event_t *ev;
     int rc = DEV_OK;
 
+    FOLLOW_APP();
+    ev = calloc(1, sizeof(*ev));
     if (NULL == ev) {
         return dev_fail(DEV_ERR_NOMEM, "dev_event_create: out of memory");
     }
@@ -605,6 +713,7 @@ static int cuda_event_query(dev_event_t *event)
 static int cuda_memcpy_async(void *dst, const void *src, size_t bytes, dev_stream_t *stream)
 {
     int rc = DEV_OK;
+    FOLLOW_APP();
     CUDA_CALL(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_of(stream)));
 out:
     return rc;
@@ -615,6 +724,7 @@ out:
 static int cuda_memcpy_sync(void *dst, const void *src, size_t bytes)
 {
     int rc = DEV_OK;
+    FOLLOW_APP();
     CUDA_CALL(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t) 0));
     CUDA_CALL(cudaStreamSynchronize((cudaStream_t) 0));
 out:
@@ -624,6 +734,7 @@ out:
 static int cuda_memset_sync(void *dst, int value, size_t bytes)
 {
     int rc = DEV_OK;
+    FOLLOW_APP();
     CUDA_CALL(cudaMemsetAsync(dst, value, bytes, (cudaStream_t) 0));
     CUDA_CALL(cudaStreamSynchronize((cudaStream_t) 0));
 out:
@@ -634,20 +745,24 @@ static int cuda_reduce(void *dst, const void *a, const void *b, size_t count, de
                        dev_op_t op, dev_stream_t *stream)
 {
     int rc = DEV_OK;
+    FOLLOW_APP();
     CUDA_CALL((cudaError_t) dev_cuda_reduce_launch(dst, a, b, count, dtype, op,
                                                    (void *) stream_of(stream)));
 out:
     return rc;
 }
 
-/* allreduce_multi.cu; the grid is sized for the calling thread's current device. */
+/* allreduce_multi.cu; the grid is sized for the device the application works on. */
 static int cuda_reduce_multi(void *const *dsts, int ndst, const void *const *srcs, int nsrc,
                              size_t count, dev_dtype_t dtype, dev_op_t op,
                              const dev_launch_t *launch, dev_stream_t *stream)
 {
     int device = 0, rc = DEV_OK;
 
-    CUDA_CALL(cudaGetDevice(&device));
+    rc = follow_app(&device);
+    if (DEV_OK != rc) {
+        return rc;
+    }
     CUDA_CALL((cudaError_t) dev_cuda_reduce_multi_launch(dsts, ndst, srcs, nsrc, count, dtype,
                                                          op, launch->nblocks, launch->nthreads,
                                                          device, (void *) stream_of(stream)));
@@ -675,6 +790,7 @@ static int cuda_ipc_export(void *base, dev_ipc_handle_t *handle)
     size_t s = 0;
     int rc = DEV_OK;
 
+    FOLLOW_APP();
     memset(&wire, 0, sizeof(wire));
     if (CUDA_SUCCESS != drv_mem_get_address_range(&b, &s, (CUdeviceptr) base)
         || (uintptr_t) b != (uintptr_t) base) {
@@ -699,6 +815,7 @@ static int cuda_ipc_import(const dev_ipc_handle_t *handle, void **ptr)
     if (0 != memcmp(wire.magic, cuda_ipc_magic, sizeof(wire.magic))) {
         return dev_fail(DEV_ERR_ARG, "dev_ipc_import: not a handle of the cuda backend");
     }
+    FOLLOW_APP(); /* the mapping is made in, and peer access enabled from, this device */
     CUDA_CALL(cudaIpcOpenMemHandle(ptr, wire.handle, cudaIpcMemLazyEnablePeerAccess));
     cls_learn((uintptr_t) *ptr, (size_t) wire.size, DEV_MEM_DEVICE);
 out:

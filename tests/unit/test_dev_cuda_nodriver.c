@@ -5,13 +5,16 @@
  * DEV_ERR_NO_DEVICE, a message, no crash, no state left behind).  With a GPU it runs the basic
  * checks instead: devices, allocation, classification (and its cache), ranges, copies, a
  * stream with an event, IPC refusal in-process, every reduce and every multi-source reduce
- * (dev_reduce_multi: vector and scalar paths, launch shapes, in place) against the oracle.  Built
+ * (dev_reduce_multi: vector and scalar paths, launch shapes, in place) against the oracle, and
+ * that the current device follows the context the application made current.  Built
  * without the cuda backend, it checks that dev_open(cuda) says so (DEV_ERR_UNSUPPORTED).
  */
 #include "dev.h"
 #include "tap.h"
 #include "test_dev_oracle.h"
 
+#include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +29,107 @@ static void without_gpu(int rc)
     tap_ok(DEV_MEM_HOST == dev_mem_classify(&rc), "classify still answers host");
     tap_ok(DEV_OK == dev_open(DEV_BACKEND_EMULATED), "the emulated backend opens afterwards");
     dev_close();
+}
+
+/* The driver calls an application's runtime makes in cudaSetDevice(n): retain device n's
+ * primary context and make it current on the calling thread.  Types spelled out so that the
+ * test needs no CUDA header. */
+typedef int (*cu_init_fn)(unsigned int);
+typedef int (*cu_device_get_fn)(int *, int);
+typedef int (*cu_primary_retain_fn)(void **, int);
+typedef int (*cu_primary_release_fn)(int);
+typedef int (*cu_ctx_set_current_fn)(void *);
+
+typedef struct {
+    void *lib;
+    cu_init_fn init;
+    cu_device_get_fn device_get;
+    cu_primary_retain_fn retain;
+    cu_primary_release_fn release;
+    cu_ctx_set_current_fn set_current;
+} app_driver_t;
+
+static bool app_driver_open(app_driver_t *d)
+{
+    d->lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (NULL == d->lib) {
+        return false;
+    }
+    d->init = (cu_init_fn) dlsym(d->lib, "cuInit");
+    d->device_get = (cu_device_get_fn) dlsym(d->lib, "cuDeviceGet");
+    d->retain = (cu_primary_retain_fn) dlsym(d->lib, "cuDevicePrimaryCtxRetain");
+    d->release = (cu_primary_release_fn) dlsym(d->lib, "cuDevicePrimaryCtxRelease_v2");
+    d->set_current = (cu_ctx_set_current_fn) dlsym(d->lib, "cuCtxSetCurrent");
+    return NULL != d->init && NULL != d->device_get && NULL != d->retain && NULL != d->release
+           && NULL != d->set_current && 0 == d->init(0);
+}
+
+/* As the application's cudaSetDevice(ordinal) does; returns the CUdevice, or -1. */
+static int app_set_device(app_driver_t *d, int ordinal)
+{
+    int dev = -1;
+    void *ctx = NULL;
+    if (0 != d->device_get(&dev, ordinal) || 0 != d->retain(&ctx, dev)
+        || 0 != d->set_current(ctx)) {
+        return -1;
+    }
+    return dev;
+}
+
+static void *current_device_of_new_thread(void *arg)
+{
+    int *ordinal = arg;
+    if (DEV_OK != dev_current_device(ordinal)) {
+        *ordinal = -2;
+    }
+    return NULL;
+}
+
+/* dev_current_device and the calls after it follow the device whose context the application
+ * made current, not our runtime's own current device. */
+static void follows_application(int count)
+{
+    app_driver_t drv;
+    int cur = -1, on = -1, last = count - 1, dev_last, dev0, other = -1;
+    void *p = NULL;
+    pthread_t th;
+
+    if (!tap_ok(app_driver_open(&drv), "load the driver as an application's runtime would")) {
+        return;
+    }
+    dev_last = app_set_device(&drv, last);
+    tap_ok(dev_last >= 0 && DEV_OK == dev_current_device(&cur) && last == cur,
+           "after the application's cudaSetDevice(%d), dev_current_device says %d", last, cur);
+    tap_ok(DEV_OK == dev_mem_alloc(&p, 4096) && DEV_OK == dev_mem_device(p, &on) && last == on,
+           "and dev_mem_alloc allocates on device %d (%d)", last, on);
+    {
+        float one[4] = {1, 2, 3, 4}, back[4] = {0};
+        const void *srcs[2] = {p, p};
+        void *dsts[1] = {(char *) p + 64};
+        dev_stream_t *st = NULL;
+        bool ok = DEV_OK == dev_stream_create(&st) && DEV_OK == dev_memcpy(p, one, sizeof(one))
+                  && DEV_OK == dev_reduce_multi(dsts, 1, srcs, 2, 4, DEV_T_FLOAT, DEV_OP_SUM,
+                                                NULL, st)
+                  && DEV_OK == dev_stream_sync(st)
+                  && DEV_OK == dev_memcpy(back, (char *) p + 64, sizeof(back));
+        tap_ok(ok && 2 == back[0] && 8 == back[3],
+               "a stream and a kernel there work on that device's memory (%s)",
+               dev_error_string());
+        dev_stream_destroy(st);
+    }
+    dev_mem_free(p);
+    pthread_create(&th, NULL, current_device_of_new_thread, &other);
+    pthread_join(th, NULL);
+    tap_ok(other >= 0, "a thread with no context current gets our runtime's device (%d)", other);
+    dev0 = app_set_device(&drv, 0);
+    tap_ok(dev0 >= 0 && DEV_OK == dev_current_device(&cur) && 0 == cur,
+           "after the application's cudaSetDevice(0), dev_current_device says 0 (%d)", cur);
+    if (dev_last >= 0) {
+        drv.release(dev_last);
+    }
+    if (dev0 >= 0) {
+        drv.release(dev0);
+    }
 }
 
 static void with_gpu(void)
@@ -147,6 +251,7 @@ static void with_gpu(void)
     }
     oracle_check_all_multi("cuda");
     oracle_check_multi_paths("cuda");
+    follows_application(count);
     dev_mem_free(d);
     dev_mem_free(m);
     dev_host_free(h);
