@@ -19,7 +19,9 @@ fi
 echo "ok 1 - coll_gpu_bench is built"
 
 rm -f "$csv" "$out"
-COLL_GPU_TEST_DEVICE=emulated "$top_srcdir/tests/run-mpi.sh" 2 "$bench" -d emulated -C \
+# a hang must not stall make check: mpirun ends the job after COLL_GPU_TEST_TIMEOUT seconds
+COLL_GPU_TEST_TIMEOUT=${COLL_GPU_TEST_TIMEOUT:-120} COLL_GPU_TEST_DEVICE=emulated \
+    "$top_srcdir/tests/run-mpi.sh" 2 "$bench" -d emulated -C \
     -c allreduce,bcast -b 8 -e 64K -n 2 -w 1 -B mpi,staged -s 12345 -p "$csv" >"$out" 2>&1
 rc=$?
 sed 's/^/# /' "$out"
