@@ -103,6 +103,11 @@ typedef struct mca_coll_gpu_module_t {
     COLL_GPU_FOREACH_INTERCEPTED(COLL_GPU_DECLARE_SAVED)
 
     bool enabled;               /* enable() saved the fallbacks above */
+    /* Inside one of our calls that agrees on the path (coll_gpu_uniform_buffers false): the
+     * saved module may call back into the communicator's table (coll/basic's allreduce is a
+     * reduce and a bcast), and those nested calls, always on host memory, must go straight
+     * through instead of agreeing again. */
+    bool in_agreed_call;
     bool released;              /* the fallbacks' references are dropped (disable is idempotent) */
 
     coll_gpu_bounce_t bounce[2];

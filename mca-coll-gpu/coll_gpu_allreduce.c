@@ -17,30 +17,19 @@
 
 static const char *const allreduce_name = "allreduce";
 
-int mca_coll_gpu_allreduce(const void *sbuf, void *rbuf, int count,
-                           struct ompi_datatype_t *dtype, struct ompi_op_t *op,
-                           struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
+/* The device path: the node team when the call suits it, else staging. */
+static int allreduce_device(const void *sbuf, void *rbuf, int count,
+                            struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                            struct ompi_communicator_t *comm, mca_coll_gpu_module_t *m,
+                            bool all_device)
 {
-    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
-    bool host = mca_coll_gpu_both_host(sbuf, rbuf);
-    bool all_device = !host, capable;
+    size_t bytes = mca_coll_gpu_call_bytes(dtype, (size_t) count);
     coll_gpu_team_t *team;
     topo_plan_t plan;
     dev_dtype_t dt;
     dev_op_t dop;
-    size_t bytes;
-    int rc;
+    bool capable;
 
-    if (!mca_coll_gpu_component.uniform_buffers) {
-        rc = mca_coll_gpu_agree(m, comm, !host, &all_device);
-        if (OMPI_SUCCESS != rc) {
-            return rc;
-        }
-    }
-    if (host) {
-        return m->prev_allreduce.fn(sbuf, rbuf, count, dtype, op, comm, m->prev_allreduce.module);
-    }
-    bytes = mca_coll_gpu_call_bytes(dtype, (size_t) count);
     capable = all_device && mca_coll_gpu_map_type(dtype, &dt) && mca_coll_gpu_map_op(op, &dop)
               && dev_op_valid(dop, dt);
     team = mca_coll_gpu_select(m, comm, TOPO_COLL_ALLREDUCE, bytes, capable, &plan);
@@ -53,4 +42,35 @@ int mca_coll_gpu_allreduce(const void *sbuf, void *rbuf, int count,
     return mca_coll_gpu_reduce_like_staged(allreduce_name, m->prev_allreduce.fn,
                                            m->prev_allreduce.module, sbuf, rbuf, count, dtype, op,
                                            comm, m);
+}
+
+int mca_coll_gpu_allreduce(const void *sbuf, void *rbuf, int count,
+                           struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                           struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
+{
+    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    bool host, all_device;
+    int rc;
+
+    if (!m->in_agreed_call && mca_coll_gpu_component.uniform_buffers) {
+        if (mca_coll_gpu_both_host(sbuf, rbuf)) {
+            return m->prev_allreduce.fn(sbuf, rbuf, count, dtype, op, comm,
+                                        m->prev_allreduce.module);
+        }
+        return allreduce_device(sbuf, rbuf, count, dtype, op, comm, m, true);
+    }
+    if (m->in_agreed_call) {
+        return m->prev_allreduce.fn(sbuf, rbuf, count, dtype, op, comm, m->prev_allreduce.module);
+    }
+    /* mixed kinds allowed: agree first, then take the agreed path */
+    m->in_agreed_call = true;
+    host = mca_coll_gpu_both_host(sbuf, rbuf);
+    rc = mca_coll_gpu_agree(m, comm, !host, &all_device);
+    if (OMPI_SUCCESS == rc) {
+        rc = host ? m->prev_allreduce.fn(sbuf, rbuf, count, dtype, op, comm,
+                                         m->prev_allreduce.module)
+                  : allreduce_device(sbuf, rbuf, count, dtype, op, comm, m, all_device);
+    }
+    m->in_agreed_call = false;
+    return rc;
 }

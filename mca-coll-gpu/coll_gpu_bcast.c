@@ -30,27 +30,17 @@ static int bcast_staged(void *buf, int count, struct ompi_datatype_t *dtype, int
     return mca_coll_gpu_unstage_pair(m, comm, bcast_name, rc, &none, COLL_GPU_NONE, &b, dir);
 }
 
-int mca_coll_gpu_bcast(void *buf, int count, struct ompi_datatype_t *dtype, int root,
-                       struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
+/* The device path: the node team when the call suits it, else staging. */
+static int bcast_device(void *buf, int count, struct ompi_datatype_t *dtype, int root,
+                        struct ompi_communicator_t *comm, mca_coll_gpu_module_t *m,
+                        bool all_device)
 {
-    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
-    bool host = mca_coll_gpu_is_host(mca_coll_gpu_classify(buf));
-    bool all_device = !host, capable;
     coll_gpu_team_t *team;
     topo_plan_t plan;
     ptrdiff_t lo;
     size_t len;
-    int rc;
+    bool capable;
 
-    if (!mca_coll_gpu_component.uniform_buffers) {
-        rc = mca_coll_gpu_agree(m, comm, !host, &all_device);
-        if (OMPI_SUCCESS != rc) {
-            return rc;
-        }
-    }
-    if (host) {
-        return m->prev_bcast.fn(buf, count, dtype, root, comm, m->prev_bcast.module);
-    }
     /* the fast path moves the bytes of a contiguous layout: [buf + lo, buf + lo + len) */
     mca_coll_gpu_span(dtype, (size_t) count, &lo, &len);
     capable = all_device && 0 < count
@@ -61,4 +51,32 @@ int mca_coll_gpu_bcast(void *buf, int count, struct ompi_datatype_t *dtype, int 
         return mca_coll_gpu_nvl_bcast(team, (char *) buf + lo, len, root, comm);
     }
     return bcast_staged(buf, count, dtype, root, comm, m);
+}
+
+int mca_coll_gpu_bcast(void *buf, int count, struct ompi_datatype_t *dtype, int root,
+                       struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
+{
+    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    bool host, all_device;
+    int rc;
+
+    if (!m->in_agreed_call && mca_coll_gpu_component.uniform_buffers) {
+        if (mca_coll_gpu_is_host(mca_coll_gpu_classify(buf))) {
+            return m->prev_bcast.fn(buf, count, dtype, root, comm, m->prev_bcast.module);
+        }
+        return bcast_device(buf, count, dtype, root, comm, m, true);
+    }
+    if (m->in_agreed_call) {
+        return m->prev_bcast.fn(buf, count, dtype, root, comm, m->prev_bcast.module);
+    }
+    /* mixed kinds allowed: agree first, then take the agreed path */
+    m->in_agreed_call = true;
+    host = mca_coll_gpu_is_host(mca_coll_gpu_classify(buf));
+    rc = mca_coll_gpu_agree(m, comm, !host, &all_device);
+    if (OMPI_SUCCESS == rc) {
+        rc = host ? m->prev_bcast.fn(buf, count, dtype, root, comm, m->prev_bcast.module)
+                  : bcast_device(buf, count, dtype, root, comm, m, all_device);
+    }
+    m->in_agreed_call = false;
+    return rc;
 }
