@@ -116,7 +116,7 @@ typedef struct mca_coll_gpu_module_t {
     coll_gpu_team_t *team;
 
     /* Modules created to fill slots nothing else provides (see coll_gpu_gapfill.c). */
-    mca_coll_base_module_t *gap_modules[2];
+    mca_coll_base_module_t *gap_modules[3];
     int n_gap_modules;
 } mca_coll_gpu_module_t;
 
@@ -290,6 +290,14 @@ static inline bool mca_coll_gpu_both_host(const void *sbuf, const void *rbuf)
 {
     return mca_coll_gpu_is_host(mca_coll_gpu_classify(sbuf))
            && mca_coll_gpu_is_host(mca_coll_gpu_classify(rbuf));
+}
+
+/* Both buffers device memory proper (MPI_IN_PLACE counts as the receive buffer's kind)?  The
+ * fast path needs it: managed and host memory cannot be exported through IPC. */
+static inline bool mca_coll_gpu_both_device(const void *sbuf, const void *rbuf)
+{
+    return (MPI_IN_PLACE == sbuf || DEV_MEM_DEVICE == mca_coll_gpu_classify(sbuf))
+           && DEV_MEM_DEVICE == mca_coll_gpu_classify(rbuf);
 }
 
 /* The data size of a call, for log lines. */

@@ -17,7 +17,8 @@
 
 static const char *const allreduce_name = "allreduce";
 
-/* The device path: the node team when the call suits it, else staging. */
+/* The device path: the node team when every rank's buffers are device memory (all_device) and
+ * the call suits it, else staging. */
 static int allreduce_device(const void *sbuf, void *rbuf, int count,
                             struct ompi_datatype_t *dtype, struct ompi_op_t *op,
                             struct ompi_communicator_t *comm, mca_coll_gpu_module_t *m,
@@ -57,7 +58,8 @@ int mca_coll_gpu_allreduce(const void *sbuf, void *rbuf, int count,
             return m->prev_allreduce.fn(sbuf, rbuf, count, dtype, op, comm,
                                         m->prev_allreduce.module);
         }
-        return allreduce_device(sbuf, rbuf, count, dtype, op, comm, m, true);
+        return allreduce_device(sbuf, rbuf, count, dtype, op, comm, m,
+                                mca_coll_gpu_both_device(sbuf, rbuf));
     }
     if (m->in_agreed_call) {
         return m->prev_allreduce.fn(sbuf, rbuf, count, dtype, op, comm, m->prev_allreduce.module);
@@ -65,7 +67,7 @@ int mca_coll_gpu_allreduce(const void *sbuf, void *rbuf, int count,
     /* mixed kinds allowed: agree first, then take the agreed path */
     m->in_agreed_call = true;
     host = mca_coll_gpu_both_host(sbuf, rbuf);
-    rc = mca_coll_gpu_agree(m, comm, !host, &all_device);
+    rc = mca_coll_gpu_agree(m, comm, mca_coll_gpu_both_device(sbuf, rbuf), &all_device);
     if (OMPI_SUCCESS == rc) {
         rc = host ? m->prev_allreduce.fn(sbuf, rbuf, count, dtype, op, comm,
                                          m->prev_allreduce.module)

@@ -46,8 +46,10 @@
     X(neighbor_allgather_init) X(neighbor_allgatherv_init) X(neighbor_alltoall_init)         \
     X(neighbor_alltoallv_init) X(neighbor_alltoallw_init) X(reduce_local)
 
-/* The providers, in the order they are asked. */
-static const char *const provider_names[] = {"basic", "libnbc"};
+/* The providers, in the order they are asked: self serves one-process communicators (where
+ * some of basic's algorithms are broken in 4.1, e.g. MPI_Exscan), basic the blocking and
+ * neighborhood collectives, libnbc the nonblocking ones. */
+static const char *const provider_names[] = {"self", "basic", "libnbc"};
 #define N_PROVIDERS (int) (sizeof(provider_names) / sizeof(provider_names[0]))
 
 typedef struct gap_provider_t {

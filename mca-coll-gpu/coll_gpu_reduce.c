@@ -154,6 +154,12 @@ int mca_coll_gpu_exscan(const void *sbuf, void *rbuf, int count, struct ompi_dat
                         mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+
+    /* alone, rank 0's result is undefined: nothing to do (and coll/basic 4.1 sends to a rank
+     * that does not exist there) */
+    if (1 == ompi_comm_size(comm)) {
+        return OMPI_SUCCESS;
+    }
     return scan_like("exscan", m->prev_exscan.fn, m->prev_exscan.module, sbuf, rbuf, count,
                      dtype, op, comm, m);
 }

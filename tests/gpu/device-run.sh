@@ -1,0 +1,73 @@
+#!/bin/bash
+# device-run.sh TARBALL - the whole GPU-machine cycle in one call: build coll/gpu from a
+# `make dist` tarball against that machine's Open MPI, run the unit tests and the GPU tests
+# (cuda backend), a compute-sanitizer memcheck of a short run, the topology tool, the benchmark
+# and the host-path bench.  Everything lands in $OUT (at most 8 files):
+#   build.txt     configure summary, make and install output (tail)
+#   check.txt     make check of unit/ and gpu/ tests (TAP lines and the summary)
+#   sanitizer.txt compute-sanitizer memcheck of a short allreduce/bcast matrix run
+#   topo.txt      coll_gpu_topo on this machine (and its dump)
+#   bench-*.txt   run-gpu.sh's env, check and timing outputs; hostpath
+# Environment: COMMIT (recorded), NP (benchmark ranks, default 2), MAXBYTES (default 64M).
+set -u
+tarball=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+out=${OUT:-$PWD/device-out}
+mkdir -p "$out"
+work=$(mktemp -d)
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NCCL_NVLS_ENABLE=0
+jobs=$(nproc)
+
+stamp() { echo "== $* ($(date -u +%H:%M:%S))"; }
+
+{
+    stamp "machine"
+    echo "commit: ${COMMIT:-unknown}"
+    nvidia-smi -L; nvidia-smi topo -m
+    ompi_info | grep -E "Open MPI:|built_with_cuda" ; mpicc --version | head -1; nvcc --version | tail -1
+    stamp "build"
+    cd "$work" && tar xzf "$tarball" && cd coll-gpu-* && src=$PWD
+    mkdir b && cd b
+    ../configure --prefix="$work/inst" --enable-werror >configure.out 2>&1 || { cat configure.out; exit 1; }
+    sed -n '/^coll\/gpu /,$p' configure.out
+    make -j"$jobs" >make.out 2>&1 || { tail -60 make.out; exit 1; }
+    grep -iE "warning" make.out | head -20
+    make install >install.out 2>&1 || { tail -30 install.out; exit 1; }
+    echo "built and installed"
+} >"$out/build.txt" 2>&1 || { cat "$out/build.txt"; exit 1; }
+cd "$work"/coll-gpu-*/b && src=$(cd .. && pwd) && build=$PWD
+
+stamp "check" >"$out/check.txt"
+# build the test programs, then run the unit tests (every program under tests/unit) and the GPU
+# tests; the MPI matrix on the emulated device is CI's job
+make -C tests -j"$jobs" check TESTS= >>"$out/check.txt" 2>&1
+unit_tests=$(cd tests && find unit -maxdepth 1 -type f -name 'test_*' -perm -u+x | sort | tr '\n' ' ')
+timeout 400 make -C tests -j"$jobs" check \
+    TESTS="$unit_tests gpu/coll_matrix_cuda.sh gpu/fastpath_cuda.sh" >>"$out/check.txt" 2>&1
+echo "make check rc=$?" >>"$out/check.txt"
+for f in tests/unit/*.log tests/gpu/*.log; do
+    [ -f "$f" ] || continue
+    echo "---- $f"; grep -E "^(ok|not ok|1\.\.|#)" "$f" | grep -vE "^ok" | head -40
+    echo "ok lines: $(grep -c '^ok' "$f")"
+done >>"$out/check.txt" 2>&1
+"$src/tests/summary.sh" tests/test-suite.log >>"$out/check.txt" 2>&1
+
+stamp "sanitizer" >"$out/sanitizer.txt"
+export top_builddir=$build top_srcdir=$src
+COLL_GPU_TEST_DEVICE=cuda COLL_GPU_TEST_UNIFORM=true COLL_GPU_TEST_FILTER="allreduce MPI_FLOAT * dev world*" \
+    COLL_GPU_MPIRUN_ARGS="--mca coll_gpu_allreduce_algorithm twoshot" \
+    timeout 240 "$src/tests/run-mpi.sh" 2 compute-sanitizer --tool memcheck --error-exitcode 42 \
+    "$build/tests/mpi/test_coll" --sections=types >>"$out/sanitizer.txt" 2>&1
+echo "sanitizer rc=$?" >>"$out/sanitizer.txt"
+
+stamp "topo" >"$out/topo.txt"
+timeout 60 "$work/inst/bin/coll_gpu_topo" --dump "$out/topo-dump.txt" >>"$out/topo.txt" 2>&1
+echo "topo rc=$?" >>"$out/topo.txt"
+cat "$out/topo-dump.txt" >>"$out/topo.txt" 2>/dev/null && rm -f "$out/topo-dump.txt"
+
+stamp "bench"
+NP=${NP:-2} MAXBYTES=${MAXBYTES:-64M} ITERS=5 WARMUP=2 HOSTPATH_ROUNDS=6 COMMIT=${COMMIT:-unknown} \
+    timeout 400 "$src/tests/bench/run-gpu.sh" "$build" "$work/bench" >"$out/bench-run.txt" 2>&1
+echo "run-gpu rc=$?" >>"$out/bench-run.txt"
+cat "$work/bench/env.txt" "$work/bench/check.txt" >"$out/bench-check.txt" 2>/dev/null
+cat "$work/bench/timing.txt" "$work/bench/hostpath.txt" >"$out/bench-timing.txt" 2>/dev/null
+stamp "done"
