@@ -41,7 +41,7 @@ stamp "check" >"$out/check.txt"
 # tests; the MPI matrix on the emulated device is CI's job
 make -C tests -j"$jobs" check TESTS= >>"$out/check.txt" 2>&1
 unit_tests=$(cd tests && find unit -maxdepth 1 -type f -name 'test_*' -perm -u+x | sort | tr '\n' ' ')
-timeout 400 make -C tests -j"$jobs" check \
+COLL_GPU_MATRIX_ARGS=${COLL_GPU_MATRIX_ARGS:---quick} timeout 260 make -C tests -j"$jobs" check \
     TESTS="$unit_tests gpu/coll_matrix_cuda.sh gpu/fastpath_cuda.sh" >>"$out/check.txt" 2>&1
 echo "make check rc=$?" >>"$out/check.txt"
 for f in tests/unit/*.log tests/gpu/*.log; do
@@ -55,7 +55,7 @@ stamp "sanitizer" >"$out/sanitizer.txt"
 export top_builddir=$build top_srcdir=$src
 COLL_GPU_TEST_DEVICE=cuda COLL_GPU_TEST_UNIFORM=true COLL_GPU_TEST_FILTER="allreduce MPI_FLOAT * dev world*" \
     COLL_GPU_MPIRUN_ARGS="--mca coll_gpu_allreduce_algorithm twoshot" \
-    timeout 240 "$src/tests/run-mpi.sh" 2 compute-sanitizer --tool memcheck --error-exitcode 42 \
+    timeout 90 "$src/tests/run-mpi.sh" 2 compute-sanitizer --tool memcheck --error-exitcode 42 \
     "$build/tests/mpi/test_coll" --sections=types >>"$out/sanitizer.txt" 2>&1
 echo "sanitizer rc=$?" >>"$out/sanitizer.txt"
 
@@ -65,8 +65,8 @@ echo "topo rc=$?" >>"$out/topo.txt"
 cat "$out/topo-dump.txt" >>"$out/topo.txt" 2>/dev/null && rm -f "$out/topo-dump.txt"
 
 stamp "bench"
-NP=${NP:-2} MAXBYTES=${MAXBYTES:-64M} ITERS=5 WARMUP=2 HOSTPATH_ROUNDS=6 COMMIT=${COMMIT:-unknown} \
-    timeout 400 "$src/tests/bench/run-gpu.sh" "$build" "$work/bench" >"$out/bench-run.txt" 2>&1
+NP=${NP:-2} MAXBYTES=${MAXBYTES:-16M} ITERS=5 WARMUP=2 HOSTPATH_ROUNDS=6 COMMIT=${COMMIT:-unknown} \
+    timeout 170 "$src/tests/bench/run-gpu.sh" "$build" "$work/bench" >"$out/bench-run.txt" 2>&1
 echo "run-gpu rc=$?" >>"$out/bench-run.txt"
 cat "$work/bench/env.txt" "$work/bench/check.txt" >"$out/bench-check.txt" 2>/dev/null
 cat "$work/bench/timing.txt" "$work/bench/hostpath.txt" >"$out/bench-timing.txt" 2>/dev/null
