@@ -40,7 +40,7 @@ typedef enum {
 static int mt_rank = 0;
 static int mt_size = 1;
 static int mt_device_is_open = 0;
-static unsigned mt_case_timeout = 300;
+static unsigned mt_case_timeout = 120;
 /* The case now running, for the crash and hang reports (written before the case starts). */
 static char mt_case_name[512] = "(setup)";
 static char mt_rank_prefix[64] = "coll/gpu test rank ?: ";
@@ -59,8 +59,10 @@ static inline void mt_fatal_signal(int sig)
         ssize_t rc = write(1, "Bail out! ", 10);
         (void) rc;
         rc = write(1, mt_rank_prefix, strlen(mt_rank_prefix));
-        rc = write(1, SIGTERM == sig ? "terminated (did another rank fail?)" : strsignal(sig),
-                   strlen(SIGTERM == sig ? "terminated (did another rank fail?)" : strsignal(sig)));
+        const char *what = SIGTERM == sig   ? "terminated (did another rank fail?)"
+                           : SIGALRM == sig ? "timed out (a hang? COLL_GPU_TEST_CASE_TIMEOUT)"
+                                            : strsignal(sig);
+        rc = write(1, what, strlen(what));
         rc = write(1, " in case: ", 10);
         rc = write(1, mt_case_name, strlen(mt_case_name));
         rc = write(1, "\n", 1);
@@ -72,7 +74,7 @@ static inline void mt_fatal_signal(int sig)
     mt_write_str(" in case: ");
     mt_write_str(mt_case_name);
     mt_write_str("\n");
-    signal(sig, SIG_DFL);
+    signal(sig, SIG_DFL); /* (SA_RESETHAND did it already) */
     raise(sig);
 }
 
@@ -95,14 +97,25 @@ static inline void mt_init(int *argc, char ***argv)
         mt_case_timeout = (unsigned) atoi(t);
     }
     snprintf(mt_rank_prefix, sizeof(mt_rank_prefix), "coll/gpu test rank %d: ", mt_rank);
-    signal(SIGSEGV, mt_fatal_signal);
-    signal(SIGBUS, mt_fatal_signal);
-    signal(SIGFPE, mt_fatal_signal);
-    signal(SIGILL, mt_fatal_signal);
-    signal(SIGABRT, mt_fatal_signal);
-    signal(SIGALRM, mt_fatal_signal);
-    if (0 == mt_rank) {
-        signal(SIGTERM, mt_fatal_signal);
+    {
+        /* an alternate stack, so that a stack overflow (runaway recursion) is reported too */
+        static char altstack[64 * 1024];
+        stack_t ss;
+        struct sigaction sa;
+        int sigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGALRM, SIGTERM};
+        ss.ss_sp = altstack;
+        ss.ss_size = sizeof(altstack);
+        ss.ss_flags = 0;
+        sigaltstack(&ss, NULL);
+        memset(&sa, 0, sizeof(sa));
+        sa.sa_handler = mt_fatal_signal;
+        sa.sa_flags = SA_ONSTACK | SA_RESETHAND;
+        sigemptyset(&sa.sa_mask);
+        for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); ++i) {
+            if (SIGTERM != sigs[i] || 0 == mt_rank) {
+                sigaction(sigs[i], &sa, NULL);
+            }
+        }
     }
 }
 

@@ -24,17 +24,25 @@
  * through coll/gpu's device path or its staging.  Exit 77 when the backend cannot be opened.
  *
  * Usage: test_coll [--quick] [--sections=selfcheck,types,user,derived,modes,sizes] [--list]
+ *                  [--kinds=auto|uniform|mixed|all]
  *   (--sections=nonblocking, not run by default: the MPI_I... twins on host and device buffers)
  * Environment: COLL_GPU_TEST_SEED (default 20261129), COLL_GPU_TEST_FILTER (globs, or
  * substrings, separated by '|', matched against the case name; cases that match none are not
  * run),
  * COLL_GPU_TEST_EXCLUDE (the same, for cases not to run), COLL_GPU_TEST_CASE_TIMEOUT (seconds
- * per case, default 300).
+ * per case, default 120).
+ *
+ * Buffer kinds that differ across the ranks of one call (modes mixed, root-dev, root-host) are
+ * legal MPI, but coll/gpu's fast paths assume uniform kinds unless coll_gpu_uniform_buffers is
+ * false (README, "Mixed host and device buffers").  So by default (--kinds=auto) those cases
+ * run only when OMPI_MCA_coll_gpu_uniform_buffers is false; --kinds=mixed runs only them,
+ * --kinds=uniform only the others, --kinds=all every case whatever the parameter says.
  */
 #include <complex.h>
 #include <float.h>
 #include <fnmatch.h>
 #include <limits.h>
+#include <strings.h>
 #include <stddef.h>
 
 #include "mpitest.h"
@@ -1548,6 +1556,17 @@ static int cases_run = 0, cases_failed = 0;
 
 static int nonblocking = 0; /* tcase() makes the nonblocking variant */
 
+/* Which buffer-kind mixes to run (see the file header). */
+enum { KINDS_UNIFORM = 1, KINDS_MIXED = 2, KINDS_ALL = 3 };
+static int kinds_run = KINDS_ALL;
+static int kinds_left_out = 0;
+
+/* Do the ranks of this case's communicator pass different kinds of memory in one call? */
+static int mode_mixes_kinds(int mode, int comm_id)
+{
+    return CM_SELF != comm_id && (M_MIXED == mode || M_ROOTDEV == mode || M_ROOTHOST == mode);
+}
+
 /* Enumerate one case: run it on every rank (each in its own communicator), one TAP line. */
 static void tcase(int coll, const tdesc_t *t, int op, size_t n, int mode, int comm_id,
                   int inplace, int root_sel)
@@ -1569,6 +1588,10 @@ static void tcase(int coll, const tdesc_t *t, int op, size_t n, int mode, int co
     c.key = mix64(seed ^ mix64(++case_counter));
     case_name(&c, name, sizeof(name));
     if (!name_selected(name)) {
+        return;
+    }
+    if (!(kinds_run & (mode_mixes_kinds(mode, comm_id) ? KINDS_MIXED : KINDS_UNIFORM))) {
+        ++kinds_left_out;
         return;
     }
     if (list_only) {
@@ -1952,6 +1975,13 @@ static void section_sizes(void)
                 tcase(c, t, coll_is_reduction(c) ? combos[k].op : -1, n, combos[k].mode,
                       CM_WORLD, 0, 0 == s % 2 ? ROOT_LAST : ROOT_0);
             }
+            if (0 == k) {
+                /* the device fast paths (one-shot and two-shot allreduce, push bcast) in place
+                 * and on 2 ranks, where a count splits unevenly over the ranks */
+                tcase(ALLREDUCE, t, combos[k].op, n, M_DEV, CM_WORLD, 1, ROOT_LAST);
+                tcase(ALLREDUCE, t, combos[k].op, n, M_DEV, CM_SPLIT, 0, ROOT_LAST);
+                tcase(BCAST, t, -1, n, M_DEV, CM_SPLIT, 0, 0 == s % 2 ? ROOT_0 : ROOT_LAST);
+            }
         }
     }
 }
@@ -2014,6 +2044,7 @@ static void section_nonblocking(void)
 int main(int argc, char **argv)
 {
     const char *sections = "selfcheck,types,user,derived,modes,sizes";
+    const char *kinds_arg = "auto";
     const char *s;
     char why[300];
     double t0;
@@ -2026,9 +2057,12 @@ int main(int argc, char **argv)
             sections = argv[i] + 11;
         } else if (0 == strcmp(argv[i], "--list")) {
             list_only = 1;
+        } else if (0 == strncmp(argv[i], "--kinds=", 8)) {
+            kinds_arg = argv[i] + 8;
         } else {
             if (0 == mt_rank) {
-                fprintf(stderr, "usage: %s [--quick] [--sections=LIST] [--list]\n", argv[0]);
+                fprintf(stderr, "usage: %s [--quick] [--sections=LIST] [--list] "
+                        "[--kinds=auto|uniform|mixed|all]\n", argv[0]);
             }
             MPI_Finalize();
             return TAP_HARD_ERROR_EXIT;
@@ -2039,6 +2073,19 @@ int main(int argc, char **argv)
     }
     filter = getenv("COLL_GPU_TEST_FILTER");
     exclude = getenv("COLL_GPU_TEST_EXCLUDE");
+    if (0 == strcmp(kinds_arg, "auto")) {
+        /* coll/gpu's default is true: uniform kinds assumed */
+        const char *u = getenv("OMPI_MCA_coll_gpu_uniform_buffers");
+        int uniform = NULL == u || !(0 == strcmp(u, "0") || 0 == strcasecmp(u, "false") ||
+                                     0 == strcasecmp(u, "no") || 0 == strcasecmp(u, "f"));
+        kinds_run = uniform ? KINDS_UNIFORM : KINDS_ALL;
+    } else if (0 == strcmp(kinds_arg, "uniform")) {
+        kinds_run = KINDS_UNIFORM;
+    } else if (0 == strcmp(kinds_arg, "mixed")) {
+        kinds_run = KINDS_MIXED;
+    } else {
+        kinds_run = KINDS_ALL;
+    }
 
     if (!list_only && !mt_device_open(why, sizeof(why))) {
         mt_skip_all(why);
@@ -2097,6 +2144,11 @@ int main(int argc, char **argv)
     if (list_only) {
         MPI_Finalize();
         return 0;
+    }
+    if (kinds_left_out > 0) {
+        tap_diag("%d cases %s left out (--kinds; coll_gpu_uniform_buffers)", kinds_left_out,
+                 KINDS_UNIFORM == kinds_run ? "with buffer kinds mixed across ranks"
+                                            : "with uniform buffer kinds");
     }
     tap_diag("%d cases, %d failed", cases_run, cases_failed);
     return mt_finish();
