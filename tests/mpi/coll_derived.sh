@@ -3,4 +3,8 @@
 # derived and non-contiguous types (vector, struct resized to a positive and a negative lower
 # bound) through the data-movement collectives, host/device/mixed
 . "$(dirname "$0")/mpitest.sh"
-run_tap 4 "$MPI_TESTS/test_coll" --sections=derived "$@"
+# coll/gpu's default configuration: every rank of a call passes the same kind of memory
+# (the cases that mix kinds across ranks are coll_mixed.sh's)
+COLL_GPU_TEST_UNIFORM=true
+export COLL_GPU_TEST_UNIFORM
+run_tap 4 "$MPI_TESTS/test_coll" --kinds=uniform --sections=derived "$@"

@@ -4,4 +4,8 @@
 # send-host/recv-dev) x in-place x communicator (world, odd/even split, uneven split, dup,
 # self)
 . "$(dirname "$0")/mpitest.sh"
-run_tap 4 "$MPI_TESTS/test_coll" --sections=modes "$@"
+# coll/gpu's default configuration: every rank of a call passes the same kind of memory
+# (the cases that mix kinds across ranks are coll_mixed.sh's)
+COLL_GPU_TEST_UNIFORM=true
+export COLL_GPU_TEST_UNIFORM
+run_tap 4 "$MPI_TESTS/test_coll" --kinds=uniform --sections=modes "$@"
