@@ -22,15 +22,26 @@ if [ "$have_gpu" -eq 0 ]; then
     [ "$rc" -eq 0 ] || { t_diag "$out.cuda"; t_diag "$out.cuda.err"; }
     ! grep -q '^not ok' "$out.cuda" && grep -q '^1\.\.3$' "$out.cuda"
     t_ok $? "coll_gpu_device=cuda without a driver: 3 of 3 host-buffer checks pass"
-    # the reason, at the default verbosity: a help message or a log line naming coll/gpu
-    grep -qi 'coll[/:]gpu' "$out.cuda.err" && grep -qi 'cuda\|driver' "$out.cuda.err"
-    found=$?
+    # The reason, at the default verbosity: a help message or a log line naming coll/gpu.
+    # Open MPI 4.1's mpirun now and then drops a help message sent during MPI_Init ("ORTE_ERROR_LOG:
+    # Data unpack would read past end of buffer in file orte/util/show_help.c"), so up to four
+    # more runs are allowed to show it; the lost ones are counted in a comment.
+    lost=0
+    for attempt in 1 2 3 4 5; do
+        grep -qi 'coll[/:]gpu' "$out.cuda.err" && grep -qi 'cuda\|driver' "$out.cuda.err"
+        found=$?
+        [ "$found" -eq 0 ] && break
+        grep -q 'ORTE_ERROR_LOG' "$out.cuda.err" && lost=$((lost + 1))
+        [ "$attempt" -lt 5 ] || break
+        COLL_GPU_TEST_DEVICE=cuda "$RUN_MPI" 2 "$MPI_TESTS/test_smoke" host >/dev/null 2>"$out.cuda.err"
+    done
     t_ok "$found" "coll_gpu_device=cuda without a driver: coll/gpu says why it stands aside"
     if [ "$found" -eq 0 ]; then
         grep -i 'cuda\|driver' "$out.cuda.err" | head -2 | sed 's/^/#   log: /'
     else
         t_diag "$out.cuda.err" 20
     fi
+    [ "$lost" -eq 0 ] || echo "# mpirun lost the help message in $lost run(s) (ORTE_ERROR_LOG in show_help.c)"
 
     COLL_GPU_TEST_DEVICE=cuda COLL_GPU_MPIRUN_ARGS="--mca coll_gpu_verbose 10" \
         "$RUN_MPI" 2 "$MPI_TESTS/test_smoke" host >"$out.verbose" 2>&1
