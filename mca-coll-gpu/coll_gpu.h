@@ -142,8 +142,14 @@ void mca_coll_gpu_team_wait_arrive(coll_gpu_team_t *t, int peer, uint64_t seq);
 void mca_coll_gpu_team_wait_done(coll_gpu_team_t *t, int peer, uint64_t seq);
 bool mca_coll_gpu_team_failed(coll_gpu_team_t *t, int peer, uint64_t seq);
 bool mca_coll_gpu_team_any_failed(coll_gpu_team_t *t, uint64_t seq);
+/* Step counters of the ring allreduce and chain bcast (COLL_GPU_STEP in coll_gpu_team.h). */
+void mca_coll_gpu_team_step(coll_gpu_team_t *t, uint64_t seq, uint64_t step);
+bool mca_coll_gpu_team_step_reached(coll_gpu_team_t *t, int peer, uint64_t seq, uint64_t step);
+void mca_coll_gpu_team_wait_step(coll_gpu_team_t *t, int peer, uint64_t seq, uint64_t step);
+/* One turn of a polite spin (yields once it has spun a while). */
+void mca_coll_gpu_team_pause(unsigned *spins);
 /* Summarise the team's GPUs for selection (rank 0, at setup). */
-void mca_coll_gpu_team_summary(coll_gpu_team_t *t, topo_team_info_t *info);
+void mca_coll_gpu_team_summary(coll_gpu_team_t *t, topo_team_info_t *info, int *ring);
 int mca_coll_gpu_team_export(coll_gpu_team_t *t, const void *ptr, coll_gpu_xbuf_t *out);
 int mca_coll_gpu_team_import(coll_gpu_team_t *t, int peer, const coll_gpu_xbuf_t *x, void **ptr);
 

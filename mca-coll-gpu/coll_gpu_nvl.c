@@ -22,10 +22,57 @@
  *
  * push bcast: every non-root exports its buffer and arrives; the root copies its data into each
  * peer's buffer (copy engines), then done(seq); non-roots wait for the root's done.
+ *
+ * ring allreduce (large, peer access between ring neighbours only, zero-copy): the team's ring
+ * (coll_gpu_team.c: the node model's, the same on every rank) at positions 0..n-1; the count
+ * is cut into n chunks (uneven ok); position p only ever reads its left neighbour's rbuf.
+ *   step 0         rbuf = sbuf (unless in place); export rbuf; step(seq, 0)
+ *   step k=1..n-1  (reduce-scatter) c = (p-k) mod n:  rbuf[c] = rbuf[c] op left.rbuf[c]
+ *   step k=n..2n-2 (all-gather)     c = (p-k) mod n:  rbuf[c] = left.rbuf[c]
+ *   done(seq); wait done(all) >= seq
+ * Before step k both neighbours have completed step k-1 (lockstep), and neither can pass step
+ * k before we complete it.  So at step k position p reads left's chunk p-k, which left
+ * finalised at its step k-1, while left (at step k) writes its chunk p-1-k; and p writes its
+ * chunk p-k while right (at step k) reads p's chunk p+1-k, finalised at k-1.  Within each
+ * buffer the chunk read and the chunk written differ by one mod n, for any n >= 2 and across
+ * the reduce-scatter -> all-gather turn too (n = 2: left == right, chunks 0 and 1 alternate).
+ * After step n-1 position p holds the full result of chunk p+1; each chunk's result is computed
+ * once and then only copied, so every rank ends bitwise identical.
+ *
+ *              p=0        p=1        p=2          (n = 3, chunk owned after reduce-scatter:
+ *   k=1 RS     c2 += L    c0 += L    c1 += L       p=0: c1, p=1: c2, p=2: c0)
+ *   k=2 RS     c1 += L    c2 += L    c0 += L
+ *   k=3 AG     c0 = L     c1 = L     c2 = L
+ *   k=4 AG     c2 = L     c0 = L     c1 = L
+ *
+ * chain bcast (large, pipelined along the ring from the root): the message is cut into chunks
+ * (the plan's chunk_bytes, else 2 MiB); chain position i = ring position - root's, mod n.
+ *   root:     export buf; arrive(seq); step(seq, nchunks)
+ *   i > 0:    export buf (unless last); arrive(seq); wait arrive(parent); map parent's buf
+ *             for chunk j: once parent's step > j, copy chunk j parent -> mine, record an event;
+ *             as the events complete, step(seq, chunks complete); up to COLL_GPU_CHAIN_DEPTH
+ *             copies in flight
+ *   all:      done(seq); wait done(all) >= seq
+ *
+ *   time ->    t0     t1     t2     t3
+ *   pos 1      c0     c1     c2     .        (pos i copies chunk j at about t(i-1+j))
+ *   pos 2      .      c0     c1     c2
+ *
+ * Ring and chain end with every rank's done, as two-shot does: a rank's buffers are free when
+ * it returns (no peer reads them any more), a failure anywhere fails the call on every rank,
+ * and no rank can be more than one call ahead of another (one-shot's double buffer needs it).
+ * A rank that fails jumps its step counter past the call (mca_coll_gpu_team_fail), so its
+ * neighbours wake, see the flag and fail in turn: nobody waits forever.
  */
 #include "ompi_config.h"
 
+#include <inttypes.h>
+
 #include "coll_gpu.h"
+
+#define NVL_CHAIN_DEFAULT_CHUNK ((size_t) 2 << 20)
+/* chunks a chain bcast may have: the step counter holds them below COLL_GPU_STEP_FAILED */
+#define NVL_CHAIN_MAX_CHUNKS (COLL_GPU_STEP_FAILED - 1)
 
 /* Checked device call: on failure report it, mark this rank failed for the call (its peers
  * see it and fail too, so that every rank returns an error rather than a wrong answer) and
@@ -134,6 +181,74 @@ out:
     return mca_coll_gpu_team_any_failed(t, seq) ? OMPI_ERROR : rc;
 }
 
+/* Ring allreduce (schedule at the top of the file).  sbuf == rbuf in place. */
+static int allreduce_ring(coll_gpu_team_t *t, const void *sbuf, void *rbuf, size_t count,
+                          dev_dtype_t dt, dev_op_t op, size_t esize, const dev_launch_t *launch,
+                          struct ompi_communicator_t *comm)
+{
+    uint64_t seq = ++t->seq;
+    int n = t->size, pos = t->ring_pos[t->rank];
+    int left = t->ring_rank[(pos + n - 1) % n], right = t->ring_rank[(pos + 1) % n];
+    void *lbuf = NULL;
+    int rc = OMPI_SUCCESS;
+    bool arrived = false;
+
+    if (sbuf != rbuf) {
+        NVL_CHECK(dev_memcpy_async(rbuf, sbuf, count * esize, t->stream), "allreduce");
+        NVL_CHECK(dev_stream_sync(t->stream), "allreduce");
+    }
+    NVL_CHECK(mca_coll_gpu_team_export(t, rbuf, &t->ctl->rank[t->rank].rbuf), "allreduce");
+    mca_coll_gpu_team_arrive(t, seq);
+    mca_coll_gpu_team_step(t, seq, 0);
+    arrived = true;
+
+    for (uint64_t k = 1; k <= (uint64_t) (2 * n - 2); ++k) {
+        size_t lo, hi;
+        int c = (int) (((uint64_t) pos + (uint64_t) n * 2 - k) % (uint64_t) n);
+        char *mine_c, *left_c;
+
+        mca_coll_gpu_team_wait_step(t, left, seq, k - 1);
+        mca_coll_gpu_team_wait_step(t, right, seq, k - 1);
+        if (mca_coll_gpu_team_failed(t, left, seq) || mca_coll_gpu_team_failed(t, right, seq)) {
+            mca_coll_gpu_team_fail(t, seq);
+            rc = OMPI_ERROR;
+            goto out;
+        }
+        if (NULL == lbuf) {
+            NVL_CHECK(mca_coll_gpu_team_import(t, left, &t->ctl->rank[left].rbuf, &lbuf),
+                      "allreduce");
+        }
+        chunk_of(count, n, c, &lo, &hi);
+        mine_c = (char *) rbuf + lo * esize;
+        left_c = (char *) lbuf + lo * esize;
+        if (hi > lo && k < (uint64_t) n) {
+            void *dst = mine_c;
+            const void *srcs[2] = {mine_c, left_c};
+            NVL_CHECK(dev_reduce_multi(&dst, 1, srcs, 2, hi - lo, dt, op, launch, t->stream),
+                      "allreduce");
+        } else if (hi > lo) {
+            NVL_CHECK(dev_memcpy_async(mine_c, left_c, (hi - lo) * esize, t->stream),
+                      "allreduce");
+        }
+        if (hi > lo) {
+            NVL_CHECK(dev_stream_sync(t->stream), "allreduce");
+        }
+        mca_coll_gpu_team_step(t, seq, k);
+    }
+out:
+    if (!arrived) {
+        mca_coll_gpu_team_arrive(t, seq);
+    }
+    if (OMPI_SUCCESS != rc) {
+        (void) dev_stream_sync(t->stream); /* nothing of ours may still touch peer memory */
+    }
+    mca_coll_gpu_team_done(t, seq);
+    for (int p = 0; p < t->size; ++p) {
+        mca_coll_gpu_team_wait_done(t, p, seq);
+    }
+    return mca_coll_gpu_team_any_failed(t, seq) ? OMPI_ERROR : rc;
+}
+
 int mca_coll_gpu_nvl_allreduce(coll_gpu_team_t *t, const topo_plan_t *plan, const void *sbuf,
                                void *rbuf, size_t count, dev_dtype_t dt, dev_op_t op,
                                struct ompi_communicator_t *comm)
@@ -144,6 +259,9 @@ int mca_coll_gpu_nvl_allreduce(coll_gpu_team_t *t, const topo_plan_t *plan, cons
 
     if (TOPO_AR_ONESHOT == plan->alg) {
         return allreduce_oneshot(t, src, rbuf, count, dt, op, count * esize, &launch, comm);
+    }
+    if (TOPO_AR_RING == plan->alg) {
+        return allreduce_ring(t, src, rbuf, count, dt, op, esize, &launch, comm);
     }
     return allreduce_twoshot(t, src, rbuf, count, dt, op, esize, &launch, comm);
 }
@@ -192,8 +310,106 @@ out:
     return rc;
 }
 
+/* Chain bcast (schedule at the top of the file).  Every rank but the last in the chain lends
+ * its buffer to its child; every rank but the root copies chunks from its parent as the parent
+ * publishes them, several in flight, and publishes its own as their copies complete. */
+static int bcast_chain(coll_gpu_team_t *t, void *buf, size_t bytes, int root, size_t chunk,
+                       struct ompi_communicator_t *comm)
+{
+    uint64_t seq = ++t->seq;
+    int n = t->size, pos = t->ring_pos[t->rank];
+    int at = (pos - t->ring_pos[root] + n) % n; /* position in the chain: root 0 */
+    int parent = t->ring_rank[(pos + n - 1) % n];
+    uint64_t nchunks, issued = 0, complete = 0;
+    unsigned spins = 0;
+    void *pbuf = NULL;
+    int rc = OMPI_SUCCESS;
+    bool arrived = false;
+
+    if (0 == chunk) {
+        chunk = NVL_CHAIN_DEFAULT_CHUNK;
+    }
+    if ((bytes + chunk - 1) / chunk > NVL_CHAIN_MAX_CHUNKS) {
+        chunk = (bytes + NVL_CHAIN_MAX_CHUNKS - 1) / NVL_CHAIN_MAX_CHUNKS;
+    }
+    nchunks = (bytes + chunk - 1) / chunk;
+    COLL_GPU_VERBOSE(COLL_GPU_LOG_CALL,
+                     "coll:gpu:bcast (cid %d): rank %d: chain position %d from root %d, "
+                     "%" PRIu64 " chunk(s) of %zu B",
+                     coll_gpu_comm_cid(comm), t->rank, at, root, nchunks, chunk);
+    if (at < n - 1) {
+        NVL_CHECK(mca_coll_gpu_team_export(t, buf, &t->ctl->rank[t->rank].rbuf), "bcast");
+    }
+    mca_coll_gpu_team_arrive(t, seq);
+    arrived = true;
+    if (0 == at) {
+        mca_coll_gpu_team_step(t, seq, nchunks); /* the root's data is all there */
+        goto out;
+    }
+    mca_coll_gpu_team_step(t, seq, 0);
+    mca_coll_gpu_team_wait_arrive(t, parent, seq);
+    if (mca_coll_gpu_team_failed(t, parent, seq)) {
+        mca_coll_gpu_team_fail(t, seq);
+        rc = OMPI_ERROR;
+        goto out;
+    }
+    NVL_CHECK(mca_coll_gpu_team_import(t, parent, &t->ctl->rank[parent].rbuf, &pbuf), "bcast");
+    while (complete < nchunks) {
+        bool moved = false;
+        /* enqueue every chunk the parent has finished, up to the depth */
+        while (issued < nchunks && issued - complete < COLL_GPU_CHAIN_DEPTH
+               && mca_coll_gpu_team_step_reached(t, parent, seq, issued + 1)) {
+            size_t off = (size_t) issued * chunk;
+            size_t len = (bytes - off < chunk) ? bytes - off : chunk;
+            if (mca_coll_gpu_team_failed(t, parent, seq)) {
+                mca_coll_gpu_team_fail(t, seq);
+                rc = OMPI_ERROR;
+                goto out;
+            }
+            NVL_CHECK(dev_memcpy_async((char *) buf + off, (const char *) pbuf + off, len,
+                                       t->stream),
+                      "bcast");
+            NVL_CHECK(dev_event_record(t->events[issued % COLL_GPU_CHAIN_DEPTH], t->stream),
+                      "bcast");
+            ++issued;
+            moved = true;
+        }
+        /* publish the copies that completed, in order */
+        while (complete < issued) {
+            int q = dev_event_query(t->events[complete % COLL_GPU_CHAIN_DEPTH]);
+            if (1 == q) {
+                break;
+            }
+            NVL_CHECK(q, "bcast");
+            ++complete;
+            mca_coll_gpu_team_step(t, seq, complete);
+            moved = true;
+        }
+        if (moved) {
+            spins = 0;
+        } else {
+            mca_coll_gpu_team_pause(&spins);
+        }
+    }
+out:
+    if (!arrived) {
+        mca_coll_gpu_team_arrive(t, seq);
+    }
+    if (OMPI_SUCCESS != rc) {
+        (void) dev_stream_sync(t->stream); /* nothing of ours may still read the parent */
+    }
+    mca_coll_gpu_team_done(t, seq);
+    for (int p = 0; p < t->size; ++p) {
+        mca_coll_gpu_team_wait_done(t, p, seq);
+    }
+    return mca_coll_gpu_team_any_failed(t, seq) ? OMPI_ERROR : rc;
+}
+
 int mca_coll_gpu_nvl_bcast(coll_gpu_team_t *t, void *buf, size_t bytes, int root,
                            struct ompi_communicator_t *comm)
 {
+    if (TOPO_BC_CHAIN == t->bcast_alg) {
+        return bcast_chain(t, buf, bytes, root, t->bcast_chunk_bytes, comm);
+    }
     return (t->rank == root) ? bcast_root(t, buf, bytes, comm) : bcast_peer(t, buf, root, comm);
 }

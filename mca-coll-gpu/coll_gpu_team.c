@@ -7,8 +7,10 @@
  *
  *   round 1: {ok, GPU uuid, scratch IPC handle, control block name (rank 0)}
  *            each rank: allocate + export scratch; rank 0 also creates the control block
- *   round 2: {ok}  after mapping every peer's scratch and the control block
- *            rank 0 then unlinks the control block's name (the mappings stay)
+ *   round 2: {ok, team summary and ring (rank 0)}  after mapping every peer's scratch and
+ *            the control block; rank 0 then unlinks the control block's name (the mappings
+ *            stay).  Rank 0 alone asks the node model, so that ranks whose models differ
+ *            (CUDA_VISIBLE_DEVICES) still agree on the algorithms and the ring.
  *
  * Any failure anywhere makes every rank drop the team: the communicator keeps the staged path.
  */
@@ -28,10 +30,12 @@
 
 #define COLL_GPU_CTL_MAGIC 0x636f6c6c67707531ULL /* "collgpu1" */
 
-/* Round 2: whether the rank mapped everything, and (from rank 0) the team's summary. */
+/* Round 2: whether the rank mapped everything, and (from rank 0) the team's summary and ring
+ * (ring[i] is the rank at ring position i). */
 typedef struct team_card2_t {
     int ok;
     topo_team_info_t info;
+    int ring[COLL_GPU_TEAM_MAX];
 } team_card2_t;
 
 typedef struct team_card_t {
@@ -83,6 +87,12 @@ static void team_release_memory(coll_gpu_team_t *t)
     if (NULL != t->scratch) {
         (void) dev_mem_free(t->scratch);
         t->scratch = NULL;
+    }
+    for (int i = 0; i < COLL_GPU_CHAIN_DEPTH; ++i) {
+        if (NULL != t->events[i]) {
+            (void) dev_event_destroy(t->events[i]);
+            t->events[i] = NULL;
+        }
     }
     if (NULL != t->stream) {
         (void) dev_stream_destroy(t->stream);
@@ -136,24 +146,38 @@ static coll_gpu_ctl_t *ctl_map(const char *name, bool create, int nranks)
 
 /* Summarise the team's GPUs from this process' node model (rank 0 does it for the team: ranks
  * may see different models, e.g. with different CUDA_VISIBLE_DEVICES, and must not choose
- * differently).  GPUs the model does not know (the emulated
- * device, unless a topology file names its UUIDs) are taken as what the team proved it can do:
- * every pair mapped the other's memory, over NVLink-class paths. */
-void mca_coll_gpu_team_summary(coll_gpu_team_t *t, topo_team_info_t *info)
+ * differently), and give the team's ring: ring[i] is the rank at position i of topo_ring()
+ * over the ranks' GPUs (widest slowest hop, ranks sharing a GPU adjacent, rank 0 first); the
+ * summary's peer-access verdict for ring neighbours is about that same ring.  GPUs the model
+ * does not know (the emulated device, unless a topology file names its UUIDs) are taken as
+ * what the team proved it can do: every pair mapped the other's memory, over NVLink-class
+ * paths; their ring is 0..n-1. */
+void mca_coll_gpu_team_summary(coll_gpu_team_t *t, topo_team_info_t *info, int *ring)
 {
     const topo_t *model = mca_coll_gpu_topo();
     mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
     int idx[COLL_GPU_TEAM_MAX];
     bool known = (NULL != model);
 
+    for (int p = 0; p < t->size; ++p) {
+        ring[p] = p;
+    }
     for (int p = 0; known && p < t->size; ++p) {
         idx[p] = topo_find_gpu_by_uuid(model, t->uuid[p].bytes);
         known = (0 <= idx[p]);
     }
+    if (known && TOPO_OK != topo_ring(model, idx, t->size, ring, NULL)) {
+        for (int p = 0; p < t->size; ++p) {
+            ring[p] = p; /* out of memory in the search: any ring is correct, this one too */
+        }
+    }
     if (known
-        && TOPO_OK == topo_team_info(model, idx, t->size, NULL,
+        && TOPO_OK == topo_team_info(model, idx, t->size, ring,
                                      (topo_p2p_level_t) c->p2p_level, c->p2p_disable, info)) {
         return;
+    }
+    for (int p = 0; p < t->size; ++p) {
+        ring[p] = p;
     }
     memset(info, 0, sizeof(*info));
     info->n = t->size;
@@ -161,6 +185,24 @@ void mca_coll_gpu_team_summary(coll_gpu_team_t *t, topo_team_info_t *info)
     info->worst = info->best = (1 == t->ngpus) ? TOPO_LINK_X : TOPO_LINK_NVL;
     info->p2p_all = info->p2p_ring = !(c->p2p_disable && 1 < t->ngpus);
     snprintf(info->label, sizeof(info->label), "%s", (1 == t->ngpus) ? "X" : "P2P");
+}
+
+/* Take rank 0's ring: position <-> rank maps.  Every rank checks the same card, so a ring that
+ * is not a permutation of the ranks (it cannot happen short of memory corruption) is refused
+ * by all alike. */
+static bool team_set_ring(coll_gpu_team_t *t, const int *ring)
+{
+    for (int p = 0; p < t->size; ++p) {
+        t->ring_pos[p] = -1;
+    }
+    for (int i = 0; i < t->size; ++i) {
+        if (ring[i] < 0 || ring[i] >= t->size || 0 <= t->ring_pos[ring[i]]) {
+            return false;
+        }
+        t->ring_rank[i] = ring[i];
+        t->ring_pos[ring[i]] = i;
+    }
+    return true;
 }
 
 /* Build the team.  Collective; every rank returns the same verdict (OMPI_SUCCESS when the
@@ -188,6 +230,9 @@ static int team_setup(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm
                   && DEV_OK == dev_stream_create(&t->stream)
                   && DEV_OK == dev_mem_alloc(&t->scratch, 2 * t->slot_bytes)
                   && DEV_OK == dev_ipc_export(t->scratch, &mine.scratch);
+        for (int i = 0; mine.ok && i < COLL_GPU_CHAIN_DEPTH; ++i) {
+            mine.ok = DEV_OK == dev_event_create(&t->events[i]);
+        }
         if (!mine.ok) {
             COLL_GPU_VERBOSE(COLL_GPU_LOG_ERROR, "coll:gpu:team (cid %d): rank %d: %s",
                              coll_gpu_comm_cid(comm), rank, dev_error_string());
@@ -247,7 +292,7 @@ static int team_setup(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm
             }
             t->ngpus += seen ? 0 : 1;
         }
-        mca_coll_gpu_team_summary(t, &mine2.info);
+        mca_coll_gpu_team_summary(t, &mine2.info, mine2.ring);
     }
     rc = team_allgather(m, comm, &mine2, cards2, sizeof(mine2));
     if (0 == rank && '\0' != mine.ctl_name[0]) {
@@ -259,6 +304,7 @@ static int team_setup(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm
     if (OMPI_SUCCESS == rc && all_ok) {
         t->info = cards2[0].info;
         t->ngpus = t->info.ngpus;
+        all_ok = team_set_ring(t, cards2[0].ring);
     }
     free(cards);
     free(cards2);
@@ -281,13 +327,19 @@ coll_gpu_team_t *mca_coll_gpu_team_get(mca_coll_gpu_module_t *m, struct ompi_com
     }
     m->team = t;
     if (OMPI_SUCCESS == team_setup(m, comm)) {
+        char ring[COLL_GPU_TEAM_MAX * 4] = "";
+        size_t len = 0;
         t->state = COLL_GPU_TEAM_READY;
+        for (int i = 0; i < t->size && len < sizeof(ring); ++i) {
+            len += (size_t) snprintf(ring + len, sizeof(ring) - len, "%s%d", i ? " " : "",
+                                     t->ring_rank[i]);
+        }
         COLL_GPU_VERBOSE(COLL_GPU_LOG_QUERY,
                          "coll:gpu:team (cid %d): %d ranks on %d GPU(s), worst link %s%s, "
-                         "scratch 2 x %zu B",
+                         "scratch 2 x %zu B, ring %s",
                          coll_gpu_comm_cid(comm), t->size, t->ngpus, t->info.label,
                          t->info.p2p_all ? "" : " (peer access refused for some pairs)",
-                         t->slot_bytes);
+                         t->slot_bytes, ring);
         if ('\0' != t->info.warning[0] && 0 == t->rank) {
             COLL_GPU_VERBOSE(COLL_GPU_LOG_ERROR, "coll:gpu:team (cid %d): warning: %s",
                              coll_gpu_comm_cid(comm), t->info.warning);
@@ -337,6 +389,35 @@ void mca_coll_gpu_team_wait_done(coll_gpu_team_t *t, int peer, uint64_t seq)
     while (atomic_load_explicit(&t->ctl->rank[peer].done, memory_order_acquire) < seq) {
         spin_pause(&spins);
     }
+}
+
+/* Steps (ring allreduce) and chunks (chain bcast): published after the data they cover is
+ * final in device memory, so that a peer that sees the count may read that data. */
+void mca_coll_gpu_team_step(coll_gpu_team_t *t, uint64_t seq, uint64_t step)
+{
+    atomic_store_explicit(&t->ctl->rank[t->rank].step, COLL_GPU_STEP(seq, step),
+                          memory_order_release);
+}
+
+bool mca_coll_gpu_team_step_reached(coll_gpu_team_t *t, int peer, uint64_t seq, uint64_t step)
+{
+    return atomic_load_explicit(&t->ctl->rank[peer].step, memory_order_acquire)
+           >= COLL_GPU_STEP(seq, step);
+}
+
+/* Wait until peer completed step of call seq, or failed in it (then its failure flag is set;
+ * the caller checks it). */
+void mca_coll_gpu_team_wait_step(coll_gpu_team_t *t, int peer, uint64_t seq, uint64_t step)
+{
+    unsigned spins = 0;
+    while (!mca_coll_gpu_team_step_reached(t, peer, seq, step)) {
+        spin_pause(&spins);
+    }
+}
+
+void mca_coll_gpu_team_pause(unsigned *spins)
+{
+    spin_pause(spins);
 }
 
 /* ---- registration caches -------------------------------------------------------------------- */
@@ -425,9 +506,14 @@ int mca_coll_gpu_team_import(coll_gpu_team_t *t, int peer, const coll_gpu_xbuf_t
 
 /* ---- failures ------------------------------------------------------------------------------ */
 
+/* Mark this rank failed in call seq.  Its step counter jumps past every step of the call, so
+ * that neighbours waiting on it wake up, read the flag and fail too: a failure travels along
+ * the ring instead of leaving a peer waiting. */
 void mca_coll_gpu_team_fail(coll_gpu_team_t *t, uint64_t seq)
 {
     atomic_store_explicit(&t->ctl->rank[t->rank].failed, seq, memory_order_release);
+    atomic_store_explicit(&t->ctl->rank[t->rank].step, COLL_GPU_STEP(seq, COLL_GPU_STEP_FAILED),
+                          memory_order_release);
 }
 
 /* Did peer fail in call seq?  Read after the peer's arrive or done for that call. */

@@ -4,10 +4,12 @@
  * Built lazily on the first device-buffer call that the fast path takes, with two exchanges
  * through the saved host allgather:
  *   - a control block in POSIX shared memory (created by rank 0, mapped by all): one
- *     cache-line record per rank with an arrival and a completion counter, and the exported
- *     handles of the user buffers of the current call;
+ *     cache-line record per rank with an arrival, a completion and a step counter, and the
+ *     exported handles of the user buffers of the current call;
  *   - symmetric device scratch: every rank allocates the same size, exports it, and maps
  *     every peer's once;
+ *   - the team's ring (the node model's, computed once by rank 0 and shipped to all), which
+ *     the ring allreduce and the chain bcast walk;
  *   - a registration cache of peers' user buffers mapped through IPC (coll_gpu_regcache.c),
  *     and of our own exports, keyed by allocation base and buffer id.
  * A team exists only when every rank of the communicator is on this node and can map every
@@ -25,6 +27,14 @@
 
 #define COLL_GPU_TEAM_MAX 16            /* ranks per node the fast path serves */
 #define COLL_GPU_REGCACHE_ENTRIES 64    /* mapped peer buffers kept (LRU) */
+#define COLL_GPU_CHAIN_DEPTH 4          /* chain bcast: chunk copies in flight per rank */
+
+/* The step counter holds (seq << COLL_GPU_STEP_BITS) | step, so that it only grows, across
+ * calls too; a failed rank publishes COLL_GPU_STEP_FAILED, which releases every waiter of that
+ * call (who then reads the failure flag). */
+#define COLL_GPU_STEP_BITS 24
+#define COLL_GPU_STEP_FAILED ((UINT64_C(1) << COLL_GPU_STEP_BITS) - 1)
+#define COLL_GPU_STEP(seq, k) (((uint64_t) (seq) << COLL_GPU_STEP_BITS) | (uint64_t) (k))
 
 /* A user buffer as exported for one call: the allocation's handle and where the buffer sits
  * in it.  base and buffer_id identify the allocation (a freed and reallocated range gets a
@@ -41,6 +51,7 @@ typedef struct coll_gpu_ctl_rank_t {
     _Atomic uint64_t arrive;   /* seq of the last call this rank entered (handles published) */
     _Atomic uint64_t done;     /* seq of the last call whose remote accesses it finished */
     _Atomic uint64_t failed;   /* seq of the last call in which this rank hit an error */
+    _Atomic uint64_t step;     /* COLL_GPU_STEP(seq, steps or chunks completed): ring, chain */
     coll_gpu_xbuf_t sbuf;      /* this call's send buffer (zero-copy algorithms) */
     coll_gpu_xbuf_t rbuf;      /* this call's receive buffer */
 } __attribute__((aligned(64))) coll_gpu_ctl_rank_t;
@@ -84,6 +95,11 @@ typedef struct coll_gpu_team_t {
     dev_uuid_t uuid[COLL_GPU_TEAM_MAX];      /* each rank's GPU */
     int ngpus;                               /* distinct GPUs in the team */
     topo_team_info_t info;                   /* rank 0's summary of the team: the same on all */
+    int ring_rank[COLL_GPU_TEAM_MAX];        /* ring position -> rank (rank 0's ring) */
+    int ring_pos[COLL_GPU_TEAM_MAX];         /* rank -> ring position */
+    dev_event_t *events[COLL_GPU_CHAIN_DEPTH]; /* chain bcast: completion of chunk copies */
+    int bcast_alg;                           /* this call's bcast plan, set by selection */
+    size_t bcast_chunk_bytes;                /* (MPI: one collective at a time per comm) */
     coll_gpu_regcache_entry_t cache[COLL_GPU_REGCACHE_ENTRIES];
     coll_gpu_export_entry_t exports[COLL_GPU_REGCACHE_ENTRIES];
     uint64_t clock;                          /* LRU time */

@@ -1,30 +1,55 @@
 #!/bin/sh
 # fastpath.sh - the node-team fast path on the emulated device, with the default
 # coll_gpu_uniform_buffers=true: the matrix's allreduce and bcast cases on device buffers (every
-# rank "dev"), forced onto each algorithm and left to the decision table, on 2, 3 and 4 ranks.
-# The log must show the algorithm was taken, not silently staged.
+# rank "dev", in place included), forced onto each algorithm and left to the decision table, on
+# 2, 3 and 4 ranks.  The log must show the algorithm was taken, not silently staged.  Then the
+# chain bcast cut into 4 KiB chunks (thousands of chunks at the matrix's sizes, several in
+# flight), and the ring allreduce on the in-place cases alone.
 . "$(dirname "$0")/../mpi/mpitest.sh"
 COLL_GPU_TEST_UNIFORM=true
 export COLL_GPU_TEST_UNIFORM
 log=${TMPDIR:-/tmp}/coll-gpu-fastpath.$$
+
+# run NP COLL ALG FILTER SECTIONS [MPIRUN ARGS...]: the matrix's cases FILTER of SECTIONS with
+# coll_gpu_COLL_algorithm ALG; sets rc, ran (cases that passed) and taken (0: the log names the
+# algorithm, or any fast-path algorithm for auto).
+run() {
+    np=$1 coll=$2 alg=$3 filter=$4 sections=$5
+    shift 5
+    COLL_GPU_MPIRUN_ARGS="--mca coll_gpu_${coll}_algorithm $alg --mca coll_gpu_verbose 10 $*" \
+    COLL_GPU_TEST_FILTER="$filter" \
+        "$RUN_MPI" "$np" "$MPI_TESTS/test_coll" --sections="$sections" >"$log" 2>&1
+    rc=$?
+    ran=$(grep -c '^ok ' "$log")
+    taken=0
+    case $alg in
+    auto) grep -q -- "-> [a-z]* via" "$log" || taken=1 ;;
+    *) grep -q -- "-> $alg via" "$log" || taken=1 ;;
+    esac
+}
+
 for np in 2 3 4; do
-    for alg in "allreduce oneshot" "allreduce twoshot" "allreduce auto" "bcast push" \
-               "bcast auto"; do
+    for alg in "allreduce oneshot" "allreduce twoshot" "allreduce ring" "allreduce auto" \
+               "bcast push" "bcast chain" "bcast auto"; do
         set -- $alg
-        COLL_GPU_MPIRUN_ARGS="--mca coll_gpu_$1_algorithm $2 --mca coll_gpu_verbose 10" \
-        COLL_GPU_TEST_FILTER="$1 * dev *" \
-            "$RUN_MPI" "$np" "$MPI_TESTS/test_coll" --sections=types,sizes >"$log" 2>&1
-        rc=$?
-        ran=$(grep -c '^ok ' "$log")
-        taken=0
-        case $2 in
-        auto) grep -q -- "-> [a-z]* via" "$log" || taken=1 ;;
-        *) grep -q -- "-> $2 via" "$log" || taken=1 ;;
-        esac
+        run "$np" "$1" "$2" "$1 * dev *" types,sizes
         [ $rc -eq 0 ] && [ $taken -eq 0 ] && [ "$ran" -gt 0 ]
         t_ok $? "$np ranks, $1 algorithm $2: $ran cases pass and the log shows the fast path"
         [ $rc -eq 0 ] && [ $taken -eq 0 ] && [ "$ran" -gt 0 ] || t_diag "$log"
     done
+
+    # chain bcast in 4 KiB chunks: the 8 MiB case alone is 2049 chunks
+    run "$np" bcast chain "bcast * dev *" types,sizes,modes --mca coll_gpu_chunk_bytes 4096
+    many=$(grep -c "chain position [0-9]* from root [0-9]*, [0-9][0-9][0-9][0-9]* chunk(s) of 4096 B" "$log")
+    [ $rc -eq 0 ] && [ $taken -eq 0 ] && [ "$ran" -gt 0 ] && [ "$many" -gt 0 ]
+    t_ok $? "$np ranks, bcast chain in 4 KiB chunks: $ran cases pass, $many rank-calls of 1000+ chunks"
+    [ $rc -eq 0 ] && [ $taken -eq 0 ] && [ "$ran" -gt 0 ] && [ "$many" -gt 0 ] || t_diag "$log"
+
+    # ring allreduce in place (sizes and modes sections; uneven chunks at count 1023 and 1, 7)
+    run "$np" allreduce ring "allreduce * dev * in-place" types,sizes,modes
+    [ $rc -eq 0 ] && [ $taken -eq 0 ] && [ "$ran" -gt 3 ]
+    t_ok $? "$np ranks, allreduce ring in place: $ran cases pass and the log shows the ring"
+    [ $rc -eq 0 ] && [ $taken -eq 0 ] && [ "$ran" -gt 3 ] || t_diag "$log"
 done
 rm -f "$log"
 t_done
