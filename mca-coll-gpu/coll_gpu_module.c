@@ -85,8 +85,14 @@ int mca_coll_gpu_init_query(bool enable_progress_threads, bool enable_mpi_thread
                          "coll:gpu:init_query: disqualifying: no usable CUDA device (%s)",
                          dev_error_string());
     } else {
-        opal_show_help("help-coll-gpu.txt", "backend-unavailable", true,
-                       dev_backend_name(backend), dev_error_string());
+        /* a plain line on stderr: Open MPI 4.1's mpirun intermittently garbles help messages
+         * that several ranks send during MPI_Init ("Data unpack would read past end of buffer") */
+        opal_output(0,
+                    "coll:gpu: the %s device backend (coll_gpu_device) cannot be used in this "
+                    "process: %s; coll/gpu withdraws: host-buffer collectives work as before, "
+                    "device-buffer collectives will reach components that cannot handle them "
+                    "(coll_gpu_device=auto stays out of the way silently where there is no GPU)",
+                    dev_backend_name(backend), dev_error_string());
     }
     return OMPI_ERR_NOT_AVAILABLE;
 }

@@ -46,5 +46,12 @@ export OMPI_MCA_rmaps_base_oversubscribe=1
 if [ -z "$np" ]; then
     exec "$@"
 fi
-exec "$MPIRUN" -np "$np" --oversubscribe --bind-to none \
-    ${COLL_GPU_TEST_TIMEOUT:+--timeout "$COLL_GPU_TEST_TIMEOUT"} ${COLL_GPU_MPIRUN_ARGS:-} "$@"
+# The time limit is coreutils' timeout around mpirun, not mpirun's own --timeout: with that
+# option Open MPI 4.1 garbles the help messages the ranks send up ("Data unpack would read past
+# end of buffer" in show_help.c), and coll/gpu's messages are part of what the tests check.
+# mpirun passes the TERM on to the ranks; KILL follows 10 s later.
+if [ -n "${COLL_GPU_TEST_TIMEOUT:-}" ]; then
+    exec timeout -k 10 "$COLL_GPU_TEST_TIMEOUT" "$MPIRUN" -np "$np" --oversubscribe \
+        --bind-to none ${COLL_GPU_MPIRUN_ARGS:-} "$@"
+fi
+exec "$MPIRUN" -np "$np" --oversubscribe --bind-to none ${COLL_GPU_MPIRUN_ARGS:-} "$@"
