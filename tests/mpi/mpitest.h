@@ -59,7 +59,7 @@ static inline void mt_fatal_signal(int sig)
         ssize_t rc = write(1, "Bail out! ", 10);
         (void) rc;
         rc = write(1, mt_rank_prefix, strlen(mt_rank_prefix));
-        const char *what = SIGTERM == sig   ? "terminated (did another rank fail?)"
+        const char *what = SIGTERM == sig   ? "terminated (time limit, or another rank failed)"
                            : SIGALRM == sig ? "timed out (a hang? COLL_GPU_TEST_CASE_TIMEOUT)"
                                             : strsignal(sig);
         rc = write(1, what, strlen(what));
