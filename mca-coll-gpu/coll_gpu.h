@@ -157,8 +157,8 @@ int mca_coll_gpu_team_import(coll_gpu_team_t *t, int peer, const coll_gpu_xbuf_t
 int mca_coll_gpu_nvl_allreduce(coll_gpu_team_t *t, const topo_plan_t *plan, const void *sbuf,
                                void *rbuf, size_t count, dev_dtype_t dt, dev_op_t op,
                                struct ompi_communicator_t *comm);
-int mca_coll_gpu_nvl_bcast(coll_gpu_team_t *t, void *buf, size_t bytes, int root,
-                           struct ompi_communicator_t *comm);
+int mca_coll_gpu_nvl_bcast(coll_gpu_team_t *t, const topo_plan_t *plan, void *buf, size_t bytes,
+                           int root, struct ompi_communicator_t *comm);
 
 /* ---- selection (coll_gpu_select.c) ---- */
 /* The device-layer type and op of a predefined MPI type and op; false when the GPU path has no

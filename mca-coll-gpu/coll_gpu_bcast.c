@@ -48,7 +48,7 @@ static int bcast_device(void *buf, int count, struct ompi_datatype_t *dtype, int
     team = mca_coll_gpu_select(m, comm, TOPO_COLL_BCAST, len, capable, &plan);
     mca_coll_gpu_log_plan(bcast_name, comm, len, dtype, NULL, TOPO_COLL_BCAST, team, &plan);
     if (NULL != team) {
-        return mca_coll_gpu_nvl_bcast(team, (char *) buf + lo, len, root, comm);
+        return mca_coll_gpu_nvl_bcast(team, &plan, (char *) buf + lo, len, root, comm);
     }
     return bcast_staged(buf, count, dtype, root, comm, m);
 }

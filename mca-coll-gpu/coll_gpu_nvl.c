@@ -405,11 +405,11 @@ out:
     return mca_coll_gpu_team_any_failed(t, seq) ? OMPI_ERROR : rc;
 }
 
-int mca_coll_gpu_nvl_bcast(coll_gpu_team_t *t, void *buf, size_t bytes, int root,
-                           struct ompi_communicator_t *comm)
+int mca_coll_gpu_nvl_bcast(coll_gpu_team_t *t, const topo_plan_t *plan, void *buf, size_t bytes,
+                           int root, struct ompi_communicator_t *comm)
 {
-    if (TOPO_BC_CHAIN == t->bcast_alg) {
-        return bcast_chain(t, buf, bytes, root, t->bcast_chunk_bytes, comm);
+    if (TOPO_BC_CHAIN == plan->alg) {
+        return bcast_chain(t, buf, bytes, root, plan->chunk_bytes, comm);
     }
     return (t->rank == root) ? bcast_root(t, buf, bytes, comm) : bcast_peer(t, buf, root, comm);
 }

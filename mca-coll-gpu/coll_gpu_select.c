@@ -213,11 +213,6 @@ coll_gpu_team_t *mca_coll_gpu_select(mca_coll_gpu_module_t *m, struct ompi_commu
         snprintf(plan->reason, sizeof(plan->reason), "%zu B exceed the one-shot slot: two-shot",
                  bytes);
     }
-    if (TOPO_COLL_BCAST == coll) {
-        /* coll_gpu_nvl.c's bcast reads this call's plan from the team */
-        t->bcast_alg = plan->alg;
-        t->bcast_chunk_bytes = plan->chunk_bytes;
-    }
     return (staged == plan->alg) ? NULL : t;
 }
 

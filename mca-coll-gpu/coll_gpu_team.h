@@ -98,8 +98,6 @@ typedef struct coll_gpu_team_t {
     int ring_rank[COLL_GPU_TEAM_MAX];        /* ring position -> rank (rank 0's ring) */
     int ring_pos[COLL_GPU_TEAM_MAX];         /* rank -> ring position */
     dev_event_t *events[COLL_GPU_CHAIN_DEPTH]; /* chain bcast: completion of chunk copies */
-    int bcast_alg;                           /* this call's bcast plan, set by selection */
-    size_t bcast_chunk_bytes;                /* (MPI: one collective at a time per comm) */
     coll_gpu_regcache_entry_t cache[COLL_GPU_REGCACHE_ENTRIES];
     coll_gpu_export_entry_t exports[COLL_GPU_REGCACHE_ENTRIES];
     uint64_t clock;                          /* LRU time */
