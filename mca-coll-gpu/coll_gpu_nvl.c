@@ -9,16 +9,19 @@
  * peers' memory for that call.  seq counts the calls that took the team, the same on every
  * rank.  Data is final in the receive buffer when a call returns.
  *
- * one-shot allreduce (small):        two-shot allreduce (large, zero-copy):
- *   copy sbuf -> my scratch[seq&1]     export sbuf, rbuf handles
+ one-shot allreduce (small):        two-shot allreduce (large, zero-copy):
+ *   export sbuf handle                 export sbuf, rbuf handles
  *   arrive(seq)                        arrive(seq)
- *   wait arrive(all) >= seq            wait arrive(all) >= seq; map peers' sbuf, rbuf
- *   rbuf = reduce(scratch[p][seq&1]    my chunk c: v = reduce_p sbuf[p][c];
+ *   wait arrive(all) >= seq; map       wait arrive(all) >= seq; map peers' sbuf, rbuf
+ *   rbuf = reduce(sbuf[p]              my chunk c: v = reduce_p sbuf[p][c];
  *          for p = 0..n-1)                          rbuf[q][c] = v for every q
- *                                      done(seq); wait done(all) >= seq
- * The one-shot scratch is double-buffered: a peer can be at most one call ahead (it cannot
- * finish call seq+1 before we arrive at it), so slot seq&1 is free again at seq+2.  Every rank
- * reduces in rank order, so floating-point results are identical on all ranks.
+ *   done(seq); wait done(all) >= seq   done(seq); wait done(all) >= seq
+ * One-shot in place cannot read peers' buffers (they are being overwritten with the result):
+ * it first copies its input into its scratch[seq&1] and peers read that; it ends at its own
+ * done without waiting for the others.  The scratch is double-buffered: a peer can be at most
+ * one call ahead (it cannot finish call seq+1 before we arrive at it), so slot seq&1 is free
+ * again at seq+2.  Every rank reduces in rank order, so floating-point results are identical
+ * on all ranks.
  *
  * push bcast: every non-root exports its buffer and arrives; the root copies its data into each
  * peer's buffer (copy engines), then done(seq); non-roots wait for the root's done.
@@ -89,9 +92,11 @@
         }                                                                       \
     } while (0)
 
-static int allreduce_oneshot(coll_gpu_team_t *t, const void *sbuf, void *rbuf, size_t count,
-                             dev_dtype_t dt, dev_op_t op, size_t bytes,
-                             const dev_launch_t *launch, struct ompi_communicator_t *comm)
+/* One-shot through the scratch: for MPI_IN_PLACE, where a peer's input is also its output and
+ * may be overwritten while we still read it. */
+static int allreduce_oneshot_scratch(coll_gpu_team_t *t, const void *sbuf, void *rbuf,
+                                     size_t count, dev_dtype_t dt, dev_op_t op, size_t bytes,
+                                     const dev_launch_t *launch, struct ompi_communicator_t *comm)
 {
     uint64_t seq = ++t->seq;
     size_t slot_off = (seq & 1) * t->slot_bytes;
@@ -119,6 +124,49 @@ out:
     }
     mca_coll_gpu_team_done(t, seq);
     return rc;
+}
+
+/* One-shot zero-copy: every rank reduces straight from its peers' send buffers (mapped once
+ * through the registration cache), so the call costs one kernel and one synchronisation, not
+ * a copy into the scratch plus a kernel.  Peers read our send buffer until they are done, so
+ * the call ends with every rank's done. */
+static int allreduce_oneshot_direct(coll_gpu_team_t *t, const void *sbuf, void *rbuf,
+                                    size_t count, dev_dtype_t dt, dev_op_t op,
+                                    const dev_launch_t *launch, struct ompi_communicator_t *comm)
+{
+    uint64_t seq = ++t->seq;
+    const void *srcs[COLL_GPU_TEAM_MAX];
+    void *dst = rbuf;
+    int rc = OMPI_SUCCESS;
+    bool arrived = false;
+
+    NVL_CHECK(mca_coll_gpu_team_export(t, sbuf, &t->ctl->rank[t->rank].sbuf), "allreduce");
+    mca_coll_gpu_team_arrive(t, seq);
+    arrived = true;
+    for (int p = 0; p < t->size; ++p) {
+        void *s = (void *) sbuf;
+        mca_coll_gpu_team_wait_arrive(t, p, seq);
+        if (mca_coll_gpu_team_any_failed(t, seq)) {
+            rc = OMPI_ERROR;
+            goto out;
+        }
+        if (p != t->rank) {
+            NVL_CHECK(mca_coll_gpu_team_import(t, p, &t->ctl->rank[p].sbuf, &s), "allreduce");
+        }
+        srcs[p] = s;
+    }
+    NVL_CHECK(dev_reduce_multi(&dst, 1, srcs, t->size, count, dt, op, launch, t->stream),
+              "allreduce");
+    NVL_CHECK(dev_stream_sync(t->stream), "allreduce");
+out:
+    if (!arrived) {
+        mca_coll_gpu_team_arrive(t, seq);
+    }
+    mca_coll_gpu_team_done(t, seq);
+    for (int p = 0; p < t->size; ++p) {
+        mca_coll_gpu_team_wait_done(t, p, seq);
+    }
+    return mca_coll_gpu_team_any_failed(t, seq) ? OMPI_ERROR : rc;
 }
 
 /* The elements [*lo, *hi) rank r owns in a two-shot of count elements over n ranks. */
@@ -257,8 +305,12 @@ int mca_coll_gpu_nvl_allreduce(coll_gpu_team_t *t, const topo_plan_t *plan, cons
     const void *src = (MPI_IN_PLACE == sbuf) ? rbuf : sbuf;
     dev_launch_t launch = {plan->nblocks, plan->nthreads};
 
+    if (TOPO_AR_ONESHOT == plan->alg && MPI_IN_PLACE == sbuf) {
+        return allreduce_oneshot_scratch(t, src, rbuf, count, dt, op, count * esize, &launch,
+                                         comm);
+    }
     if (TOPO_AR_ONESHOT == plan->alg) {
-        return allreduce_oneshot(t, src, rbuf, count, dt, op, count * esize, &launch, comm);
+        return allreduce_oneshot_direct(t, src, rbuf, count, dt, op, &launch, comm);
     }
     if (TOPO_AR_RING == plan->alg) {
         return allreduce_ring(t, src, rbuf, count, dt, op, esize, &launch, comm);

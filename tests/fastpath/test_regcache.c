@@ -4,7 +4,7 @@
  * id, so peers map the new allocation.  Also runs more distinct buffers than the cache holds,
  * so that least-recently-used mappings are evicted and mapped again.
  *
- * Run with coll_gpu_allreduce_algorithm=twoshot (zero-copy: peers read and write this rank's
+ * Run with coll_gpu_allreduce_algorithm=twoshot or oneshot (zero-copy: peers read this rank's
  * own buffers through IPC).  Every round uses fresh data, so a stale mapping shows as a wrong
  * sum.  Exit: TAP.
  */
@@ -78,7 +78,7 @@ int main(int argc, char **argv)
     dev_mem_alloc(&s, COUNT * sizeof(int32_t));
     dev_mem_alloc(&r, COUNT * sizeof(int32_t));
     fill(s, 1);
-    tap_ok(check_round(s, r, 1), "two-shot allreduce on fresh buffers");
+    tap_ok(check_round(s, r, 1), "zero-copy allreduce on fresh buffers");
 
     /* free and allocate again: same size, so the allocator tends to hand back the address */
     old_s = s;
