@@ -1,5 +1,5 @@
 /*
- * test_regcache.c - the two-shot allreduce's registration cache must never serve a stale
+ * test_regcache.c - the zero-copy allreduces' registration cache must never serve a stale
  * mapping: a buffer freed and allocated again (often at the same address) carries a new buffer
  * id, so peers map the new allocation.  Also runs more distinct buffers than the cache holds,
  * so that least-recently-used mappings are evicted and mapped again.
