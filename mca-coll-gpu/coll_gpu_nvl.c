@@ -92,6 +92,25 @@
         }                                                                       \
     } while (0)
 
+/* The end of a call whose buffers peers may still be using: arrive if a failure came first
+ * (peers wait for it), let our own copies and kernels drain after a failure (nothing of ours
+ * may touch peer memory once we are done), give our done, wait for everybody's, and fail the
+ * call on every rank when any rank failed. */
+static int nvl_finish_all(coll_gpu_team_t *t, uint64_t seq, bool arrived, int rc)
+{
+    if (!arrived) {
+        mca_coll_gpu_team_arrive(t, seq);
+    }
+    if (OMPI_SUCCESS != rc) {
+        (void) dev_stream_sync(t->stream);
+    }
+    mca_coll_gpu_team_done(t, seq);
+    for (int p = 0; p < t->size; ++p) {
+        mca_coll_gpu_team_wait_done(t, p, seq);
+    }
+    return mca_coll_gpu_team_any_failed(t, seq) ? OMPI_ERROR : rc;
+}
+
 /* One-shot through the scratch: for MPI_IN_PLACE, where a peer's input is also its output and
  * may be overwritten while we still read it. */
 static int allreduce_oneshot_scratch(coll_gpu_team_t *t, const void *sbuf, void *rbuf,
@@ -159,14 +178,7 @@ static int allreduce_oneshot_direct(coll_gpu_team_t *t, const void *sbuf, void *
               "allreduce");
     NVL_CHECK(dev_stream_sync(t->stream), "allreduce");
 out:
-    if (!arrived) {
-        mca_coll_gpu_team_arrive(t, seq);
-    }
-    mca_coll_gpu_team_done(t, seq);
-    for (int p = 0; p < t->size; ++p) {
-        mca_coll_gpu_team_wait_done(t, p, seq);
-    }
-    return mca_coll_gpu_team_any_failed(t, seq) ? OMPI_ERROR : rc;
+    return nvl_finish_all(t, seq, arrived, rc);
 }
 
 /* The elements [*lo, *hi) rank r owns in a two-shot of count elements over n ranks. */
@@ -218,15 +230,7 @@ static int allreduce_twoshot(coll_gpu_team_t *t, const void *sbuf, void *rbuf, s
         NVL_CHECK(dev_stream_sync(t->stream), "allreduce");
     }
 out:
-    if (!arrived) {
-        mca_coll_gpu_team_arrive(t, seq);
-    }
-    /* peers wait for our done even when we failed: never leave them hanging */
-    mca_coll_gpu_team_done(t, seq);
-    for (int p = 0; p < t->size; ++p) {
-        mca_coll_gpu_team_wait_done(t, p, seq);
-    }
-    return mca_coll_gpu_team_any_failed(t, seq) ? OMPI_ERROR : rc;
+    return nvl_finish_all(t, seq, arrived, rc);
 }
 
 /* Ring allreduce (schedule at the top of the file).  sbuf == rbuf in place. */
@@ -284,17 +288,7 @@ static int allreduce_ring(coll_gpu_team_t *t, const void *sbuf, void *rbuf, size
         mca_coll_gpu_team_step(t, seq, k);
     }
 out:
-    if (!arrived) {
-        mca_coll_gpu_team_arrive(t, seq);
-    }
-    if (OMPI_SUCCESS != rc) {
-        (void) dev_stream_sync(t->stream); /* nothing of ours may still touch peer memory */
-    }
-    mca_coll_gpu_team_done(t, seq);
-    for (int p = 0; p < t->size; ++p) {
-        mca_coll_gpu_team_wait_done(t, p, seq);
-    }
-    return mca_coll_gpu_team_any_failed(t, seq) ? OMPI_ERROR : rc;
+    return nvl_finish_all(t, seq, arrived, rc);
 }
 
 int mca_coll_gpu_nvl_allreduce(coll_gpu_team_t *t, const topo_plan_t *plan, const void *sbuf,
@@ -444,17 +438,7 @@ static int bcast_chain(coll_gpu_team_t *t, void *buf, size_t bytes, int root, si
         }
     }
 out:
-    if (!arrived) {
-        mca_coll_gpu_team_arrive(t, seq);
-    }
-    if (OMPI_SUCCESS != rc) {
-        (void) dev_stream_sync(t->stream); /* nothing of ours may still read the parent */
-    }
-    mca_coll_gpu_team_done(t, seq);
-    for (int p = 0; p < t->size; ++p) {
-        mca_coll_gpu_team_wait_done(t, p, seq);
-    }
-    return mca_coll_gpu_team_any_failed(t, seq) ? OMPI_ERROR : rc;
+    return nvl_finish_all(t, seq, arrived, rc);
 }
 
 int mca_coll_gpu_nvl_bcast(coll_gpu_team_t *t, const topo_plan_t *plan, void *buf, size_t bytes,
