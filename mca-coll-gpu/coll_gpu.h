@@ -2,10 +2,10 @@
  * coll_gpu.h - component and module of coll/gpu, the collective component for CUDA device
  * buffers.
  *
- * Every blocking collective that carries data is intercepted.  A call whose buffers are all host
- * memory goes straight to the module that held the slot before us (tuned, basic, ...), saved at
- * enable time.  A call that touches device memory is staged through pinned host buffers (always
- * correct) or, where a fast path exists, run on the GPUs.
+ * Every collective that carries data, blocking and nonblocking, is intercepted.  A call whose
+ * buffers are all host memory goes straight to the module that held the slot before us (tuned,
+ * basic, libnbc, ...), saved at enable time.  A call that touches device memory is staged through
+ * pinned host buffers (always correct) or, where a fast path exists, run on the GPUs.
  */
 #ifndef MCA_COLL_GPU_H
 #define MCA_COLL_GPU_H
@@ -46,6 +46,26 @@ BEGIN_C_DECLS
     X(scan)                             \
     X(scatter)                          \
     X(scatterv)
+
+/* The nonblocking collectives coll/gpu intercepts (all that carry data): device buffers are
+ * staged through bounce memory owned by the request (coll_gpu_nonblocking.c). */
+#define COLL_GPU_FOREACH_INTERCEPTED_NB(X) \
+    X(iallgather)                          \
+    X(iallgatherv)                         \
+    X(iallreduce)                          \
+    X(ialltoall)                           \
+    X(ialltoallv)                          \
+    X(ialltoallw)                          \
+    X(ibcast)                              \
+    X(iexscan)                             \
+    X(igather)                             \
+    X(igatherv)                            \
+    X(ireduce)                             \
+    X(ireduce_scatter)                     \
+    X(ireduce_scatter_block)               \
+    X(iscan)                               \
+    X(iscatter)                            \
+    X(iscatterv)
 
 /* Which device backend to use (coll_gpu_device). */
 typedef enum {
@@ -101,6 +121,7 @@ typedef struct mca_coll_gpu_module_t {
     mca_coll_base_module_t super;
 
     COLL_GPU_FOREACH_INTERCEPTED(COLL_GPU_DECLARE_SAVED)
+    COLL_GPU_FOREACH_INTERCEPTED_NB(COLL_GPU_DECLARE_SAVED)
 
     bool enabled;               /* enable() saved the fallbacks above */
     /* Inside one of our calls that agrees on the path (coll_gpu_uniform_buffers false): the
@@ -201,7 +222,8 @@ void mca_coll_gpu_span_v(ompi_datatype_t *dtype, int n, const int *counts, const
                          ptrdiff_t *lo, size_t *len);
 
 /* Prepare user memory for a host collective.  When it is device memory, take a bounce buffer
- * (slot 0 or 1) and, when copy_in, copy the range in.  *out tells where the host collective must
+ * (slot 0 or 1; -1: memory allocated for this call, freed by stage_out) and, when copy_in, copy
+ * the range in.  *out tells where the host collective must
  * look.  Returns OMPI_SUCCESS or an error after logging the device layer's reason. */
 int mca_coll_gpu_stage_in(mca_coll_gpu_module_t *module, int slot, const void *user,
                           dev_mem_kind_t kind, ptrdiff_t lo, size_t len, bool copy_in,
@@ -247,6 +269,13 @@ int mca_coll_gpu_stage_pair(mca_coll_gpu_module_t *module, struct ompi_communica
                             const char *what, const void *sbuf, coll_gpu_layout_t slayout,
                             coll_gpu_dir_t sdir, void *rbuf, coll_gpu_layout_t rlayout,
                             coll_gpu_dir_t rdir, coll_gpu_staged_t *s, coll_gpu_staged_t *r);
+/* The same with bounce memory allocated for this call (slot -1) instead of the module's cached
+ * slots: for nonblocking collectives, whose bounce memory outlives the call. */
+int mca_coll_gpu_stage_pair_owned(mca_coll_gpu_module_t *module,
+                                  struct ompi_communicator_t *comm, const char *what,
+                                  const void *sbuf, coll_gpu_layout_t slayout,
+                                  coll_gpu_dir_t sdir, void *rbuf, coll_gpu_layout_t rlayout,
+                                  coll_gpu_dir_t rdir, coll_gpu_staged_t *s, coll_gpu_staged_t *r);
 /* Finish both after the host call returned rc; returns the first failure. */
 int mca_coll_gpu_unstage_pair(mca_coll_gpu_module_t *module, struct ompi_communicator_t *comm,
                               const char *what, int rc, coll_gpu_staged_t *s, coll_gpu_dir_t sdir,
@@ -374,6 +403,73 @@ int mca_coll_gpu_scatterv(const void *sbuf, const int *scounts, const int *disps
                           struct ompi_datatype_t *sdtype, void *rbuf, int rcount,
                           struct ompi_datatype_t *rdtype, int root,
                           struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
+
+/* The nonblocking collectives (coll_gpu_nonblocking.c). */
+int mca_coll_gpu_iallgather(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
+                            void *rbuf, int rcount, struct ompi_datatype_t *rdtype,
+                            struct ompi_communicator_t *comm, ompi_request_t **request,
+                            mca_coll_base_module_t *module);
+int mca_coll_gpu_iallgatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
+                             void *rbuf, const int *rcounts, const int *disps,
+                             struct ompi_datatype_t *rdtype, struct ompi_communicator_t *comm,
+                             ompi_request_t **request, mca_coll_base_module_t *module);
+int mca_coll_gpu_iallreduce(const void *sbuf, void *rbuf, int count,
+                            struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                            struct ompi_communicator_t *comm, ompi_request_t **request,
+                            mca_coll_base_module_t *module);
+int mca_coll_gpu_ialltoall(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
+                           void *rbuf, int rcount, struct ompi_datatype_t *rdtype,
+                           struct ompi_communicator_t *comm, ompi_request_t **request,
+                           mca_coll_base_module_t *module);
+int mca_coll_gpu_ialltoallv(const void *sbuf, const int *scounts, const int *sdisps,
+                            struct ompi_datatype_t *sdtype, void *rbuf, const int *rcounts,
+                            const int *rdisps, struct ompi_datatype_t *rdtype,
+                            struct ompi_communicator_t *comm, ompi_request_t **request,
+                            mca_coll_base_module_t *module);
+int mca_coll_gpu_ialltoallw(const void *sbuf, const int *scounts, const int *sdisps,
+                            struct ompi_datatype_t *const *sdtypes, void *rbuf,
+                            const int *rcounts, const int *rdisps,
+                            struct ompi_datatype_t *const *rdtypes,
+                            struct ompi_communicator_t *comm, ompi_request_t **request,
+                            mca_coll_base_module_t *module);
+int mca_coll_gpu_ibcast(void *buf, int count, struct ompi_datatype_t *dtype, int root,
+                        struct ompi_communicator_t *comm, ompi_request_t **request,
+                        mca_coll_base_module_t *module);
+int mca_coll_gpu_iexscan(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
+                         struct ompi_op_t *op, struct ompi_communicator_t *comm,
+                         ompi_request_t **request, mca_coll_base_module_t *module);
+int mca_coll_gpu_igather(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
+                         void *rbuf, int rcount, struct ompi_datatype_t *rdtype, int root,
+                         struct ompi_communicator_t *comm, ompi_request_t **request,
+                         mca_coll_base_module_t *module);
+int mca_coll_gpu_igatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
+                          void *rbuf, const int *rcounts, const int *disps,
+                          struct ompi_datatype_t *rdtype, int root,
+                          struct ompi_communicator_t *comm, ompi_request_t **request,
+                          mca_coll_base_module_t *module);
+int mca_coll_gpu_ireduce(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
+                         struct ompi_op_t *op, int root, struct ompi_communicator_t *comm,
+                         ompi_request_t **request, mca_coll_base_module_t *module);
+int mca_coll_gpu_ireduce_scatter(const void *sbuf, void *rbuf, const int *rcounts,
+                                 struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                                 struct ompi_communicator_t *comm, ompi_request_t **request,
+                                 mca_coll_base_module_t *module);
+int mca_coll_gpu_ireduce_scatter_block(const void *sbuf, void *rbuf, int rcount,
+                                       struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                                       struct ompi_communicator_t *comm,
+                                       ompi_request_t **request, mca_coll_base_module_t *module);
+int mca_coll_gpu_iscan(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
+                       struct ompi_op_t *op, struct ompi_communicator_t *comm,
+                       ompi_request_t **request, mca_coll_base_module_t *module);
+int mca_coll_gpu_iscatter(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
+                          void *rbuf, int rcount, struct ompi_datatype_t *rdtype, int root,
+                          struct ompi_communicator_t *comm, ompi_request_t **request,
+                          mca_coll_base_module_t *module);
+int mca_coll_gpu_iscatterv(const void *sbuf, const int *scounts, const int *disps,
+                           struct ompi_datatype_t *sdtype, void *rbuf, int rcount,
+                           struct ompi_datatype_t *rdtype, int root,
+                           struct ompi_communicator_t *comm, ompi_request_t **request,
+                           mca_coll_base_module_t *module);
 
 /* Log at a verbosity level on the component's stream. */
 #define COLL_GPU_VERBOSE(level, ...) \

@@ -36,6 +36,7 @@ static void gpu_module_release(mca_coll_gpu_module_t *module)
         module->prev_##name.fn = NULL;            \
     }
     COLL_GPU_FOREACH_INTERCEPTED(COLL_GPU_RELEASE_SAVED)
+    COLL_GPU_FOREACH_INTERCEPTED_NB(COLL_GPU_RELEASE_SAVED)
 #undef COLL_GPU_RELEASE_SAVED
     for (int i = 0; i < module->n_gap_modules; ++i) {
         OBJ_RELEASE(module->gap_modules[i]);
@@ -125,6 +126,7 @@ mca_coll_base_module_t *mca_coll_gpu_comm_query(struct ompi_communicator_t *comm
     module->super.coll_module_disable = gpu_module_disable;
 #define COLL_GPU_SET_ENTRY(name) module->super.coll_##name = mca_coll_gpu_##name;
     COLL_GPU_FOREACH_INTERCEPTED(COLL_GPU_SET_ENTRY)
+    COLL_GPU_FOREACH_INTERCEPTED_NB(COLL_GPU_SET_ENTRY)
 #undef COLL_GPU_SET_ENTRY
 
     *priority = mca_coll_gpu_component.priority;
@@ -157,6 +159,7 @@ static int gpu_module_enable(mca_coll_base_module_t *module, struct ompi_communi
         return OMPI_ERR_NOT_AVAILABLE;                                                       \
     }
     COLL_GPU_FOREACH_INTERCEPTED(COLL_GPU_CHECK_SAVED)
+    COLL_GPU_FOREACH_INTERCEPTED_NB(COLL_GPU_CHECK_SAVED)
 #undef COLL_GPU_CHECK_SAVED
 
 #define COLL_GPU_SAVE(name)                                           \
@@ -164,6 +167,7 @@ static int gpu_module_enable(mca_coll_base_module_t *module, struct ompi_communi
     m->prev_##name.module = comm->c_coll->coll_##name##_module;       \
     OBJ_RETAIN(m->prev_##name.module);
     COLL_GPU_FOREACH_INTERCEPTED(COLL_GPU_SAVE)
+    COLL_GPU_FOREACH_INTERCEPTED_NB(COLL_GPU_SAVE)
 #undef COLL_GPU_SAVE
 
     m->enabled = true;

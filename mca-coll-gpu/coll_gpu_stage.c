@@ -15,8 +15,9 @@
  *   user (device)  [ lo .............. lo+len )
  *
  * Each communicator's module keeps two pinned bounce buffers (send and receive roles) up to
- * coll_gpu_stage_cache_bytes; larger calls allocate for the call alone.  Serves every
- * collective of coll/gpu that the GPU path does not take.
+ * coll_gpu_stage_cache_bytes; larger calls allocate for the call alone, and so does every
+ * nonblocking collective (slot -1: its bounce memory lives until its request completes).
+ * Serves every collective of coll/gpu that the GPU path does not take.
  */
 #include "ompi_config.h"
 
@@ -90,15 +91,23 @@ void mca_coll_gpu_span_v(ompi_datatype_t *dtype, int n, const int *counts, const
     *len = any ? (size_t) (hi_all - lo_all) : 0;
 }
 
-/* Pinned memory of at least len bytes: a cached slot when it fits, else one for this call. */
+/* Pinned memory of at least len bytes: a cached slot when it fits, else one for this call.
+ * Slot -1 always allocates for this call: nonblocking collectives keep their bounce memory
+ * until the request completes, when another call may already be using the cached slots. */
 static int bounce_get(mca_coll_gpu_module_t *module, int slot, size_t len, void **ptr,
                       void **owned)
 {
-    coll_gpu_bounce_t *b = &module->bounce[slot];
+    coll_gpu_bounce_t *b;
     size_t want;
     int rc;
 
     *owned = NULL;
+    if (0 > slot) {
+        rc = dev_host_alloc(owned, len);
+        *ptr = *owned;
+        return rc;
+    }
+    b = &module->bounce[slot];
     if (len <= b->size) {
         *ptr = b->ptr;
         return DEV_OK;
@@ -237,10 +246,12 @@ static void stage_none(const void *buf, coll_gpu_staged_t *out)
     out->host_base = (char *) buf;
 }
 
-int mca_coll_gpu_stage_pair(mca_coll_gpu_module_t *module, struct ompi_communicator_t *comm,
-                            const char *what, const void *sbuf, coll_gpu_layout_t slayout,
-                            coll_gpu_dir_t sdir, void *rbuf, coll_gpu_layout_t rlayout,
-                            coll_gpu_dir_t rdir, coll_gpu_staged_t *s, coll_gpu_staged_t *r)
+/* stage_pair with the bounce slots of the send and receive buffer given (-1: per call). */
+static int stage_pair_slots(mca_coll_gpu_module_t *module, struct ompi_communicator_t *comm,
+                            const char *what, int sslot, const void *sbuf,
+                            coll_gpu_layout_t slayout, coll_gpu_dir_t sdir, int rslot, void *rbuf,
+                            coll_gpu_layout_t rlayout, coll_gpu_dir_t rdir, coll_gpu_staged_t *s,
+                            coll_gpu_staged_t *r)
 {
     dev_mem_kind_t skind = mca_coll_gpu_classify(sbuf);
     dev_mem_kind_t rkind = mca_coll_gpu_classify(rbuf);
@@ -249,19 +260,38 @@ int mca_coll_gpu_stage_pair(mca_coll_gpu_module_t *module, struct ompi_communica
     stage_none(sbuf, s);
     stage_none(rbuf, r);
     if (0 != sdir && MPI_IN_PLACE != sbuf && !mca_coll_gpu_is_host(skind)) {
-        rc = mca_coll_gpu_stage_buf(module, 0, sbuf, skind, slayout, sdir, comm, what, s);
+        rc = mca_coll_gpu_stage_buf(module, sslot, sbuf, skind, slayout, sdir, comm, what, s);
         if (OMPI_SUCCESS != rc) {
             return rc;
         }
     }
     if (0 != rdir && MPI_IN_PLACE != rbuf && !mca_coll_gpu_is_host(rkind)) {
-        rc = mca_coll_gpu_stage_buf(module, 1, rbuf, rkind, rlayout, rdir, comm, what, r);
+        rc = mca_coll_gpu_stage_buf(module, rslot, rbuf, rkind, rlayout, rdir, comm, what, r);
         if (OMPI_SUCCESS != rc) {
             (void) mca_coll_gpu_stage_out(module, s, false, comm, what);
             return rc;
         }
     }
     return OMPI_SUCCESS;
+}
+
+int mca_coll_gpu_stage_pair(mca_coll_gpu_module_t *module, struct ompi_communicator_t *comm,
+                            const char *what, const void *sbuf, coll_gpu_layout_t slayout,
+                            coll_gpu_dir_t sdir, void *rbuf, coll_gpu_layout_t rlayout,
+                            coll_gpu_dir_t rdir, coll_gpu_staged_t *s, coll_gpu_staged_t *r)
+{
+    return stage_pair_slots(module, comm, what, 0, sbuf, slayout, sdir, 1, rbuf, rlayout, rdir, s,
+                            r);
+}
+
+int mca_coll_gpu_stage_pair_owned(mca_coll_gpu_module_t *module,
+                                  struct ompi_communicator_t *comm, const char *what,
+                                  const void *sbuf, coll_gpu_layout_t slayout,
+                                  coll_gpu_dir_t sdir, void *rbuf, coll_gpu_layout_t rlayout,
+                                  coll_gpu_dir_t rdir, coll_gpu_staged_t *s, coll_gpu_staged_t *r)
+{
+    return stage_pair_slots(module, comm, what, -1, sbuf, slayout, sdir, -1, rbuf, rlayout, rdir,
+                            s, r);
 }
 
 int mca_coll_gpu_unstage_pair(mca_coll_gpu_module_t *module, struct ompi_communicator_t *comm,

@@ -1,0 +1,655 @@
+/*
+ * coll_gpu_nonblocking.c - the nonblocking collectives on device buffers: MPI_Iallgather(v),
+ * MPI_Iallreduce, MPI_Ialltoall(v,w), MPI_Ibcast, MPI_Iexscan, MPI_Igather(v), MPI_Ireduce,
+ * MPI_Ireduce_scatter(_block), MPI_Iscan, MPI_Iscatter(v).
+ *
+ * Host buffers go straight to the saved module (libnbc, ...), at the cost of the pointer
+ * classification, as for the blocking calls.  Device and managed buffers are staged, with the
+ * blocking calls' rules for which buffer matters on which rank (root, MPI_IN_PLACE, v and w
+ * layouts), but the bounce memory belongs to the request: the module's two cached slots would
+ * be reused by the next call while this one is still in flight.  The schedule of a call:
+ *
+ *   MPI_I<coll> (here)           progress (MPI_Wait, MPI_Test, ...)     MPI_Wait returns
+ *   ------------------           ----------------------------------     ----------------
+ *   allocate pinned bounce       saved module's schedule runs on the
+ *   copy device -> bounce        bounce copies
+ *   saved MPI_I<coll> on the     ompi_request_complete():
+ *   bounce copies -> request       req_complete_cb (nb_complete):
+ *   hook nb_complete on it           copy bounce -> device (written
+ *                                    buffers), free bounce, return 0
+ *                                  request marked complete                 data in device
+ *
+ * ompi_request_complete() calls req_complete_cb before it marks the request complete, and marks
+ * it complete only when the callback returns 0: so the copy back is done before MPI_Wait or
+ * MPI_Test can report completion, and the callback always returns 0 (a failed copy is reported
+ * and recorded in the request's status instead).  A request that is already complete when the
+ * saved module returns it (one-process communicators, empty calls: possibly the shared
+ * ompi_request_empty) is finished here and left untouched.  MPI_Request_free on an active
+ * request does not take the request away before it completes (libnbc 4.1 refuses it with
+ * MPI_ERR_REQUEST; a module that frees on completion frees after ompi_request_complete), so
+ * the callback still runs, and its state is ours alone.
+ * There is no GPU fast path for the nonblocking calls.
+ */
+#include "ompi_config.h"
+
+#include <stdlib.h>
+
+#include "ompi/errhandler/errcode-internal.h"
+#include "ompi/request/request.h"
+
+#include "coll_gpu.h"
+
+/* The first word of every coll_gpu_nb_t (see nb_complete). */
+static const char nb_tag = 0;
+
+/* What a staged nonblocking call keeps until its request completes. */
+typedef struct coll_gpu_nb_t {
+    const char *tag;                    /* &nb_tag: tells this state from a request */
+    ompi_request_t *req;
+    const char *what;
+    struct ompi_communicator_t *comm;   /* for failure reports only */
+    coll_gpu_staged_t s, r;             /* send and receive buffers (bounce memory owned) */
+    coll_gpu_dir_t sdir, rdir;
+    ompi_request_complete_fn_t inner_cb; /* a callback the saved module had set, run first */
+    void *inner_cb_data;
+} coll_gpu_nb_t;
+
+/* Copy the written buffers back (when rc is success) and free the bounce memory and x.  The
+ * staging functions need no module once the bounce memory is owned (slot -1). */
+static int nb_finish(coll_gpu_nb_t *x, int rc)
+{
+    rc = mca_coll_gpu_unstage_pair(NULL, x->comm, x->what, rc, &x->s, x->sdir, &x->r, x->rdir);
+    free(x);
+    return rc;
+}
+
+/* req_complete_cb of a staged request: the saved module's own callback first (if it had one
+ * and says the request is not complete yet, stay hooked on top of what it left), then the copy
+ * back.  Returns 0 so that the request completes.
+ *
+ * Open MPI 4.1's MPI_I... bindings put a callback of their own on top of ours when a datatype
+ * is derived (ompi_coll_base_retain_datatypes*, to keep the types alive), and that one calls
+ * the callback it wrapped with the wrapped callback's data instead of the request.  So arg is
+ * either the request (the documented convention) or our state: the tag tells them apart (a
+ * request starts with its object header). */
+static int nb_complete(ompi_request_t *arg)
+{
+    coll_gpu_nb_t *x;
+    ompi_request_t *req;
+    int rc;
+
+    if (&nb_tag == *(const char *const *) arg) {
+        x = (coll_gpu_nb_t *) arg;
+        req = x->req;
+    } else {
+        req = arg;
+        x = (coll_gpu_nb_t *) req->req_complete_cb_data;
+    }
+
+    if (NULL != x->inner_cb) {
+        ompi_request_complete_fn_t inner = x->inner_cb;
+        req->req_complete_cb_data = x->inner_cb_data;
+        x->inner_cb = NULL;
+        rc = inner(req);
+        if (0 != rc) {
+            x->inner_cb = req->req_complete_cb;
+            x->inner_cb_data = req->req_complete_cb_data;
+            req->req_complete_cb_data = x;
+            req->req_complete_cb = nb_complete;
+            return rc;
+        }
+    }
+    rc = nb_finish(x, req->req_status.MPI_ERROR);
+    if (OMPI_SUCCESS != rc && MPI_SUCCESS == req->req_status.MPI_ERROR) {
+        req->req_status.MPI_ERROR = ompi_errcode_get_mpi_code(rc);
+    }
+    return 0;
+}
+
+/* Stage a call's send and receive buffers into bounce memory of its own; *out NULL on
+ * failure (already reported). */
+static int nb_stage(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm, const char *what,
+                    const void *sbuf, coll_gpu_layout_t slayout, coll_gpu_dir_t sdir, void *rbuf,
+                    coll_gpu_layout_t rlayout, coll_gpu_dir_t rdir, coll_gpu_nb_t **out)
+{
+    coll_gpu_nb_t *x = calloc(1, sizeof(*x));
+    int rc;
+
+    *out = NULL;
+    if (NULL == x) {
+        mca_coll_gpu_report_failure(what, comm, "out of host memory for a request's state");
+        return OMPI_ERR_OUT_OF_RESOURCE;
+    }
+    x->tag = &nb_tag;
+    x->what = what;
+    x->comm = comm;
+    x->sdir = sdir;
+    x->rdir = rdir;
+    rc = mca_coll_gpu_stage_pair_owned(m, comm, what, sbuf, slayout, sdir, rbuf, rlayout, rdir,
+                                       &x->s, &x->r);
+    if (OMPI_SUCCESS != rc) {
+        free(x);
+        return rc;
+    }
+    *out = x;
+    return OMPI_SUCCESS;
+}
+
+/* After the saved i-function returned rc and *request: finish now when it failed or already
+ * completed, else copy back at completion. */
+static int nb_attach(coll_gpu_nb_t *x, int rc, ompi_request_t **request)
+{
+    ompi_request_t *req;
+
+    if (OMPI_SUCCESS != rc) {
+        return nb_finish(x, rc);
+    }
+    req = *request;
+    if (NULL == req || MPI_REQUEST_NULL == req || REQUEST_COMPLETE(req)) {
+        int status = (NULL == req || MPI_REQUEST_NULL == req) ? OMPI_SUCCESS
+                                                              : req->req_status.MPI_ERROR;
+        return nb_finish(x, status);
+    }
+    x->req = req;
+    x->inner_cb = req->req_complete_cb;
+    x->inner_cb_data = req->req_complete_cb_data;
+    /* runs nb_complete at once if the request completed since the check above */
+    (void) ompi_request_set_callback(req, nb_complete, x);
+    return OMPI_SUCCESS;
+}
+
+static inline void *nb_sview(const coll_gpu_nb_t *x)
+{
+    return mca_coll_gpu_view(&x->s);
+}
+
+static inline void *nb_rview(const coll_gpu_nb_t *x)
+{
+    return mca_coll_gpu_view(&x->r);
+}
+
+static void nb_log(const char *what, struct ompi_communicator_t *comm, size_t bytes,
+                   ompi_datatype_t *dtype, struct ompi_op_t *op)
+{
+    mca_coll_gpu_log_call(what, comm, bytes, dtype, op, "staged (nonblocking)");
+}
+
+/* ---- reductions -------------------------------------------------------------------------- */
+
+/* MPI_Iallreduce, MPI_Iscan, MPI_Iexscan: send buffer read, receive buffer written (and read in
+ * place). */
+static int nb_reduce_like(const char *what, mca_coll_base_module_iallreduce_fn_t prev_fn,
+                          mca_coll_base_module_t *prev_module, const void *sbuf, void *rbuf,
+                          int count, struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                          struct ompi_communicator_t *comm, ompi_request_t **request,
+                          mca_coll_gpu_module_t *m)
+{
+    coll_gpu_dir_t rdir = (MPI_IN_PLACE == sbuf) ? COLL_GPU_READWRITE : COLL_GPU_WRITE;
+    coll_gpu_nb_t *x;
+    int rc;
+
+    if (mca_coll_gpu_both_host(sbuf, rbuf)) {
+        return prev_fn(sbuf, rbuf, count, dtype, op, comm, request, prev_module);
+    }
+    nb_log(what, comm, mca_coll_gpu_call_bytes(dtype, (size_t) count), dtype, op);
+    rc = nb_stage(m, comm, what, sbuf, COLL_GPU_LAYOUT(dtype, count), COLL_GPU_READ, rbuf,
+                  COLL_GPU_LAYOUT(dtype, count), rdir, &x);
+    if (OMPI_SUCCESS != rc) {
+        return rc;
+    }
+    rc = prev_fn(nb_sview(x), nb_rview(x), count, dtype, op, comm, request, prev_module);
+    return nb_attach(x, rc, request);
+}
+
+int mca_coll_gpu_iallreduce(const void *sbuf, void *rbuf, int count,
+                            struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                            struct ompi_communicator_t *comm, ompi_request_t **request,
+                            mca_coll_base_module_t *module)
+{
+    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    return nb_reduce_like("iallreduce", m->prev_iallreduce.fn, m->prev_iallreduce.module, sbuf,
+                          rbuf, count, dtype, op, comm, request, m);
+}
+
+int mca_coll_gpu_iscan(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
+                       struct ompi_op_t *op, struct ompi_communicator_t *comm,
+                       ompi_request_t **request, mca_coll_base_module_t *module)
+{
+    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    return nb_reduce_like("iscan", m->prev_iscan.fn, m->prev_iscan.module, sbuf, rbuf, count,
+                          dtype, op, comm, request, m);
+}
+
+int mca_coll_gpu_iexscan(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
+                         struct ompi_op_t *op, struct ompi_communicator_t *comm,
+                         ompi_request_t **request, mca_coll_base_module_t *module)
+{
+    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    return nb_reduce_like("iexscan", m->prev_iexscan.fn, m->prev_iexscan.module, sbuf, rbuf,
+                          count, dtype, op, comm, request, m);
+}
+
+int mca_coll_gpu_ireduce(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
+                         struct ompi_op_t *op, int root, struct ompi_communicator_t *comm,
+                         ompi_request_t **request, mca_coll_base_module_t *module)
+{
+    static const char *const name = "ireduce";
+    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    bool is_root = (ompi_comm_rank(comm) == root);
+    coll_gpu_dir_t rdir = !is_root ? COLL_GPU_NONE
+                          : (MPI_IN_PLACE == sbuf) ? COLL_GPU_READWRITE : COLL_GPU_WRITE;
+    coll_gpu_nb_t *x;
+    int rc;
+
+    /* the receive buffer means something at the root only */
+    if (mca_coll_gpu_both_host(sbuf, is_root ? rbuf : NULL)) {
+        return m->prev_ireduce.fn(sbuf, rbuf, count, dtype, op, root, comm, request,
+                                  m->prev_ireduce.module);
+    }
+    nb_log(name, comm, mca_coll_gpu_call_bytes(dtype, (size_t) count), dtype, op);
+    rc = nb_stage(m, comm, name, sbuf, COLL_GPU_LAYOUT(dtype, count), COLL_GPU_READ, rbuf,
+                  COLL_GPU_LAYOUT(dtype, count), rdir, &x);
+    if (OMPI_SUCCESS != rc) {
+        return rc;
+    }
+    rc = m->prev_ireduce.fn(nb_sview(x), nb_rview(x), count, dtype, op, root, comm, request,
+                            m->prev_ireduce.module);
+    return nb_attach(x, rc, request);
+}
+
+int mca_coll_gpu_ireduce_scatter(const void *sbuf, void *rbuf, const int *rcounts,
+                                 struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                                 struct ompi_communicator_t *comm, ompi_request_t **request,
+                                 mca_coll_base_module_t *module)
+{
+    static const char *const name = "ireduce_scatter";
+    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    bool in_place = (MPI_IN_PLACE == sbuf);
+    coll_gpu_dir_t rdir = in_place ? COLL_GPU_READWRITE : COLL_GPU_WRITE;
+    int size = ompi_comm_size(comm), rank = ompi_comm_rank(comm);
+    coll_gpu_nb_t *x;
+    size_t total = 0;
+    int rc;
+
+    if (mca_coll_gpu_both_host(sbuf, rbuf)) {
+        return m->prev_ireduce_scatter.fn(sbuf, rbuf, rcounts, dtype, op, comm, request,
+                                          m->prev_ireduce_scatter.module);
+    }
+    for (int i = 0; i < size; ++i) {
+        total += (size_t) rcounts[i];
+    }
+    nb_log(name, comm, mca_coll_gpu_call_bytes(dtype, total), dtype, op);
+    /* in place, the receive buffer holds the whole input and gets this rank's block */
+    rc = nb_stage(m, comm, name, sbuf, COLL_GPU_LAYOUT(dtype, total), COLL_GPU_READ, rbuf,
+                  COLL_GPU_LAYOUT(dtype, in_place ? total : (size_t) rcounts[rank]), rdir, &x);
+    if (OMPI_SUCCESS != rc) {
+        return rc;
+    }
+    rc = m->prev_ireduce_scatter.fn(nb_sview(x), nb_rview(x), rcounts, dtype, op, comm, request,
+                                    m->prev_ireduce_scatter.module);
+    return nb_attach(x, rc, request);
+}
+
+int mca_coll_gpu_ireduce_scatter_block(const void *sbuf, void *rbuf, int rcount,
+                                       struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                                       struct ompi_communicator_t *comm,
+                                       ompi_request_t **request, mca_coll_base_module_t *module)
+{
+    static const char *const name = "ireduce_scatter_block";
+    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    bool in_place = (MPI_IN_PLACE == sbuf);
+    coll_gpu_dir_t rdir = in_place ? COLL_GPU_READWRITE : COLL_GPU_WRITE;
+    size_t total = (size_t) rcount * (size_t) ompi_comm_size(comm);
+    coll_gpu_nb_t *x;
+    int rc;
+
+    if (mca_coll_gpu_both_host(sbuf, rbuf)) {
+        return m->prev_ireduce_scatter_block.fn(sbuf, rbuf, rcount, dtype, op, comm, request,
+                                                m->prev_ireduce_scatter_block.module);
+    }
+    nb_log(name, comm, mca_coll_gpu_call_bytes(dtype, total), dtype, op);
+    rc = nb_stage(m, comm, name, sbuf, COLL_GPU_LAYOUT(dtype, total), COLL_GPU_READ, rbuf,
+                  COLL_GPU_LAYOUT(dtype, in_place ? total : (size_t) rcount), rdir, &x);
+    if (OMPI_SUCCESS != rc) {
+        return rc;
+    }
+    rc = m->prev_ireduce_scatter_block.fn(nb_sview(x), nb_rview(x), rcount, dtype, op, comm,
+                                          request, m->prev_ireduce_scatter_block.module);
+    return nb_attach(x, rc, request);
+}
+
+/* ---- bcast, gathers, scatters ------------------------------------------------------------ */
+
+int mca_coll_gpu_ibcast(void *buf, int count, struct ompi_datatype_t *dtype, int root,
+                        struct ompi_communicator_t *comm, ompi_request_t **request,
+                        mca_coll_base_module_t *module)
+{
+    static const char *const name = "ibcast";
+    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    coll_gpu_dir_t dir = (ompi_comm_rank(comm) == root) ? COLL_GPU_READ : COLL_GPU_WRITE;
+    coll_gpu_nb_t *x;
+    int rc;
+
+    if (mca_coll_gpu_is_host(mca_coll_gpu_classify(buf))) {
+        return m->prev_ibcast.fn(buf, count, dtype, root, comm, request, m->prev_ibcast.module);
+    }
+    nb_log(name, comm, mca_coll_gpu_call_bytes(dtype, (size_t) count), dtype, NULL);
+    rc = nb_stage(m, comm, name, NULL, COLL_GPU_LAYOUT(dtype, 0), COLL_GPU_NONE, buf,
+                  COLL_GPU_LAYOUT(dtype, count), dir, &x);
+    if (OMPI_SUCCESS != rc) {
+        return rc;
+    }
+    rc = m->prev_ibcast.fn(nb_rview(x), count, dtype, root, comm, request, m->prev_ibcast.module);
+    return nb_attach(x, rc, request);
+}
+
+int mca_coll_gpu_igather(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
+                         void *rbuf, int rcount, struct ompi_datatype_t *rdtype, int root,
+                         struct ompi_communicator_t *comm, ompi_request_t **request,
+                         mca_coll_base_module_t *module)
+{
+    static const char *const name = "igather";
+    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    bool is_root = (ompi_comm_rank(comm) == root);
+    coll_gpu_dir_t rdir = !is_root ? COLL_GPU_NONE
+                          : (MPI_IN_PLACE == sbuf) ? COLL_GPU_READWRITE : COLL_GPU_WRITE;
+    size_t rtotal = (size_t) rcount * (size_t) ompi_comm_size(comm);
+    coll_gpu_nb_t *x;
+    int rc;
+
+    if (mca_coll_gpu_both_host(sbuf, is_root ? rbuf : NULL)) {
+        return m->prev_igather.fn(sbuf, scount, sdtype, rbuf, rcount, rdtype, root, comm,
+                                  request, m->prev_igather.module);
+    }
+    nb_log(name, comm, mca_coll_gpu_call_bytes(sdtype, (size_t) scount), sdtype, NULL);
+    rc = nb_stage(m, comm, name, sbuf, COLL_GPU_LAYOUT(sdtype, scount), COLL_GPU_READ, rbuf,
+                  COLL_GPU_LAYOUT(rdtype, rtotal), rdir, &x);
+    if (OMPI_SUCCESS != rc) {
+        return rc;
+    }
+    rc = m->prev_igather.fn(nb_sview(x), scount, sdtype, nb_rview(x), rcount, rdtype, root, comm,
+                            request, m->prev_igather.module);
+    return nb_attach(x, rc, request);
+}
+
+int mca_coll_gpu_igatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
+                          void *rbuf, const int *rcounts, const int *disps,
+                          struct ompi_datatype_t *rdtype, int root,
+                          struct ompi_communicator_t *comm, ompi_request_t **request,
+                          mca_coll_base_module_t *module)
+{
+    static const char *const name = "igatherv";
+    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    bool is_root = (ompi_comm_rank(comm) == root);
+    coll_gpu_dir_t rdir = !is_root ? COLL_GPU_NONE
+                          : (MPI_IN_PLACE == sbuf) ? COLL_GPU_READWRITE : COLL_GPU_WRITE;
+    coll_gpu_nb_t *x;
+    int rc;
+
+    if (mca_coll_gpu_both_host(sbuf, is_root ? rbuf : NULL)) {
+        return m->prev_igatherv.fn(sbuf, scount, sdtype, rbuf, rcounts, disps, rdtype, root,
+                                   comm, request, m->prev_igatherv.module);
+    }
+    nb_log(name, comm, mca_coll_gpu_call_bytes(sdtype, (size_t) scount), sdtype, NULL);
+    rc = nb_stage(m, comm, name, sbuf, COLL_GPU_LAYOUT(sdtype, scount), COLL_GPU_READ, rbuf,
+                  COLL_GPU_LAYOUT_V(rdtype, is_root ? ompi_comm_size(comm) : 0, rcounts, disps),
+                  rdir, &x);
+    if (OMPI_SUCCESS != rc) {
+        return rc;
+    }
+    rc = m->prev_igatherv.fn(nb_sview(x), scount, sdtype, nb_rview(x), rcounts, disps, rdtype,
+                             root, comm, request, m->prev_igatherv.module);
+    return nb_attach(x, rc, request);
+}
+
+int mca_coll_gpu_iallgather(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
+                            void *rbuf, int rcount, struct ompi_datatype_t *rdtype,
+                            struct ompi_communicator_t *comm, ompi_request_t **request,
+                            mca_coll_base_module_t *module)
+{
+    static const char *const name = "iallgather";
+    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    coll_gpu_dir_t rdir = (MPI_IN_PLACE == sbuf) ? COLL_GPU_READWRITE : COLL_GPU_WRITE;
+    size_t rtotal = (size_t) rcount * (size_t) ompi_comm_size(comm);
+    coll_gpu_nb_t *x;
+    int rc;
+
+    if (mca_coll_gpu_both_host(sbuf, rbuf)) {
+        return m->prev_iallgather.fn(sbuf, scount, sdtype, rbuf, rcount, rdtype, comm, request,
+                                     m->prev_iallgather.module);
+    }
+    nb_log(name, comm, mca_coll_gpu_call_bytes(rdtype, rtotal), rdtype, NULL);
+    rc = nb_stage(m, comm, name, sbuf, COLL_GPU_LAYOUT(sdtype, scount), COLL_GPU_READ, rbuf,
+                  COLL_GPU_LAYOUT(rdtype, rtotal), rdir, &x);
+    if (OMPI_SUCCESS != rc) {
+        return rc;
+    }
+    rc = m->prev_iallgather.fn(nb_sview(x), scount, sdtype, nb_rview(x), rcount, rdtype, comm,
+                               request, m->prev_iallgather.module);
+    return nb_attach(x, rc, request);
+}
+
+int mca_coll_gpu_iallgatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
+                             void *rbuf, const int *rcounts, const int *disps,
+                             struct ompi_datatype_t *rdtype, struct ompi_communicator_t *comm,
+                             ompi_request_t **request, mca_coll_base_module_t *module)
+{
+    static const char *const name = "iallgatherv";
+    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    coll_gpu_dir_t rdir = (MPI_IN_PLACE == sbuf) ? COLL_GPU_READWRITE : COLL_GPU_WRITE;
+    coll_gpu_nb_t *x;
+    int rc;
+
+    if (mca_coll_gpu_both_host(sbuf, rbuf)) {
+        return m->prev_iallgatherv.fn(sbuf, scount, sdtype, rbuf, rcounts, disps, rdtype, comm,
+                                      request, m->prev_iallgatherv.module);
+    }
+    nb_log(name, comm, mca_coll_gpu_call_bytes(sdtype, (size_t) scount), sdtype, NULL);
+    rc = nb_stage(m, comm, name, sbuf, COLL_GPU_LAYOUT(sdtype, scount), COLL_GPU_READ, rbuf,
+                  COLL_GPU_LAYOUT_V(rdtype, ompi_comm_size(comm), rcounts, disps), rdir, &x);
+    if (OMPI_SUCCESS != rc) {
+        return rc;
+    }
+    rc = m->prev_iallgatherv.fn(nb_sview(x), scount, sdtype, nb_rview(x), rcounts, disps, rdtype,
+                                comm, request, m->prev_iallgatherv.module);
+    return nb_attach(x, rc, request);
+}
+
+int mca_coll_gpu_iscatter(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
+                          void *rbuf, int rcount, struct ompi_datatype_t *rdtype, int root,
+                          struct ompi_communicator_t *comm, ompi_request_t **request,
+                          mca_coll_base_module_t *module)
+{
+    static const char *const name = "iscatter";
+    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    bool is_root = (ompi_comm_rank(comm) == root);
+    coll_gpu_dir_t sdir = is_root ? COLL_GPU_READ : COLL_GPU_NONE;
+    size_t stotal = (size_t) scount * (size_t) ompi_comm_size(comm);
+    coll_gpu_nb_t *x;
+    int rc;
+
+    if (mca_coll_gpu_both_host(is_root ? sbuf : NULL, rbuf)) {
+        return m->prev_iscatter.fn(sbuf, scount, sdtype, rbuf, rcount, rdtype, root, comm,
+                                   request, m->prev_iscatter.module);
+    }
+    nb_log(name, comm, mca_coll_gpu_call_bytes(rdtype, (size_t) rcount), rdtype, NULL);
+    rc = nb_stage(m, comm, name, sbuf, COLL_GPU_LAYOUT(sdtype, stotal), sdir, rbuf,
+                  COLL_GPU_LAYOUT(rdtype, rcount), COLL_GPU_WRITE, &x);
+    if (OMPI_SUCCESS != rc) {
+        return rc;
+    }
+    rc = m->prev_iscatter.fn(nb_sview(x), scount, sdtype, nb_rview(x), rcount, rdtype, root,
+                             comm, request, m->prev_iscatter.module);
+    return nb_attach(x, rc, request);
+}
+
+int mca_coll_gpu_iscatterv(const void *sbuf, const int *scounts, const int *disps,
+                           struct ompi_datatype_t *sdtype, void *rbuf, int rcount,
+                           struct ompi_datatype_t *rdtype, int root,
+                           struct ompi_communicator_t *comm, ompi_request_t **request,
+                           mca_coll_base_module_t *module)
+{
+    static const char *const name = "iscatterv";
+    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    bool is_root = (ompi_comm_rank(comm) == root);
+    coll_gpu_dir_t sdir = is_root ? COLL_GPU_READ : COLL_GPU_NONE;
+    coll_gpu_nb_t *x;
+    int rc;
+
+    if (mca_coll_gpu_both_host(is_root ? sbuf : NULL, rbuf)) {
+        return m->prev_iscatterv.fn(sbuf, scounts, disps, sdtype, rbuf, rcount, rdtype, root,
+                                    comm, request, m->prev_iscatterv.module);
+    }
+    nb_log(name, comm, mca_coll_gpu_call_bytes(rdtype, (size_t) rcount), rdtype, NULL);
+    rc = nb_stage(m, comm, name, sbuf,
+                  COLL_GPU_LAYOUT_V(sdtype, is_root ? ompi_comm_size(comm) : 0, scounts, disps),
+                  sdir, rbuf, COLL_GPU_LAYOUT(rdtype, rcount), COLL_GPU_WRITE, &x);
+    if (OMPI_SUCCESS != rc) {
+        return rc;
+    }
+    rc = m->prev_iscatterv.fn(nb_sview(x), scounts, disps, sdtype, nb_rview(x), rcount, rdtype,
+                              root, comm, request, m->prev_iscatterv.module);
+    return nb_attach(x, rc, request);
+}
+
+/* ---- all-to-all -------------------------------------------------------------------------- */
+
+int mca_coll_gpu_ialltoall(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
+                           void *rbuf, int rcount, struct ompi_datatype_t *rdtype,
+                           struct ompi_communicator_t *comm, ompi_request_t **request,
+                           mca_coll_base_module_t *module)
+{
+    static const char *const name = "ialltoall";
+    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    coll_gpu_dir_t rdir = (MPI_IN_PLACE == sbuf) ? COLL_GPU_READWRITE : COLL_GPU_WRITE;
+    size_t size = (size_t) ompi_comm_size(comm);
+    coll_gpu_nb_t *x;
+    int rc;
+
+    if (mca_coll_gpu_both_host(sbuf, rbuf)) {
+        return m->prev_ialltoall.fn(sbuf, scount, sdtype, rbuf, rcount, rdtype, comm, request,
+                                    m->prev_ialltoall.module);
+    }
+    nb_log(name, comm, mca_coll_gpu_call_bytes(rdtype, (size_t) rcount * size), rdtype, NULL);
+    rc = nb_stage(m, comm, name, sbuf, COLL_GPU_LAYOUT(sdtype, scount * size), COLL_GPU_READ,
+                  rbuf, COLL_GPU_LAYOUT(rdtype, rcount * size), rdir, &x);
+    if (OMPI_SUCCESS != rc) {
+        return rc;
+    }
+    rc = m->prev_ialltoall.fn(nb_sview(x), scount, sdtype, nb_rview(x), rcount, rdtype, comm,
+                              request, m->prev_ialltoall.module);
+    return nb_attach(x, rc, request);
+}
+
+int mca_coll_gpu_ialltoallv(const void *sbuf, const int *scounts, const int *sdisps,
+                            struct ompi_datatype_t *sdtype, void *rbuf, const int *rcounts,
+                            const int *rdisps, struct ompi_datatype_t *rdtype,
+                            struct ompi_communicator_t *comm, ompi_request_t **request,
+                            mca_coll_base_module_t *module)
+{
+    static const char *const name = "ialltoallv";
+    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    coll_gpu_dir_t rdir = (MPI_IN_PLACE == sbuf) ? COLL_GPU_READWRITE : COLL_GPU_WRITE;
+    int size = ompi_comm_size(comm);
+    coll_gpu_nb_t *x;
+    int rc;
+
+    if (mca_coll_gpu_both_host(sbuf, rbuf)) {
+        return m->prev_ialltoallv.fn(sbuf, scounts, sdisps, sdtype, rbuf, rcounts, rdisps, rdtype,
+                                     comm, request, m->prev_ialltoallv.module);
+    }
+    nb_log(name, comm, 0, rdtype, NULL);
+    rc = nb_stage(m, comm, name, sbuf, COLL_GPU_LAYOUT_V(sdtype, size, scounts, sdisps),
+                  COLL_GPU_READ, rbuf, COLL_GPU_LAYOUT_V(rdtype, size, rcounts, rdisps), rdir,
+                  &x);
+    if (OMPI_SUCCESS != rc) {
+        return rc;
+    }
+    rc = m->prev_ialltoallv.fn(nb_sview(x), scounts, sdisps, sdtype, nb_rview(x), rcounts, rdisps,
+                               rdtype, comm, request, m->prev_ialltoallv.module);
+    return nb_attach(x, rc, request);
+}
+
+/* The byte range of MPI_Alltoallw blocks: counts[i] elements of types[i] at byte displs[i]
+ * (as in coll_gpu_alltoall.c). */
+static void span_w(int n, const int *counts, const int *displs,
+                   struct ompi_datatype_t *const *types, ptrdiff_t *lo, size_t *len)
+{
+    ptrdiff_t lo_all = 0, hi_all = 0;
+    bool any = false;
+
+    for (int i = 0; i < n; ++i) {
+        ptrdiff_t blo;
+        size_t blen;
+        if (0 >= counts[i]) {
+            continue;
+        }
+        mca_coll_gpu_span(types[i], (size_t) counts[i], &blo, &blen);
+        blo += displs[i];
+        if (!any || blo < lo_all) {
+            lo_all = blo;
+        }
+        if (!any || blo + (ptrdiff_t) blen > hi_all) {
+            hi_all = blo + (ptrdiff_t) blen;
+        }
+        any = true;
+    }
+    *lo = any ? lo_all : 0;
+    *len = any ? (size_t) (hi_all - lo_all) : 0;
+}
+
+/* Per-peer types rule out a single layout: the union of the blocks is staged, holes included,
+ * and copied in both ways (the holes go back unchanged). */
+int mca_coll_gpu_ialltoallw(const void *sbuf, const int *scounts, const int *sdisps,
+                            struct ompi_datatype_t *const *sdtypes, void *rbuf,
+                            const int *rcounts, const int *rdisps,
+                            struct ompi_datatype_t *const *rdtypes,
+                            struct ompi_communicator_t *comm, ompi_request_t **request,
+                            mca_coll_base_module_t *module)
+{
+    static const char *const name = "ialltoallw";
+    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    bool in_place = (MPI_IN_PLACE == sbuf);
+    int size = ompi_comm_size(comm);
+    dev_mem_kind_t skind = mca_coll_gpu_classify(sbuf), rkind = mca_coll_gpu_classify(rbuf);
+    coll_gpu_nb_t *x;
+    ptrdiff_t lo;
+    size_t len;
+    int rc;
+
+    if (mca_coll_gpu_is_host(skind) && mca_coll_gpu_is_host(rkind)) {
+        return m->prev_ialltoallw.fn(sbuf, scounts, sdisps, sdtypes, rbuf, rcounts, rdisps,
+                                     rdtypes, comm, request, m->prev_ialltoallw.module);
+    }
+    nb_log(name, comm, 0, NULL, NULL);
+    x = calloc(1, sizeof(*x));
+    if (NULL == x) {
+        mca_coll_gpu_report_failure(name, comm, "out of host memory for a request's state");
+        return OMPI_ERR_OUT_OF_RESOURCE;
+    }
+    x->tag = &nb_tag;
+    x->what = name;
+    x->comm = comm;
+    x->sdir = COLL_GPU_READ;
+    x->rdir = COLL_GPU_READWRITE;
+    if (in_place) {
+        skind = DEV_MEM_HOST;
+    }
+    span_w(size, scounts, sdisps, sdtypes, &lo, &len);
+    rc = mca_coll_gpu_stage_in(m, -1, sbuf, skind, lo, len, true, comm, name, &x->s);
+    if (OMPI_SUCCESS != rc) {
+        free(x);
+        return rc;
+    }
+    span_w(size, rcounts, rdisps, rdtypes, &lo, &len);
+    rc = mca_coll_gpu_stage_in(m, -1, rbuf, rkind, lo, len, true, comm, name, &x->r);
+    if (OMPI_SUCCESS != rc) {
+        (void) mca_coll_gpu_stage_out(m, &x->s, false, comm, name);
+        free(x);
+        return rc;
+    }
+    rc = m->prev_ialltoallw.fn(in_place ? MPI_IN_PLACE : nb_sview(x), scounts, sdisps, sdtypes,
+                               nb_rview(x), rcounts, rdisps, rdtypes, comm, request,
+                               m->prev_ialltoallw.module);
+    return nb_attach(x, rc, request);
+}
