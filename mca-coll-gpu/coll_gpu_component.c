@@ -112,15 +112,16 @@ static int gpu_register(void)
                   "table), staged (pinned host buffers and the component below coll/gpu), "
                   "oneshot (every rank reduces all peers' data; small messages), twoshot "
                   "(reduce-scatter then all-gather by peer loads/stores, zero-copy), ring "
-                  "(not implemented yet: runs staged).  Settable at run time through MPI_T",
+                  "(pipelined between ring neighbours only).  Settable at run time through MPI_T",
                   MCA_BASE_VAR_FLAG_SETTABLE, OPAL_INFO_LVL_5,
                   &mca_coll_gpu_component.allreduce_algorithm);
 
     register_enum("bcast_algorithm", "coll_gpu_bcast_algorithm",
                   AS_MCA_ENUM(topo_bcast_alg_values),
                   "Broadcast algorithm for device buffers: auto (the decision table), staged, "
-                  "push (the root copies into every peer's buffer), chain and tree (not "
-                  "implemented yet: run staged).  Settable at run time through MPI_T",
+                  "push (the root copies into every peer's buffer), chain and tree (pipelined "
+                  "along the node model's ring, or down a binary tree over it).  Settable at "
+                  "run time through MPI_T",
                   MCA_BASE_VAR_FLAG_SETTABLE, OPAL_INFO_LVL_5,
                   &mca_coll_gpu_component.bcast_algorithm);
 

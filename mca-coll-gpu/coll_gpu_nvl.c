@@ -48,10 +48,11 @@
  *   k=3 AG     c0 = L     c1 = L     c2 = L
  *   k=4 AG     c2 = L     c0 = L     c1 = L
  *
- * chain bcast (large, pipelined along the ring from the root): the message is cut into chunks
- * (the plan's chunk_bytes, else 2 MiB); chain position i = ring position - root's, mod n.
+ chain and tree bcast (large, pipelined from the root): the message is cut into chunks (the
+ * plan's chunk_bytes, else 2 MiB); position i = ring position - root's, mod n; i's parent is
+ * i-1 in the chain, (i-1)/2 in the (binary) tree.
  *   root:     export buf; arrive(seq); step(seq, nchunks)
- *   i > 0:    export buf (unless last); arrive(seq); wait arrive(parent); map parent's buf
+ *   i > 0:    export buf (if it has a child); arrive(seq); wait arrive(parent); map its buf
  *             for chunk j: once parent's step > j, copy chunk j parent -> mine, record an event;
  *             as the events complete, step(seq, chunks complete); up to COLL_GPU_CHAIN_DEPTH
  *             copies in flight
@@ -61,7 +62,7 @@
  *   pos 1      c0     c1     c2     .        (pos i copies chunk j at about t(i-1+j))
  *   pos 2      .      c0     c1     c2
  *
- * Ring and chain end with every rank's done, as two-shot does: a rank's buffers are free when
+ * Ring, chain and tree end with every rank's done, as two-shot does: a rank's buffers are free when
  * it returns (no peer reads them any more), a failure anywhere fails the call on every rank,
  * and no rank can be more than one call ahead of another (one-shot's double buffer needs it).
  * A rank that fails jumps its step counter past the call (mca_coll_gpu_team_fail), so its
@@ -356,16 +357,20 @@ out:
     return rc;
 }
 
-/* Chain bcast (schedule at the top of the file).  Every rank but the last in the chain lends
- * its buffer to its child; every rank but the root copies chunks from its parent as the parent
+/* Pipelined bcast down a chain or a binary tree (schedule at the top of the file).  Positions
+ * count along the ring from the root (root 0): in the chain position i's parent is i-1, in the
+ * tree (i-1)/2, so every rank derives the same shape from the team's ring.  Every rank with a
+ * child lends its buffer; every rank but the root copies chunks from its parent as the parent
  * publishes them, several in flight, and publishes its own as their copies complete. */
-static int bcast_chain(coll_gpu_team_t *t, void *buf, size_t bytes, int root, size_t chunk,
-                       struct ompi_communicator_t *comm)
+static int bcast_pipelined(coll_gpu_team_t *t, void *buf, size_t bytes, int root, size_t chunk,
+                           bool tree, struct ompi_communicator_t *comm)
 {
     uint64_t seq = ++t->seq;
-    int n = t->size, pos = t->ring_pos[t->rank];
-    int at = (pos - t->ring_pos[root] + n) % n; /* position in the chain: root 0 */
-    int parent = t->ring_rank[(pos + n - 1) % n];
+    int n = t->size, root_pos = t->ring_pos[root];
+    int at = (t->ring_pos[t->rank] - root_pos + n) % n; /* position from the root: root 0 */
+    int parent_at = tree ? (at - 1) / 2 : at - 1;
+    bool has_child = tree ? (2 * at + 1 < n) : (at < n - 1);
+    int parent = (0 == at) ? -1 : t->ring_rank[(parent_at + root_pos) % n];
     uint64_t nchunks, issued = 0, complete = 0;
     unsigned spins = 0;
     void *pbuf = NULL;
@@ -380,10 +385,11 @@ static int bcast_chain(coll_gpu_team_t *t, void *buf, size_t bytes, int root, si
     }
     nchunks = (bytes + chunk - 1) / chunk;
     COLL_GPU_VERBOSE(COLL_GPU_LOG_CALL,
-                     "coll:gpu:bcast (cid %d): rank %d: chain position %d from root %d, "
+                     "coll:gpu:bcast (cid %d): rank %d: %s position %d from root %d, parent %d, "
                      "%" PRIu64 " chunk(s) of %zu B",
-                     coll_gpu_comm_cid(comm), t->rank, at, root, nchunks, chunk);
-    if (at < n - 1) {
+                     coll_gpu_comm_cid(comm), t->rank, tree ? "tree" : "chain", at, root, parent,
+                     nchunks, chunk);
+    if (has_child) {
         NVL_CHECK(mca_coll_gpu_team_export(t, buf, &t->ctl->rank[t->rank].rbuf), "bcast");
     }
     mca_coll_gpu_team_arrive(t, seq);
@@ -444,8 +450,9 @@ out:
 int mca_coll_gpu_nvl_bcast(coll_gpu_team_t *t, const topo_plan_t *plan, void *buf, size_t bytes,
                            int root, struct ompi_communicator_t *comm)
 {
-    if (TOPO_BC_CHAIN == plan->alg) {
-        return bcast_chain(t, buf, bytes, root, plan->chunk_bytes, comm);
+    if (TOPO_BC_CHAIN == plan->alg || TOPO_BC_TREE == plan->alg) {
+        return bcast_pipelined(t, buf, bytes, root, plan->chunk_bytes, TOPO_BC_TREE == plan->alg,
+                               comm);
     }
     return (t->rank == root) ? bcast_root(t, buf, bytes, comm) : bcast_peer(t, buf, root, comm);
 }

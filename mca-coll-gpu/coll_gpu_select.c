@@ -198,15 +198,6 @@ coll_gpu_team_t *mca_coll_gpu_select(mca_coll_gpu_module_t *m, struct ompi_commu
     in.nthreads = c->nthreads;
     in.chunk_bytes = c->chunk_bytes;
     topo_select(&in, plan);
-    /* the pipelined tree is not built yet: the chain takes its calls (it needs peer access
-     * between ring neighbours only, less than the tree, and pipelines just as well) */
-    if (TOPO_COLL_BCAST == coll && TOPO_BC_TREE == plan->alg) {
-        char why[sizeof(plan->reason)];
-        memcpy(why, plan->reason, sizeof(why));
-        snprintf(plan->reason, sizeof(plan->reason),
-                 "tree not implemented yet, chain instead; %.400s", why);
-        plan->alg = TOPO_BC_CHAIN;
-    }
     /* one-shot stages through the team's scratch: it cannot take more than a slot */
     if (TOPO_COLL_ALLREDUCE == coll && TOPO_AR_ONESHOT == plan->alg && bytes > t->slot_bytes) {
         plan->alg = TOPO_AR_TWOSHOT;

@@ -3,7 +3,7 @@
 # coll_gpu_uniform_buffers=true: the matrix's allreduce and bcast cases on device buffers (every
 # rank "dev", in place included), forced onto each algorithm and left to the decision table, on
 # 2, 3 and 4 ranks.  The log must show the algorithm was taken, not silently staged.  Then the
-# chain bcast cut into 4 KiB chunks (thousands of chunks at the matrix's sizes, several in
+# chain and tree bcast cut into 4 KiB chunks (thousands of chunks at the matrix's sizes, several in
 # flight), and the ring allreduce on the in-place cases alone.
 . "$(dirname "$0")/../mpi/mpitest.sh"
 COLL_GPU_TEST_UNIFORM=true
@@ -30,7 +30,7 @@ run() {
 
 for np in 2 3 4; do
     for alg in "allreduce oneshot" "allreduce twoshot" "allreduce ring" "allreduce auto" \
-               "bcast push" "bcast chain" "bcast auto"; do
+               "bcast push" "bcast chain" "bcast tree" "bcast auto"; do
         set -- $alg
         run "$np" "$1" "$2" "$1 * dev *" types,sizes
         [ $rc -eq 0 ] && [ $taken -eq 0 ] && [ "$ran" -gt 0 ]
@@ -38,12 +38,14 @@ for np in 2 3 4; do
         [ $rc -eq 0 ] && [ $taken -eq 0 ] && [ "$ran" -gt 0 ] || t_diag "$log"
     done
 
-    # chain bcast in 4 KiB chunks: the 8 MiB case alone is 2049 chunks
-    run "$np" bcast chain "bcast * dev *" types,sizes,modes --mca coll_gpu_chunk_bytes 4096
-    many=$(grep -c "chain position [0-9]* from root [0-9]*, [0-9][0-9][0-9][0-9]* chunk(s) of 4096 B" "$log")
-    [ $rc -eq 0 ] && [ $taken -eq 0 ] && [ "$ran" -gt 0 ] && [ "$many" -gt 0 ]
-    t_ok $? "$np ranks, bcast chain in 4 KiB chunks: $ran cases pass, $many rank-calls of 1000+ chunks"
-    [ $rc -eq 0 ] && [ $taken -eq 0 ] && [ "$ran" -gt 0 ] && [ "$many" -gt 0 ] || t_diag "$log"
+    # chain and tree bcast in 4 KiB chunks: the 8 MiB case alone is 2049 chunks
+    for shape in chain tree; do
+        run "$np" bcast $shape "bcast * dev *" types,sizes,modes --mca coll_gpu_chunk_bytes 4096
+        many=$(grep -c "$shape position [0-9]* from root [0-9]*, parent -*[0-9]*, [0-9][0-9][0-9][0-9]* chunk(s) of 4096 B" "$log")
+        [ $rc -eq 0 ] && [ $taken -eq 0 ] && [ "$ran" -gt 0 ] && [ "$many" -gt 0 ]
+        t_ok $? "$np ranks, bcast $shape in 4 KiB chunks: $ran cases pass, $many rank-calls of 1000+ chunks"
+        [ $rc -eq 0 ] && [ $taken -eq 0 ] && [ "$ran" -gt 0 ] && [ "$many" -gt 0 ] || t_diag "$log"
+    done
 
     # ring allreduce in place (sizes and modes sections; uneven chunks at count 1023 and 1, 7)
     run "$np" allreduce ring "allreduce * dev * in-place" types,sizes,modes

@@ -1,6 +1,6 @@
 #!/bin/sh
 # fastpath_cuda.sh - allreduce and bcast on device buffers forced onto each fast-path algorithm
-# (one-shot, two-shot, ring; push, chain)
+# (one-shot, two-shot, ring; push, chain, tree)
 # (and staged, for reference), with the cuda backend, 2 and 4 ranks.  Each run is the matrix's
 # allreduce and bcast sections; a run that fails prints its tail as TAP comments.
 . "$(dirname "$0")/gputest.sh"
@@ -8,6 +8,7 @@ log=${TMPDIR:-/tmp}/coll-gpu-fastpath.$$
 for np in 2 4; do
     for alg in "allreduce_algorithm oneshot" "allreduce_algorithm twoshot" \
                "allreduce_algorithm ring" "bcast_algorithm push" "bcast_algorithm chain" \
+               "bcast_algorithm tree" \
                "allreduce_algorithm staged"; do
         set -- $alg
         COLL_GPU_MPIRUN_ARGS="--mca coll_gpu_$1 $2 --mca coll_gpu_verbose 10" \
