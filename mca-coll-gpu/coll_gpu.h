@@ -221,6 +221,9 @@ void mca_coll_gpu_span(ompi_datatype_t *dtype, size_t count, ptrdiff_t *lo, size
 void mca_coll_gpu_span_v(ompi_datatype_t *dtype, int n, const int *counts, const int *displs,
                          ptrdiff_t *lo, size_t *len);
 
+/* The byte range of MPI_Alltoallw blocks: counts[i] elements of types[i] at byte displs[i]. */
+void mca_coll_gpu_span_w(int n, const int *counts, const int *displs,
+                         struct ompi_datatype_t *const *types, ptrdiff_t *lo, size_t *len);
 /* Prepare user memory for a host collective.  When it is device memory, take a bounce buffer
  * (slot 0 or 1; -1: memory allocated for this call, freed by stage_out) and, when copy_in, copy
  * the range in.  *out tells where the host collective must

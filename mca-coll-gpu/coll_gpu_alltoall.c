@@ -67,33 +67,6 @@ int mca_coll_gpu_alltoallv(const void *sbuf, const int *scounts, const int *sdis
     return mca_coll_gpu_unstage_pair(m, comm, name, rc, &s, COLL_GPU_READ, &r, rdir);
 }
 
-/* The byte range of MPI_Alltoallw blocks: counts[i] elements of types[i] at byte displs[i]. */
-static void span_w(int n, const int *counts, const int *displs,
-                   struct ompi_datatype_t *const *types, ptrdiff_t *lo, size_t *len)
-{
-    ptrdiff_t lo_all = 0, hi_all = 0;
-    bool any = false;
-
-    for (int i = 0; i < n; ++i) {
-        ptrdiff_t blo;
-        size_t blen;
-        if (0 >= counts[i]) {
-            continue;
-        }
-        mca_coll_gpu_span(types[i], (size_t) counts[i], &blo, &blen);
-        blo += displs[i];
-        if (!any || blo < lo_all) {
-            lo_all = blo;
-        }
-        if (!any || blo + (ptrdiff_t) blen > hi_all) {
-            hi_all = blo + (ptrdiff_t) blen;
-        }
-        any = true;
-    }
-    *lo = any ? lo_all : 0;
-    *len = any ? (size_t) (hi_all - lo_all) : 0;
-}
-
 /* MPI_Alltoallw on a one-process communicator: a local copy between two layouts, through
  * bounce buffers where either side is device memory. */
 static int alltoallw_alone(const void *sbuf, dev_mem_kind_t skind, int scount, int sdisp,
@@ -110,12 +83,12 @@ static int alltoallw_alone(const void *sbuf, dev_mem_kind_t skind, int scount, i
     if (MPI_IN_PLACE == sbuf) {
         return OMPI_SUCCESS; /* the data is where it must be */
     }
-    span_w(1, &scount, &sdisp, &sdtype, &lo, &len);
+    mca_coll_gpu_span_w(1, &scount, &sdisp, &sdtype, &lo, &len);
     rc = mca_coll_gpu_stage_in(m, 0, sbuf, skind, lo, len, true, comm, name, &s);
     if (OMPI_SUCCESS != rc) {
         return rc;
     }
-    span_w(1, &rcount, &rdisp, &rdtype, &lo, &len);
+    mca_coll_gpu_span_w(1, &rcount, &rdisp, &rdtype, &lo, &len);
     rc = mca_coll_gpu_stage_in(m, 1, rbuf, rkind, lo, len, true, comm, name, &r);
     if (OMPI_SUCCESS != rc) {
         (void) mca_coll_gpu_stage_out(m, &s, false, comm, name);
@@ -158,12 +131,12 @@ int mca_coll_gpu_alltoallw(const void *sbuf, const int *scounts, const int *sdis
     if (in_place) {
         skind = DEV_MEM_HOST;
     }
-    span_w(size, scounts, sdisps, sdtypes, &lo, &len);
+    mca_coll_gpu_span_w(size, scounts, sdisps, sdtypes, &lo, &len);
     rc = mca_coll_gpu_stage_in(m, 0, sbuf, skind, lo, len, true, comm, name, &s);
     if (OMPI_SUCCESS != rc) {
         return rc;
     }
-    span_w(size, rcounts, rdisps, rdtypes, &lo, &len);
+    mca_coll_gpu_span_w(size, rcounts, rdisps, rdtypes, &lo, &len);
     rc = mca_coll_gpu_stage_in(m, 1, rbuf, rkind, lo, len, true, comm, name, &r);
     if (OMPI_SUCCESS != rc) {
         (void) mca_coll_gpu_stage_out(m, &s, false, comm, name);

@@ -570,34 +570,6 @@ int mca_coll_gpu_ialltoallv(const void *sbuf, const int *scounts, const int *sdi
     return nb_attach(x, rc, request);
 }
 
-/* The byte range of MPI_Alltoallw blocks: counts[i] elements of types[i] at byte displs[i]
- * (as in coll_gpu_alltoall.c). */
-static void span_w(int n, const int *counts, const int *displs,
-                   struct ompi_datatype_t *const *types, ptrdiff_t *lo, size_t *len)
-{
-    ptrdiff_t lo_all = 0, hi_all = 0;
-    bool any = false;
-
-    for (int i = 0; i < n; ++i) {
-        ptrdiff_t blo;
-        size_t blen;
-        if (0 >= counts[i]) {
-            continue;
-        }
-        mca_coll_gpu_span(types[i], (size_t) counts[i], &blo, &blen);
-        blo += displs[i];
-        if (!any || blo < lo_all) {
-            lo_all = blo;
-        }
-        if (!any || blo + (ptrdiff_t) blen > hi_all) {
-            hi_all = blo + (ptrdiff_t) blen;
-        }
-        any = true;
-    }
-    *lo = any ? lo_all : 0;
-    *len = any ? (size_t) (hi_all - lo_all) : 0;
-}
-
 /* Per-peer types rule out a single layout: the union of the blocks is staged, holes included,
  * and copied in both ways (the holes go back unchanged). */
 int mca_coll_gpu_ialltoallw(const void *sbuf, const int *scounts, const int *sdisps,
@@ -635,13 +607,13 @@ int mca_coll_gpu_ialltoallw(const void *sbuf, const int *scounts, const int *sdi
     if (in_place) {
         skind = DEV_MEM_HOST;
     }
-    span_w(size, scounts, sdisps, sdtypes, &lo, &len);
+    mca_coll_gpu_span_w(size, scounts, sdisps, sdtypes, &lo, &len);
     rc = mca_coll_gpu_stage_in(m, -1, sbuf, skind, lo, len, true, comm, name, &x->s);
     if (OMPI_SUCCESS != rc) {
         free(x);
         return rc;
     }
-    span_w(size, rcounts, rdisps, rdtypes, &lo, &len);
+    mca_coll_gpu_span_w(size, rcounts, rdisps, rdtypes, &lo, &len);
     rc = mca_coll_gpu_stage_in(m, -1, rbuf, rkind, lo, len, true, comm, name, &x->r);
     if (OMPI_SUCCESS != rc) {
         (void) mca_coll_gpu_stage_out(m, &x->s, false, comm, name);
