@@ -67,6 +67,22 @@ BEGIN_C_DECLS
     X(iscatter)                            \
     X(iscatterv)
 
+/* The neighborhood collectives coll/gpu intercepts (coll_gpu_neighbor.c).  Their slots share
+ * the function types of the plain collectives (all but alltoallw, whose displacements are
+ * MPI_Aint), so each has a coll_gpu_<name>_fn_t below for the saved fallback. */
+#define COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR(X) \
+    X(neighbor_allgather)                        \
+    X(neighbor_allgatherv)                       \
+    X(neighbor_alltoall)                         \
+    X(neighbor_alltoallv)                        \
+    X(neighbor_alltoallw)
+
+typedef mca_coll_base_module_allgather_fn_t coll_gpu_neighbor_allgather_fn_t;
+typedef mca_coll_base_module_allgatherv_fn_t coll_gpu_neighbor_allgatherv_fn_t;
+typedef mca_coll_base_module_alltoall_fn_t coll_gpu_neighbor_alltoall_fn_t;
+typedef mca_coll_base_module_alltoallv_fn_t coll_gpu_neighbor_alltoallv_fn_t;
+typedef mca_coll_base_module_neighbor_alltoallw_fn_t coll_gpu_neighbor_alltoallw_fn_t;
+
 /* Which device backend to use (coll_gpu_device). */
 typedef enum {
     COLL_GPU_DEVICE_AUTO = 0,    /* cuda when a driver and a device are there, else stay out */
@@ -104,11 +120,15 @@ typedef struct mca_coll_gpu_component_t {
 OMPI_MODULE_DECLSPEC extern mca_coll_gpu_component_t mca_coll_gpu_component;
 
 /* The function and module that held a slot before coll/gpu took it. */
-#define COLL_GPU_DECLARE_SAVED(name)                  \
+#define COLL_GPU_DECLARE_SAVED_AS(name, fn_type)      \
     struct {                                          \
-        mca_coll_base_module_##name##_fn_t fn;        \
+        fn_type fn;                                   \
         mca_coll_base_module_t *module;               \
     } prev_##name;
+#define COLL_GPU_DECLARE_SAVED(name) \
+    COLL_GPU_DECLARE_SAVED_AS(name, mca_coll_base_module_##name##_fn_t)
+#define COLL_GPU_DECLARE_SAVED_NEIGHBOR(name) \
+    COLL_GPU_DECLARE_SAVED_AS(name, coll_gpu_##name##_fn_t)
 
 /* Pinned host bounce buffer kept between calls (one per role, so send and receive can be
  * staged at the same time). */
@@ -122,6 +142,7 @@ typedef struct mca_coll_gpu_module_t {
 
     COLL_GPU_FOREACH_INTERCEPTED(COLL_GPU_DECLARE_SAVED)
     COLL_GPU_FOREACH_INTERCEPTED_NB(COLL_GPU_DECLARE_SAVED)
+    COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR(COLL_GPU_DECLARE_SAVED_NEIGHBOR)
 
     bool enabled;               /* enable() saved the fallbacks above */
     /* Inside one of our calls that agrees on the path (coll_gpu_uniform_buffers false): the
@@ -224,6 +245,9 @@ void mca_coll_gpu_span_v(ompi_datatype_t *dtype, int n, const int *counts, const
 /* The byte range of MPI_Alltoallw blocks: counts[i] elements of types[i] at byte displs[i]. */
 void mca_coll_gpu_span_w(int n, const int *counts, const int *displs,
                          struct ompi_datatype_t *const *types, ptrdiff_t *lo, size_t *len);
+/* The same with MPI_Aint byte displacements (MPI_Neighbor_alltoallw). */
+void mca_coll_gpu_span_w_aint(int n, const int *counts, const MPI_Aint *displs,
+                              struct ompi_datatype_t *const *types, ptrdiff_t *lo, size_t *len);
 /* Prepare user memory for a host collective.  When it is device memory, take a bounce buffer
  * (slot 0 or 1; -1: memory allocated for this call, freed by stage_out) and, when copy_in, copy
  * the range in.  *out tells where the host collective must
@@ -473,6 +497,34 @@ int mca_coll_gpu_iscatterv(const void *sbuf, const int *scounts, const int *disp
                            struct ompi_datatype_t *rdtype, int root,
                            struct ompi_communicator_t *comm, ompi_request_t **request,
                            mca_coll_base_module_t *module);
+
+/* The neighborhood collectives (coll_gpu_neighbor.c). */
+int mca_coll_gpu_neighbor_allgather(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
+                                    void *rbuf, int rcount, struct ompi_datatype_t *rdtype,
+                                    struct ompi_communicator_t *comm,
+                                    mca_coll_base_module_t *module);
+int mca_coll_gpu_neighbor_allgatherv(const void *sbuf, int scount,
+                                     struct ompi_datatype_t *sdtype, void *rbuf,
+                                     const int *rcounts, const int *disps,
+                                     struct ompi_datatype_t *rdtype,
+                                     struct ompi_communicator_t *comm,
+                                     mca_coll_base_module_t *module);
+int mca_coll_gpu_neighbor_alltoall(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
+                                   void *rbuf, int rcount, struct ompi_datatype_t *rdtype,
+                                   struct ompi_communicator_t *comm,
+                                   mca_coll_base_module_t *module);
+int mca_coll_gpu_neighbor_alltoallv(const void *sbuf, const int *scounts, const int *sdisps,
+                                    struct ompi_datatype_t *sdtype, void *rbuf,
+                                    const int *rcounts, const int *rdisps,
+                                    struct ompi_datatype_t *rdtype,
+                                    struct ompi_communicator_t *comm,
+                                    mca_coll_base_module_t *module);
+int mca_coll_gpu_neighbor_alltoallw(const void *sbuf, const int *scounts, const MPI_Aint *sdisps,
+                                    struct ompi_datatype_t *const *sdtypes, void *rbuf,
+                                    const int *rcounts, const MPI_Aint *rdisps,
+                                    struct ompi_datatype_t *const *rdtypes,
+                                    struct ompi_communicator_t *comm,
+                                    mca_coll_base_module_t *module);
 
 /* Log at a verbosity level on the component's stream. */
 #define COLL_GPU_VERBOSE(level, ...) \

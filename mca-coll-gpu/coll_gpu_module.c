@@ -37,6 +37,7 @@ static void gpu_module_release(mca_coll_gpu_module_t *module)
     }
     COLL_GPU_FOREACH_INTERCEPTED(COLL_GPU_RELEASE_SAVED)
     COLL_GPU_FOREACH_INTERCEPTED_NB(COLL_GPU_RELEASE_SAVED)
+    COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR(COLL_GPU_RELEASE_SAVED)
 #undef COLL_GPU_RELEASE_SAVED
     for (int i = 0; i < module->n_gap_modules; ++i) {
         OBJ_RELEASE(module->gap_modules[i]);
@@ -127,6 +128,7 @@ mca_coll_base_module_t *mca_coll_gpu_comm_query(struct ompi_communicator_t *comm
 #define COLL_GPU_SET_ENTRY(name) module->super.coll_##name = mca_coll_gpu_##name;
     COLL_GPU_FOREACH_INTERCEPTED(COLL_GPU_SET_ENTRY)
     COLL_GPU_FOREACH_INTERCEPTED_NB(COLL_GPU_SET_ENTRY)
+    COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR(COLL_GPU_SET_ENTRY)
 #undef COLL_GPU_SET_ENTRY
 
     *priority = mca_coll_gpu_component.priority;
@@ -160,6 +162,7 @@ static int gpu_module_enable(mca_coll_base_module_t *module, struct ompi_communi
     }
     COLL_GPU_FOREACH_INTERCEPTED(COLL_GPU_CHECK_SAVED)
     COLL_GPU_FOREACH_INTERCEPTED_NB(COLL_GPU_CHECK_SAVED)
+    COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR(COLL_GPU_CHECK_SAVED)
 #undef COLL_GPU_CHECK_SAVED
 
 #define COLL_GPU_SAVE(name)                                           \
@@ -168,6 +171,7 @@ static int gpu_module_enable(mca_coll_base_module_t *module, struct ompi_communi
     OBJ_RETAIN(m->prev_##name.module);
     COLL_GPU_FOREACH_INTERCEPTED(COLL_GPU_SAVE)
     COLL_GPU_FOREACH_INTERCEPTED_NB(COLL_GPU_SAVE)
+    COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR(COLL_GPU_SAVE)
 #undef COLL_GPU_SAVE
 
     m->enabled = true;

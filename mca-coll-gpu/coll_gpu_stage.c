@@ -117,6 +117,34 @@ void mca_coll_gpu_span_w(int n, const int *counts, const int *displs,
     *len = any ? (size_t) (hi_all - lo_all) : 0;
 }
 
+/* Block by block through span_w (MPI_Aint displacements need not fit in an int). */
+void mca_coll_gpu_span_w_aint(int n, const int *counts, const MPI_Aint *displs,
+                              struct ompi_datatype_t *const *types, ptrdiff_t *lo, size_t *len)
+{
+    static const int at_zero = 0;
+    ptrdiff_t lo_all = 0, hi_all = 0;
+    bool any = false;
+
+    for (int i = 0; i < n; ++i) {
+        ptrdiff_t blo;
+        size_t blen;
+        if (0 >= counts[i]) {
+            continue;
+        }
+        mca_coll_gpu_span_w(1, &counts[i], &at_zero, &types[i], &blo, &blen);
+        blo += (ptrdiff_t) displs[i];
+        if (!any || blo < lo_all) {
+            lo_all = blo;
+        }
+        if (!any || blo + (ptrdiff_t) blen > hi_all) {
+            hi_all = blo + (ptrdiff_t) blen;
+        }
+        any = true;
+    }
+    *lo = any ? lo_all : 0;
+    *len = any ? (size_t) (hi_all - lo_all) : 0;
+}
+
 /* Pinned memory of at least len bytes: a cached slot when it fits, else one for this call.
  * Slot -1 always allocates for this call: nonblocking collectives keep their bounce memory
  * until the request completes, when another call may already be using the cached slots. */

@@ -26,7 +26,9 @@
  * Usage: test_coll [--quick] [--sections=selfcheck,types,user,derived,modes,sizes] [--list]
  *                  [--kinds=auto|uniform|mixed|all]
  *   (--sections=nonblocking, not run by default but by coll_nonblocking.sh: the MPI_I... twins
- *   on host and device buffers, MPI_Test polling, several requests in flight)
+ *   on host and device buffers, MPI_Test polling, several requests in flight;
+ *   --sections=neighbor, run by coll_neighbor.sh: MPI_Neighbor_... and MPI_Ineighbor_... on
+ *   cartesian and distributed-graph topologies)
  * Environment: COLL_GPU_TEST_SEED (default 20261129), COLL_GPU_TEST_FILTER (globs, or
  * substrings, separated by '|', matched against the case name; cases that match none are not
  * run),
@@ -1050,14 +1052,24 @@ enum {
     BCAST, REDUCE, ALLREDUCE, ALLGATHER, ALLGATHERV, ALLTOALL, ALLTOALLV, ALLTOALLW,
     GATHER, GATHERV, SCATTER, SCATTERV, REDUCE_SCATTER, REDUCE_SCATTER_BLOCK, SCAN, EXSCAN,
     BARRIER,
-    NCOLL
+    NCOLL,
+    /* the neighborhood collectives, on the topologies of the neighbor section only */
+    NBR_ALLGATHER = NCOLL, NBR_ALLGATHERV, NBR_ALLTOALL, NBR_ALLTOALLV, NBR_ALLTOALLW,
+    NCOLL_ALL
 };
 
-static const char *coll_names[NCOLL] = {
+static const char *coll_names[NCOLL_ALL] = {
     "bcast", "reduce", "allreduce", "allgather", "allgatherv", "alltoall", "alltoallv",
     "alltoallw", "gather", "gatherv", "scatter", "scatterv", "reduce_scatter",
     "reduce_scatter_block", "scan", "exscan", "barrier",
+    "neighbor_allgather", "neighbor_allgatherv", "neighbor_alltoall", "neighbor_alltoallv",
+    "neighbor_alltoallw",
 };
+
+static int coll_is_neighbor(int c)
+{
+    return c >= NCOLL;
+}
 
 static int coll_is_reduction(int c)
 {
@@ -1089,6 +1101,13 @@ static const char *comm_names[NCOMM] = {
 };
 static MPI_Comm comms[NCOMM];
 
+/* The virtual topologies of the neighbor section (created there, world ranks kept). */
+enum { TP_RING, TP_GRID, TP_GRAPH, NTOPO };
+static const char *topo_names[NTOPO] = {
+    "cart(1-D ring, periodic)", "cart(2-D grid, not periodic)", "dist_graph(uneven degrees)",
+};
+static MPI_Comm topo_comms[NTOPO] = {MPI_COMM_NULL, MPI_COMM_NULL, MPI_COMM_NULL};
+
 enum { ROOT_LAST, ROOT_0, ROOT_MID };
 static const char *root_names[3] = {"last", "0", "mid"};
 
@@ -1104,6 +1123,7 @@ typedef struct {
     int inplace;
     int root_sel;
     int nb; /* the nonblocking variant: 1 MPI_I... and MPI_Wait, 2 MPI_I... and MPI_Test polling */
+    int topo; /* the neighborhood collectives: TP_... */
     /* filled in when run */
     MPI_Comm comm;
     int P, r, root, cls;
@@ -1169,7 +1189,9 @@ static void case_name(const case_t *c, char *out, size_t len)
 {
     snprintf(out, len, "%s%s %s %s count=%zu %s %s%s%s%s%s", c->nb ? "i" : "",
              coll_names[c->coll], c->t->name, c->op >= 0 ? ops[c->op].name : "-", c->n,
-             mode_names[c->mode], comm_names[c->comm_id], c->inplace ? " in-place" : "",
+             mode_names[c->mode],
+             coll_is_neighbor(c->coll) ? topo_names[c->topo] : comm_names[c->comm_id],
+             c->inplace ? " in-place" : "",
              coll_is_rooted(c->coll) ? " root=" : "",
              coll_is_rooted(c->coll) ? root_names[c->root_sel] : "",
              2 == c->nb ? " MPI_Test-polled" : "");
@@ -1198,6 +1220,234 @@ static void case_name(const case_t *c, char *out, size_t len)
                         mt_mpi_error(rc));                                                 \
         }                                                                                  \
     } while (0)
+
+/* ---- neighborhood collectives ---------------------------------------------------------------- */
+
+/* The distributed graph's edges k -> j: to the next rank, even ranks to the one after too, the
+ * last rank to rank 1: in- and out-degrees differ from rank to rank (4 ranks: 2/2, 2/1, 2/2,
+ * 1/2). */
+static int graph_edge(int P, int k, int j)
+{
+    return j != k && (j == (k + 1) % P || (0 == k % 2 && j == (k + 2) % P) ||
+                      (k == P - 1 && 1 == j));
+}
+
+/* A graph rank's sources (in) or destinations (out), ascending; returns their number. */
+static int graph_list(int P, int rank, int out, int *list)
+{
+    int n = 0;
+    for (int k = 0; k < P; ++k) {
+        if (out ? graph_edge(P, rank, k) : graph_edge(P, k, rank)) {
+            list[n++] = k;
+        }
+    }
+    return n;
+}
+
+/* This rank's neighbours in the order of the blocks: the sources (in) and destinations (out).
+ * A cartesian rank has 2 x ndims of both, the same: in each dimension the one below, then the
+ * one above (MPI_PROC_NULL past a non-periodic edge). */
+static void nbr_lists(const case_t *c, int *indeg, int *in, int *outdeg, int *out)
+{
+    if (TP_GRAPH == c->topo) {
+        *indeg = graph_list(c->P, c->r, 0, in);
+        *outdeg = graph_list(c->P, c->r, 1, out);
+        return;
+    }
+    int ndims = 0;
+    MPI_Cartdim_get(c->comm, &ndims);
+    for (int d = 0; d < ndims; ++d) {
+        MPI_Cart_shift(c->comm, d, 1, &in[2 * d], &in[2 * d + 1]);
+        out[2 * d] = in[2 * d];
+        out[2 * d + 1] = in[2 * d + 1];
+    }
+    *indeg = *outdeg = 2 * ndims;
+}
+
+/* The index of the send block that source k of this rank's receive block i sent it: in a
+ * cartesian topology what comes from below was sent upwards; in the graph, r's place among k's
+ * destinations. */
+static int nbr_send_index(const case_t *c, int k, int i)
+{
+    int list[64];
+    int n;
+    if (TP_GRAPH != c->topo) {
+        return i ^ 1;
+    }
+    n = graph_list(c->P, k, 1, list);
+    for (int j = 0; j < n; ++j) {
+        if (list[j] == c->r) {
+            return j;
+        }
+    }
+    abort();
+}
+
+/* Elements rank k sends in its block j of the v and w variants: some zero, the others near n. */
+static int nbr_count(size_t n, int k, int j, int even)
+{
+    int v = 1 == (k + j) % 3 ? 0 : (int) (n + (n ? (size_t) ((k * (j + 1)) % 3) : 0));
+    return even ? v + (v & 1) : v;
+}
+
+/* One neighborhood collective case on this rank: every send block is a stream of the sender's
+ * (block index j from element j x stride); every receive block that has a source must hold what
+ * the source sent it, a block whose source is MPI_PROC_NULL and every gap keep their poison. */
+static int run_neighbor_case(case_t *c, char *diag)
+{
+    enum { MAXDEG = 64 };
+    const tdesc_t *t = c->t;
+    const int P = c->P, r = c->r, cls = c->cls;
+    const size_t n = c->n, stride = n + 4;
+    const int w = NBR_ALLTOALLW == c->coll;
+    MPI_Datatype dt = t->dt, t2 = MPI_DATATYPE_NULL;
+    MPI_Datatype stypes[MAXDEG], rtypes[MAXDEG];
+    MPI_Aint swbytes[MAXDEG], rwbytes[MAXDEG];
+    int in[MAXDEG], out[MAXDEG], indeg = 0, outdeg = 0;
+    int scounts[MAXDEG], sdispls[MAXDEG], rcounts[MAXDEG], rdispls[MAXDEG];
+    int swcounts[MAXDEG], rwcounts[MAXDEG], sidx[MAXDEG];
+    uint64_t *keys = calloc((size_t) P, sizeof(uint64_t));
+    mt_mem_t sk = mem_of(c, r, ROLE_SEND), rk = mem_of(c, r, ROLE_RECV);
+    size_t sspan = 0, rspan = 0;
+    buf_t sb, rb;
+    int rc = MPI_SUCCESS, ok = 1;
+
+    memset(&sb, 0, sizeof(sb));
+    memset(&rb, 0, sizeof(rb));
+    for (int k = 0; k < P; ++k) {
+        keys[k] = key_of(c, k);
+    }
+    nbr_lists(c, &indeg, in, &outdeg, out);
+    for (int i = 0; i < indeg; ++i) {
+        sidx[i] = MPI_PROC_NULL == in[i] ? -1 : nbr_send_index(c, in[i], i);
+    }
+
+    /* the layouts: counts and displacements (in extents) of the blocks of both buffers */
+    switch (c->coll) {
+    case NBR_ALLGATHER:
+    case NBR_ALLTOALL:
+        sspan = NBR_ALLGATHER == c->coll ? n : (size_t) outdeg * n;
+        rspan = (size_t) indeg * n;
+        break;
+    case NBR_ALLGATHERV:
+        sspan = (size_t) vcount(n, r);
+        for (int i = 0; i < indeg; ++i) {
+            rcounts[i] = sidx[i] < 0 ? (int) n : vcount(n, in[i]);
+        }
+        rspan = layout_blocks(indeg, rcounts, rdispls);
+        break;
+    default: /* v and w */
+        for (int j = 0; j < outdeg; ++j) {
+            scounts[j] = nbr_count(n, r, j, w);
+        }
+        for (int i = 0; i < indeg; ++i) {
+            rcounts[i] = sidx[i] < 0 ? (int) (n + (w ? n & 1 : 0))
+                                    : nbr_count(n, in[i], sidx[i], w);
+        }
+        sspan = layout_blocks(outdeg, scounts, sdispls);
+        rspan = layout_blocks(indeg, rcounts, rdispls);
+        break;
+    }
+
+    buf_create(&sb, "sendbuf", t, sspan, sk);
+    buf_create(&rb, "recvbuf", t, rspan, rk);
+    switch (c->coll) {
+    case NBR_ALLGATHER:
+    case NBR_ALLGATHERV:
+        buf_fill(&sb, 0, sspan, cls, keys[r], 0);
+        break;
+    case NBR_ALLTOALL:
+        for (int j = 0; j < outdeg; ++j) {
+            buf_fill(&sb, (size_t) j * n, n, cls, keys[r], (size_t) j * stride);
+        }
+        break;
+    default:
+        for (int j = 0; j < outdeg; ++j) {
+            buf_fill(&sb, (size_t) sdispls[j], (size_t) scounts[j], cls, keys[r],
+                     (size_t) j * stride);
+        }
+        break;
+    }
+    if (0 != buf_arm(&sb, diag) || 0 != buf_arm(&rb, diag)) {
+        ok = 0;
+        goto done;
+    }
+
+    switch (c->coll) {
+    case NBR_ALLGATHER:
+        CALL(MPI_Neighbor_allgather, MPI_Ineighbor_allgather, buf_ptr(&sb), (int) n, dt,
+             buf_ptr(&rb), (int) n, dt, c->comm);
+        break;
+    case NBR_ALLGATHERV:
+        CALL(MPI_Neighbor_allgatherv, MPI_Ineighbor_allgatherv, buf_ptr(&sb), (int) sspan, dt,
+             buf_ptr(&rb), rcounts, rdispls, dt, c->comm);
+        break;
+    case NBR_ALLTOALL:
+        CALL(MPI_Neighbor_alltoall, MPI_Ineighbor_alltoall, buf_ptr(&sb), (int) n, dt,
+             buf_ptr(&rb), (int) n, dt, c->comm);
+        break;
+    case NBR_ALLTOALLV:
+        CALL(MPI_Neighbor_alltoallv, MPI_Ineighbor_alltoallv, buf_ptr(&sb), scounts, sdispls, dt,
+             buf_ptr(&rb), rcounts, rdispls, dt, c->comm);
+        break;
+    case NBR_ALLTOALLW:
+        /* odd send blocks and even receive blocks travel as pairs of elements: the same type
+         * signature through different types */
+        MPI_Type_contiguous(2, dt, &t2);
+        MPI_Type_commit(&t2);
+        for (int j = 0; j < outdeg; ++j) {
+            stypes[j] = 1 == j % 2 ? t2 : dt;
+            swcounts[j] = 1 == j % 2 ? scounts[j] / 2 : scounts[j];
+            swbytes[j] = (MPI_Aint) sdispls[j] * t->extent;
+        }
+        for (int i = 0; i < indeg; ++i) {
+            rtypes[i] = 0 == i % 2 ? t2 : dt;
+            rwcounts[i] = 0 == i % 2 ? rcounts[i] / 2 : rcounts[i];
+            rwbytes[i] = (MPI_Aint) rdispls[i] * t->extent;
+        }
+        CALL(MPI_Neighbor_alltoallw, MPI_Ineighbor_alltoallw, buf_ptr(&sb), swcounts, swbytes,
+             stypes, buf_ptr(&rb), rwcounts, rwbytes, rtypes, c->comm);
+        break;
+    default:
+        abort();
+    }
+
+    for (int i = 0; i < indeg; ++i) {
+        int k = in[i];
+        if (sidx[i] < 0) {
+            continue; /* MPI_PROC_NULL: left as it was */
+        }
+        switch (c->coll) {
+        case NBR_ALLGATHER:
+            buf_expect_gen(&rb, (size_t) i * n, n, cls, keys[k], 0);
+            break;
+        case NBR_ALLGATHERV:
+            buf_expect_gen(&rb, (size_t) rdispls[i], (size_t) rcounts[i], cls, keys[k], 0);
+            break;
+        case NBR_ALLTOALL:
+            buf_expect_gen(&rb, (size_t) i * n, n, cls, keys[k], (size_t) sidx[i] * stride);
+            break;
+        default:
+            buf_expect_gen(&rb, (size_t) rdispls[i], (size_t) rcounts[i], cls, keys[k],
+                           (size_t) sidx[i] * stride);
+            break;
+        }
+    }
+    if (MPI_SUCCESS != rc) {
+        ok = 0;
+    } else {
+        ok &= buf_verify(&sb, diag);
+        ok &= buf_verify(&rb, diag);
+    }
+done:
+    if (MPI_DATATYPE_NULL != t2) {
+        MPI_Type_free(&t2);
+    }
+    buf_free(&sb);
+    buf_free(&rb);
+    free(keys);
+    return ok;
+}
 
 /* Run one case on this rank; returns 1 when its buffers came out as expected. */
 static int run_case(case_t *c, char *diag)
@@ -1563,6 +1813,7 @@ static int name_selected(const char *name)
 static int cases_run = 0, cases_failed = 0;
 
 static int nonblocking = 0; /* tcase() makes the nonblocking variant (case_t.nb) */
+static int neighbor_topo = TP_RING; /* the topology of tcase()'s neighborhood collectives */
 
 /* Which buffer-kind mixes to run (see the file header). */
 enum { KINDS_UNIFORM = 1, KINDS_MIXED = 2, KINDS_ALL = 3 };
@@ -1593,6 +1844,7 @@ static void tcase(int coll, const tdesc_t *t, int op, size_t n, int mode, int co
     c.inplace = inplace;
     c.root_sel = root_sel;
     c.nb = nonblocking;
+    c.topo = neighbor_topo;
     c.key = mix64(seed ^ mix64(++case_counter));
     case_name(&c, name, sizeof(name));
     if (!name_selected(name)) {
@@ -1608,14 +1860,14 @@ static void tcase(int coll, const tdesc_t *t, int op, size_t n, int mode, int co
         }
         return;
     }
-    c.comm = comms[comm_id];
+    c.comm = coll_is_neighbor(coll) ? topo_comms[c.topo] : comms[comm_id];
     MPI_Comm_size(c.comm, &c.P);
     MPI_Comm_rank(c.comm, &c.r);
     c.root = ROOT_0 == root_sel ? 0 : ROOT_MID == root_sel ? c.P / 2 : c.P - 1;
     c.cls = op >= 0 ? ops[op].cls : C_ANY;
     diag[0] = '\0';
     mt_set_case(name);
-    ok = run_case(&c, diag);
+    ok = coll_is_neighbor(coll) ? run_neighbor_case(&c, diag) : run_case(&c, diag);
     ok = mt_check(ok, diag, "%s", name);
     ++cases_run;
     cases_failed += !ok;
@@ -2238,6 +2490,69 @@ static void section_nonblocking(void)
     }
 }
 
+/* The topologies of the neighbor section, with the world's ranks (no reordering). */
+static void setup_topologies(void)
+{
+    int dims1[1] = {mt_size}, periods1[1] = {1};
+    int dims2[2] = {0, 0}, periods2[2] = {0, 0};
+    int in[64], out[64], weights[64], indeg, outdeg;
+
+    MPI_Cart_create(MPI_COMM_WORLD, 1, dims1, periods1, 0, &topo_comms[TP_RING]);
+    MPI_Dims_create(mt_size, 2, dims2);
+    MPI_Cart_create(MPI_COMM_WORLD, 2, dims2, periods2, 0, &topo_comms[TP_GRID]);
+    indeg = graph_list(mt_size, mt_rank, 0, in);
+    outdeg = graph_list(mt_size, mt_rank, 1, out);
+    /* unit weights: GCC takes Open MPI's MPI_UNWEIGHTED for an array of size 0 */
+    for (int i = 0; i < 64; ++i) {
+        weights[i] = 1;
+    }
+    MPI_Dist_graph_create_adjacent(MPI_COMM_WORLD, indeg, in, weights, outdeg, out, weights,
+                                   MPI_INFO_NULL, 0, &topo_comms[TP_GRAPH]);
+    for (int i = 0; i < NTOPO; ++i) {
+        MPI_Comm_set_errhandler(topo_comms[i], MPI_ERRORS_RETURN);
+    }
+}
+
+/* Not run by default (coll_neighbor.sh runs it): the five neighborhood collectives and their
+ * nonblocking twins on a periodic ring, a non-periodic grid (MPI_PROC_NULL neighbours: their
+ * receive blocks stay untouched) and a distributed graph whose ranks have different in- and
+ * out-degrees; every buffer mode, counts 0, 1 and 1023, a predefined and a derived type. */
+static void section_neighbor(void)
+{
+    static const int modes[] = {M_HOST, M_DEV, M_MIXED, M_SDEV, M_RDEV};
+    static const size_t counts[] = {0, 1, 1023};
+    const tdesc_t *plain = type_by_name("MPI_INT32_T"), *vec = type_by_name("vec(int32)");
+    const tdesc_t *neg = type_by_name("struct(lb=-16)");
+
+    if (!list_only) {
+        setup_topologies();
+    }
+    for (int tp = 0; tp < NTOPO; ++tp) {
+        neighbor_topo = tp;
+        for (int nb = 0; nb <= 0; ++nb) {
+            nonblocking = nb;
+            for (int c = NCOLL; c < NCOLL_ALL; ++c) {
+                for (size_t mi = 0; mi < sizeof(modes) / sizeof(modes[0]); ++mi) {
+                    for (size_t ni = 0; ni < sizeof(counts) / sizeof(counts[0]); ++ni) {
+                        tcase(c, plain, -1, counts[ni], modes[mi], CM_WORLD, 0, ROOT_0);
+                    }
+                    /* derived: gaps inside and between the elements must come back */
+                    if (M_SDEV != modes[mi] && M_RDEV != modes[mi]) {
+                        tcase(c, vec, -1, 1023, modes[mi], CM_WORLD, 0, ROOT_0);
+                    }
+                }
+                tcase(c, vec, -1, 1, M_DEV, CM_WORLD, 0, ROOT_0);
+                tcase(c, neg, -1, 65, M_DEV, CM_WORLD, 0, ROOT_0);
+            }
+        }
+    }
+    nonblocking = 0;
+    neighbor_topo = TP_RING;
+    for (int i = 0; !list_only && i < NTOPO; ++i) {
+        MPI_Comm_free(&topo_comms[i]);
+    }
+}
+
 int main(int argc, char **argv)
 {
     const char *sections = "selfcheck,types,user,derived,modes,sizes";
@@ -2321,6 +2636,7 @@ int main(int argc, char **argv)
     SECTION("modes", section_modes);
     SECTION("sizes", section_sizes);
     SECTION("nonblocking", section_nonblocking);
+    SECTION("neighbor", section_neighbor);
 #undef SECTION
 
     for (int i = 0; i < NCOMM; ++i) {
