@@ -18,6 +18,7 @@
 #include "ompi/datatype/ompi_datatype.h"
 #include "ompi/mca/coll/coll.h"
 #include "ompi/op/op.h"
+#include "ompi/request/request.h"
 #include "opal/class/opal_object.h"
 #include "opal/util/output.h"
 
@@ -83,6 +84,20 @@ typedef mca_coll_base_module_alltoall_fn_t coll_gpu_neighbor_alltoall_fn_t;
 typedef mca_coll_base_module_alltoallv_fn_t coll_gpu_neighbor_alltoallv_fn_t;
 typedef mca_coll_base_module_neighbor_alltoallw_fn_t coll_gpu_neighbor_alltoallw_fn_t;
 
+/* Their nonblocking twins: bounce memory owned by the request, as for the others. */
+#define COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR_NB(X) \
+    X(ineighbor_allgather)                          \
+    X(ineighbor_allgatherv)                         \
+    X(ineighbor_alltoall)                           \
+    X(ineighbor_alltoallv)                          \
+    X(ineighbor_alltoallw)
+
+typedef mca_coll_base_module_iallgather_fn_t coll_gpu_ineighbor_allgather_fn_t;
+typedef mca_coll_base_module_iallgatherv_fn_t coll_gpu_ineighbor_allgatherv_fn_t;
+typedef mca_coll_base_module_ialltoall_fn_t coll_gpu_ineighbor_alltoall_fn_t;
+typedef mca_coll_base_module_ialltoallv_fn_t coll_gpu_ineighbor_alltoallv_fn_t;
+typedef mca_coll_base_module_ineighbor_alltoallw_fn_t coll_gpu_ineighbor_alltoallw_fn_t;
+
 /* Which device backend to use (coll_gpu_device). */
 typedef enum {
     COLL_GPU_DEVICE_AUTO = 0,    /* cuda when a driver and a device are there, else stay out */
@@ -143,6 +158,7 @@ typedef struct mca_coll_gpu_module_t {
     COLL_GPU_FOREACH_INTERCEPTED(COLL_GPU_DECLARE_SAVED)
     COLL_GPU_FOREACH_INTERCEPTED_NB(COLL_GPU_DECLARE_SAVED)
     COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR(COLL_GPU_DECLARE_SAVED_NEIGHBOR)
+    COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR_NB(COLL_GPU_DECLARE_SAVED_NEIGHBOR)
 
     bool enabled;               /* enable() saved the fallbacks above */
     /* Inside one of our calls that agrees on the path (coll_gpu_uniform_buffers false): the
@@ -525,6 +541,88 @@ int mca_coll_gpu_neighbor_alltoallw(const void *sbuf, const int *scounts, const 
                                     struct ompi_datatype_t *const *rdtypes,
                                     struct ompi_communicator_t *comm,
                                     mca_coll_base_module_t *module);
+int mca_coll_gpu_ineighbor_allgather(const void *sbuf, int scount,
+                                     struct ompi_datatype_t *sdtype, void *rbuf, int rcount,
+                                     struct ompi_datatype_t *rdtype,
+                                     struct ompi_communicator_t *comm, ompi_request_t **request,
+                                     mca_coll_base_module_t *module);
+int mca_coll_gpu_ineighbor_allgatherv(const void *sbuf, int scount,
+                                      struct ompi_datatype_t *sdtype, void *rbuf,
+                                      const int *rcounts, const int *disps,
+                                      struct ompi_datatype_t *rdtype,
+                                      struct ompi_communicator_t *comm, ompi_request_t **request,
+                                      mca_coll_base_module_t *module);
+int mca_coll_gpu_ineighbor_alltoall(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
+                                    void *rbuf, int rcount, struct ompi_datatype_t *rdtype,
+                                    struct ompi_communicator_t *comm, ompi_request_t **request,
+                                    mca_coll_base_module_t *module);
+int mca_coll_gpu_ineighbor_alltoallv(const void *sbuf, const int *scounts, const int *sdisps,
+                                     struct ompi_datatype_t *sdtype, void *rbuf,
+                                     const int *rcounts, const int *rdisps,
+                                     struct ompi_datatype_t *rdtype,
+                                     struct ompi_communicator_t *comm, ompi_request_t **request,
+                                     mca_coll_base_module_t *module);
+int mca_coll_gpu_ineighbor_alltoallw(const void *sbuf, const int *scounts,
+                                     const MPI_Aint *sdisps,
+                                     struct ompi_datatype_t *const *sdtypes, void *rbuf,
+                                     const int *rcounts, const MPI_Aint *rdisps,
+                                     struct ompi_datatype_t *const *rdtypes,
+                                     struct ompi_communicator_t *comm, ompi_request_t **request,
+                                     mca_coll_base_module_t *module);
+
+/* ---- nonblocking staging (coll_gpu_nonblocking.c), shared with coll_gpu_neighbor.c ---- */
+
+/* What a staged nonblocking call keeps until its request completes. */
+typedef struct coll_gpu_nb_t {
+    const char *tag;                    /* tells this state from a request (nb_complete) */
+    ompi_request_t *req;
+    const char *what;
+    struct ompi_communicator_t *comm;   /* for failure reports only */
+    coll_gpu_staged_t s, r;             /* send and receive buffers (bounce memory owned) */
+    coll_gpu_dir_t sdir, rdir;
+    ompi_request_complete_fn_t inner_cb; /* a callback the saved module had set, run first */
+    void *inner_cb_data;
+} coll_gpu_nb_t;
+
+/* Stage a call's send and receive buffers into bounce memory of its own; *out NULL on
+ * failure (already reported). */
+int mca_coll_gpu_nb_stage(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                          const char *what, const void *sbuf, coll_gpu_layout_t slayout,
+                          coll_gpu_dir_t sdir, void *rbuf, coll_gpu_layout_t rlayout,
+                          coll_gpu_dir_t rdir, coll_gpu_nb_t **out);
+/* The same for the w collectives: the byte ranges [lo, lo + len) of both buffers, copied in
+ * both (the send buffer read, the receive buffer read and written: holes go back unchanged). */
+int mca_coll_gpu_nb_stage_spans(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                                const char *what, const void *sbuf, dev_mem_kind_t skind,
+                                ptrdiff_t slo, size_t slen, void *rbuf, dev_mem_kind_t rkind,
+                                ptrdiff_t rlo, size_t rlen, coll_gpu_nb_t **out);
+/* After the saved i-function returned rc and *request: finish now when it failed or already
+ * completed, else copy back at completion. */
+int mca_coll_gpu_nb_attach(coll_gpu_nb_t *x, int rc, ompi_request_t **request);
+
+static inline void *mca_coll_gpu_nb_sview(const coll_gpu_nb_t *x)
+{
+    return mca_coll_gpu_view(&x->s);
+}
+
+static inline void *mca_coll_gpu_nb_rview(const coll_gpu_nb_t *x)
+{
+    return mca_coll_gpu_view(&x->r);
+}
+
+static inline void mca_coll_gpu_nb_log(const char *what, struct ompi_communicator_t *comm,
+                                       size_t bytes, ompi_datatype_t *dtype, struct ompi_op_t *op)
+{
+    mca_coll_gpu_log_call(what, comm, bytes, dtype, op, "staged (nonblocking)");
+}
+
+/* Short names for the call sites of the nonblocking entries. */
+#define nb_stage mca_coll_gpu_nb_stage
+#define nb_stage_spans mca_coll_gpu_nb_stage_spans
+#define nb_attach mca_coll_gpu_nb_attach
+#define nb_sview mca_coll_gpu_nb_sview
+#define nb_rview mca_coll_gpu_nb_rview
+#define nb_log mca_coll_gpu_nb_log
 
 /* Log at a verbosity level on the component's stream. */
 #define COLL_GPU_VERBOSE(level, ...) \

@@ -205,3 +205,154 @@ int mca_coll_gpu_neighbor_alltoallw(const void *sbuf, const int *scounts, const 
     return mca_coll_gpu_unstage_pair(m, comm, name, rc, &s, COLL_GPU_READ, &r,
                                      COLL_GPU_READWRITE);
 }
+
+/* ---- nonblocking: bounce memory owned by the request (coll_gpu_nonblocking.c) -------------- */
+
+int mca_coll_gpu_ineighbor_allgather(const void *sbuf, int scount,
+                                     struct ompi_datatype_t *sdtype, void *rbuf, int rcount,
+                                     struct ompi_datatype_t *rdtype,
+                                     struct ompi_communicator_t *comm, ompi_request_t **request,
+                                     mca_coll_base_module_t *module)
+{
+    static const char *const name = "ineighbor_allgather";
+    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    coll_gpu_nb_t *x;
+    int indeg, outdeg, rc;
+
+    if (mca_coll_gpu_both_host(sbuf, rbuf) || !neighbor_degrees(comm, &indeg, &outdeg)) {
+        return m->prev_ineighbor_allgather.fn(sbuf, scount, sdtype, rbuf, rcount, rdtype, comm,
+                                              request, m->prev_ineighbor_allgather.module);
+    }
+    nb_log(name, comm, mca_coll_gpu_call_bytes(rdtype, (size_t) rcount * (size_t) indeg), rdtype,
+           NULL);
+    rc = nb_stage(m, comm, name, sbuf, COLL_GPU_LAYOUT(sdtype, scount), COLL_GPU_READ, rbuf,
+                  COLL_GPU_LAYOUT(rdtype, (size_t) rcount * (size_t) indeg), COLL_GPU_READWRITE,
+                  &x);
+    if (OMPI_SUCCESS != rc) {
+        return rc;
+    }
+    rc = m->prev_ineighbor_allgather.fn(nb_sview(x), scount, sdtype, nb_rview(x), rcount, rdtype,
+                                        comm, request, m->prev_ineighbor_allgather.module);
+    return nb_attach(x, rc, request);
+}
+
+int mca_coll_gpu_ineighbor_allgatherv(const void *sbuf, int scount,
+                                      struct ompi_datatype_t *sdtype, void *rbuf,
+                                      const int *rcounts, const int *disps,
+                                      struct ompi_datatype_t *rdtype,
+                                      struct ompi_communicator_t *comm, ompi_request_t **request,
+                                      mca_coll_base_module_t *module)
+{
+    static const char *const name = "ineighbor_allgatherv";
+    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    coll_gpu_nb_t *x;
+    int indeg, outdeg, rc;
+
+    if (mca_coll_gpu_both_host(sbuf, rbuf) || !neighbor_degrees(comm, &indeg, &outdeg)) {
+        return m->prev_ineighbor_allgatherv.fn(sbuf, scount, sdtype, rbuf, rcounts, disps, rdtype,
+                                               comm, request,
+                                               m->prev_ineighbor_allgatherv.module);
+    }
+    nb_log(name, comm, mca_coll_gpu_call_bytes(sdtype, (size_t) scount), sdtype, NULL);
+    rc = nb_stage(m, comm, name, sbuf, COLL_GPU_LAYOUT(sdtype, scount), COLL_GPU_READ, rbuf,
+                  COLL_GPU_LAYOUT_V(rdtype, indeg, rcounts, disps), COLL_GPU_READWRITE, &x);
+    if (OMPI_SUCCESS != rc) {
+        return rc;
+    }
+    rc = m->prev_ineighbor_allgatherv.fn(nb_sview(x), scount, sdtype, nb_rview(x), rcounts, disps,
+                                         rdtype, comm, request,
+                                         m->prev_ineighbor_allgatherv.module);
+    return nb_attach(x, rc, request);
+}
+
+int mca_coll_gpu_ineighbor_alltoall(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
+                                    void *rbuf, int rcount, struct ompi_datatype_t *rdtype,
+                                    struct ompi_communicator_t *comm, ompi_request_t **request,
+                                    mca_coll_base_module_t *module)
+{
+    static const char *const name = "ineighbor_alltoall";
+    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    coll_gpu_nb_t *x;
+    int indeg, outdeg, rc;
+
+    if (mca_coll_gpu_both_host(sbuf, rbuf) || !neighbor_degrees(comm, &indeg, &outdeg)) {
+        return m->prev_ineighbor_alltoall.fn(sbuf, scount, sdtype, rbuf, rcount, rdtype, comm,
+                                             request, m->prev_ineighbor_alltoall.module);
+    }
+    nb_log(name, comm, mca_coll_gpu_call_bytes(rdtype, (size_t) rcount * (size_t) indeg), rdtype,
+           NULL);
+    rc = nb_stage(m, comm, name, sbuf, COLL_GPU_LAYOUT(sdtype, (size_t) scount * (size_t) outdeg),
+                  COLL_GPU_READ, rbuf, COLL_GPU_LAYOUT(rdtype, (size_t) rcount * (size_t) indeg),
+                  COLL_GPU_READWRITE, &x);
+    if (OMPI_SUCCESS != rc) {
+        return rc;
+    }
+    rc = m->prev_ineighbor_alltoall.fn(nb_sview(x), scount, sdtype, nb_rview(x), rcount, rdtype,
+                                       comm, request, m->prev_ineighbor_alltoall.module);
+    return nb_attach(x, rc, request);
+}
+
+int mca_coll_gpu_ineighbor_alltoallv(const void *sbuf, const int *scounts, const int *sdisps,
+                                     struct ompi_datatype_t *sdtype, void *rbuf,
+                                     const int *rcounts, const int *rdisps,
+                                     struct ompi_datatype_t *rdtype,
+                                     struct ompi_communicator_t *comm, ompi_request_t **request,
+                                     mca_coll_base_module_t *module)
+{
+    static const char *const name = "ineighbor_alltoallv";
+    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    coll_gpu_nb_t *x;
+    int indeg, outdeg, rc;
+
+    if (mca_coll_gpu_both_host(sbuf, rbuf) || !neighbor_degrees(comm, &indeg, &outdeg)) {
+        return m->prev_ineighbor_alltoallv.fn(sbuf, scounts, sdisps, sdtype, rbuf, rcounts,
+                                              rdisps, rdtype, comm, request,
+                                              m->prev_ineighbor_alltoallv.module);
+    }
+    nb_log(name, comm, 0, rdtype, NULL);
+    rc = nb_stage(m, comm, name, sbuf, COLL_GPU_LAYOUT_V(sdtype, outdeg, scounts, sdisps),
+                  COLL_GPU_READ, rbuf, COLL_GPU_LAYOUT_V(rdtype, indeg, rcounts, rdisps),
+                  COLL_GPU_READWRITE, &x);
+    if (OMPI_SUCCESS != rc) {
+        return rc;
+    }
+    rc = m->prev_ineighbor_alltoallv.fn(nb_sview(x), scounts, sdisps, sdtype, nb_rview(x),
+                                        rcounts, rdisps, rdtype, comm, request,
+                                        m->prev_ineighbor_alltoallv.module);
+    return nb_attach(x, rc, request);
+}
+
+int mca_coll_gpu_ineighbor_alltoallw(const void *sbuf, const int *scounts,
+                                     const MPI_Aint *sdisps,
+                                     struct ompi_datatype_t *const *sdtypes, void *rbuf,
+                                     const int *rcounts, const MPI_Aint *rdisps,
+                                     struct ompi_datatype_t *const *rdtypes,
+                                     struct ompi_communicator_t *comm, ompi_request_t **request,
+                                     mca_coll_base_module_t *module)
+{
+    static const char *const name = "ineighbor_alltoallw";
+    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    dev_mem_kind_t skind = mca_coll_gpu_classify(sbuf), rkind = mca_coll_gpu_classify(rbuf);
+    coll_gpu_nb_t *x;
+    int indeg, outdeg, rc;
+    ptrdiff_t slo, rlo;
+    size_t slen, rlen;
+
+    if ((mca_coll_gpu_is_host(skind) && mca_coll_gpu_is_host(rkind))
+        || !neighbor_degrees(comm, &indeg, &outdeg)) {
+        return m->prev_ineighbor_alltoallw.fn(sbuf, scounts, sdisps, sdtypes, rbuf, rcounts,
+                                              rdisps, rdtypes, comm, request,
+                                              m->prev_ineighbor_alltoallw.module);
+    }
+    nb_log(name, comm, 0, NULL, NULL);
+    mca_coll_gpu_span_w_aint(outdeg, scounts, sdisps, sdtypes, &slo, &slen);
+    mca_coll_gpu_span_w_aint(indeg, rcounts, rdisps, rdtypes, &rlo, &rlen);
+    rc = nb_stage_spans(m, comm, name, sbuf, skind, slo, slen, rbuf, rkind, rlo, rlen, &x);
+    if (OMPI_SUCCESS != rc) {
+        return rc;
+    }
+    rc = m->prev_ineighbor_alltoallw.fn(nb_sview(x), scounts, sdisps, sdtypes, nb_rview(x),
+                                        rcounts, rdisps, rdtypes, comm, request,
+                                        m->prev_ineighbor_alltoallw.module);
+    return nb_attach(x, rc, request);
+}

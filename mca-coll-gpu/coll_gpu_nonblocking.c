@@ -42,18 +42,6 @@
 /* The first word of every coll_gpu_nb_t (see nb_complete). */
 static const char nb_tag = 0;
 
-/* What a staged nonblocking call keeps until its request completes. */
-typedef struct coll_gpu_nb_t {
-    const char *tag;                    /* &nb_tag: tells this state from a request */
-    ompi_request_t *req;
-    const char *what;
-    struct ompi_communicator_t *comm;   /* for failure reports only */
-    coll_gpu_staged_t s, r;             /* send and receive buffers (bounce memory owned) */
-    coll_gpu_dir_t sdir, rdir;
-    ompi_request_complete_fn_t inner_cb; /* a callback the saved module had set, run first */
-    void *inner_cb_data;
-} coll_gpu_nb_t;
-
 /* Copy the written buffers back (when rc is success) and free the bounce memory and x.  The
  * staging functions need no module once the bounce memory is owned (slot -1). */
 static int nb_finish(coll_gpu_nb_t *x, int rc)
@@ -106,25 +94,35 @@ static int nb_complete(ompi_request_t *arg)
     return 0;
 }
 
-/* Stage a call's send and receive buffers into bounce memory of its own; *out NULL on
- * failure (already reported). */
-static int nb_stage(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm, const char *what,
-                    const void *sbuf, coll_gpu_layout_t slayout, coll_gpu_dir_t sdir, void *rbuf,
-                    coll_gpu_layout_t rlayout, coll_gpu_dir_t rdir, coll_gpu_nb_t **out)
+/* A request's state, with the bounce memory still to take; NULL on failure (reported). */
+static coll_gpu_nb_t *nb_new(struct ompi_communicator_t *comm, const char *what,
+                             coll_gpu_dir_t sdir, coll_gpu_dir_t rdir)
 {
     coll_gpu_nb_t *x = calloc(1, sizeof(*x));
-    int rc;
 
-    *out = NULL;
     if (NULL == x) {
         mca_coll_gpu_report_failure(what, comm, "out of host memory for a request's state");
-        return OMPI_ERR_OUT_OF_RESOURCE;
+        return NULL;
     }
     x->tag = &nb_tag;
     x->what = what;
     x->comm = comm;
     x->sdir = sdir;
     x->rdir = rdir;
+    return x;
+}
+
+int nb_stage(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm, const char *what,
+                    const void *sbuf, coll_gpu_layout_t slayout, coll_gpu_dir_t sdir, void *rbuf,
+                    coll_gpu_layout_t rlayout, coll_gpu_dir_t rdir, coll_gpu_nb_t **out)
+{
+    coll_gpu_nb_t *x = nb_new(comm, what, sdir, rdir);
+    int rc;
+
+    *out = NULL;
+    if (NULL == x) {
+        return OMPI_ERR_OUT_OF_RESOURCE;
+    }
     rc = mca_coll_gpu_stage_pair_owned(m, comm, what, sbuf, slayout, sdir, rbuf, rlayout, rdir,
                                        &x->s, &x->r);
     if (OMPI_SUCCESS != rc) {
@@ -135,9 +133,33 @@ static int nb_stage(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm, 
     return OMPI_SUCCESS;
 }
 
-/* After the saved i-function returned rc and *request: finish now when it failed or already
- * completed, else copy back at completion. */
-static int nb_attach(coll_gpu_nb_t *x, int rc, ompi_request_t **request)
+int nb_stage_spans(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm, const char *what,
+                   const void *sbuf, dev_mem_kind_t skind, ptrdiff_t slo, size_t slen, void *rbuf,
+                   dev_mem_kind_t rkind, ptrdiff_t rlo, size_t rlen, coll_gpu_nb_t **out)
+{
+    coll_gpu_nb_t *x = nb_new(comm, what, COLL_GPU_READ, COLL_GPU_READWRITE);
+    int rc;
+
+    *out = NULL;
+    if (NULL == x) {
+        return OMPI_ERR_OUT_OF_RESOURCE;
+    }
+    rc = mca_coll_gpu_stage_in(m, -1, sbuf, skind, slo, slen, true, comm, what, &x->s);
+    if (OMPI_SUCCESS != rc) {
+        free(x);
+        return rc;
+    }
+    rc = mca_coll_gpu_stage_in(m, -1, rbuf, rkind, rlo, rlen, true, comm, what, &x->r);
+    if (OMPI_SUCCESS != rc) {
+        (void) mca_coll_gpu_stage_out(m, &x->s, false, comm, what);
+        free(x);
+        return rc;
+    }
+    *out = x;
+    return OMPI_SUCCESS;
+}
+
+int nb_attach(coll_gpu_nb_t *x, int rc, ompi_request_t **request)
 {
     ompi_request_t *req;
 
@@ -156,22 +178,6 @@ static int nb_attach(coll_gpu_nb_t *x, int rc, ompi_request_t **request)
     /* runs nb_complete at once if the request completed since the check above */
     (void) ompi_request_set_callback(req, nb_complete, x);
     return OMPI_SUCCESS;
-}
-
-static inline void *nb_sview(const coll_gpu_nb_t *x)
-{
-    return mca_coll_gpu_view(&x->s);
-}
-
-static inline void *nb_rview(const coll_gpu_nb_t *x)
-{
-    return mca_coll_gpu_view(&x->r);
-}
-
-static void nb_log(const char *what, struct ompi_communicator_t *comm, size_t bytes,
-                   ompi_datatype_t *dtype, struct ompi_op_t *op)
-{
-    mca_coll_gpu_log_call(what, comm, bytes, dtype, op, "staged (nonblocking)");
 }
 
 /* ---- reductions -------------------------------------------------------------------------- */
@@ -585,8 +591,8 @@ int mca_coll_gpu_ialltoallw(const void *sbuf, const int *scounts, const int *sdi
     int size = ompi_comm_size(comm);
     dev_mem_kind_t skind = mca_coll_gpu_classify(sbuf), rkind = mca_coll_gpu_classify(rbuf);
     coll_gpu_nb_t *x;
-    ptrdiff_t lo;
-    size_t len;
+    ptrdiff_t slo, rlo;
+    size_t slen, rlen;
     int rc;
 
     if (mca_coll_gpu_is_host(skind) && mca_coll_gpu_is_host(rkind)) {
@@ -594,30 +600,13 @@ int mca_coll_gpu_ialltoallw(const void *sbuf, const int *scounts, const int *sdi
                                      rdtypes, comm, request, m->prev_ialltoallw.module);
     }
     nb_log(name, comm, 0, NULL, NULL);
-    x = calloc(1, sizeof(*x));
-    if (NULL == x) {
-        mca_coll_gpu_report_failure(name, comm, "out of host memory for a request's state");
-        return OMPI_ERR_OUT_OF_RESOURCE;
-    }
-    x->tag = &nb_tag;
-    x->what = name;
-    x->comm = comm;
-    x->sdir = COLL_GPU_READ;
-    x->rdir = COLL_GPU_READWRITE;
     if (in_place) {
         skind = DEV_MEM_HOST;
     }
-    mca_coll_gpu_span_w(size, scounts, sdisps, sdtypes, &lo, &len);
-    rc = mca_coll_gpu_stage_in(m, -1, sbuf, skind, lo, len, true, comm, name, &x->s);
+    mca_coll_gpu_span_w(size, scounts, sdisps, sdtypes, &slo, &slen);
+    mca_coll_gpu_span_w(size, rcounts, rdisps, rdtypes, &rlo, &rlen);
+    rc = nb_stage_spans(m, comm, name, sbuf, skind, slo, slen, rbuf, rkind, rlo, rlen, &x);
     if (OMPI_SUCCESS != rc) {
-        free(x);
-        return rc;
-    }
-    mca_coll_gpu_span_w(size, rcounts, rdisps, rdtypes, &lo, &len);
-    rc = mca_coll_gpu_stage_in(m, -1, rbuf, rkind, lo, len, true, comm, name, &x->r);
-    if (OMPI_SUCCESS != rc) {
-        (void) mca_coll_gpu_stage_out(m, &x->s, false, comm, name);
-        free(x);
         return rc;
     }
     rc = m->prev_ialltoallw.fn(in_place ? MPI_IN_PLACE : nb_sview(x), scounts, sdisps, sdtypes,

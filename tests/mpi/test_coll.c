@@ -2529,7 +2529,7 @@ static void section_neighbor(void)
     }
     for (int tp = 0; tp < NTOPO; ++tp) {
         neighbor_topo = tp;
-        for (int nb = 0; nb <= 0; ++nb) {
+        for (int nb = 0; nb <= 1; ++nb) {
             nonblocking = nb;
             for (int c = NCOLL; c < NCOLL_ALL; ++c) {
                 for (size_t mi = 0; mi < sizeof(modes) / sizeof(modes[0]); ++mi) {
@@ -2544,6 +2544,11 @@ static void section_neighbor(void)
                 tcase(c, vec, -1, 1, M_DEV, CM_WORLD, 0, ROOT_0);
                 tcase(c, neg, -1, 65, M_DEV, CM_WORLD, 0, ROOT_0);
             }
+        }
+        /* MPI_Test polling to completion */
+        nonblocking = 2;
+        for (int c = NCOLL; c < NCOLL_ALL; ++c) {
+            tcase(c, plain, -1, 4099, M_DEV, CM_WORLD, 0, ROOT_0);
         }
     }
     nonblocking = 0;
