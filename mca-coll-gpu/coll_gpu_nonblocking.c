@@ -112,9 +112,11 @@ static coll_gpu_nb_t *nb_new(struct ompi_communicator_t *comm, const char *what,
     return x;
 }
 
+/* nb_stage, nb_stage_spans and nb_attach are shared with coll_gpu_neighbor.c: coll_gpu.h says
+ * what they do. */
 int nb_stage(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm, const char *what,
-                    const void *sbuf, coll_gpu_layout_t slayout, coll_gpu_dir_t sdir, void *rbuf,
-                    coll_gpu_layout_t rlayout, coll_gpu_dir_t rdir, coll_gpu_nb_t **out)
+             const void *sbuf, coll_gpu_layout_t slayout, coll_gpu_dir_t sdir, void *rbuf,
+             coll_gpu_layout_t rlayout, coll_gpu_dir_t rdir, coll_gpu_nb_t **out)
 {
     coll_gpu_nb_t *x = nb_new(comm, what, sdir, rdir);
     int rc;
