@@ -2524,6 +2524,8 @@ static void section_neighbor(void)
     const tdesc_t *plain = type_by_name("MPI_INT32_T"), *vec = type_by_name("vec(int32)");
     const tdesc_t *neg = type_by_name("struct(lb=-16)");
 
+    int nbr_left_out = 0;
+
     if (!list_only) {
         setup_topologies();
     }
@@ -2532,6 +2534,12 @@ static void section_neighbor(void)
         for (int nb = 0; nb <= 1; ++nb) {
             nonblocking = nb;
             for (int c = NCOLL; c < NCOLL_ALL; ++c) {
+                /* coll/libnbc 4.1's MPI_Ineighbor_alltoall(v,w) mixes up the blocks when both
+                 * neighbours of a periodic ring are the same rank (2 ranks), on host buffers too */
+                if (nb && TP_RING == tp && 2 == mt_size && NBR_ALLTOALL <= c) {
+                    ++nbr_left_out;
+                    continue;
+                }
                 for (size_t mi = 0; mi < sizeof(modes) / sizeof(modes[0]); ++mi) {
                     for (size_t ni = 0; ni < sizeof(counts) / sizeof(counts[0]); ++ni) {
                         tcase(c, plain, -1, counts[ni], modes[mi], CM_WORLD, 0, ROOT_0);
@@ -2548,11 +2556,20 @@ static void section_neighbor(void)
         /* MPI_Test polling to completion */
         nonblocking = 2;
         for (int c = NCOLL; c < NCOLL_ALL; ++c) {
+            if (TP_RING == tp && 2 == mt_size && NBR_ALLTOALL <= c) {
+                ++nbr_left_out;
+                continue;
+            }
             tcase(c, plain, -1, 4099, M_DEV, CM_WORLD, 0, ROOT_0);
         }
     }
     nonblocking = 0;
     neighbor_topo = TP_RING;
+    if (nbr_left_out > 0 && !list_only) {
+        tap_diag("%d groups of cases left out that coll/libnbc of Open MPI 4.1 gets wrong on host "
+                 "buffers too: MPI_Ineighbor_alltoall(v,w) on a 2-rank periodic ring",
+                 nbr_left_out);
+    }
     for (int i = 0; !list_only && i < NTOPO; ++i) {
         MPI_Comm_free(&topo_comms[i]);
     }
