@@ -91,8 +91,10 @@ void mca_coll_gpu_span_v(ompi_datatype_t *dtype, int n, const int *counts, const
     *len = any ? (size_t) (hi_all - lo_all) : 0;
 }
 
-void mca_coll_gpu_span_w(int n, const int *counts, const int *displs,
-                         struct ompi_datatype_t *const *types, ptrdiff_t *lo, size_t *len)
+/* The byte range of blocks counts[i] of types[i] at byte displacements given as ints
+ * (idispls) or as MPI_Aint (adispls; MPI_Neighbor_alltoallw), whichever is not NULL. */
+static void span_blocks(int n, const int *counts, const int *idispls, const MPI_Aint *adispls,
+                        struct ompi_datatype_t *const *types, ptrdiff_t *lo, size_t *len)
 {
     ptrdiff_t lo_all = 0, hi_all = 0;
     bool any = false;
@@ -104,7 +106,7 @@ void mca_coll_gpu_span_w(int n, const int *counts, const int *displs,
             continue;
         }
         mca_coll_gpu_span(types[i], (size_t) counts[i], &blo, &blen);
-        blo += displs[i];
+        blo += (NULL != idispls) ? (ptrdiff_t) idispls[i] : (ptrdiff_t) adispls[i];
         if (!any || blo < lo_all) {
             lo_all = blo;
         }
@@ -117,32 +119,16 @@ void mca_coll_gpu_span_w(int n, const int *counts, const int *displs,
     *len = any ? (size_t) (hi_all - lo_all) : 0;
 }
 
-/* Block by block through span_w (MPI_Aint displacements need not fit in an int). */
+void mca_coll_gpu_span_w(int n, const int *counts, const int *displs,
+                         struct ompi_datatype_t *const *types, ptrdiff_t *lo, size_t *len)
+{
+    span_blocks(n, counts, displs, NULL, types, lo, len);
+}
+
 void mca_coll_gpu_span_w_aint(int n, const int *counts, const MPI_Aint *displs,
                               struct ompi_datatype_t *const *types, ptrdiff_t *lo, size_t *len)
 {
-    static const int at_zero = 0;
-    ptrdiff_t lo_all = 0, hi_all = 0;
-    bool any = false;
-
-    for (int i = 0; i < n; ++i) {
-        ptrdiff_t blo;
-        size_t blen;
-        if (0 >= counts[i]) {
-            continue;
-        }
-        mca_coll_gpu_span_w(1, &counts[i], &at_zero, &types[i], &blo, &blen);
-        blo += (ptrdiff_t) displs[i];
-        if (!any || blo < lo_all) {
-            lo_all = blo;
-        }
-        if (!any || blo + (ptrdiff_t) blen > hi_all) {
-            hi_all = blo + (ptrdiff_t) blen;
-        }
-        any = true;
-    }
-    *lo = any ? lo_all : 0;
-    *len = any ? (size_t) (hi_all - lo_all) : 0;
+    span_blocks(n, counts, NULL, displs, types, lo, len);
 }
 
 /* Pinned memory of at least len bytes: a cached slot when it fits, else one for this call.
