@@ -118,27 +118,6 @@ __global__ void __launch_bounds__(MULTI_MAX_THREADS)
     }
 }
 
-/* Multiprocessors of each device, asked once. */
-static int multiprocessors(int device)
-{
-    static int cache[64];
-    int n = 0;
-
-    if (device >= 0 && device < 64) {
-        n = __atomic_load_n(&cache[device], __ATOMIC_RELAXED);
-    }
-    if (0 == n) {
-        if (cudaSuccess != cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device)
-            || n <= 0) {
-            (void) cudaGetLastError();
-            n = 132;
-        }
-        if (device >= 0 && device < 64) {
-            __atomic_store_n(&cache[device], n, __ATOMIC_RELAXED);
-        }
-    }
-    return n;
-}
 
 /* Blocks of `threads` threads of this kernel that one SM holds at once (registers decide: at
  * 40 registers a 512-thread block fits 3 times, not 4).  Asked once per kernel and block size;
@@ -197,7 +176,7 @@ template <typename T, typename Op> static cudaError_t launch(const multi_launch_
         blocks = (size_t) l.nblocks;
     } else {
         /* enough blocks to cover the work once, at most one full wave of the GPU */
-        size_t sms = (size_t) multiprocessors(l.device);
+        size_t sms = (size_t) dev_cuda_multiprocessors(l.device);
         blocks = (work + threads - 1) / threads;
         blocks = (blocks < 1) ? 1 : blocks;
         if (blocks > sms) { /* only then can the wave be the limit: skip the query otherwise */

@@ -80,6 +80,9 @@ int dev_fail(int status, const char *fmt, ...) __attribute__((format(printf, 2, 
 void dev_clear_error(void);
 
 #ifdef COLL_GPU_HAVE_CUDA
+/* reduce_kernels.cu: multiprocessors of a device, asked of the runtime once (132 when it cannot
+ * tell). */
+int dev_cuda_multiprocessors(int device);
 /* reduce_kernels.cu: enqueue dst[i] = a[i] op b[i] on a CUDA stream (a cudaStream_t, passed
  * as void * so that this header needs no CUDA header).  Returns a cudaError_t:
  * cudaErrorInvalidValue for a pair that dev_op_valid() rejects. */

@@ -537,14 +537,21 @@ static int emu_mem_alloc_managed(void **ptr, size_t size)
     return DEV_OK;
 }
 
-static int emu_mem_free(void *ptr)
+/* Take the range that starts at ptr out of the registry (it must be of one of the origins)
+ * and release its mappings: the free of every kind of emulated memory. */
+static int remove_and_release(void *ptr, unsigned origins, const char *fn)
 {
     emu_range_t r;
-    int rc = registry_remove(ptr, (1u << EMU_ALLOC) | (1u << EMU_MANAGED), &r, "dev_mem_free");
+    int rc = registry_remove(ptr, origins, &r, fn);
     if (DEV_OK == rc) {
         range_release(&r);
     }
     return rc;
+}
+
+static int emu_mem_free(void *ptr)
+{
+    return remove_and_release(ptr, (1u << EMU_ALLOC) | (1u << EMU_MANAGED), "dev_mem_free");
 }
 
 static int emu_host_alloc(void **ptr, size_t size)
@@ -575,12 +582,7 @@ static int emu_host_alloc(void **ptr, size_t size)
 
 static int emu_host_free(void *ptr)
 {
-    emu_range_t r;
-    int rc = registry_remove(ptr, 1u << EMU_PINNED, &r, "dev_host_free");
-    if (DEV_OK == rc) {
-        range_release(&r);
-    }
-    return rc;
+    return remove_and_release(ptr, 1u << EMU_PINNED, "dev_host_free");
 }
 
 /* ---- streams and events: everything completes when enqueued ------------------------------ */
@@ -823,12 +825,7 @@ static int emu_ipc_import(const dev_ipc_handle_t *handle, void **ptr)
 
 static int emu_ipc_close(void *ptr)
 {
-    emu_range_t r;
-    int rc = registry_remove(ptr, 1u << EMU_IMPORT, &r, "dev_ipc_close");
-    if (DEV_OK == rc) {
-        range_release(&r);
-    }
-    return rc;
+    return remove_and_release(ptr, 1u << EMU_IMPORT, "dev_ipc_close");
 }
 
 const dev_backend_ops_t dev_emulated_ops = {

@@ -61,8 +61,9 @@ __global__ void __launch_bounds__(REDUCE_THREADS)
     }
 }
 
-/* Multiprocessors of each device, asked once: the grid is sized to fill them once. */
-static int multiprocessors(int device)
+/* Multiprocessors of each device, asked once: grids are sized to fill them once (shared with
+ * allreduce_multi.cu through dev_backend.h). */
+int dev_cuda_multiprocessors(int device)
 {
     static int cache[64];
     int n = 0;
@@ -104,8 +105,8 @@ static cudaError_t launch(void *dst, const void *a, const void *b, size_t count,
         return err;
     }
     blocks = (work + REDUCE_THREADS - 1) / REDUCE_THREADS;
-    if (blocks > (size_t) multiprocessors(device) * REDUCE_BLOCKS_PER_SM) {
-        blocks = (size_t) multiprocessors(device) * REDUCE_BLOCKS_PER_SM;
+    if (blocks > (size_t) dev_cuda_multiprocessors(device) * REDUCE_BLOCKS_PER_SM) {
+        blocks = (size_t) dev_cuda_multiprocessors(device) * REDUCE_BLOCKS_PER_SM;
     }
     /* cudaLaunchKernel returns this launch's own error; <<<>>> would leave us to read the
      * thread's last error, which may hold an unrelated failure of an earlier runtime call */
