@@ -63,7 +63,7 @@ __global__ void __launch_bounds__(REDUCE_THREADS)
 
 /* Multiprocessors of each device, asked once: grids are sized to fill them once (shared with
  * allreduce_multi.cu through dev_backend.h). */
-int dev_cuda_multiprocessors(int device)
+extern "C" int dev_cuda_multiprocessors(int device)
 {
     static int cache[64];
     int n = 0;
