@@ -1826,6 +1826,26 @@ static int mode_mixes_kinds(int mode, int comm_id)
     return CM_SELF != comm_id && (M_MIXED == mode || M_ROOTDEV == mode || M_ROOTHOST == mode);
 }
 
+/* Whether the case named name runs now: the filter selects it, this run covers its kind of
+ * buffers (else it counts as left out), and this is not a --list run (which prints it). */
+static int case_runs(const char *name, int mode, int comm_id)
+{
+    if (!name_selected(name)) {
+        return 0;
+    }
+    if (!(kinds_run & (mode_mixes_kinds(mode, comm_id) ? KINDS_MIXED : KINDS_UNIFORM))) {
+        ++kinds_left_out;
+        return 0;
+    }
+    if (list_only) {
+        if (0 == mt_rank) {
+            printf("%s\n", name);
+        }
+        return 0;
+    }
+    return 1;
+}
+
 /* Enumerate one case: run it on every rank (each in its own communicator), one TAP line. */
 static void tcase(int coll, const tdesc_t *t, int op, size_t n, int mode, int comm_id,
                   int inplace, int root_sel)
@@ -1847,17 +1867,7 @@ static void tcase(int coll, const tdesc_t *t, int op, size_t n, int mode, int co
     c.topo = neighbor_topo;
     c.key = mix64(seed ^ mix64(++case_counter));
     case_name(&c, name, sizeof(name));
-    if (!name_selected(name)) {
-        return;
-    }
-    if (!(kinds_run & (mode_mixes_kinds(mode, comm_id) ? KINDS_MIXED : KINDS_UNIFORM))) {
-        ++kinds_left_out;
-        return;
-    }
-    if (list_only) {
-        if (0 == mt_rank) {
-            printf("%s\n", name);
-        }
+    if (!case_runs(name, mode, comm_id)) {
         return;
     }
     c.comm = coll_is_neighbor(coll) ? topo_comms[c.topo] : comms[comm_id];
@@ -2298,17 +2308,7 @@ static void nb_outstanding(int mode, int how)
 
     snprintf(name, sizeof(name), "nonblocking: iallreduce + iallreduce in-place + ibcast + "
              "iallgather outstanding at once, %s, %s", mode_names[mode], how_name);
-    if (!name_selected(name)) {
-        return;
-    }
-    if (!(kinds_run & (mode_mixes_kinds(mode, CM_WORLD) ? KINDS_MIXED : KINDS_UNIFORM))) {
-        ++kinds_left_out;
-        return;
-    }
-    if (list_only) {
-        if (0 == mt_rank) {
-            printf("%s\n", name);
-        }
+    if (!case_runs(name, mode, CM_WORLD)) {
         return;
     }
     mt_set_case(name);
