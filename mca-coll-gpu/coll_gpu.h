@@ -169,6 +169,9 @@ typedef struct mca_coll_gpu_module_t {
     bool released;              /* the fallbacks' references are dropped (disable is idempotent) */
 
     coll_gpu_bounce_t bounce[2];
+    /* Device temporaries (send and receive roles) for the ranks whose own buffer the team path
+     * cannot use in place (coll_gpu_adapt.c); kept between calls so that peers map them once. */
+    coll_gpu_bounce_t dev_tmp[2];
 
     /* The node team for the fast path, built on the first call that can use it. */
     coll_gpu_team_t *team;
@@ -212,23 +215,62 @@ int mca_coll_gpu_team_export(coll_gpu_team_t *t, const void *ptr, coll_gpu_xbuf_
 int mca_coll_gpu_team_import(coll_gpu_team_t *t, int peer, const coll_gpu_xbuf_t *x, void **ptr);
 
 /* ---- fast path (coll_gpu_nvl.c) ---- */
+/* local_rc: OMPI_SUCCESS, or what failed on this rank before the call (its buffers could not be
+ * prepared): then the rank takes part without data, so that its peers fail instead of waiting,
+ * and returns local_rc. */
 int mca_coll_gpu_nvl_allreduce(coll_gpu_team_t *t, const topo_plan_t *plan, const void *sbuf,
                                void *rbuf, size_t count, dev_dtype_t dt, dev_op_t op,
-                               struct ompi_communicator_t *comm);
+                               struct ompi_communicator_t *comm, int local_rc);
+/* bytes is this rank's count x type size; the root's plan and byte count are the call's (the
+ * others take them from the control block), and a rank whose byte count differs from the
+ * root's returns MPI_ERR_TRUNCATE without moving data (the root then too). */
 int mca_coll_gpu_nvl_bcast(coll_gpu_team_t *t, const topo_plan_t *plan, void *buf, size_t bytes,
-                           int root, struct ompi_communicator_t *comm);
+                           int root, struct ompi_communicator_t *comm, int local_rc);
 
 /* ---- selection (coll_gpu_select.c) ---- */
-/* The device-layer type and op of a predefined MPI type and op; false when the GPU path has no
- * kernel for them (user-defined ops, derived types, long double ...). */
-bool mca_coll_gpu_map_type(struct ompi_datatype_t *dtype, dev_dtype_t *out);
+/* The device-layer element type, op and element count of a reduction of count elements of
+ * dtype, from the type's signature (never its handle or layout); NULL when the kernels take it,
+ * else why not (user-defined ops, long double, mixed basic types, padded MINLOC pairs ...). */
+const char *mca_coll_gpu_map_reduction(struct ompi_datatype_t *dtype, size_t count,
+                                       struct ompi_op_t *op, dev_dtype_t *dt, dev_op_t *dop,
+                                       size_t *nelems);
+/* The device-layer op of a predefined MPI op; false when the GPU path has no kernel for it. */
 bool mca_coll_gpu_map_op(struct ompi_op_t *op, dev_op_t *out);
 /* Choose the path of an allreduce or bcast of bytes on this communicator (topo_select), with
  * the MCA overrides; fills plan (alg is TOPO_AR_STAGED / TOPO_BC_STAGED when the fast path
- * cannot take it) and returns the team to use, or NULL for the staged path. */
+ * cannot take it) and returns the team to use, or NULL for the staged path.  not_capable, when
+ * not NULL, is why the call cannot take the GPU path (it becomes the plan's reason).  Every
+ * input must be the same on all ranks of the call. */
 coll_gpu_team_t *mca_coll_gpu_select(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
-                                     topo_coll_t coll, size_t bytes, bool gpu_capable,
+                                     topo_coll_t coll, size_t bytes, const char *not_capable,
                                      topo_plan_t *plan);
+
+/* ---- one rank's buffers on the agreed path (coll_gpu_adapt.c) ---- */
+
+/* A rank's view of count elements of dtype at user for the team path: dense bytes in device
+ * memory the team can export, either the user's own or a device temporary of the module. */
+typedef struct coll_gpu_adapt_t {
+    void *user;
+    int count;
+    struct ompi_datatype_t *dtype;
+    void *dev;   /* what the team path reads or writes: bytes dense bytes */
+    size_t bytes;
+    int slot;    /* the module's dev_tmp slot behind dev, or -1: dev is the user's memory */
+} coll_gpu_adapt_t;
+
+/* Prepare count x dtype at user for the team path, in dev_tmp slot when it cannot be used in
+ * place (layout with gaps, managed memory, memory the team cannot export): packed into the
+ * temporary when copy_in.  On failure a->dev is NULL and the failure is reported. */
+int mca_coll_gpu_adapt_in(mca_coll_gpu_module_t *m, coll_gpu_team_t *t,
+                          struct ompi_communicator_t *comm, const char *what, int slot,
+                          const void *user, int count, struct ompi_datatype_t *dtype,
+                          bool copy_in, coll_gpu_adapt_t *a);
+/* After the team path: unpack the temporary into the user's layout when copy_out (gaps keep
+ * their bytes).  Nothing to do when the user's memory was used in place. */
+int mca_coll_gpu_adapt_out(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                           const char *what, const coll_gpu_adapt_t *a, bool copy_out);
+/* Free the device temporaries (module teardown). */
+void mca_coll_gpu_adapt_release(mca_coll_gpu_module_t *m);
 /* Agree on whether this call's buffers are device memory on every rank (coll_gpu_uniform_buffers
  * false): one host allreduce.  Returns OMPI_SUCCESS and sets *all_device. */
 int mca_coll_gpu_agree(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm, bool mine,
