@@ -405,6 +405,27 @@ DEV_API int dev_mem_alloc_managed(void **ptr, size_t size)
     return ops->mem_alloc_managed(ptr, size);
 }
 
+DEV_API int dev_mem_alloc_pool(void **ptr, size_t size)
+{
+    const dev_backend_ops_t *ops;
+    DEV_OPS(ops, __func__);
+    DEV_CHECK_ARG(NULL != ptr, __func__);
+    *ptr = NULL;
+    if (0 == size) {
+        return DEV_OK;
+    }
+    return ops->mem_alloc_pool(ptr, size);
+}
+
+DEV_API bool dev_mem_ipc_capable(const void *ptr)
+{
+    const dev_backend_ops_t *ops = atomic_load_explicit(&dev_ops, memory_order_acquire);
+    if (NULL == ops || NULL == ptr) {
+        return false;
+    }
+    return ops->mem_ipc_capable(ptr);
+}
+
 DEV_API int dev_mem_free(void *ptr)
 {
     const dev_backend_ops_t *ops;

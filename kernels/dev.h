@@ -174,7 +174,24 @@ DEV_API int dev_mem_device(const void *ptr, int *ordinal);
 
 DEV_API int dev_mem_alloc(void **ptr, size_t size);
 DEV_API int dev_mem_alloc_managed(void **ptr, size_t size);
+/* Device memory from a stream-ordered pool, as applications get it from cudaMallocAsync or
+ * their framework's caching allocator: classified DEV_MEM_DEVICE but not exportable with the
+ * legacy IPC (dev_mem_ipc_capable() is false).  cuda: cudaMallocAsync on the legacy default
+ * stream, complete when the call returns; emulated: device memory that dev_ipc_export refuses.
+ * Freed with dev_mem_free().  For tests and for code that needs such memory on purpose. */
+DEV_API int dev_mem_alloc_pool(void **ptr, size_t size);
 DEV_API int dev_mem_free(void *ptr);
+/* Can the allocation holding ptr be exported with dev_ipc_export() (cuda: the legacy
+ * cudaIpcGetMemHandle, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE)?  true only for device
+ * memory of a plain device allocation (cudaMalloc, dev_mem_alloc).  false for host memory
+ * (pinned included), managed memory, stream-ordered pool memory (cudaMallocAsync), VMM memory
+ * (cuMemCreate + cuMemMap, e.g. PyTorch's expandable segments), memory mapped from a peer
+ * (dev_ipc_import), a pointer this layer cannot place, and when no backend is open.  One
+ * driver query, never cached, never fails noisily (no error text is recorded).  A path that
+ * exports user buffers asks this first and copies through memory of its own when it is false;
+ * dev_ipc_export() of such memory fails with DEV_ERR_UNSUPPORTED without calling the driver's
+ * export. */
+DEV_API bool dev_mem_ipc_capable(const void *ptr);
 /* Page-locked host memory for staging. */
 DEV_API int dev_host_alloc(void **ptr, size_t size);
 DEV_API int dev_host_free(void *ptr);
@@ -200,7 +217,8 @@ DEV_API int dev_memset(void *dst, int value, size_t bytes);
 
 /* ---- IPC ------------------------------------------------------------------------------- */
 
-/* Export the allocation whose base is ptr (as given by dev_mem_range). */
+/* Export the allocation whose base is ptr (as given by dev_mem_range).  DEV_ERR_UNSUPPORTED,
+ * before any export is attempted, when dev_mem_ipc_capable(base) is false. */
 DEV_API int dev_ipc_export(void *base, dev_ipc_handle_t *handle);
 /* Map a peer's allocation; *ptr is its base in this process.  A handle cannot be imported by
  * the process that exported it (CUDA refuses; the emulated backend does too). */

@@ -41,6 +41,8 @@ typedef struct dev_backend_ops {
     int (*mem_device)(const void *ptr, int *ordinal);
     int (*mem_alloc)(void **ptr, size_t size);
     int (*mem_alloc_managed)(void **ptr, size_t size);
+    int (*mem_alloc_pool)(void **ptr, size_t size);
+    bool (*mem_ipc_capable)(const void *ptr);
     int (*mem_free)(void *ptr);
     int (*host_alloc)(void **ptr, size_t size);
     int (*host_free)(void *ptr);

@@ -561,6 +561,39 @@ out:
     return rc;
 }
 
+/* Stream-ordered pool memory (dev.h): cudaMallocAsync on the legacy default stream, waited
+ * for, so that the memory is usable on any stream when the call returns.  cudaFree releases
+ * it (it synchronizes the device first). */
+static int cuda_mem_alloc_pool(void **ptr, size_t size)
+{
+    int rc = DEV_OK;
+    FOLLOW_APP();
+    CUDA_CALL(cudaMallocAsync(ptr, size, (cudaStream_t) 0));
+    CUDA_CALL(cudaStreamSynchronize((cudaStream_t) 0));
+out:
+    return rc;
+}
+
+/* The driver's own answer: CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE is false for
+ * memory of stream-ordered pools and of the VMM API (cuMemCreate + cuMemMap), whose export
+ * would need cuMemExportToShareableHandle instead, and for host memory; managed memory is
+ * ruled out explicitly (cudaIpcGetMemHandle refuses it).  A failed query answers false: the
+ * caller then copies through memory of its own, which is always correct. */
+static bool cuda_mem_ipc_capable(const void *ptr)
+{
+    CUpointer_attribute attrs[3] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                    CU_POINTER_ATTRIBUTE_IS_MANAGED,
+                                    CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE};
+    unsigned int memtype = 0;
+    uint64_t managed = 0, capable = 0; /* "booleans" of unstated width: see classify_by_driver */
+    void *data[3] = {&memtype, &managed, &capable};
+
+    if (CUDA_SUCCESS != drv_pointer_get_attributes(3, attrs, data, (CUdeviceptr) ptr)) {
+        return false;
+    }
+    return CU_MEMORYTYPE_DEVICE == memtype && 0 == managed && 0 != capable;
+}
+
 /* Forget the caches' view of the allocation at ptr before it goes away. */
 static void forget_allocation(void *ptr)
 {
@@ -792,6 +825,14 @@ static int cuda_ipc_export(void *base, dev_ipc_handle_t *handle)
 
     FOLLOW_APP();
     memset(&wire, 0, sizeof(wire));
+    if (!cuda_mem_ipc_capable(base)) {
+        /* pool, VMM, managed or host memory: cudaIpcGetMemHandle would fail (and leave its
+         * error behind); say so without asking it */
+        return dev_fail(DEV_ERR_UNSUPPORTED,
+                        "dev_ipc_export(%p): the memory cannot be exported with CUDA IPC (not "
+                        "device memory of cudaMalloc: a stream-ordered pool, VMM, managed or "
+                        "host memory)", base);
+    }
     if (CUDA_SUCCESS != drv_mem_get_address_range(&b, &s, (CUdeviceptr) base)
         || (uintptr_t) b != (uintptr_t) base) {
         return dev_fail(DEV_ERR_ARG, "dev_ipc_export(%p): not the base of a device allocation",
@@ -847,6 +888,8 @@ const dev_backend_ops_t dev_cuda_ops = {
     .mem_device = cuda_mem_device,
     .mem_alloc = cuda_mem_alloc,
     .mem_alloc_managed = cuda_mem_alloc_managed,
+    .mem_alloc_pool = cuda_mem_alloc_pool,
+    .mem_ipc_capable = cuda_mem_ipc_capable,
     .mem_free = cuda_mem_free,
     .host_alloc = cuda_host_alloc,
     .host_free = cuda_host_free,

@@ -50,7 +50,8 @@ typedef enum {
     EMU_ALLOC,   /* dev_mem_alloc: shm segment created here */
     EMU_IMPORT,  /* dev_ipc_import: a peer's segment */
     EMU_MANAGED, /* dev_mem_alloc_managed: anonymous read-write mapping */
-    EMU_PINNED   /* dev_host_alloc: page-aligned heap memory */
+    EMU_PINNED,  /* dev_host_alloc: page-aligned heap memory */
+    EMU_POOL     /* dev_mem_alloc_pool: like EMU_ALLOC, but dev_ipc_export refuses it */
 } emu_origin_t;
 
 typedef struct {
@@ -173,10 +174,11 @@ static void range_release(const emu_range_t *r)
 {
     switch (r->origin) {
     case EMU_ALLOC:
+    case EMU_POOL:
     case EMU_IMPORT:
         munmap((void *) r->base, r->map_size);
         munmap(r->alias, r->map_size);
-        if (EMU_ALLOC == r->origin && getpid() == r->creator) {
+        if (EMU_IMPORT != r->origin && getpid() == r->creator) {
             shm_unlink(r->shm_name);
         }
         break;
@@ -462,7 +464,8 @@ static int map_twice(int fd, size_t map_size, const char *fn, void **base, char 
     return DEV_OK;
 }
 
-static int emu_mem_alloc(void **ptr, size_t size)
+/* Device memory of either origin: EMU_ALLOC (exportable) or EMU_POOL (not). */
+static int device_alloc(void **ptr, size_t size, emu_origin_t origin)
 {
     emu_range_t r = {0};
     void *base;
@@ -471,7 +474,7 @@ static int emu_mem_alloc(void **ptr, size_t size)
     r.size = size;
     r.map_size = page_round(size);
     r.kind = DEV_MEM_DEVICE;
-    r.origin = EMU_ALLOC;
+    r.origin = origin;
     r.creator = getpid();
     r.device = emu_device;
     snprintf(r.shm_name, sizeof(r.shm_name), "/collgpu-%d-%" PRIuFAST64, (int) r.creator,
@@ -506,6 +509,34 @@ fail_unlink:
     close(fd);
     shm_unlink(r.shm_name);
     return rc;
+}
+
+static int emu_mem_alloc(void **ptr, size_t size)
+{
+    return device_alloc(ptr, size, EMU_ALLOC);
+}
+
+/* Pool memory plays the part of cudaMallocAsync and VMM memory: device memory through and
+ * through, except that the legacy IPC cannot export it. */
+static int emu_mem_alloc_pool(void **ptr, size_t size)
+{
+    return device_alloc(ptr, size, EMU_POOL);
+}
+
+/* Only plain device allocations of this process export (as cudaMalloc memory does; an
+ * imported mapping cannot be exported again). */
+static bool emu_mem_ipc_capable(const void *ptr)
+{
+    bool capable = false;
+    ptrdiff_t i;
+
+    pthread_rwlock_rdlock(&emu_lock);
+    i = registry_find((uintptr_t) ptr);
+    if (i >= 0) {
+        capable = EMU_ALLOC == emu_ranges[i].origin;
+    }
+    pthread_rwlock_unlock(&emu_lock);
+    return capable;
 }
 
 static int emu_mem_alloc_managed(void **ptr, size_t size)
@@ -551,7 +582,8 @@ static int remove_and_release(void *ptr, unsigned origins, const char *fn)
 
 static int emu_mem_free(void *ptr)
 {
-    return remove_and_release(ptr, (1u << EMU_ALLOC) | (1u << EMU_MANAGED), "dev_mem_free");
+    return remove_and_release(ptr, (1u << EMU_ALLOC) | (1u << EMU_MANAGED) | (1u << EMU_POOL),
+                              "dev_mem_free");
 }
 
 static int emu_host_alloc(void **ptr, size_t size)
@@ -751,7 +783,12 @@ static int emu_ipc_export(void *base, dev_ipc_handle_t *handle)
     memset(&wire, 0, sizeof(wire));
     pthread_rwlock_rdlock(&emu_lock);
     i = registry_find((uintptr_t) base);
-    if (i < 0 || emu_ranges[i].base != (uintptr_t) base || EMU_ALLOC != emu_ranges[i].origin) {
+    if (i >= 0 && EMU_ALLOC != emu_ranges[i].origin) {
+        rc = dev_fail(DEV_ERR_UNSUPPORTED,
+                      "dev_ipc_export(%p): the memory cannot be exported with IPC (pool, "
+                      "managed, pinned or imported memory)",
+                      base);
+    } else if (i < 0 || emu_ranges[i].base != (uintptr_t) base) {
         rc = dev_fail(DEV_ERR_ARG,
                       "dev_ipc_export(%p): not the base of a device allocation of this process",
                       base);
@@ -844,6 +881,8 @@ const dev_backend_ops_t dev_emulated_ops = {
     .mem_device = emu_mem_device,
     .mem_alloc = emu_mem_alloc,
     .mem_alloc_managed = emu_mem_alloc_managed,
+    .mem_alloc_pool = emu_mem_alloc_pool,
+    .mem_ipc_capable = emu_mem_ipc_capable,
     .mem_free = emu_mem_free,
     .host_alloc = emu_host_alloc,
     .host_free = emu_host_free,

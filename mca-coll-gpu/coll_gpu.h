@@ -208,6 +208,9 @@ void mca_coll_gpu_team_wait_step(coll_gpu_team_t *t, int peer, uint64_t seq, uin
 void mca_coll_gpu_team_pause(unsigned *spins);
 /* Summarise the team's GPUs for selection (rank 0, at setup). */
 void mca_coll_gpu_team_summary(coll_gpu_team_t *t, topo_team_info_t *info, int *ring);
+/* Publish a device buffer of this rank to the team (exported once per allocation and kept).
+ * A dev_status_t: DEV_ERR_UNSUPPORTED, with no export attempted, for memory the legacy IPC
+ * cannot export (dev_mem_ipc_capable: pool, VMM, managed or host memory). */
 int mca_coll_gpu_team_export(coll_gpu_team_t *t, const void *ptr, coll_gpu_xbuf_t *out);
 int mca_coll_gpu_team_import(coll_gpu_team_t *t, int peer, const coll_gpu_xbuf_t *x, void **ptr);
 
@@ -370,12 +373,21 @@ static inline bool mca_coll_gpu_both_host(const void *sbuf, const void *rbuf)
            && mca_coll_gpu_is_host(mca_coll_gpu_classify(rbuf));
 }
 
-/* Both buffers device memory proper (MPI_IN_PLACE counts as the receive buffer's kind)?  The
- * fast path needs it: managed and host memory cannot be exported through IPC. */
+/* A buffer the team's zero-copy path can take: device memory proper that the legacy IPC can
+ * export.  Managed and host memory cannot be exported, nor can stream-ordered pool memory
+ * (cudaMallocAsync) and VMM memory (cuMemCreate + cuMemMap): those take the staged path.
+ * Exportability is part of the buffer's kind for coll_gpu_uniform_buffers: with true the
+ * ranks of a call are assumed to agree on it too; with false the agreement covers it. */
+static inline bool mca_coll_gpu_team_buffer(const void *ptr)
+{
+    return DEV_MEM_DEVICE == mca_coll_gpu_classify(ptr) && dev_mem_ipc_capable(ptr);
+}
+
+/* Both buffers such device memory (MPI_IN_PLACE counts as the receive buffer's kind)? */
 static inline bool mca_coll_gpu_both_device(const void *sbuf, const void *rbuf)
 {
-    return (MPI_IN_PLACE == sbuf || DEV_MEM_DEVICE == mca_coll_gpu_classify(sbuf))
-           && DEV_MEM_DEVICE == mca_coll_gpu_classify(rbuf);
+    return (MPI_IN_PLACE == sbuf || mca_coll_gpu_team_buffer(sbuf))
+           && mca_coll_gpu_team_buffer(rbuf);
 }
 
 /* The data size of a call, for log lines. */

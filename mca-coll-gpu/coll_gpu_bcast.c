@@ -65,7 +65,7 @@ int mca_coll_gpu_bcast(void *buf, int count, struct ompi_datatype_t *dtype, int 
             return m->prev_bcast.fn(buf, count, dtype, root, comm, m->prev_bcast.module);
         }
         return bcast_device(buf, count, dtype, root, comm, m,
-                            DEV_MEM_DEVICE == mca_coll_gpu_classify(buf));
+                            mca_coll_gpu_team_buffer(buf));
     }
     if (m->in_agreed_call) {
         return m->prev_bcast.fn(buf, count, dtype, root, comm, m->prev_bcast.module);
@@ -73,7 +73,7 @@ int mca_coll_gpu_bcast(void *buf, int count, struct ompi_datatype_t *dtype, int 
     /* mixed kinds allowed: agree first, then take the agreed path */
     m->in_agreed_call = true;
     host = mca_coll_gpu_is_host(mca_coll_gpu_classify(buf));
-    rc = mca_coll_gpu_agree(m, comm, DEV_MEM_DEVICE == mca_coll_gpu_classify(buf), &all_device);
+    rc = mca_coll_gpu_agree(m, comm, mca_coll_gpu_team_buffer(buf), &all_device);
     if (OMPI_SUCCESS == rc) {
         rc = host ? m->prev_bcast.fn(buf, count, dtype, root, comm, m->prev_bcast.module)
                   : bcast_device(buf, count, dtype, root, comm, m, all_device);
