@@ -160,11 +160,36 @@ DEV_API int dev_device_can_access_peer(int ordinal, int peer_ordinal, bool *can)
 
 /* ---- memory ---------------------------------------------------------------------------- */
 
-/* Classify a pointer.  Never fails: anything this layer cannot place is DEV_MEM_HOST.  Cheap:
- * the cuda backend answers repeated pointers from a small cache (see dev_cuda.c). */
+/* Classify a pointer.  Never fails: anything this layer cannot place is DEV_MEM_HOST (pinned
+ * and registered host memory are DEV_MEM_HOST too).  Always the driver's answer of now: with
+ * the cache on, plain host pages are answered from it in a few nanoseconds, everything else
+ * is asked of the driver (dev_classify.c says why that is never stale). */
 DEV_API dev_mem_kind_t dev_mem_classify(const void *ptr);
-/* Forget cached classifications (after the application freed memory behind our back). */
+/* Forget every cached classification. */
 DEV_API void dev_mem_classify_flush(void);
+/* [base, base + len) is about to leave the address space (munmap, mremap, brk shrinking,
+ * shmdt, a free() that unmaps): forget what is cached about it.  Lock-free, allocates nothing,
+ * makes no system call: callable from inside a memory hook that runs within free(). */
+DEV_API void dev_mem_forget(const void *base, size_t len);
+/* Turn the classification cache on or off (it starts off).  Turning it on is a promise: from
+ * now on dev_mem_forget() is called for every release of host memory, before the release
+ * (coll/gpu keeps it through Open MPI's memory hooks).  Returns whether the cache is on after
+ * the call: false for on when COLL_GPU_CLASSIFY_CACHE=0 is in the environment or when this
+ * process cannot probe its own pages (the reason is in dev_error_string()).  Independent of
+ * dev_open/dev_close. */
+DEV_API bool dev_mem_classify_cache_enable(bool on);
+DEV_API bool dev_mem_classify_cache_enabled(void);
+/* Counters since the process started, for tests and the benchmark: driver queries made by
+ * dev_mem_classify (its misses), pages stored in the cache, dev_mem_forget calls. */
+typedef struct {
+    uint64_t queries;
+    uint64_t stores;
+    uint64_t forgets;
+} dev_classify_stats_t;
+DEV_API void dev_mem_classify_stats(dev_classify_stats_t *stats);
+/* Tests only: call fn(ptr, arg) inside every cache miss, after the driver answered and before
+ * the answer is stored (a release that lands exactly there must win).  NULL removes it. */
+DEV_API void dev_mem_classify_test_hook(void (*fn)(const void *ptr, void *arg), void *arg);
 /* The allocation that contains ptr: its base, size and a buffer id that changes when the
  * address range is freed and allocated again (CU_POINTER_ATTRIBUTE_BUFFER_ID). */
 DEV_API int dev_mem_range(const void *ptr, void **base, size_t *size, uint64_t *buffer_id);

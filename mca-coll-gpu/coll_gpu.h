@@ -239,6 +239,10 @@ int mca_coll_gpu_agree(mca_coll_gpu_module_t *m, struct ompi_communicator_t *com
 /* The process-wide node model (probed or loaded once); NULL when none could be had. */
 const topo_t *mca_coll_gpu_topo(void);
 void mca_coll_gpu_topo_finalize(void);
+/* The classification cache's invalidation through Open MPI's memory hooks
+ * (coll_gpu_memhooks.c): init once the device backend is open, fini at component close. */
+void mca_coll_gpu_memhooks_init(void);
+void mca_coll_gpu_memhooks_fini(void);
 
 /* ---- staging (coll_gpu_stage.c) ---- */
 
