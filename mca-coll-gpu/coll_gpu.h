@@ -211,6 +211,9 @@ void mca_coll_gpu_team_wait_step(coll_gpu_team_t *t, int peer, uint64_t seq, uin
 void mca_coll_gpu_team_pause(unsigned *spins);
 /* Summarise the team's GPUs for selection (rank 0, at setup). */
 void mca_coll_gpu_team_summary(coll_gpu_team_t *t, topo_team_info_t *info, int *ring);
+/* Publish a device buffer of this rank to the team (exported once per allocation and kept).
+ * A dev_status_t: DEV_ERR_UNSUPPORTED, with no export attempted, for memory the legacy IPC
+ * cannot export (dev_mem_ipc_capable: pool, VMM, managed or host memory). */
 int mca_coll_gpu_team_export(coll_gpu_team_t *t, const void *ptr, coll_gpu_xbuf_t *out);
 int mca_coll_gpu_team_import(coll_gpu_team_t *t, int peer, const coll_gpu_xbuf_t *x, void **ptr);
 
@@ -261,10 +264,9 @@ typedef struct coll_gpu_adapt_t {
 /* Prepare count x dtype at user for the team path, in dev_tmp slot when it cannot be used in
  * place (layout with gaps, managed memory, memory the team cannot export): packed into the
  * temporary when copy_in.  On failure a->dev is NULL and the failure is reported. */
-int mca_coll_gpu_adapt_in(mca_coll_gpu_module_t *m, coll_gpu_team_t *t,
-                          struct ompi_communicator_t *comm, const char *what, int slot,
-                          const void *user, int count, struct ompi_datatype_t *dtype,
-                          bool copy_in, coll_gpu_adapt_t *a);
+int mca_coll_gpu_adapt_in(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                          const char *what, int slot, const void *user, int count,
+                          struct ompi_datatype_t *dtype, bool copy_in, coll_gpu_adapt_t *a);
 /* After the team path: unpack the temporary into the user's layout when copy_out (gaps keep
  * their bytes).  Nothing to do when the user's memory was used in place. */
 int mca_coll_gpu_adapt_out(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
@@ -278,6 +280,10 @@ int mca_coll_gpu_agree(mca_coll_gpu_module_t *m, struct ompi_communicator_t *com
 /* The process-wide node model (probed or loaded once); NULL when none could be had. */
 const topo_t *mca_coll_gpu_topo(void);
 void mca_coll_gpu_topo_finalize(void);
+/* The classification cache's invalidation through Open MPI's memory hooks
+ * (coll_gpu_memhooks.c): init once the device backend is open, fini at component close. */
+void mca_coll_gpu_memhooks_init(void);
+void mca_coll_gpu_memhooks_fini(void);
 
 /* ---- staging (coll_gpu_stage.c) ---- */
 
@@ -412,12 +418,21 @@ static inline bool mca_coll_gpu_both_host(const void *sbuf, const void *rbuf)
            && mca_coll_gpu_is_host(mca_coll_gpu_classify(rbuf));
 }
 
-/* Both buffers device memory proper (MPI_IN_PLACE counts as the receive buffer's kind)?  The
- * fast path needs it: managed and host memory cannot be exported through IPC. */
+/* A buffer the team's zero-copy path can take in place: device memory proper that the legacy
+ * IPC can export.  Managed and host memory cannot be exported, nor can stream-ordered pool
+ * memory (cudaMallocAsync) and VMM memory (cuMemCreate + cuMemMap).  Exportability is local to
+ * a rank, so it never decides the path of a call: on the team path such a rank goes through a
+ * device temporary of its own (coll_gpu_adapt.c). */
+static inline bool mca_coll_gpu_team_buffer(const void *ptr)
+{
+    return DEV_MEM_DEVICE == mca_coll_gpu_classify(ptr) && dev_mem_ipc_capable(ptr);
+}
+
+/* Both buffers such device memory (MPI_IN_PLACE counts as the receive buffer's kind)? */
 static inline bool mca_coll_gpu_both_device(const void *sbuf, const void *rbuf)
 {
-    return (MPI_IN_PLACE == sbuf || DEV_MEM_DEVICE == mca_coll_gpu_classify(sbuf))
-           && DEV_MEM_DEVICE == mca_coll_gpu_classify(rbuf);
+    return (MPI_IN_PLACE == sbuf || mca_coll_gpu_team_buffer(sbuf))
+           && mca_coll_gpu_team_buffer(rbuf);
 }
 
 /* The data size of a call, for log lines. */

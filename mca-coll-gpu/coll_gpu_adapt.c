@@ -31,19 +31,6 @@
 /* The smallest device temporary allocated: calls of a few bytes should not each grow it. */
 #define ADAPT_TMP_MIN ((size_t) 64 << 10)
 
-/*
- * Can the team export this buffer (CUDA legacy IPC)?  Pool (cudaMallocAsync) and VMM
- * allocations cannot be; they go through a device temporary.
- * TODO: use dev_mem_ipc_capable(ptr) from kernels/dev.h once it is there; until then the team's
- * own export is the test (its result is cached by allocation, so the team path's later export
- * of the same buffer is a cache hit; a refusal is asked again on the next call).
- */
-static bool adapt_ipc_capable(coll_gpu_team_t *t, const void *ptr)
-{
-    coll_gpu_xbuf_t x;
-    return DEV_OK == mca_coll_gpu_team_export(t, ptr, &x);
-}
-
 /* The module's device temporary of a role, at least bytes long. */
 static int adapt_tmp_get(mca_coll_gpu_module_t *m, int slot, size_t bytes, void **ptr)
 {
@@ -144,10 +131,9 @@ static int adapt_convert(mca_coll_gpu_module_t *m, struct ompi_communicator_t *c
                                 what);
 }
 
-int mca_coll_gpu_adapt_in(mca_coll_gpu_module_t *m, coll_gpu_team_t *t,
-                          struct ompi_communicator_t *comm, const char *what, int slot,
-                          const void *user, int count, struct ompi_datatype_t *dtype,
-                          bool copy_in, coll_gpu_adapt_t *a)
+int mca_coll_gpu_adapt_in(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                          const char *what, int slot, const void *user, int count,
+                          struct ompi_datatype_t *dtype, bool copy_in, coll_gpu_adapt_t *a)
 {
     ptrdiff_t lo;
     size_t len;
@@ -165,7 +151,7 @@ int mca_coll_gpu_adapt_in(mca_coll_gpu_module_t *m, coll_gpu_team_t *t,
             || (len == a->bytes && ompi_datatype_is_contiguous_memory_layout(dtype, count));
     if (0 == a->bytes
         || (dense && DEV_MEM_DEVICE == mca_coll_gpu_classify(user)
-            && adapt_ipc_capable(t, a->dev))) {
+            && dev_mem_ipc_capable(a->dev))) {
         return OMPI_SUCCESS;
     }
     rc = adapt_tmp_get(m, slot, a->bytes, &a->dev);

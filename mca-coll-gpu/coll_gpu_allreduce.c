@@ -56,11 +56,11 @@ static int allreduce_device(const void *sbuf, void *rbuf, int count,
                                                dtype, op, comm, m);
     }
     /* in place, the receive buffer is the input too */
-    local_rc = mca_coll_gpu_adapt_in(m, team, comm, allreduce_name, 1, rbuf, count, dtype,
+    local_rc = mca_coll_gpu_adapt_in(m, comm, allreduce_name, 1, rbuf, count, dtype,
                                      in_place, &r);
     s.dev = (void *) sbuf;
     if (OMPI_SUCCESS == local_rc && !in_place) {
-        local_rc = mca_coll_gpu_adapt_in(m, team, comm, allreduce_name, 0, sbuf, count, dtype,
+        local_rc = mca_coll_gpu_adapt_in(m, comm, allreduce_name, 0, sbuf, count, dtype,
                                          true, &s);
     }
     rc = mca_coll_gpu_nvl_allreduce(team, &plan, s.dev, r.dev, nelems, dt, dop, comm, local_rc);

@@ -63,7 +63,7 @@ static int bcast_device(void *buf, int count, struct ompi_datatype_t *dtype, int
         return bcast_staged(buf, count, dtype, root, comm, m);
     }
     /* a rank that cannot prepare its buffer still takes part (its peers fail, not wait) */
-    local_rc = mca_coll_gpu_adapt_in(m, team, comm, bcast_name, 0, buf, count, dtype, is_root,
+    local_rc = mca_coll_gpu_adapt_in(m, comm, bcast_name, 0, buf, count, dtype, is_root,
                                      &a);
     rc = mca_coll_gpu_nvl_bcast(team, &plan, a.dev, bytes, root, comm, local_rc);
     if (OMPI_SUCCESS == rc) {

@@ -193,6 +193,7 @@ static int gpu_close(void)
 {
     mca_coll_gpu_gapfill_finalize();
     mca_coll_gpu_topo_finalize();
+    mca_coll_gpu_memhooks_fini();
     if (mca_coll_gpu_component.dev_opened) {
         dev_close();
         mca_coll_gpu_component.dev_opened = false;

@@ -4,7 +4,8 @@
 #   1. every section under the default algorithms;
 #   2-4. bcast, reductions and the erroneous bcast under the forced algorithms (push/oneshot,
 #      chain/twoshot and tree/ring with small chunks), so that the team path runs with ranks
-#      packing their layouts into device temporaries;
+#      packing their layouts into device temporaries, and with each rank's buffers drawn from
+#      plain device, stream-ordered pool (not exportable through IPC) and managed memory;
 #   5. on 2 ranks, MPI_INT on one and a dup of it on the other: the coll_gpu_verbose lines of
 #      each allreduce and bcast name the same path on both ranks.
 # A hang fails the case that hangs (COLL_GPU_TEST_CASE_TIMEOUT) and the run
@@ -49,8 +50,9 @@ erroneous bcast" 4 "" ""
 for algs in "push oneshot 0" "chain twoshot 4096" "tree ring 4096"; do
     set -- $algs
     mca="--mca coll_gpu_bcast_algorithm $1 --mca coll_gpu_allreduce_algorithm $2"
-    run_case "bcast $1, allreduce $2, chunk $3: bcast, reductions, erroneous bcast" 4 \
-        "$mca --mca coll_gpu_chunk_bytes $3" "--sections=bcast,reduce,truncate"
+    run_case "bcast $1, allreduce $2, chunk $3, any device memory: bcast, reductions, \
+erroneous bcast" 4 \
+        "$mca --mca coll_gpu_chunk_bytes $3" "--sections=bcast,reduce,truncate --any-device"
 done
 
 # MPI_INT on rank 0, its dup on rank 1: the same path, call by call

@@ -28,7 +28,10 @@
  * each buffer (gaps and guards included) is computed on the host with MPI_Unpack from the
  * streams every rank regenerates from (seed, case, rank).
  *
- * Usage: test_signature [--sections=bcast,moves,reduce,truncate,dupint] [--host]
+ * Usage: test_signature [--sections=bcast,moves,reduce,truncate,dupint] [--host] [--any-device]
+ *   --any-device: each buffer is, at each rank's own draw, plain device memory, stream-ordered
+ *   pool memory (not exportable through the legacy CUDA IPC) or managed memory; all of them
+ *   take the path the call's signature chose, the rank adapting through a device temporary
  * Environment: COLL_GPU_TEST_SEED, COLL_GPU_TEST_CASE_TIMEOUT (per case: a hang fails).
  */
 #include "mpitest.h"
@@ -42,6 +45,11 @@ static const int counts[] = {0, 1, 17, 50, 100, 512, 65530};
 static uint64_t seed = 20261130;
 /* device buffers; host with --host (to tell a fault of the test from one of coll/gpu) */
 static mt_mem_t mem_kind = MT_MEM_DEVICE;
+/* --any-device: each device buffer is, at this rank's own draw, plain device memory,
+ * stream-ordered pool memory (not exportable through the legacy IPC) or managed memory */
+static int any_device = 0;
+static uint64_t alloc_draws = 0;
+static const char *const alloc_names[3] = {"device", "pool", "managed"};
 static uint64_t case_no = 0;
 
 static uint64_t mix64(uint64_t z)
@@ -195,6 +203,7 @@ typedef struct {
     char *dev;       /* allocation: len + 2 GUARD */
     unsigned char *img;
     unsigned char *want;
+    int alloc;       /* with --any-device: index in alloc_names */
 } buf_t;
 
 static int buf_make(buf_t *b, const layout_t *l, int count)
@@ -208,7 +217,18 @@ static int buf_make(buf_t *b, const layout_t *l, int count)
         b->lo = (tlb < 0) ? (ptrdiff_t) tlb : 0;
         b->len = (size_t) ((hi > 0 ? hi : 0) - b->lo);
     }
-    b->dev = mt_mem_alloc(mem_kind, b->len + 2 * GUARD);
+    if (MT_MEM_DEVICE == mem_kind && any_device) {
+        int wr, rc;
+        void *p = NULL;
+        MPI_Comm_rank(MPI_COMM_WORLD, &wr);
+        b->alloc = (int) (mix64(seed + (uint64_t) wr * 7777u + ++alloc_draws) % 3);
+        rc = (0 == b->alloc)   ? dev_mem_alloc(&p, b->len + 2 * GUARD)
+             : (1 == b->alloc) ? dev_mem_alloc_pool(&p, b->len + 2 * GUARD)
+                               : dev_mem_alloc_managed(&p, b->len + 2 * GUARD);
+        b->dev = (DEV_OK == rc) ? p : NULL;
+    } else {
+        b->dev = mt_mem_alloc(mem_kind, b->len + 2 * GUARD);
+    }
     b->img = malloc(b->len + 2 * GUARD);
     b->want = malloc(b->len + 2 * GUARD);
     if (NULL == b->dev || NULL == b->img || NULL == b->want) {
@@ -251,7 +271,8 @@ static int buf_check(buf_t *b, const char *what, char *diag)
     }
     for (size_t i = 0; i < total; ++i) {
         if (b->img[i] != b->want[i]) {
-            mt_diag_add(diag, "%s: byte %zd (of %zu, guard %d) is 0x%02x, want 0x%02x; ", what,
+            mt_diag_add(diag, "%s (%s memory): byte %zd (of %zu, guard %d) is 0x%02x, want "
+                        "0x%02x; ", what, MT_MEM_HOST == mem_kind ? "host" : alloc_names[b->alloc],
                         (ptrdiff_t) i - GUARD, b->len, GUARD, b->img[i], b->want[i]);
             return 0;
         }
@@ -710,6 +731,8 @@ int main(int argc, char **argv)
             sections = argv[i] + 11;
         } else if (0 == strcmp(argv[i], "--host")) {
             mem_kind = MT_MEM_HOST;
+        } else if (0 == strcmp(argv[i], "--any-device")) {
+            any_device = 1;
         }
     }
     if (NULL != (s = getenv("COLL_GPU_TEST_SEED")) && s[0]) {
@@ -718,7 +741,8 @@ int main(int argc, char **argv)
     if (!mt_device_open(why, sizeof(why))) {
         mt_skip_all(why);
     }
-    tap_diag("%d ranks, device buffers, seed %llu, sections %s", mt_size,
+    tap_diag("%d ranks, %s buffers, seed %llu, sections %s", mt_size,
+             MT_MEM_HOST == mem_kind ? "host" : any_device ? "device, pool or managed" : "device",
              (unsigned long long) seed, sections);
     comms_make();
     if (NULL != strstr(sections, "bcast")) {
