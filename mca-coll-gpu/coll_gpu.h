@@ -409,6 +409,26 @@ static inline dev_mem_kind_t mca_coll_gpu_classify(const void *ptr)
     return dev_mem_classify(ptr);
 }
 
+/* The first byte that count elements of dtype at buf touch: the address whose memory kind is
+ * the buffer's.  buf itself may lie outside the allocation (before it, for a type with a
+ * positive lower bound whose elements start inside; MPI_BOTTOM with absolute displacements).
+ * MPI_IN_PLACE, and buf of an empty call, come back unchanged. */
+static inline const void *mca_coll_gpu_data_start(const void *buf, ompi_datatype_t *dtype,
+                                                  int count)
+{
+    ptrdiff_t lb, extent, true_lb, true_extent;
+
+    if (MPI_IN_PLACE == buf || 0 >= count) {
+        return buf;
+    }
+    ompi_datatype_get_true_extent(dtype, &true_lb, &true_extent);
+    ompi_datatype_get_extent(dtype, &lb, &extent);
+    if (0 > extent) {
+        true_lb += (ptrdiff_t) (count - 1) * extent; /* the last element comes first */
+    }
+    return (const char *) buf + true_lb;
+}
+
 /* ---- collectives (one entry file per family) ---- */
 
 /* Both buffers host memory (MPI_IN_PLACE and NULL count as host)? */

@@ -96,8 +96,8 @@ static int adapt_convert(mca_coll_gpu_module_t *m, struct ompi_communicator_t *c
         return rc;
     }
     /* unpacking reads the span too: the gaps between elements go back as they were */
-    rc = mca_coll_gpu_stage_in(m, 0, a->user, mca_coll_gpu_classify(a->user), lo, len, true,
-                               comm, what, &span);
+    rc = mca_coll_gpu_stage_in(m, 0, a->user, mca_coll_gpu_classify((char *) a->user + lo), lo,
+                               len, true, comm, what, &span);
     if (OMPI_SUCCESS != rc) {
         (void) mca_coll_gpu_stage_out(m, &dense, false, comm, what);
         return rc;
@@ -150,7 +150,7 @@ int mca_coll_gpu_adapt_in(mca_coll_gpu_module_t *m, struct ompi_communicator_t *
     dense = (0 == count)
             || (len == a->bytes && ompi_datatype_is_contiguous_memory_layout(dtype, count));
     if (0 == a->bytes
-        || (dense && DEV_MEM_DEVICE == mca_coll_gpu_classify(user)
+        || (dense && DEV_MEM_DEVICE == mca_coll_gpu_classify(a->dev)
             && dev_mem_ipc_capable(a->dev))) {
         return OMPI_SUCCESS;
     }

@@ -75,11 +75,14 @@ int mca_coll_gpu_allreduce(const void *sbuf, void *rbuf, int count,
                            struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    /* the kind of the memory the elements occupy, not of the pointers (which may lie outside) */
+    const void *sdata = mca_coll_gpu_data_start(sbuf, dtype, count);
+    const void *rdata = mca_coll_gpu_data_start(rbuf, dtype, count);
     bool host, all_device;
     int rc;
 
     if (!m->in_agreed_call && mca_coll_gpu_component.uniform_buffers) {
-        if (mca_coll_gpu_both_host(sbuf, rbuf)) {
+        if (mca_coll_gpu_both_host(sdata, rdata)) {
             return m->prev_allreduce.fn(sbuf, rbuf, count, dtype, op, comm,
                                         m->prev_allreduce.module);
         }
@@ -91,7 +94,7 @@ int mca_coll_gpu_allreduce(const void *sbuf, void *rbuf, int count,
     }
     /* mixed kinds allowed: agree first, then take the agreed path */
     m->in_agreed_call = true;
-    host = mca_coll_gpu_both_host(sbuf, rbuf);
+    host = mca_coll_gpu_both_host(sdata, rdata);
     rc = mca_coll_gpu_agree(m, comm, !host, &all_device);
     if (OMPI_SUCCESS == rc) {
         rc = host ? m->prev_allreduce.fn(sbuf, rbuf, count, dtype, op, comm,

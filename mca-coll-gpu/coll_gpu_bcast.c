@@ -76,11 +76,13 @@ int mca_coll_gpu_bcast(void *buf, int count, struct ompi_datatype_t *dtype, int 
                        struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    /* the kind of the memory the elements occupy, not of buf (which may lie outside it) */
+    const void *data = mca_coll_gpu_data_start(buf, dtype, count);
     bool host, all_device;
     int rc;
 
     if (!m->in_agreed_call && mca_coll_gpu_component.uniform_buffers) {
-        if (mca_coll_gpu_is_host(mca_coll_gpu_classify(buf))) {
+        if (mca_coll_gpu_is_host(mca_coll_gpu_classify(data))) {
             return m->prev_bcast.fn(buf, count, dtype, root, comm, m->prev_bcast.module);
         }
         /* not host memory here, so not on any rank (coll_gpu_uniform_buffers) */
@@ -91,7 +93,7 @@ int mca_coll_gpu_bcast(void *buf, int count, struct ompi_datatype_t *dtype, int 
     }
     /* mixed kinds allowed: agree first, then take the agreed path */
     m->in_agreed_call = true;
-    host = mca_coll_gpu_is_host(mca_coll_gpu_classify(buf));
+    host = mca_coll_gpu_is_host(mca_coll_gpu_classify(data));
     rc = mca_coll_gpu_agree(m, comm, !host, &all_device);
     if (OMPI_SUCCESS == rc) {
         rc = host ? m->prev_bcast.fn(buf, count, dtype, root, comm, m->prev_bcast.module)

@@ -2,11 +2,14 @@
 # signature.sh - ranks that pass different datatypes of one type signature to one call
 # (test_signature.c), on 4 ranks with device buffers:
 #   1. every section under the default algorithms;
-#   2-4. bcast, reductions and the erroneous bcast under the forced algorithms (push/oneshot,
+#   2. bcast and reductions forced onto the staged path;
+#   3-5. bcast, reductions and the erroneous bcast under the forced algorithms (push/oneshot,
 #      chain/twoshot and tree/ring with small chunks), so that the team path runs with ranks
-#      packing their layouts into device temporaries, and with each rank's buffers drawn from
-#      plain device, stream-ordered pool (not exportable through IPC) and managed memory;
-#   5. on 2 ranks, MPI_INT on one and a dup of it on the other: the coll_gpu_verbose lines of
+#      packing their layouts into device temporaries;
+#   in 2-5 each rank's buffers are drawn from plain device, stream-ordered pool (not
+#   exportable through IPC) and managed memory; in every run a bcast buffer's pointer may lie
+#   before its allocation (a type with a positive lower bound: only the elements must be memory);
+#   6. on 2 ranks, MPI_INT on one and a dup of it on the other: the coll_gpu_verbose lines of
 #      each allreduce and bcast name the same path on both ranks.
 # A hang fails the case that hangs (COLL_GPU_TEST_CASE_TIMEOUT) and the run
 # (COLL_GPU_TEST_TIMEOUT) rather than stalling the suite.
@@ -47,12 +50,14 @@ run_case() {
 
 run_case "default algorithms: bcast, gather, scatter, allgather, alltoall, reductions, \
 erroneous bcast" 4 "" ""
-for algs in "push oneshot 0" "chain twoshot 4096" "tree ring 4096"; do
+for algs in "staged staged 0" "push oneshot 0" "chain twoshot 4096" "tree ring 4096"; do
     set -- $algs
     mca="--mca coll_gpu_bcast_algorithm $1 --mca coll_gpu_allreduce_algorithm $2"
-    run_case "bcast $1, allreduce $2, chunk $3, any device memory: bcast, reductions, \
-erroneous bcast" 4 \
-        "$mca --mca coll_gpu_chunk_bytes $3" "--sections=bcast,reduce,truncate --any-device"
+    # the erroneous bcast is the team path's to catch: staging hands it to the component below
+    sections=bcast,reduce,truncate
+    [ "$1" = staged ] && sections=bcast,reduce
+    run_case "bcast $1, allreduce $2, chunk $3, any device memory: $sections" 4 \
+        "$mca --mca coll_gpu_chunk_bytes $3" "--sections=$sections --any-device"
 done
 
 # MPI_INT on rank 0, its dup on rank 1: the same path, call by call
