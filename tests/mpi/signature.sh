@@ -1,6 +1,6 @@
 #!/bin/sh
 # signature.sh - ranks that pass different datatypes of one type signature to one call
-# (test_signature.c), on 4 ranks with device buffers:
+# (test_signature.c), on 4 ranks (COLL_GPU_SIGNATURE_NP) with device buffers:
 #   1. every section under the default algorithms;
 #   2. bcast and reductions forced onto the staged path;
 #   3-5. bcast, reductions and the erroneous bcast under the forced algorithms (push/oneshot,
@@ -20,6 +20,7 @@ export COLL_GPU_TEST_TIMEOUT COLL_GPU_TEST_CASE_TIMEOUT
 # coll/gpu's default: every rank of a call passes the same kind of memory
 COLL_GPU_TEST_UNIFORM=true
 export COLL_GPU_TEST_UNIFORM
+np=${COLL_GPU_SIGNATURE_NP:-4}
 out=${TMPDIR:-/tmp}/coll_gpu_signature.$$
 trap 'rm -f "$out"' EXIT
 # Open MPI 4.1 checks the arguments of MPI_Allreduce and MPI_Reduce and refuses a predefined op
@@ -49,14 +50,14 @@ run_case() {
 }
 
 run_case "default algorithms: bcast, gather, scatter, allgather, alltoall, reductions, \
-erroneous bcast" 4 "" ""
+erroneous bcast" "$np" "" ""
 for algs in "staged staged 0" "push oneshot 0" "chain twoshot 4096" "tree ring 4096"; do
     set -- $algs
     mca="--mca coll_gpu_bcast_algorithm $1 --mca coll_gpu_allreduce_algorithm $2"
     # the erroneous bcast is the team path's to catch: staging hands it to the component below
     sections=bcast,reduce,truncate
     [ "$1" = staged ] && sections=bcast,reduce
-    run_case "bcast $1, allreduce $2, chunk $3, any device memory: $sections" 4 \
+    run_case "bcast $1, allreduce $2, chunk $3, any device memory: $sections" "$np" \
         "$mca --mca coll_gpu_chunk_bytes $3" "--sections=$sections --any-device"
 done
 
