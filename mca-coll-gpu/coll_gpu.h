@@ -262,11 +262,13 @@ typedef struct coll_gpu_adapt_t {
 } coll_gpu_adapt_t;
 
 /* Prepare count x dtype at user for the team path, in dev_tmp slot when it cannot be used in
- * place (layout with gaps, managed memory, memory the team cannot export): packed into the
- * temporary when copy_in.  On failure a->dev is NULL and the failure is reported. */
+ * place (layout with gaps, managed memory, or, when exported (peers map it), memory the legacy
+ * IPC cannot export): packed into the temporary when copy_in.  On failure a->dev is NULL and
+ * the failure is reported. */
 int mca_coll_gpu_adapt_in(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
                           const char *what, int slot, const void *user, int count,
-                          struct ompi_datatype_t *dtype, bool copy_in, coll_gpu_adapt_t *a);
+                          struct ompi_datatype_t *dtype, bool copy_in, bool exported,
+                          coll_gpu_adapt_t *a);
 /* After the team path: unpack the temporary into the user's layout when copy_out (gaps keep
  * their bytes).  Nothing to do when the user's memory was used in place. */
 int mca_coll_gpu_adapt_out(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,

@@ -133,7 +133,8 @@ static int adapt_convert(mca_coll_gpu_module_t *m, struct ompi_communicator_t *c
 
 int mca_coll_gpu_adapt_in(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
                           const char *what, int slot, const void *user, int count,
-                          struct ompi_datatype_t *dtype, bool copy_in, coll_gpu_adapt_t *a)
+                          struct ompi_datatype_t *dtype, bool copy_in, bool exported,
+                          coll_gpu_adapt_t *a)
 {
     ptrdiff_t lo;
     size_t len;
@@ -151,7 +152,7 @@ int mca_coll_gpu_adapt_in(mca_coll_gpu_module_t *m, struct ompi_communicator_t *
             || (len == a->bytes && ompi_datatype_is_contiguous_memory_layout(dtype, count));
     if (0 == a->bytes
         || (dense && DEV_MEM_DEVICE == mca_coll_gpu_classify(a->dev)
-            && dev_mem_ipc_capable(a->dev))) {
+            && (!exported || dev_mem_ipc_capable(a->dev)))) {
         return OMPI_SUCCESS;
     }
     rc = adapt_tmp_get(m, slot, a->bytes, &a->dev);

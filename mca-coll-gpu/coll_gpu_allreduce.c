@@ -55,13 +55,15 @@ static int allreduce_device(const void *sbuf, void *rbuf, int count,
                                                m->prev_allreduce.module, sbuf, rbuf, count,
                                                dtype, op, comm, m);
     }
-    /* in place, the receive buffer is the input too */
-    local_rc = mca_coll_gpu_adapt_in(m, comm, allreduce_name, 1, rbuf, count, dtype,
-                                     in_place, &r);
+    /* in place, the receive buffer is the input too; peers map the send buffer in one-shot
+     * (but in place) and two-shot, the receive buffer in two-shot and ring (coll_gpu_nvl.c) */
+    local_rc = mca_coll_gpu_adapt_in(m, comm, allreduce_name, 1, rbuf, count, dtype, in_place,
+                                     TOPO_AR_TWOSHOT == plan.alg || TOPO_AR_RING == plan.alg,
+                                     &r);
     s.dev = (void *) sbuf;
     if (OMPI_SUCCESS == local_rc && !in_place) {
-        local_rc = mca_coll_gpu_adapt_in(m, comm, allreduce_name, 0, sbuf, count, dtype,
-                                         true, &s);
+        local_rc = mca_coll_gpu_adapt_in(m, comm, allreduce_name, 0, sbuf, count, dtype, true,
+                                         TOPO_AR_RING != plan.alg, &s);
     }
     rc = mca_coll_gpu_nvl_allreduce(team, &plan, s.dev, r.dev, nelems, dt, dop, comm, local_rc);
     if (OMPI_SUCCESS == rc) {

@@ -62,9 +62,11 @@ static int bcast_device(void *buf, int count, struct ompi_datatype_t *dtype, int
     if (NULL == team) {
         return bcast_staged(buf, count, dtype, root, comm, m);
     }
-    /* a rank that cannot prepare its buffer still takes part (its peers fail, not wait) */
+    /* a rank that cannot prepare its buffer still takes part (its peers fail, not wait); the
+     * root's plan is the call's, and a push root's buffer is only read, never mapped by peers
+     * (its IPC capability, a driver query, is not asked) */
     local_rc = mca_coll_gpu_adapt_in(m, comm, bcast_name, 0, buf, count, dtype, is_root,
-                                     &a);
+                                     !(is_root && TOPO_BC_PUSH == plan.alg), &a);
     rc = mca_coll_gpu_nvl_bcast(team, &plan, a.dev, bytes, root, comm, local_rc);
     if (OMPI_SUCCESS == rc) {
         rc = mca_coll_gpu_adapt_out(m, comm, bcast_name, &a, !is_root);
