@@ -3,8 +3,8 @@
  * dtype/op tables, the per-thread error text, and dispatch to the open backend.
  *
  * Every collective of the component reaches the GPU through these functions; the only hot one
- * is dev_mem_classify(), called on every MPI call's buffers, so it does one atomic load before
- * handing over to the backend.
+ * is dev_mem_classify(), called on every MPI call's buffers, which lives with its cache in
+ * dev_classify.c.
  */
 #include "dev_backend.h"
 #include "reference.h"
@@ -163,7 +163,7 @@ DEV_API const char *dev_mem_kind_name(dev_mem_kind_t kind)
 
 /* The open backend.  Written under dev_lock; read without it (dev_mem_classify is hot).  A
  * caller racing its own dev_close() with other calls gets what CUDA gives after a reset. */
-static const dev_backend_ops_t *_Atomic dev_ops = NULL;
+const dev_backend_ops_t *_Atomic dev_ops = NULL;
 static dev_backend_t dev_open_backend = DEV_BACKEND_NONE;
 static int dev_refcount = 0;
 static pthread_mutex_t dev_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -209,6 +209,7 @@ DEV_API int dev_open(dev_backend_t backend)
     }
     rc = ops->open();
     if (DEV_OK == rc) {
+        dev_classify_reset();
         dev_open_backend = backend;
         dev_refcount = 1;
         atomic_store_explicit(&dev_ops, ops, memory_order_release);
@@ -228,6 +229,7 @@ DEV_API void dev_close(void)
         atomic_store_explicit(&dev_ops, NULL, memory_order_release);
         dev_open_backend = DEV_BACKEND_NONE;
         ops->close();
+        dev_classify_reset();
     }
     pthread_mutex_unlock(&dev_lock);
 }
@@ -331,22 +333,7 @@ DEV_API int dev_device_can_access_peer(int ordinal, int peer_ordinal, bool *can)
     return ops->device_can_access_peer(ordinal, peer_ordinal, can);
 }
 
-DEV_API dev_mem_kind_t dev_mem_classify(const void *ptr)
-{
-    const dev_backend_ops_t *ops = atomic_load_explicit(&dev_ops, memory_order_acquire);
-    if (NULL == ops || NULL == ptr) {
-        return DEV_MEM_HOST;
-    }
-    return ops->mem_classify(ptr);
-}
-
-DEV_API void dev_mem_classify_flush(void)
-{
-    const dev_backend_ops_t *ops = atomic_load_explicit(&dev_ops, memory_order_acquire);
-    if (NULL != ops) {
-        ops->mem_classify_flush();
-    }
-}
+/* dev_mem_classify and its cache: dev_classify.c. */
 
 DEV_API int dev_mem_range(const void *ptr, void **base, size_t *size, uint64_t *buffer_id)
 {
@@ -403,6 +390,27 @@ DEV_API int dev_mem_alloc_managed(void **ptr, size_t size)
         return DEV_OK;
     }
     return ops->mem_alloc_managed(ptr, size);
+}
+
+DEV_API int dev_mem_alloc_pool(void **ptr, size_t size)
+{
+    const dev_backend_ops_t *ops;
+    DEV_OPS(ops, __func__);
+    DEV_CHECK_ARG(NULL != ptr, __func__);
+    *ptr = NULL;
+    if (0 == size) {
+        return DEV_OK;
+    }
+    return ops->mem_alloc_pool(ptr, size);
+}
+
+DEV_API bool dev_mem_ipc_capable(const void *ptr)
+{
+    const dev_backend_ops_t *ops = atomic_load_explicit(&dev_ops, memory_order_acquire);
+    if (NULL == ops || NULL == ptr) {
+        return false;
+    }
+    return ops->mem_ipc_capable(ptr);
 }
 
 DEV_API int dev_mem_free(void *ptr)

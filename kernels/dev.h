@@ -160,11 +160,36 @@ DEV_API int dev_device_can_access_peer(int ordinal, int peer_ordinal, bool *can)
 
 /* ---- memory ---------------------------------------------------------------------------- */
 
-/* Classify a pointer.  Never fails: anything this layer cannot place is DEV_MEM_HOST.  Cheap:
- * the cuda backend answers repeated pointers from a small cache (see dev_cuda.c). */
+/* Classify a pointer.  Never fails: anything this layer cannot place is DEV_MEM_HOST (pinned
+ * and registered host memory are DEV_MEM_HOST too).  Always the driver's answer of now: with
+ * the cache on, plain host pages are answered from it in a few nanoseconds, everything else
+ * is asked of the driver (dev_classify.c says why that is never stale). */
 DEV_API dev_mem_kind_t dev_mem_classify(const void *ptr);
-/* Forget cached classifications (after the application freed memory behind our back). */
+/* Forget every cached classification. */
 DEV_API void dev_mem_classify_flush(void);
+/* [base, base + len) is about to leave the address space (munmap, mremap, brk shrinking,
+ * shmdt, a free() that unmaps): forget what is cached about it.  Lock-free, allocates nothing,
+ * makes no system call: callable from inside a memory hook that runs within free(). */
+DEV_API void dev_mem_forget(const void *base, size_t len);
+/* Turn the classification cache on or off (it starts off).  Turning it on is a promise: from
+ * now on dev_mem_forget() is called for every release of host memory, before the release
+ * (coll/gpu keeps it through Open MPI's memory hooks).  Returns whether the cache is on after
+ * the call: false for on when COLL_GPU_CLASSIFY_CACHE=0 is in the environment or when this
+ * process cannot probe its own pages (the reason is in dev_error_string()).  Independent of
+ * dev_open/dev_close. */
+DEV_API bool dev_mem_classify_cache_enable(bool on);
+DEV_API bool dev_mem_classify_cache_enabled(void);
+/* Counters since the process started, for tests and the benchmark: driver queries made by
+ * dev_mem_classify (its misses), pages stored in the cache, dev_mem_forget calls. */
+typedef struct {
+    uint64_t queries;
+    uint64_t stores;
+    uint64_t forgets;
+} dev_classify_stats_t;
+DEV_API void dev_mem_classify_stats(dev_classify_stats_t *stats);
+/* Tests only: call fn(ptr, arg) inside every cache miss, after the driver answered and before
+ * the answer is stored (a release that lands exactly there must win).  NULL removes it. */
+DEV_API void dev_mem_classify_test_hook(void (*fn)(const void *ptr, void *arg), void *arg);
 /* The allocation that contains ptr: its base, size and a buffer id that changes when the
  * address range is freed and allocated again (CU_POINTER_ATTRIBUTE_BUFFER_ID). */
 DEV_API int dev_mem_range(const void *ptr, void **base, size_t *size, uint64_t *buffer_id);
@@ -174,7 +199,24 @@ DEV_API int dev_mem_device(const void *ptr, int *ordinal);
 
 DEV_API int dev_mem_alloc(void **ptr, size_t size);
 DEV_API int dev_mem_alloc_managed(void **ptr, size_t size);
+/* Device memory from a stream-ordered pool, as applications get it from cudaMallocAsync or
+ * their framework's caching allocator: classified DEV_MEM_DEVICE but not exportable with the
+ * legacy IPC (dev_mem_ipc_capable() is false).  cuda: cudaMallocAsync on the legacy default
+ * stream, complete when the call returns; emulated: device memory that dev_ipc_export refuses.
+ * Freed with dev_mem_free().  For tests and for code that needs such memory on purpose. */
+DEV_API int dev_mem_alloc_pool(void **ptr, size_t size);
 DEV_API int dev_mem_free(void *ptr);
+/* Can the allocation holding ptr be exported with dev_ipc_export() (cuda: the legacy
+ * cudaIpcGetMemHandle, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE)?  true only for device
+ * memory of a plain device allocation (cudaMalloc, dev_mem_alloc).  false for host memory
+ * (pinned included), managed memory, stream-ordered pool memory (cudaMallocAsync), VMM memory
+ * (cuMemCreate + cuMemMap, e.g. PyTorch's expandable segments), memory mapped from a peer
+ * (dev_ipc_import), a pointer this layer cannot place, and when no backend is open.  One
+ * driver query, never cached, never fails noisily (no error text is recorded).  A path that
+ * exports user buffers asks this first and copies through memory of its own when it is false;
+ * dev_ipc_export() of such memory fails with DEV_ERR_UNSUPPORTED without calling the driver's
+ * export. */
+DEV_API bool dev_mem_ipc_capable(const void *ptr);
 /* Page-locked host memory for staging. */
 DEV_API int dev_host_alloc(void **ptr, size_t size);
 DEV_API int dev_host_free(void *ptr);
@@ -200,7 +242,8 @@ DEV_API int dev_memset(void *dst, int value, size_t bytes);
 
 /* ---- IPC ------------------------------------------------------------------------------- */
 
-/* Export the allocation whose base is ptr (as given by dev_mem_range). */
+/* Export the allocation whose base is ptr (as given by dev_mem_range).  DEV_ERR_UNSUPPORTED,
+ * before any export is attempted, when dev_mem_ipc_capable(base) is false. */
 DEV_API int dev_ipc_export(void *base, dev_ipc_handle_t *handle);
 /* Map a peer's allocation; *ptr is its base in this process.  A handle cannot be imported by
  * the process that exported it (CUDA refuses; the emulated backend does too). */

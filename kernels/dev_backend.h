@@ -35,12 +35,16 @@ typedef struct dev_backend_ops {
     int (*device_pci_bus_id)(int ordinal, char *buf, size_t len);
     int (*device_can_access_peer)(int ordinal, int peer_ordinal, bool *can);
 
-    dev_mem_kind_t (*mem_classify)(const void *ptr);
-    void (*mem_classify_flush)(void);
+    /* The driver's answer for ptr, uncached; *known: whether the driver knows the memory at
+     * all (false only for plain host memory; pinned and registered host memory are known).
+     * When the driver cannot answer, the kind is DEV_MEM_HOST and *known true (never cached). */
+    dev_mem_kind_t (*mem_query)(const void *ptr, bool *known);
     int (*mem_range)(const void *ptr, void **base, size_t *size, uint64_t *buffer_id);
     int (*mem_device)(const void *ptr, int *ordinal);
     int (*mem_alloc)(void **ptr, size_t size);
     int (*mem_alloc_managed)(void **ptr, size_t size);
+    int (*mem_alloc_pool)(void **ptr, size_t size);
+    bool (*mem_ipc_capable)(const void *ptr);
     int (*mem_free)(void *ptr);
     int (*host_alloc)(void **ptr, size_t size);
     int (*host_free)(void *ptr);
@@ -73,6 +77,13 @@ extern const dev_backend_ops_t dev_emulated_ops;
 #ifdef COLL_GPU_HAVE_CUDA
 extern const dev_backend_ops_t dev_cuda_ops;
 #endif
+
+#ifndef __cplusplus /* C11 atomics; the CUDA sources need neither */
+/* dev.c: the open backend (NULL when none).  Written under dev.c's lock, read without it. */
+extern const dev_backend_ops_t *_Atomic dev_ops;
+#endif
+/* dev_classify.c: forget the classification cache (backend opened or closed). */
+void dev_classify_reset(void);
 
 /* Record the failure text for this thread and return status (so: return dev_fail(...)). */
 int dev_fail(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

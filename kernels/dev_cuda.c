@@ -30,27 +30,14 @@
  * would find the primary context current after our call; the runtime honours a current
  * context already, so in practice the devices agree and we never call cudaSetDevice then.
  *
- * Classification cache.  dev_mem_classify() sits on the path of every MPI call with host
- * buffers, where it may add at most ~50 ns; one cuPointerGetAttributes costs 100+ ns on a host
- * pointer.  So answers are remembered:
- *
- *   page cache   256 slots, direct-mapped by a hash of the 4 KiB page number; one 64-bit word
- *                each, (page << 2 | kind + 1), read and written with relaxed atomics: a hit
- *                is one load and a compare, no lock.  A page is all host or all CUDA memory
- *                (CUDA maps whole pages), so a page answers for every pointer in it.
- *   range cache  32 device or managed allocations (base, size, kind) seen recently, each
- *                guarded by a sequence counter, scanned on a page miss before asking the
- *                driver, so that a new page of a known allocation costs no driver call.
- *
- * Staleness.  A cached answer outlives the memory it describes.  Allocations and frees made
- * through this layer (dev_mem_alloc/free, managed, pinned, IPC import/close) update the caches
- * themselves.  Memory the application frees behind our back is the risk: a host range
- * munmap()ed and then reused by the driver for a device allocation would still read "host"
- * (the staged path would then touch device memory from the CPU and fault), and a device range
- * cudaFree()d and reused for pinned host memory would read "device" (harmless: the device path
- * handles pinned memory through UVA).  Callers that know memory changed hands call
- * dev_mem_classify_flush(); COLL_GPU_CLASSIFY_CACHE=0 in the environment turns the caches off
- * (every classification then asks the driver).
+ * Classification.  This file only answers the raw question (cuda_mem_query: one
+ * cuPointerGetAttributes, the memory type and whether the driver knows the pointer at all);
+ * dev_classify.c decides what may be remembered, the same for both backends.  The driver
+ * answers memory type 0 ("not mine") for plain host memory, CU_MEMORYTYPE_HOST for pinned or
+ * registered host memory, CU_MEMORYTYPE_DEVICE for cudaMalloc, stream-ordered pool
+ * (cudaMallocAsync) and VMM (cuMemCreate + cuMemMap) memory, and IS_MANAGED for managed memory.
+ * Pinned memory is driver-known and is never cached: the driver may give its virtual address to
+ * a device allocation once it is freed, with no munmap() that a hook could see.
  */
 #include "dev_backend.h"
 
@@ -76,7 +63,6 @@ static PFN_cuDeviceGet_v2000 drv_device_get;
 #define DRV_MAX_DEVICES 64
 static CUdevice drv_devices[DRV_MAX_DEVICES];
 static int drv_ndevices;
-static bool cls_cache_enabled = true;
 
 /* ---- errors ------------------------------------------------------------------------------ */
 
@@ -122,174 +108,29 @@ static int cuda_fail(cudaError_t err, const char *what)
         }                                                                                      \
     } while (0)
 
-/* ---- classification caches --------------------------------------------------------------- */
-
-#define CLS_PAGE_SHIFT 12
-#define CLS_SLOTS 256 /* power of two */
-#define CLS_RANGES 32
-
-static _Atomic uint64_t cls_pages[CLS_SLOTS];
-
-typedef struct {
-    atomic_uint seq; /* odd while being written */
-    _Atomic uintptr_t base;
-    _Atomic size_t size; /* 0: empty */
-    atomic_int kind;
-} cls_range_t;
-
-static cls_range_t cls_ranges[CLS_RANGES];
-static atomic_uint cls_next_range;
-
-static inline unsigned cls_slot(uint64_t page)
-{
-    return (unsigned) ((page * 0x9e3779b97f4a7c15ull) >> 56) & (CLS_SLOTS - 1);
-}
-
-static inline void cls_page_store(uintptr_t p, dev_mem_kind_t kind)
-{
-    uint64_t page = (uint64_t) p >> CLS_PAGE_SHIFT;
-    atomic_store_explicit(&cls_pages[cls_slot(page)], (page << 2) | (uint64_t) (kind + 1),
-                          memory_order_relaxed);
-}
-
-/* The kind of p if a range entry holds it, else -1.  Lock-free read of the seqlocks. */
-static int cls_range_lookup(uintptr_t p)
-{
-    for (int i = 0; i < CLS_RANGES; ++i) {
-        cls_range_t *r = &cls_ranges[i];
-        unsigned s1 = atomic_load_explicit(&r->seq, memory_order_acquire);
-        uintptr_t base = atomic_load_explicit(&r->base, memory_order_relaxed);
-        size_t size = atomic_load_explicit(&r->size, memory_order_relaxed);
-        int kind = atomic_load_explicit(&r->kind, memory_order_relaxed);
-        atomic_thread_fence(memory_order_acquire);
-        if (0 == (s1 & 1) && s1 == atomic_load_explicit(&r->seq, memory_order_relaxed)
-            && p - base < size) {
-            return kind;
-        }
-    }
-    return -1;
-}
-
-/* Write one range entry; if another thread is writing that slot, skip (it is only a cache). */
-static void cls_range_store(uintptr_t base, size_t size, dev_mem_kind_t kind, int slot)
-{
-    cls_range_t *r;
-    unsigned s;
-
-    if (slot < 0) {
-        slot = (int) (atomic_fetch_add_explicit(&cls_next_range, 1, memory_order_relaxed)
-                      % CLS_RANGES);
-    }
-    r = &cls_ranges[slot];
-    s = atomic_load_explicit(&r->seq, memory_order_relaxed);
-    if ((s & 1)
-        || !atomic_compare_exchange_strong_explicit(&r->seq, &s, s + 1, memory_order_acquire,
-                                                    memory_order_relaxed)) {
-        return;
-    }
-    atomic_store_explicit(&r->base, base, memory_order_relaxed);
-    atomic_store_explicit(&r->size, size, memory_order_relaxed);
-    atomic_store_explicit(&r->kind, (int) kind, memory_order_relaxed);
-    atomic_store_explicit(&r->seq, s + 2, memory_order_release);
-}
-
-/* Forget everything cached about [base, base + size). */
-static void cls_forget(uintptr_t base, size_t size)
-{
-    uint64_t first = (uint64_t) base >> CLS_PAGE_SHIFT;
-    uint64_t last = (uint64_t) (base + (size ? size - 1 : 0)) >> CLS_PAGE_SHIFT;
-
-    for (int i = 0; i < CLS_SLOTS; ++i) {
-        uint64_t w = atomic_load_explicit(&cls_pages[i], memory_order_relaxed);
-        if (0 != w && (w >> 2) >= first && (w >> 2) <= last) {
-            atomic_store_explicit(&cls_pages[i], 0, memory_order_relaxed);
-        }
-    }
-    for (int i = 0; i < CLS_RANGES; ++i) {
-        uintptr_t rb = atomic_load_explicit(&cls_ranges[i].base, memory_order_relaxed);
-        size_t rs = atomic_load_explicit(&cls_ranges[i].size, memory_order_relaxed);
-        if (0 != rs && rb < base + size && base < rb + rs) {
-            cls_range_store(0, 0, DEV_MEM_HOST, i);
-        }
-    }
-}
-
-/* A new allocation of this layer: drop stale answers for its pages, remember it. */
-static void cls_learn(uintptr_t base, size_t size, dev_mem_kind_t kind)
-{
-    cls_forget(base, size);
-    if (DEV_MEM_HOST != kind && cls_cache_enabled) {
-        cls_range_store(base, size, kind, -1);
-    }
-}
-
-static void cuda_mem_classify_flush(void)
-{
-    for (int i = 0; i < CLS_SLOTS; ++i) {
-        atomic_store_explicit(&cls_pages[i], 0, memory_order_relaxed);
-    }
-    for (int i = 0; i < CLS_RANGES; ++i) {
-        cls_range_store(0, 0, DEV_MEM_HOST, i);
-    }
-}
-
 /* Ask the driver.  cuPointerGetAttributes does not fail on pointers it does not know (it
- * answers memory type 0); if it fails anyway (no context on this thread, say), the pointer is
- * treated as host: device memory is visible to every thread through UVA. */
-static dev_mem_kind_t classify_by_driver(const void *ptr, uintptr_t *base, size_t *size)
+ * answers memory type 0); if it fails anyway, the pointer is treated as host but reported as
+ * known, so that the answer is not cached: the next call asks again. */
+static dev_mem_kind_t cuda_mem_query(const void *ptr, bool *known)
 {
-    CUpointer_attribute attrs[4] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
-                                    CU_POINTER_ATTRIBUTE_IS_MANAGED,
-                                    CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
-                                    CU_POINTER_ATTRIBUTE_RANGE_SIZE};
+    CUpointer_attribute attrs[2] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                    CU_POINTER_ATTRIBUTE_IS_MANAGED};
     unsigned int memtype = 0;
     uint64_t managed = 0; /* a "boolean" of unstated width: zeroed, then tested for non-zero */
-    CUdeviceptr range_start = 0;
-    size_t range_size = 0;
-    void *data[4] = {&memtype, &managed, &range_start, &range_size};
+    void *data[2] = {&memtype, &managed};
 
-    *base = 0;
-    *size = 0;
-    if (CUDA_SUCCESS != drv_pointer_get_attributes(4, attrs, data, (CUdeviceptr) ptr)) {
+    *known = true;
+    if (CUDA_SUCCESS != drv_pointer_get_attributes(2, attrs, data, (CUdeviceptr) ptr)) {
         return DEV_MEM_HOST;
     }
-    *base = (uintptr_t) range_start;
-    *size = range_size;
     if (0 != managed) {
         return DEV_MEM_MANAGED;
     }
     if (CU_MEMORYTYPE_DEVICE == memtype || CU_MEMORYTYPE_ARRAY == memtype) {
         return DEV_MEM_DEVICE;
     }
+    *known = 0 != memtype; /* CU_MEMORYTYPE_HOST: pinned or registered */
     return DEV_MEM_HOST;
-}
-
-static dev_mem_kind_t cuda_mem_classify(const void *ptr)
-{
-    uintptr_t p = (uintptr_t) ptr, base;
-    uint64_t page = (uint64_t) p >> CLS_PAGE_SHIFT;
-    uint64_t w = atomic_load_explicit(&cls_pages[cls_slot(page)], memory_order_relaxed);
-    dev_mem_kind_t kind;
-    size_t size;
-    int rk;
-
-    if ((w >> 2) == page && 0 != (w & 3)) {
-        return (dev_mem_kind_t) ((w & 3) - 1);
-    }
-    if (!cls_cache_enabled) {
-        return classify_by_driver(ptr, &base, &size);
-    }
-    rk = cls_range_lookup(p);
-    if (rk >= 0) {
-        kind = (dev_mem_kind_t) rk;
-    } else {
-        kind = classify_by_driver(ptr, &base, &size);
-        if (DEV_MEM_HOST != kind && 0 != size && p - base < size) {
-            cls_range_store(base, size, kind, -1);
-        }
-    }
-    cls_page_store(p, kind);
-    return kind;
 }
 
 /* ---- lifecycle and devices --------------------------------------------------------------- */
@@ -312,7 +153,6 @@ static int lookup_driver_symbol(const char *name, void **fn)
 
 static int cuda_open(void)
 {
-    const char *env = getenv("COLL_GPU_CLASSIFY_CACHE");
     int count = 0, rc;
     cudaError_t err;
 
@@ -352,16 +192,13 @@ static int cuda_open(void)
             drv_devices[i] = (CUdevice) i;
         }
     }
-    cls_cache_enabled = !(NULL != env && 0 == strcmp(env, "0"));
-    cuda_mem_classify_flush();
     return DEV_OK;
 }
 
-/* The last dev_close: forget cached answers.  The primary contexts stay: the application may
- * still be using CUDA, and a reset would pull memory out from under it. */
+/* The last dev_close.  The primary contexts stay: the application may still be using CUDA,
+ * and a reset would pull memory out from under it. */
 static void cuda_close(void)
 {
-    cuda_mem_classify_flush();
 }
 
 static int cuda_device_count(int *count)
@@ -524,7 +361,7 @@ static int cuda_mem_device(const void *ptr, int *ordinal)
                                     CU_POINTER_ATTRIBUTE_IS_MANAGED,
                                     CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
     unsigned int memtype = 0;
-    uint64_t managed = 0; /* see classify_by_driver */
+    uint64_t managed = 0; /* see cuda_mem_query */
     int device = -1;
     void *data[3] = {&memtype, &managed, &device};
     CUresult res;
@@ -546,7 +383,6 @@ static int cuda_mem_alloc(void **ptr, size_t size)
     int rc = DEV_OK;
     FOLLOW_APP();
     CUDA_CALL(cudaMalloc(ptr, size));
-    cls_learn((uintptr_t) *ptr, size, DEV_MEM_DEVICE);
 out:
     return rc;
 }
@@ -556,27 +392,46 @@ static int cuda_mem_alloc_managed(void **ptr, size_t size)
     int rc = DEV_OK;
     FOLLOW_APP();
     CUDA_CALL(cudaMallocManaged(ptr, size, cudaMemAttachGlobal));
-    cls_learn((uintptr_t) *ptr, size, DEV_MEM_MANAGED);
 out:
     return rc;
 }
 
-/* Forget the caches' view of the allocation at ptr before it goes away. */
-static void forget_allocation(void *ptr)
+/* Stream-ordered pool memory (dev.h): cudaMallocAsync on the legacy default stream, waited
+ * for, so that the memory is usable on any stream when the call returns.  cudaFree releases
+ * it (it synchronizes the device first). */
+static int cuda_mem_alloc_pool(void **ptr, size_t size)
 {
-    CUdeviceptr b = 0;
-    size_t s = 0;
-    if (CUDA_SUCCESS == drv_mem_get_address_range(&b, &s, (CUdeviceptr) ptr) && 0 != s) {
-        cls_forget((uintptr_t) b, s);
-    } else {
-        cls_forget((uintptr_t) ptr, 1);
+    int rc = DEV_OK;
+    FOLLOW_APP();
+    CUDA_CALL(cudaMallocAsync(ptr, size, (cudaStream_t) 0));
+    CUDA_CALL(cudaStreamSynchronize((cudaStream_t) 0));
+out:
+    return rc;
+}
+
+/* The driver's own answer: CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE is false for
+ * memory of stream-ordered pools and of the VMM API (cuMemCreate + cuMemMap), whose export
+ * would need cuMemExportToShareableHandle instead, and for host memory; managed memory is
+ * ruled out explicitly (cudaIpcGetMemHandle refuses it).  A failed query answers false: the
+ * caller then copies through memory of its own, which is always correct. */
+static bool cuda_mem_ipc_capable(const void *ptr)
+{
+    CUpointer_attribute attrs[3] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                    CU_POINTER_ATTRIBUTE_IS_MANAGED,
+                                    CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE};
+    unsigned int memtype = 0;
+    uint64_t managed = 0, capable = 0; /* "booleans" of unstated width: see cuda_mem_query */
+    void *data[3] = {&memtype, &managed, &capable};
+
+    if (CUDA_SUCCESS != drv_pointer_get_attributes(3, attrs, data, (CUdeviceptr) ptr)) {
+        return false;
     }
+    return CU_MEMORYTYPE_DEVICE == memtype && 0 == managed && 0 != capable;
 }
 
 static int cuda_mem_free(void *ptr)
 {
     int rc = DEV_OK;
-    forget_allocation(ptr);
     CUDA_CALL(cudaFree(ptr));
 out:
     return rc;
@@ -587,7 +442,6 @@ static int cuda_host_alloc(void **ptr, size_t size)
     int rc = DEV_OK;
     FOLLOW_APP();
     CUDA_CALL(cudaHostAlloc(ptr, size, cudaHostAllocPortable));
-    cls_learn((uintptr_t) *ptr, size, DEV_MEM_HOST);
 out:
     return rc;
 }
@@ -595,7 +449,6 @@ out:
 static int cuda_host_free(void *ptr)
 {
     int rc = DEV_OK;
-    forget_allocation(ptr);
     CUDA_CALL(cudaFreeHost(ptr));
 out:
     return rc;
@@ -792,6 +645,14 @@ static int cuda_ipc_export(void *base, dev_ipc_handle_t *handle)
 
     FOLLOW_APP();
     memset(&wire, 0, sizeof(wire));
+    if (!cuda_mem_ipc_capable(base)) {
+        /* pool, VMM, managed or host memory: cudaIpcGetMemHandle would fail (and leave its
+         * error behind); say so without asking it */
+        return dev_fail(DEV_ERR_UNSUPPORTED,
+                        "dev_ipc_export(%p): the memory cannot be exported with CUDA IPC (not "
+                        "device memory of cudaMalloc: a stream-ordered pool, VMM, managed or "
+                        "host memory)", base);
+    }
     if (CUDA_SUCCESS != drv_mem_get_address_range(&b, &s, (CUdeviceptr) base)
         || (uintptr_t) b != (uintptr_t) base) {
         return dev_fail(DEV_ERR_ARG, "dev_ipc_export(%p): not the base of a device allocation",
@@ -817,7 +678,6 @@ static int cuda_ipc_import(const dev_ipc_handle_t *handle, void **ptr)
     }
     FOLLOW_APP(); /* the mapping is made in, and peer access enabled from, this device */
     CUDA_CALL(cudaIpcOpenMemHandle(ptr, wire.handle, cudaIpcMemLazyEnablePeerAccess));
-    cls_learn((uintptr_t) *ptr, (size_t) wire.size, DEV_MEM_DEVICE);
 out:
     return rc;
 }
@@ -825,7 +685,6 @@ out:
 static int cuda_ipc_close(void *ptr)
 {
     int rc = DEV_OK;
-    forget_allocation(ptr);
     CUDA_CALL(cudaIpcCloseMemHandle(ptr));
 out:
     return rc;
@@ -841,12 +700,13 @@ const dev_backend_ops_t dev_cuda_ops = {
     .device_uuid = cuda_device_uuid,
     .device_pci_bus_id = cuda_device_pci_bus_id,
     .device_can_access_peer = cuda_device_can_access_peer,
-    .mem_classify = cuda_mem_classify,
-    .mem_classify_flush = cuda_mem_classify_flush,
+    .mem_query = cuda_mem_query,
     .mem_range = cuda_mem_range,
     .mem_device = cuda_mem_device,
     .mem_alloc = cuda_mem_alloc,
     .mem_alloc_managed = cuda_mem_alloc_managed,
+    .mem_alloc_pool = cuda_mem_alloc_pool,
+    .mem_ipc_capable = cuda_mem_ipc_capable,
     .mem_free = cuda_mem_free,
     .host_alloc = cuda_host_alloc,
     .host_free = cuda_host_free,

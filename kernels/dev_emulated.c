@@ -11,9 +11,19 @@
  *                                   translate any pointer into the range to alias + offset.
  *
  * Every allocation, import, managed and pinned buffer is entered in a registry sorted by base
- * address and searched under a read lock; dev_mem_classify() skips even that while nothing is
+ * address and searched under a read lock; the registry plays the driver (emu_mem_query: what
+ * it holds is "known", anything else is plain host memory), skipped while nothing is
  * registered.  Managed memory is an ordinary read-write mapping registered as MANAGED; pinned
- * host memory is page-aligned heap memory registered as HOST (so dev_mem_range knows it).
+ * host memory is a read-write anonymous mapping registered as HOST (driver-known, as
+ * cudaMallocHost memory is); pool memory (dev_mem_alloc_pool) is device memory that the IPC
+ * below refuses, as the legacy CUDA IPC refuses cudaMallocAsync and VMM memory.
+ *
+ * Address reuse (COLL_GPU_EMULATED_REUSE=1, for tests).  The CUDA driver hands the virtual
+ * address of freed pinned memory to a later device allocation without any munmap() that the
+ * process could see.  In this mode the emulated backend does the same: a freed allocation of
+ * any kind keeps its addresses as a PROT_NONE reservation (mmap MAP_FIXED over it, not
+ * munmap, made with the system call itself so that no memory hook sees it), and the next
+ * allocation of any kind with the same page-rounded size is mapped there.  Without it, frees unmap, and the kernel's mmap may or may not reuse an address.
  *
  * IPC.  The handle carries the segment's name and size; dev_ipc_import() opens the segment and
  * maps it twice like an allocation (registered as DEVICE in the importer).  The creator
@@ -41,6 +51,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #define EMU_MAX_DEVICES 64
@@ -50,7 +61,8 @@ typedef enum {
     EMU_ALLOC,   /* dev_mem_alloc: shm segment created here */
     EMU_IMPORT,  /* dev_ipc_import: a peer's segment */
     EMU_MANAGED, /* dev_mem_alloc_managed: anonymous read-write mapping */
-    EMU_PINNED   /* dev_host_alloc: page-aligned heap memory */
+    EMU_PINNED,  /* dev_host_alloc: page-aligned heap memory */
+    EMU_POOL     /* dev_mem_alloc_pool: like EMU_ALLOC, but dev_ipc_export refuses it */
 } emu_origin_t;
 
 typedef struct {
@@ -72,6 +84,16 @@ static emu_range_t *emu_ranges = NULL;
 static size_t emu_nranges = 0;
 static size_t emu_capacity = 0;
 static atomic_size_t emu_nranges_hint = 0; /* lets classify skip the lock when empty */
+
+/* Address reuse (see the file header): reservations left by frees, most recent last. */
+#define EMU_HOLES 16
+static bool emu_reuse = false;
+static struct {
+    uintptr_t base;
+    size_t size;
+} emu_holes[EMU_HOLES];
+static size_t emu_nholes = 0;
+static pthread_mutex_t emu_holes_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static atomic_uint_fast64_t emu_next_buffer_id = 1;
 static atomic_uint_fast64_t emu_next_shm_seq = 0;
@@ -168,23 +190,98 @@ out:
     return rc;
 }
 
+/* mmap as the system call itself: memory hooks that patch libc's mmap (Open MPI's patcher
+ * reports an mmap over an existing mapping as a release) do not see it, just as they do not see
+ * the CUDA driver hand its own addresses from one allocation to the next. */
+static void *raw_mmap(void *addr, size_t len, int prot, int flags, int fd)
+{
+    return (void *) syscall(SYS_mmap, addr, len, prot, flags, fd, (off_t) 0);
+}
+
+/* An address for a new mapping of map_size bytes: in reuse mode the most recently freed
+ * reservation of exactly that size, else NULL (the kernel chooses). */
+static void *hole_take(size_t map_size)
+{
+    void *at = NULL;
+
+    if (!emu_reuse) {
+        return NULL;
+    }
+    pthread_mutex_lock(&emu_holes_lock);
+    for (size_t i = emu_nholes; i-- > 0;) {
+        if (emu_holes[i].size == map_size) {
+            at = (void *) emu_holes[i].base;
+            memmove(&emu_holes[i], &emu_holes[i + 1], (emu_nholes - i - 1) * sizeof(emu_holes[0]));
+            --emu_nholes;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&emu_holes_lock);
+    return at;
+}
+
+/* Give up the addresses of a freed allocation: munmap, or in reuse mode keep them reserved
+ * (PROT_NONE, mapped over without an munmap, as the CUDA driver keeps its own) for the next
+ * allocation of that size.  The oldest reservation is unmapped when there are too many. */
+static void release_addresses(void *base, size_t map_size)
+{
+    uintptr_t old_base = 0;
+    size_t old_size = 0;
+
+    if (!emu_reuse
+        || MAP_FAILED == raw_mmap(base, map_size, PROT_NONE,
+                                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1)) {
+        munmap(base, map_size);
+        return;
+    }
+    pthread_mutex_lock(&emu_holes_lock);
+    if (EMU_HOLES == emu_nholes) {
+        old_base = emu_holes[0].base;
+        old_size = emu_holes[0].size;
+        memmove(&emu_holes[0], &emu_holes[1], (EMU_HOLES - 1) * sizeof(emu_holes[0]));
+        --emu_nholes;
+    }
+    emu_holes[emu_nholes].base = (uintptr_t) base;
+    emu_holes[emu_nholes].size = map_size;
+    ++emu_nholes;
+    pthread_mutex_unlock(&emu_holes_lock);
+    if (0 != old_size) {
+        munmap((void *) old_base, old_size);
+    }
+}
+
+/* mmap at `at` (MAP_FIXED over a reservation of ours) or wherever the kernel likes (at NULL);
+ * a failed fixed mapping gives the reservation up and lets the kernel choose. */
+static void *map_at(void *at, size_t size, int prot, int flags, int fd)
+{
+    void *p;
+
+    if (NULL != at) {
+        p = raw_mmap(at, size, prot, flags | MAP_FIXED, fd);
+        if (MAP_FAILED != p) {
+            return p;
+        }
+        munmap(at, size);
+    }
+    return mmap(NULL, size, prot, flags, fd, 0);
+}
+
 /* Unmap (and for the creator, unlink) what a removed range held. */
 static void range_release(const emu_range_t *r)
 {
     switch (r->origin) {
     case EMU_ALLOC:
+    case EMU_POOL:
     case EMU_IMPORT:
-        munmap((void *) r->base, r->map_size);
+        release_addresses((void *) r->base, r->map_size);
         munmap(r->alias, r->map_size);
-        if (EMU_ALLOC == r->origin && getpid() == r->creator) {
+        if (EMU_IMPORT != r->origin && getpid() == r->creator) {
             shm_unlink(r->shm_name);
         }
         break;
     case EMU_MANAGED:
-        munmap((void *) r->base, r->map_size);
-        break;
     case EMU_PINNED:
-        free((void *) r->base);
+        release_addresses((void *) r->base, r->map_size);
         break;
     }
 }
@@ -261,6 +358,9 @@ static int emu_open(void)
 {
     const char *env = getenv("COLL_GPU_EMULATED_DEVICES");
 
+    const char *reuse = getenv("COLL_GPU_EMULATED_REUSE");
+
+    emu_reuse = NULL != reuse && 0 == strcmp(reuse, "1");
     emu_ndevices = 1;
     if (NULL != env && '\0' != env[0]) {
         char *end = NULL;
@@ -288,6 +388,12 @@ static void emu_close(void)
     emu_nranges = emu_capacity = 0;
     atomic_store_explicit(&emu_nranges_hint, 0, memory_order_release);
     pthread_rwlock_unlock(&emu_lock);
+    pthread_mutex_lock(&emu_holes_lock);
+    for (size_t i = 0; i < emu_nholes; ++i) {
+        munmap((void *) emu_holes[i].base, emu_holes[i].size);
+    }
+    emu_nholes = 0;
+    pthread_mutex_unlock(&emu_holes_lock);
 }
 
 static int check_ordinal(int ordinal, const char *fn)
@@ -375,11 +481,14 @@ static int emu_device_can_access_peer(int ordinal, int peer_ordinal, bool *can)
 
 /* ---- memory ------------------------------------------------------------------------------ */
 
-static dev_mem_kind_t emu_mem_classify(const void *ptr)
+/* The "driver" of this backend is the registry: it knows every allocation of this layer
+ * (pinned host memory included) and nothing else. */
+static dev_mem_kind_t emu_mem_query(const void *ptr, bool *known)
 {
     dev_mem_kind_t kind = DEV_MEM_HOST;
     ptrdiff_t i;
 
+    *known = false;
     if (0 == atomic_load_explicit(&emu_nranges_hint, memory_order_acquire)) {
         return DEV_MEM_HOST;
     }
@@ -387,14 +496,10 @@ static dev_mem_kind_t emu_mem_classify(const void *ptr)
     i = registry_find((uintptr_t) ptr);
     if (i >= 0) {
         kind = emu_ranges[i].kind;
+        *known = true;
     }
     pthread_rwlock_unlock(&emu_lock);
     return kind;
-}
-
-static void emu_mem_classify_flush(void)
-{
-    /* nothing cached: the registry is the truth */
 }
 
 /* Device and managed memory report the device current when they were allocated (an import:
@@ -440,12 +545,14 @@ static size_t page_round(size_t size)
     return (size + page - 1) / page * page;
 }
 
-/* Map the segment behind fd twice: PROT_NONE for the caller, read-write for us. */
-static int map_twice(int fd, size_t map_size, const char *fn, void **base, char **alias)
+/* Map the segment behind fd twice: PROT_NONE for the caller (at `at` when not NULL: see
+ * hole_take), read-write for us. */
+static int map_twice(int fd, size_t map_size, const char *fn, void *at, void **base,
+                     char **alias)
 {
     void *b, *a;
 
-    b = mmap(NULL, map_size, PROT_NONE, MAP_SHARED, fd, 0);
+    b = map_at(at, map_size, PROT_NONE, MAP_SHARED, fd);
     if (MAP_FAILED == b) {
         return dev_fail(DEV_ERR_NOMEM, "%s: mmap(PROT_NONE, %zu) failed: %s", fn, map_size,
                         strerror(errno));
@@ -462,7 +569,8 @@ static int map_twice(int fd, size_t map_size, const char *fn, void **base, char 
     return DEV_OK;
 }
 
-static int emu_mem_alloc(void **ptr, size_t size)
+/* Device memory of either origin: EMU_ALLOC (exportable) or EMU_POOL (not). */
+static int device_alloc(void **ptr, size_t size, emu_origin_t origin)
 {
     emu_range_t r = {0};
     void *base;
@@ -471,7 +579,7 @@ static int emu_mem_alloc(void **ptr, size_t size)
     r.size = size;
     r.map_size = page_round(size);
     r.kind = DEV_MEM_DEVICE;
-    r.origin = EMU_ALLOC;
+    r.origin = origin;
     r.creator = getpid();
     r.device = emu_device;
     snprintf(r.shm_name, sizeof(r.shm_name), "/collgpu-%d-%" PRIuFAST64, (int) r.creator,
@@ -487,7 +595,7 @@ static int emu_mem_alloc(void **ptr, size_t size)
                       r.shm_name, r.map_size, strerror(errno));
         goto fail_unlink;
     }
-    rc = map_twice(fd, r.map_size, "dev_mem_alloc", &base, &r.alias);
+    rc = map_twice(fd, r.map_size, "dev_mem_alloc", hole_take(r.map_size), &base, &r.alias);
     if (DEV_OK != rc) {
         goto fail_unlink;
     }
@@ -508,6 +616,34 @@ fail_unlink:
     return rc;
 }
 
+static int emu_mem_alloc(void **ptr, size_t size)
+{
+    return device_alloc(ptr, size, EMU_ALLOC);
+}
+
+/* Pool memory plays the part of cudaMallocAsync and VMM memory: device memory through and
+ * through, except that the legacy IPC cannot export it. */
+static int emu_mem_alloc_pool(void **ptr, size_t size)
+{
+    return device_alloc(ptr, size, EMU_POOL);
+}
+
+/* Only plain device allocations of this process export (as cudaMalloc memory does; an
+ * imported mapping cannot be exported again). */
+static bool emu_mem_ipc_capable(const void *ptr)
+{
+    bool capable = false;
+    ptrdiff_t i;
+
+    pthread_rwlock_rdlock(&emu_lock);
+    i = registry_find((uintptr_t) ptr);
+    if (i >= 0) {
+        capable = EMU_ALLOC == emu_ranges[i].origin;
+    }
+    pthread_rwlock_unlock(&emu_lock);
+    return capable;
+}
+
 static int emu_mem_alloc_managed(void **ptr, size_t size)
 {
     emu_range_t r = {0};
@@ -516,7 +652,8 @@ static int emu_mem_alloc_managed(void **ptr, size_t size)
 
     r.size = size;
     r.map_size = page_round(size);
-    base = mmap(NULL, r.map_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    base = map_at(hole_take(r.map_size), r.map_size, PROT_READ | PROT_WRITE,
+                  MAP_PRIVATE | MAP_ANONYMOUS, -1);
     if (MAP_FAILED == base) {
         return dev_fail(DEV_ERR_NOMEM, "dev_mem_alloc_managed: mmap(%zu) failed: %s",
                         r.map_size, strerror(errno));
@@ -551,21 +688,25 @@ static int remove_and_release(void *ptr, unsigned origins, const char *fn)
 
 static int emu_mem_free(void *ptr)
 {
-    return remove_and_release(ptr, (1u << EMU_ALLOC) | (1u << EMU_MANAGED), "dev_mem_free");
+    return remove_and_release(ptr, (1u << EMU_ALLOC) | (1u << EMU_MANAGED) | (1u << EMU_POOL),
+                              "dev_mem_free");
 }
 
 static int emu_host_alloc(void **ptr, size_t size)
 {
     emu_range_t r = {0};
     void *base = NULL;
-    int rc, err;
+    int rc;
 
-    err = posix_memalign(&base, (size_t) sysconf(_SC_PAGESIZE), size);
-    if (0 != err) {
-        return dev_fail(DEV_ERR_NOMEM, "dev_host_alloc(%zu): %s", size, strerror(err));
+    r.size = size;
+    r.map_size = page_round(size);
+    base = map_at(hole_take(r.map_size), r.map_size, PROT_READ | PROT_WRITE,
+                  MAP_PRIVATE | MAP_ANONYMOUS, -1);
+    if (MAP_FAILED == base) {
+        return dev_fail(DEV_ERR_NOMEM, "dev_host_alloc: mmap(%zu) failed: %s", r.map_size,
+                        strerror(errno));
     }
     r.base = (uintptr_t) base;
-    r.size = r.map_size = size;
     r.alias = base;
     r.kind = DEV_MEM_HOST;
     r.origin = EMU_PINNED;
@@ -573,7 +714,7 @@ static int emu_host_alloc(void **ptr, size_t size)
     r.buffer_id = atomic_fetch_add(&emu_next_buffer_id, 1);
     rc = registry_insert(&r);
     if (DEV_OK != rc) {
-        free(base);
+        munmap(base, r.map_size);
         return rc;
     }
     *ptr = base;
@@ -751,7 +892,12 @@ static int emu_ipc_export(void *base, dev_ipc_handle_t *handle)
     memset(&wire, 0, sizeof(wire));
     pthread_rwlock_rdlock(&emu_lock);
     i = registry_find((uintptr_t) base);
-    if (i < 0 || emu_ranges[i].base != (uintptr_t) base || EMU_ALLOC != emu_ranges[i].origin) {
+    if (i >= 0 && EMU_ALLOC != emu_ranges[i].origin) {
+        rc = dev_fail(DEV_ERR_UNSUPPORTED,
+                      "dev_ipc_export(%p): the memory cannot be exported with IPC (pool, "
+                      "managed, pinned or imported memory)",
+                      base);
+    } else if (i < 0 || emu_ranges[i].base != (uintptr_t) base) {
         rc = dev_fail(DEV_ERR_ARG,
                       "dev_ipc_export(%p): not the base of a device allocation of this process",
                       base);
@@ -802,7 +948,7 @@ static int emu_ipc_import(const dev_ipc_handle_t *handle, void **ptr)
     }
     r.size = (size_t) wire.size;
     r.map_size = (size_t) wire.map_size;
-    rc = map_twice(fd, r.map_size, "dev_ipc_import", &base, &r.alias);
+    rc = map_twice(fd, r.map_size, "dev_ipc_import", hole_take(r.map_size), &base, &r.alias);
     close(fd);
     if (DEV_OK != rc) {
         return rc;
@@ -838,12 +984,13 @@ const dev_backend_ops_t dev_emulated_ops = {
     .device_uuid = emu_device_uuid,
     .device_pci_bus_id = emu_device_pci_bus_id,
     .device_can_access_peer = emu_device_can_access_peer,
-    .mem_classify = emu_mem_classify,
-    .mem_classify_flush = emu_mem_classify_flush,
+    .mem_query = emu_mem_query,
     .mem_range = emu_mem_range,
     .mem_device = emu_mem_device,
     .mem_alloc = emu_mem_alloc,
     .mem_alloc_managed = emu_mem_alloc_managed,
+    .mem_alloc_pool = emu_mem_alloc_pool,
+    .mem_ipc_capable = emu_mem_ipc_capable,
     .mem_free = emu_mem_free,
     .host_alloc = emu_host_alloc,
     .host_free = emu_host_free,

@@ -169,6 +169,9 @@ typedef struct mca_coll_gpu_module_t {
     bool released;              /* the fallbacks' references are dropped (disable is idempotent) */
 
     coll_gpu_bounce_t bounce[2];
+    /* Device temporaries (send and receive roles) for the ranks whose own buffer the team path
+     * cannot use in place (coll_gpu_adapt.c); kept between calls so that peers map them once. */
+    coll_gpu_bounce_t dev_tmp[2];
 
     /* The node team for the fast path, built on the first call that can use it. */
     coll_gpu_team_t *team;
@@ -208,27 +211,70 @@ void mca_coll_gpu_team_wait_step(coll_gpu_team_t *t, int peer, uint64_t seq, uin
 void mca_coll_gpu_team_pause(unsigned *spins);
 /* Summarise the team's GPUs for selection (rank 0, at setup). */
 void mca_coll_gpu_team_summary(coll_gpu_team_t *t, topo_team_info_t *info, int *ring);
+/* Publish a device buffer of this rank to the team (exported once per allocation and kept).
+ * A dev_status_t: DEV_ERR_UNSUPPORTED, with no export attempted, for memory the legacy IPC
+ * cannot export (dev_mem_ipc_capable: pool, VMM, managed or host memory). */
 int mca_coll_gpu_team_export(coll_gpu_team_t *t, const void *ptr, coll_gpu_xbuf_t *out);
 int mca_coll_gpu_team_import(coll_gpu_team_t *t, int peer, const coll_gpu_xbuf_t *x, void **ptr);
 
 /* ---- fast path (coll_gpu_nvl.c) ---- */
+/* local_rc: OMPI_SUCCESS, or what failed on this rank before the call (its buffers could not be
+ * prepared): then the rank takes part without data, so that its peers fail instead of waiting,
+ * and returns local_rc. */
 int mca_coll_gpu_nvl_allreduce(coll_gpu_team_t *t, const topo_plan_t *plan, const void *sbuf,
                                void *rbuf, size_t count, dev_dtype_t dt, dev_op_t op,
-                               struct ompi_communicator_t *comm);
+                               struct ompi_communicator_t *comm, int local_rc);
+/* bytes is this rank's count x type size; the root's plan and byte count are the call's (the
+ * others take them from the control block), and a rank whose byte count differs from the
+ * root's returns MPI_ERR_TRUNCATE without moving data (the root then too). */
 int mca_coll_gpu_nvl_bcast(coll_gpu_team_t *t, const topo_plan_t *plan, void *buf, size_t bytes,
-                           int root, struct ompi_communicator_t *comm);
+                           int root, struct ompi_communicator_t *comm, int local_rc);
 
 /* ---- selection (coll_gpu_select.c) ---- */
-/* The device-layer type and op of a predefined MPI type and op; false when the GPU path has no
- * kernel for them (user-defined ops, derived types, long double ...). */
-bool mca_coll_gpu_map_type(struct ompi_datatype_t *dtype, dev_dtype_t *out);
+/* The device-layer element type, op and element count of a reduction of count elements of
+ * dtype, from the type's signature (never its handle or layout); NULL when the kernels take it,
+ * else why not (user-defined ops, long double, mixed basic types, padded MINLOC pairs ...). */
+const char *mca_coll_gpu_map_reduction(struct ompi_datatype_t *dtype, size_t count,
+                                       struct ompi_op_t *op, dev_dtype_t *dt, dev_op_t *dop,
+                                       size_t *nelems);
+/* The device-layer op of a predefined MPI op; false when the GPU path has no kernel for it. */
 bool mca_coll_gpu_map_op(struct ompi_op_t *op, dev_op_t *out);
 /* Choose the path of an allreduce or bcast of bytes on this communicator (topo_select), with
  * the MCA overrides; fills plan (alg is TOPO_AR_STAGED / TOPO_BC_STAGED when the fast path
- * cannot take it) and returns the team to use, or NULL for the staged path. */
+ * cannot take it) and returns the team to use, or NULL for the staged path.  not_capable, when
+ * not NULL, is why the call cannot take the GPU path (it becomes the plan's reason).  Every
+ * input must be the same on all ranks of the call. */
 coll_gpu_team_t *mca_coll_gpu_select(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
-                                     topo_coll_t coll, size_t bytes, bool gpu_capable,
+                                     topo_coll_t coll, size_t bytes, const char *not_capable,
                                      topo_plan_t *plan);
+
+/* ---- one rank's buffers on the agreed path (coll_gpu_adapt.c) ---- */
+
+/* A rank's view of count elements of dtype at user for the team path: dense bytes in device
+ * memory the team can export, either the user's own or a device temporary of the module. */
+typedef struct coll_gpu_adapt_t {
+    void *user;
+    int count;
+    struct ompi_datatype_t *dtype;
+    void *dev;   /* what the team path reads or writes: bytes dense bytes */
+    size_t bytes;
+    int slot;    /* the module's dev_tmp slot behind dev, or -1: dev is the user's memory */
+} coll_gpu_adapt_t;
+
+/* Prepare count x dtype at user for the team path, in dev_tmp slot when it cannot be used in
+ * place (layout with gaps, managed memory, or, when exported (peers map it), memory the legacy
+ * IPC cannot export): packed into the temporary when copy_in.  On failure a->dev is NULL and
+ * the failure is reported. */
+int mca_coll_gpu_adapt_in(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                          const char *what, int slot, const void *user, int count,
+                          struct ompi_datatype_t *dtype, bool copy_in, bool exported,
+                          coll_gpu_adapt_t *a);
+/* After the team path: unpack the temporary into the user's layout when copy_out (gaps keep
+ * their bytes).  Nothing to do when the user's memory was used in place. */
+int mca_coll_gpu_adapt_out(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                           const char *what, const coll_gpu_adapt_t *a, bool copy_out);
+/* Free the device temporaries (module teardown). */
+void mca_coll_gpu_adapt_release(mca_coll_gpu_module_t *m);
 /* Agree on whether this call's buffers are device memory on every rank (coll_gpu_uniform_buffers
  * false): one host allreduce.  Returns OMPI_SUCCESS and sets *all_device. */
 int mca_coll_gpu_agree(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm, bool mine,
@@ -236,6 +282,10 @@ int mca_coll_gpu_agree(mca_coll_gpu_module_t *m, struct ompi_communicator_t *com
 /* The process-wide node model (probed or loaded once); NULL when none could be had. */
 const topo_t *mca_coll_gpu_topo(void);
 void mca_coll_gpu_topo_finalize(void);
+/* The classification cache's invalidation through Open MPI's memory hooks
+ * (coll_gpu_memhooks.c): init once the device backend is open, fini at component close. */
+void mca_coll_gpu_memhooks_init(void);
+void mca_coll_gpu_memhooks_fini(void);
 
 /* ---- staging (coll_gpu_stage.c) ---- */
 
@@ -361,6 +411,26 @@ static inline dev_mem_kind_t mca_coll_gpu_classify(const void *ptr)
     return dev_mem_classify(ptr);
 }
 
+/* The first byte that count elements of dtype at buf touch: the address whose memory kind is
+ * the buffer's.  buf itself may lie outside the allocation (before it, for a type with a
+ * positive lower bound whose elements start inside; MPI_BOTTOM with absolute displacements).
+ * MPI_IN_PLACE, and buf of an empty call, come back unchanged. */
+static inline const void *mca_coll_gpu_data_start(const void *buf, ompi_datatype_t *dtype,
+                                                  int count)
+{
+    ptrdiff_t lb, extent, true_lb, true_extent;
+
+    if (MPI_IN_PLACE == buf || 0 >= count) {
+        return buf;
+    }
+    ompi_datatype_get_true_extent(dtype, &true_lb, &true_extent);
+    ompi_datatype_get_extent(dtype, &lb, &extent);
+    if (0 > extent) {
+        true_lb += (ptrdiff_t) (count - 1) * extent; /* the last element comes first */
+    }
+    return (const char *) buf + true_lb;
+}
+
 /* ---- collectives (one entry file per family) ---- */
 
 /* Both buffers host memory (MPI_IN_PLACE and NULL count as host)? */
@@ -370,12 +440,21 @@ static inline bool mca_coll_gpu_both_host(const void *sbuf, const void *rbuf)
            && mca_coll_gpu_is_host(mca_coll_gpu_classify(rbuf));
 }
 
-/* Both buffers device memory proper (MPI_IN_PLACE counts as the receive buffer's kind)?  The
- * fast path needs it: managed and host memory cannot be exported through IPC. */
+/* A buffer the team's zero-copy path can take in place: device memory proper that the legacy
+ * IPC can export.  Managed and host memory cannot be exported, nor can stream-ordered pool
+ * memory (cudaMallocAsync) and VMM memory (cuMemCreate + cuMemMap).  Exportability is local to
+ * a rank, so it never decides the path of a call: on the team path such a rank goes through a
+ * device temporary of its own (coll_gpu_adapt.c). */
+static inline bool mca_coll_gpu_team_buffer(const void *ptr)
+{
+    return DEV_MEM_DEVICE == mca_coll_gpu_classify(ptr) && dev_mem_ipc_capable(ptr);
+}
+
+/* Both buffers such device memory (MPI_IN_PLACE counts as the receive buffer's kind)? */
 static inline bool mca_coll_gpu_both_device(const void *sbuf, const void *rbuf)
 {
-    return (MPI_IN_PLACE == sbuf || DEV_MEM_DEVICE == mca_coll_gpu_classify(sbuf))
-           && DEV_MEM_DEVICE == mca_coll_gpu_classify(rbuf);
+    return (MPI_IN_PLACE == sbuf || mca_coll_gpu_team_buffer(sbuf))
+           && mca_coll_gpu_team_buffer(rbuf);
 }
 
 /* The data size of a call, for log lines. */

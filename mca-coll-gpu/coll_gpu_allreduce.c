@@ -2,14 +2,17 @@
  * coll_gpu_allreduce.c - MPI_Allreduce.
  *
  *   host buffers on this rank          -> the saved module, untouched (the hot path)
- *   device buffers, GPU-capable call   -> the node team: one-shot or two-shot (coll_gpu_nvl.c)
+ *   device buffers, GPU-capable call   -> the node team: one-shot, two-shot or ring
+ *                                         (coll_gpu_nvl.c)
  *   anything else                      -> host staging (coll_gpu_stage.c)
  *
- * "Every rank takes the same path": the decision uses only what all ranks share (count, type,
- * op, communicator, parameters, the team) and the buffers' kind.  With the default
- * coll_gpu_uniform_buffers=true the kind is assumed the same on all ranks of a call, as NCCL
- * requires; with false, one host allreduce agrees on it first, so that programs mixing host and
- * device buffers across ranks in one call are served correctly at that price.
+ * "Every rank takes the same path": the decision uses only what all ranks share (count, the
+ * type's signature, op, communicator, parameters, the team) and the buffers' kind.  With the
+ * default coll_gpu_uniform_buffers=true the kind is assumed the same on all ranks of a call
+ * (host, or not), as NCCL requires; with false, one host allreduce agrees on it first, so that
+ * programs mixing host and device buffers across ranks in one call are served correctly at that
+ * price.  Device and managed memory, dense or not, take the same path; each rank adapts its own
+ * buffers to it (coll_gpu_adapt.c).
  */
 #include "ompi_config.h"
 
@@ -17,32 +20,56 @@
 
 static const char *const allreduce_name = "allreduce";
 
-/* The device path: the node team when every rank's buffers are device memory (all_device) and
- * the call suits it, else staging. */
+/*
+ * The device path: the node team when every rank is on it (all_device: uniform kinds assumed,
+ * or agreed), the kernels take the signature and op, and the communicator has a team; else
+ * staging.  The element type comes from the datatype's signature, not its handle or layout
+ * (MPI_INT here and a dup of it, or a contiguous type of ints, on another rank are one call);
+ * a rank whose buffers the team cannot use in place (gaps, managed or host memory, memory the
+ * team cannot export) goes through device temporaries (coll_gpu_adapt.c).
+ */
 static int allreduce_device(const void *sbuf, void *rbuf, int count,
                             struct ompi_datatype_t *dtype, struct ompi_op_t *op,
                             struct ompi_communicator_t *comm, mca_coll_gpu_module_t *m,
                             bool all_device)
 {
     size_t bytes = mca_coll_gpu_call_bytes(dtype, (size_t) count);
+    bool in_place = (MPI_IN_PLACE == sbuf);
+    const char *not_capable = "memory kind: host memory on some rank";
+    coll_gpu_adapt_t s, r;
     coll_gpu_team_t *team;
     topo_plan_t plan;
-    dev_dtype_t dt;
-    dev_op_t dop;
-    bool capable;
+    size_t nelems = 0;
+    dev_dtype_t dt = DEV_T_UINT8;
+    dev_op_t dop = DEV_OP_SUM;
+    int rc, local_rc;
 
-    capable = all_device && mca_coll_gpu_map_type(dtype, &dt) && mca_coll_gpu_map_op(op, &dop)
-              && dev_op_valid(dop, dt);
-    team = mca_coll_gpu_select(m, comm, TOPO_COLL_ALLREDUCE, bytes, capable, &plan);
+    if (all_device) {
+        not_capable = mca_coll_gpu_map_reduction(dtype, (size_t) count, op, &dt, &dop, &nelems);
+    }
+    team = mca_coll_gpu_select(m, comm, TOPO_COLL_ALLREDUCE, bytes, not_capable, &plan);
     mca_coll_gpu_log_plan(allreduce_name, comm, bytes, dtype, op, TOPO_COLL_ALLREDUCE, team,
                           &plan);
-    if (NULL != team) {
-        return mca_coll_gpu_nvl_allreduce(team, &plan, sbuf, rbuf, (size_t) count, dt, dop,
-                                          comm);
+    if (NULL == team) {
+        return mca_coll_gpu_reduce_like_staged(allreduce_name, m->prev_allreduce.fn,
+                                               m->prev_allreduce.module, sbuf, rbuf, count,
+                                               dtype, op, comm, m);
     }
-    return mca_coll_gpu_reduce_like_staged(allreduce_name, m->prev_allreduce.fn,
-                                           m->prev_allreduce.module, sbuf, rbuf, count, dtype, op,
-                                           comm, m);
+    /* in place, the receive buffer is the input too; peers map the send buffer in one-shot
+     * (but in place) and two-shot, the receive buffer in two-shot and ring (coll_gpu_nvl.c) */
+    local_rc = mca_coll_gpu_adapt_in(m, comm, allreduce_name, 1, rbuf, count, dtype, in_place,
+                                     TOPO_AR_TWOSHOT == plan.alg || TOPO_AR_RING == plan.alg,
+                                     &r);
+    s.dev = (void *) sbuf;
+    if (OMPI_SUCCESS == local_rc && !in_place) {
+        local_rc = mca_coll_gpu_adapt_in(m, comm, allreduce_name, 0, sbuf, count, dtype, true,
+                                         TOPO_AR_RING != plan.alg, &s);
+    }
+    rc = mca_coll_gpu_nvl_allreduce(team, &plan, s.dev, r.dev, nelems, dt, dop, comm, local_rc);
+    if (OMPI_SUCCESS == rc) {
+        rc = mca_coll_gpu_adapt_out(m, comm, allreduce_name, &r, true);
+    }
+    return rc;
 }
 
 int mca_coll_gpu_allreduce(const void *sbuf, void *rbuf, int count,
@@ -50,24 +77,27 @@ int mca_coll_gpu_allreduce(const void *sbuf, void *rbuf, int count,
                            struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    /* the kind of the memory the elements occupy, not of the pointers (which may lie outside) */
+    const void *sdata = mca_coll_gpu_data_start(sbuf, dtype, count);
+    const void *rdata = mca_coll_gpu_data_start(rbuf, dtype, count);
     bool host, all_device;
     int rc;
 
     if (!m->in_agreed_call && mca_coll_gpu_component.uniform_buffers) {
-        if (mca_coll_gpu_both_host(sbuf, rbuf)) {
+        if (mca_coll_gpu_both_host(sdata, rdata)) {
             return m->prev_allreduce.fn(sbuf, rbuf, count, dtype, op, comm,
                                         m->prev_allreduce.module);
         }
-        return allreduce_device(sbuf, rbuf, count, dtype, op, comm, m,
-                                mca_coll_gpu_both_device(sbuf, rbuf));
+        /* not host memory on this rank, so not on any (coll_gpu_uniform_buffers) */
+        return allreduce_device(sbuf, rbuf, count, dtype, op, comm, m, true);
     }
     if (m->in_agreed_call) {
         return m->prev_allreduce.fn(sbuf, rbuf, count, dtype, op, comm, m->prev_allreduce.module);
     }
     /* mixed kinds allowed: agree first, then take the agreed path */
     m->in_agreed_call = true;
-    host = mca_coll_gpu_both_host(sbuf, rbuf);
-    rc = mca_coll_gpu_agree(m, comm, mca_coll_gpu_both_device(sbuf, rbuf), &all_device);
+    host = mca_coll_gpu_both_host(sdata, rdata);
+    rc = mca_coll_gpu_agree(m, comm, !host, &all_device);
     if (OMPI_SUCCESS == rc) {
         rc = host ? m->prev_allreduce.fn(sbuf, rbuf, count, dtype, op, comm,
                                          m->prev_allreduce.module)

@@ -2,10 +2,15 @@
  * coll_gpu_bcast.c - MPI_Bcast.
  *
  *   host buffer on this rank              -> the saved module, untouched
- *   device buffer, contiguous layout      -> the node team: push from the root (coll_gpu_nvl.c)
+ *   device (or managed) buffer, a team    -> the node team: push, chain or tree from the root
+ *                                            (coll_gpu_nvl.c); a rank whose layout has gaps, or
+ *                                            whose memory the team cannot map, packs into a
+ *                                            device temporary first (coll_gpu_adapt.c)
  *   anything else                         -> host staging: the root copies its data in, the
  *                                            others copy the result out
- * The path decision follows coll_gpu_allreduce.c (coll_gpu_uniform_buffers).
+ * The path decision follows coll_gpu_allreduce.c (coll_gpu_uniform_buffers).  Ranks may pass
+ * different datatypes of one type signature (MPI allows it): the decision never looks at the
+ * layout.
  */
 #include "ompi_config.h"
 
@@ -30,50 +35,68 @@ static int bcast_staged(void *buf, int count, struct ompi_datatype_t *dtype, int
     return mca_coll_gpu_unstage_pair(m, comm, bcast_name, rc, &none, COLL_GPU_NONE, &b, dir);
 }
 
-/* The device path: the node team when the call suits it, else staging. */
+/*
+ * The device path: the node team when every rank is on it (all_device: uniform kinds assumed,
+ * or agreed) and the communicator has one, else staging.  The choice uses nothing a rank may
+ * hold differently from another: not the layout (ranks may pass different datatypes of one
+ * signature), not the byte count (different on the ranks of an erroneous call, which must
+ * fail, not hang: the team path compares it with the root's, coll_gpu_nvl.c).  The byte count
+ * only picks the algorithm, and the root's pick is the one every rank runs.  A rank whose buffer
+ * the team cannot use in place goes through a device temporary (coll_gpu_adapt.c).
+ */
 static int bcast_device(void *buf, int count, struct ompi_datatype_t *dtype, int root,
                         struct ompi_communicator_t *comm, mca_coll_gpu_module_t *m,
                         bool all_device)
 {
+    size_t bytes = mca_coll_gpu_call_bytes(dtype, (size_t) count);
+    bool is_root = (ompi_comm_rank(comm) == root);
     coll_gpu_team_t *team;
+    coll_gpu_adapt_t a;
     topo_plan_t plan;
-    ptrdiff_t lo;
-    size_t len;
-    bool capable;
+    int rc, local_rc;
 
-    /* the fast path moves the bytes of a contiguous layout: [buf + lo, buf + lo + len) */
-    mca_coll_gpu_span(dtype, (size_t) count, &lo, &len);
-    capable = all_device && 0 < count
-              && ompi_datatype_is_contiguous_memory_layout(dtype, (int32_t) count);
-    team = mca_coll_gpu_select(m, comm, TOPO_COLL_BCAST, len, capable, &plan);
-    mca_coll_gpu_log_plan(bcast_name, comm, len, dtype, NULL, TOPO_COLL_BCAST, team, &plan);
-    if (NULL != team) {
-        return mca_coll_gpu_nvl_bcast(team, &plan, (char *) buf + lo, len, root, comm);
+    team = mca_coll_gpu_select(m, comm, TOPO_COLL_BCAST, bytes,
+                               all_device ? NULL : "memory kind: host memory on some rank",
+                               &plan);
+    mca_coll_gpu_log_plan(bcast_name, comm, bytes, dtype, NULL, TOPO_COLL_BCAST, team, &plan);
+    if (NULL == team) {
+        return bcast_staged(buf, count, dtype, root, comm, m);
     }
-    return bcast_staged(buf, count, dtype, root, comm, m);
+    /* a rank that cannot prepare its buffer still takes part (its peers fail, not wait); the
+     * root's plan is the call's, and a push root's buffer is only read, never mapped by peers
+     * (its IPC capability, a driver query, is not asked) */
+    local_rc = mca_coll_gpu_adapt_in(m, comm, bcast_name, 0, buf, count, dtype, is_root,
+                                     !(is_root && TOPO_BC_PUSH == plan.alg), &a);
+    rc = mca_coll_gpu_nvl_bcast(team, &plan, a.dev, bytes, root, comm, local_rc);
+    if (OMPI_SUCCESS == rc) {
+        rc = mca_coll_gpu_adapt_out(m, comm, bcast_name, &a, !is_root);
+    }
+    return rc;
 }
 
 int mca_coll_gpu_bcast(void *buf, int count, struct ompi_datatype_t *dtype, int root,
                        struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    /* the kind of the memory the elements occupy, not of buf (which may lie outside it) */
+    const void *data = mca_coll_gpu_data_start(buf, dtype, count);
     bool host, all_device;
     int rc;
 
     if (!m->in_agreed_call && mca_coll_gpu_component.uniform_buffers) {
-        if (mca_coll_gpu_is_host(mca_coll_gpu_classify(buf))) {
+        if (mca_coll_gpu_is_host(mca_coll_gpu_classify(data))) {
             return m->prev_bcast.fn(buf, count, dtype, root, comm, m->prev_bcast.module);
         }
-        return bcast_device(buf, count, dtype, root, comm, m,
-                            DEV_MEM_DEVICE == mca_coll_gpu_classify(buf));
+        /* not host memory here, so not on any rank (coll_gpu_uniform_buffers) */
+        return bcast_device(buf, count, dtype, root, comm, m, true);
     }
     if (m->in_agreed_call) {
         return m->prev_bcast.fn(buf, count, dtype, root, comm, m->prev_bcast.module);
     }
     /* mixed kinds allowed: agree first, then take the agreed path */
     m->in_agreed_call = true;
-    host = mca_coll_gpu_is_host(mca_coll_gpu_classify(buf));
-    rc = mca_coll_gpu_agree(m, comm, DEV_MEM_DEVICE == mca_coll_gpu_classify(buf), &all_device);
+    host = mca_coll_gpu_is_host(mca_coll_gpu_classify(data));
+    rc = mca_coll_gpu_agree(m, comm, !host, &all_device);
     if (OMPI_SUCCESS == rc) {
         rc = host ? m->prev_bcast.fn(buf, count, dtype, root, comm, m->prev_bcast.module)
                   : bcast_device(buf, count, dtype, root, comm, m, all_device);

@@ -63,17 +63,24 @@ _Static_assert(sizeof(topo_enum_value_t) == sizeof(mca_base_var_enum_value_t),
 /* Register an enum-valued parameter; the enum object is owned by the variable system. */
 static void register_enum(const char *name, const char *enum_name,
                           const mca_base_var_enum_value_t *values, const char *help, int flags,
-                          mca_base_var_info_lvl_t level, int *storage)
+                          mca_base_var_info_lvl_t level, mca_base_var_scope_t scope,
+                          int *storage)
 {
     mca_base_var_enum_t *new_enum = NULL;
 
     (void) mca_base_var_enum_create(enum_name, values, &new_enum);
     (void) mca_base_component_var_register(&mca_coll_gpu_component.super.collm_version, name,
                                            help, MCA_BASE_VAR_TYPE_INT, new_enum, 0, flags, level,
-                                           MCA_BASE_VAR_SCOPE_ALL, storage);
+                                           scope, storage);
     OBJ_RELEASE(new_enum);
 }
 
+/*
+ * Scopes: every parameter that changes the path of a call (the algorithms, the kernel launch
+ * shape, the chunk, the one-shot slot, peer access, uniform_buffers) has the scope
+ * MCA_BASE_VAR_SCOPE_ALL_EQ: every rank of a call must choose the same path, so these must hold
+ * the same value on every process, also when an MPI_T tool sets those settable at run time.
+ */
 static int gpu_register(void)
 {
     const mca_base_component_t *c = &mca_coll_gpu_component.super.collm_version;
@@ -97,7 +104,8 @@ static int gpu_register(void)
                   "coll/gpu stays out of the way silently), cuda (CUDA, and report when it "
                   "cannot be used), emulated (the CPU pretends to be a GPU; for testing only, "
                   "never chosen automatically)",
-                  0, OPAL_INFO_LVL_3, &mca_coll_gpu_component.device_choice);
+                  0, OPAL_INFO_LVL_3, MCA_BASE_VAR_SCOPE_ALL,
+                  &mca_coll_gpu_component.device_choice);
 
     (void) mca_base_component_var_register(
         c, "stage_cache_bytes",
@@ -113,7 +121,7 @@ static int gpu_register(void)
                   "oneshot (every rank reduces all peers' data; small messages), twoshot "
                   "(reduce-scatter then all-gather by peer loads/stores, zero-copy), ring "
                   "(pipelined between ring neighbours only).  Settable at run time through MPI_T",
-                  MCA_BASE_VAR_FLAG_SETTABLE, OPAL_INFO_LVL_5,
+                  MCA_BASE_VAR_FLAG_SETTABLE, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_ALL_EQ,
                   &mca_coll_gpu_component.allreduce_algorithm);
 
     register_enum("bcast_algorithm", "coll_gpu_bcast_algorithm",
@@ -122,40 +130,40 @@ static int gpu_register(void)
                   "push (the root copies into every peer's buffer), chain and tree (pipelined "
                   "along the node model's ring, or down a binary tree over it).  Settable at "
                   "run time through MPI_T",
-                  MCA_BASE_VAR_FLAG_SETTABLE, OPAL_INFO_LVL_5,
+                  MCA_BASE_VAR_FLAG_SETTABLE, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_ALL_EQ,
                   &mca_coll_gpu_component.bcast_algorithm);
 
     (void) mca_base_component_var_register(
         c, "nblocks", "Thread blocks of the reduction kernels (NCCL_MIN_NCHANNELS); 0: chosen "
         "by the decision table", MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_6,
-        MCA_BASE_VAR_SCOPE_READONLY, &mca_coll_gpu_component.nblocks);
+        MCA_BASE_VAR_SCOPE_ALL_EQ, &mca_coll_gpu_component.nblocks);
     (void) mca_base_component_var_register(
         c, "nthreads", "Threads per block of the reduction kernels (NCCL_NTHREADS); 0: chosen "
         "by the decision table", MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_6,
-        MCA_BASE_VAR_SCOPE_READONLY, &mca_coll_gpu_component.nthreads);
+        MCA_BASE_VAR_SCOPE_ALL_EQ, &mca_coll_gpu_component.nthreads);
     (void) mca_base_component_var_register(
         c, "chunk_bytes", "Pipeline chunk of pipelined algorithms (bytes); 0: chosen by the "
         "decision table", MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_6,
-        MCA_BASE_VAR_SCOPE_READONLY, &mca_coll_gpu_component.chunk_bytes);
+        MCA_BASE_VAR_SCOPE_ALL_EQ, &mca_coll_gpu_component.chunk_bytes);
     (void) mca_base_component_var_register(
         c, "oneshot_slot_bytes", "Device scratch per rank for one-shot allreduce (two slots of "
         "this size); larger messages use two-shot", MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0,
-        OPAL_INFO_LVL_6, MCA_BASE_VAR_SCOPE_READONLY, &mca_coll_gpu_component.oneshot_slot_bytes);
+        OPAL_INFO_LVL_6, MCA_BASE_VAR_SCOPE_ALL_EQ, &mca_coll_gpu_component.oneshot_slot_bytes);
     (void) mca_base_component_var_register(
         c, "uniform_buffers", "Assume every rank passes the same kind of memory (host or "
         "device) to a given allreduce or bcast, as NCCL requires (default).  Set to false for "
         "programs that mix host and device buffers across ranks in one call: each such call "
         "then first agrees on the kind with one small host allreduce (host-buffer calls pay "
         "for it too)", MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_3,
-        MCA_BASE_VAR_SCOPE_READONLY, &mca_coll_gpu_component.uniform_buffers);
+        MCA_BASE_VAR_SCOPE_ALL_EQ, &mca_coll_gpu_component.uniform_buffers);
 
     register_enum("p2p_level", "coll_gpu_p2p_level", AS_MCA_ENUM(topo_p2p_level_values),
                   "Worst path over which GPUs use peer access (NCCL_P2P_LEVEL): auto (PXB), "
-                  "NVL, PIX, PXB, PHB, SYS", 0, OPAL_INFO_LVL_5,
+                  "NVL, PIX, PXB, PHB, SYS", 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_ALL_EQ,
                   &mca_coll_gpu_component.p2p_level);
     (void) mca_base_component_var_register(
         c, "p2p_disable", "Never use peer access between different GPUs (NCCL_P2P_DISABLE)",
-        MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+        MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_ALL_EQ,
         &mca_coll_gpu_component.p2p_disable);
     mca_coll_gpu_component.topo_file = NULL;
     (void) mca_base_component_var_register(
@@ -185,6 +193,7 @@ static int gpu_close(void)
 {
     mca_coll_gpu_gapfill_finalize();
     mca_coll_gpu_topo_finalize();
+    mca_coll_gpu_memhooks_fini();
     if (mca_coll_gpu_component.dev_opened) {
         dev_close();
         mca_coll_gpu_component.dev_opened = false;

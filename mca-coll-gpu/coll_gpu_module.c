@@ -47,6 +47,7 @@ static void gpu_module_release(mca_coll_gpu_module_t *module)
     module->n_gap_modules = 0;
     mca_coll_gpu_team_destroy(module);
     mca_coll_gpu_bounce_release(module);
+    mca_coll_gpu_adapt_release(module);
 }
 
 static void gpu_module_destruct(mca_coll_gpu_module_t *module)
@@ -78,6 +79,7 @@ int mca_coll_gpu_init_query(bool enable_progress_threads, bool enable_mpi_thread
     c->dev_status = rc;
     if (DEV_OK == rc) {
         c->dev_opened = true;
+        mca_coll_gpu_memhooks_init();
         COLL_GPU_VERBOSE(COLL_GPU_LOG_QUERY, "coll:gpu:init_query: %s backend ready",
                          dev_backend_name(backend));
         return OMPI_SUCCESS;

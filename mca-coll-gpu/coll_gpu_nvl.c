@@ -109,6 +109,9 @@ static int nvl_finish_all(coll_gpu_team_t *t, uint64_t seq, bool arrived, int rc
     for (int p = 0; p < t->size; ++p) {
         mca_coll_gpu_team_wait_done(t, p, seq);
     }
+    if (OMPI_SUCCESS != rc) {
+        return rc; /* this rank's own failure says more than "a peer failed" */
+    }
     return mca_coll_gpu_team_any_failed(t, seq) ? OMPI_ERROR : rc;
 }
 
@@ -292,13 +295,35 @@ out:
     return nvl_finish_all(t, seq, arrived, rc);
 }
 
+/* A rank that failed before a call (it could not prepare its buffers) still takes part, without
+ * data: it marks itself failed, arrives (its step counter jumps past the call, releasing ring
+ * neighbours), and ends as the algorithm's ranks end, so that every peer sees the failure and
+ * returns an error instead of waiting.  One-shot in place ends at its own done; the others wait
+ * for everybody's. */
+static int nvl_sit_out(coll_gpu_team_t *t, bool own_done_only, int rc)
+{
+    uint64_t seq = ++t->seq;
+
+    mca_coll_gpu_team_fail(t, seq);
+    if (own_done_only) {
+        mca_coll_gpu_team_arrive(t, seq);
+        mca_coll_gpu_team_done(t, seq);
+        return rc;
+    }
+    return nvl_finish_all(t, seq, false, rc);
+}
+
 int mca_coll_gpu_nvl_allreduce(coll_gpu_team_t *t, const topo_plan_t *plan, const void *sbuf,
                                void *rbuf, size_t count, dev_dtype_t dt, dev_op_t op,
-                               struct ompi_communicator_t *comm)
+                               struct ompi_communicator_t *comm, int local_rc)
 {
     size_t esize = dev_dtype_size(dt);
     const void *src = (MPI_IN_PLACE == sbuf) ? rbuf : sbuf;
     dev_launch_t launch = {plan->nblocks, plan->nthreads};
+
+    if (OMPI_SUCCESS != local_rc) {
+        return nvl_sit_out(t, TOPO_AR_ONESHOT == plan->alg && MPI_IN_PLACE == sbuf, local_rc);
+    }
 
     if (TOPO_AR_ONESHOT == plan->alg && MPI_IN_PLACE == sbuf) {
         return allreduce_oneshot_scratch(t, src, rbuf, count, dt, op, count * esize, &launch,
@@ -311,6 +336,20 @@ int mca_coll_gpu_nvl_allreduce(coll_gpu_team_t *t, const topo_plan_t *plan, cons
         return allreduce_ring(t, src, rbuf, count, dt, op, esize, &launch, comm);
     }
     return allreduce_twoshot(t, src, rbuf, count, dt, op, esize, &launch, comm);
+}
+
+/* The end of a push bcast that failed on this rank: the root waits until every peer has
+ * entered the call (so that none is still in the call before, whose double-buffered scratch
+ * and records the root's next call may reuse), a peer waits for the root's done. */
+static void bcast_wait_push(coll_gpu_team_t *t, uint64_t seq, int root)
+{
+    if (t->rank != root) {
+        mca_coll_gpu_team_wait_done(t, root, seq);
+        return;
+    }
+    for (int p = 0; p < t->size; ++p) {
+        mca_coll_gpu_team_wait_arrive(t, p, seq);
+    }
 }
 
 /* A non-root rank of a push bcast: publish where the data must go, wait for the root. */
@@ -353,6 +392,10 @@ static int bcast_root(coll_gpu_team_t *t, void *buf, size_t bytes,
     }
     NVL_CHECK(dev_stream_sync(t->stream), "bcast");
 out:
+    if (OMPI_SUCCESS != rc) {
+        (void) dev_stream_sync(t->stream);
+        bcast_wait_push(t, seq, t->rank);
+    }
     mca_coll_gpu_team_done(t, seq);
     return rc;
 }
@@ -447,12 +490,96 @@ out:
     return nvl_finish_all(t, seq, arrived, rc);
 }
 
-int mca_coll_gpu_nvl_bcast(coll_gpu_team_t *t, const topo_plan_t *plan, void *buf, size_t bytes,
-                           int root, struct ompi_communicator_t *comm)
+/* Did a peer bring another byte count than the root's to bcast seq?  (After the call: a peer
+ * cannot publish for seq + 2 before the root arrives at seq + 1.) */
+static bool bcast_any_mismatch(coll_gpu_team_t *t, uint64_t seq, size_t bytes)
 {
-    if (TOPO_BC_CHAIN == plan->alg || TOPO_BC_TREE == plan->alg) {
-        return bcast_pipelined(t, buf, bytes, root, plan->chunk_bytes, TOPO_BC_TREE == plan->alg,
-                               comm);
+    for (int p = 0; p < t->size; ++p) {
+        const coll_gpu_call_t *c = &t->ctl->rank[p].call[seq & 1];
+        if (seq == atomic_load_explicit(&c->seq, memory_order_acquire) && c->bytes != bytes) {
+            return true;
+        }
     }
-    return (t->rank == root) ? bcast_root(t, buf, bytes, comm) : bcast_peer(t, buf, root, comm);
+    return false;
+}
+
+/*
+ * A bcast through the team.  Before anything moves, every rank publishes its byte count and
+ * plan (coll_gpu_call_t) and every non-root waits for the root's: the root's plan is the call's
+ * (the byte count picked it, and the counts of an erroneous call differ), and a rank whose
+ * count differs from the root's sits the call out with MPI_ERR_TRUNCATE, so that the root never
+ * writes past its buffer, it never waits for chunks that will not come, and the root and the
+ * others fail the call too (the root with MPI_ERR_TRUNCATE as well).
+ *
+ *   root:      publish {bytes, alg, chunk}(seq)     run alg
+ *   non-root:  publish {bytes}(seq); wait root's    bytes equal: run the root's alg and chunk
+ *                                                   bytes differ: fail(seq), take part empty
+ * An empty call (the root's count and ours 0) ends at once, its seq consumed.
+ */
+int mca_coll_gpu_nvl_bcast(coll_gpu_team_t *t, const topo_plan_t *plan, void *buf, size_t bytes,
+                           int root, struct ompi_communicator_t *comm, int local_rc)
+{
+    uint64_t seq = t->seq + 1;
+    coll_gpu_call_t *mine = &t->ctl->rank[t->rank].call[seq & 1];
+    topo_plan_t agreed = *plan;
+    size_t root_bytes = bytes;
+    int rc;
+
+    mine->bytes = bytes;
+    mine->alg = (int32_t) plan->alg;
+    mine->chunk = plan->chunk_bytes;
+    atomic_store_explicit(&mine->seq, seq, memory_order_release);
+    if (t->rank != root) {
+        const coll_gpu_call_t *at_root = &t->ctl->rank[root].call[seq & 1];
+        unsigned spins = 0;
+        while (seq != atomic_load_explicit(&at_root->seq, memory_order_acquire)) {
+            mca_coll_gpu_team_pause(&spins);
+        }
+        root_bytes = at_root->bytes;
+        agreed.alg = at_root->alg;
+        agreed.chunk_bytes = at_root->chunk;
+        if (root_bytes != bytes) {
+            COLL_GPU_VERBOSE(COLL_GPU_LOG_CALL,
+                             "coll:gpu:bcast (cid %d): rank %d: %zu B here, %zu B at root %d: "
+                             "truncation, no data moved",
+                             coll_gpu_comm_cid(comm), t->rank, bytes, root_bytes, root);
+            if (OMPI_SUCCESS == local_rc) {
+                local_rc = MPI_ERR_TRUNCATE;
+            }
+        }
+    }
+    if (OMPI_SUCCESS != local_rc) {
+        /* push: the others wait for the root's done; the root, for everybody's arrival */
+        if (TOPO_BC_CHAIN != agreed.alg && TOPO_BC_TREE != agreed.alg) {
+            seq = ++t->seq;
+            mca_coll_gpu_team_fail(t, seq);
+            mca_coll_gpu_team_arrive(t, seq);
+            bcast_wait_push(t, seq, root);
+            mca_coll_gpu_team_done(t, seq);
+            return local_rc;
+        }
+        return nvl_sit_out(t, false, local_rc);
+    }
+    if (0 == bytes) {
+        /* nothing to move; still no rank may finish a call before every rank entered it (the
+         * one-shot scratch and these records are double-buffered on that) */
+        seq = ++t->seq;
+        mca_coll_gpu_team_arrive(t, seq);
+        for (int p = 0; p < t->size; ++p) {
+            mca_coll_gpu_team_wait_arrive(t, p, seq);
+        }
+        mca_coll_gpu_team_done(t, seq);
+        return OMPI_SUCCESS;
+    }
+    if (TOPO_BC_CHAIN == agreed.alg || TOPO_BC_TREE == agreed.alg) {
+        rc = bcast_pipelined(t, buf, bytes, root, agreed.chunk_bytes,
+                             TOPO_BC_TREE == agreed.alg, comm);
+    } else {
+        rc = (t->rank == root) ? bcast_root(t, buf, bytes, comm)
+                               : bcast_peer(t, buf, root, comm);
+    }
+    if (OMPI_SUCCESS != rc && t->rank == root && bcast_any_mismatch(t, seq, bytes)) {
+        rc = MPI_ERR_TRUNCATE;
+    }
+    return rc;
 }

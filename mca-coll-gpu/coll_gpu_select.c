@@ -1,13 +1,15 @@
 /*
  * coll_gpu_select.c - which path a device-buffer MPI_Allreduce or MPI_Bcast takes.
  *
- * The GPU path needs a predefined type and op it has a kernel for, a communicator whose ranks
- * all sit on this node and can map each other's memory (the team), and peer access allowed by
- * the node model under coll_gpu_p2p_level / coll_gpu_p2p_disable.  Given all that, the one
- * decision table of topo_select() picks the algorithm and its kernel launch shape, overridden by
- * coll_gpu_{allreduce,bcast}_algorithm, coll_gpu_nblocks, coll_gpu_nthreads,
- * coll_gpu_chunk_bytes.  Every input is the same on all ranks of a call (count, type, op,
- * communicator, parameters, the team's model), so all ranks choose the same path.
+ * The GPU path needs an element type and op it has a kernel for (allreduce), a communicator
+ * whose ranks all sit on this node and can map each other's memory (the team), and peer access
+ * allowed by the node model under coll_gpu_p2p_level / coll_gpu_p2p_disable.  Given all that,
+ * the one decision table of topo_select() picks the algorithm and its kernel launch shape,
+ * overridden by coll_gpu_{allreduce,bcast}_algorithm, coll_gpu_nblocks, coll_gpu_nthreads,
+ * coll_gpu_chunk_bytes (all of scope ALL_EQ).  Every input is the same on all ranks of a call:
+ * the type's signature (never its handle or layout, which may differ between ranks), count,
+ * op, communicator, parameters, the team's model; so all ranks choose the same path, and each
+ * rank then adapts its own buffers to it (coll_gpu_adapt.c).
  */
 #include "ompi_config.h"
 
@@ -18,50 +20,75 @@
 _Static_assert(sizeof(long) == 8 && sizeof(int) == 4 && sizeof(short) == 2,
                "coll/gpu maps C integer types for an LP64 platform");
 
-bool mca_coll_gpu_map_type(struct ompi_datatype_t *dtype, dev_dtype_t *out)
+/*
+ * The element type of a reduction, from the type's signature: the set of basic types it is made
+ * of (the opal description's bdt_used mask) and its size.  Ranks may pass different datatypes
+ * of one signature (MPI_INT on one, a dup of it or a contiguous type of ints on another), so
+ * the handle, the layout or a cache of either would split them across paths; the signature is
+ * the same on every rank.  A type made of one basic type is count x size / element size
+ * elements of it; each rank packs its own layout into that dense form when it is not already
+ * (coll_gpu_adapt.c).
+ *
+ * MPI_MINLOC and MPI_MAXLOC reduce (value, index) pairs.  The kernels take the pairs in their C
+ * layout; the dense form of a signature drops padding, so only the pairs whose C layout has none
+ * map: (int, int) (MPI_2INT and anything of ints) and (float, int) (MPI_FLOAT_INT).  The padded
+ * pairs (double/long with int, short with int) are staged whatever the layout of a rank: a rule
+ * on the signature and op, the same on every rank.
+ */
+const char *mca_coll_gpu_map_reduction(struct ompi_datatype_t *dtype, size_t count,
+                                       struct ompi_op_t *op, dev_dtype_t *dt, dev_op_t *dop,
+                                       size_t *nelems)
 {
     static const struct {
-        struct ompi_datatype_t *mpi;
+        struct ompi_datatype_t *basic; /* a predefined type of the basic type: its mask */
         dev_dtype_t dev;
     } table[] = {
-        {MPI_INT8_T, DEV_T_INT8},
-        {MPI_SIGNED_CHAR, DEV_T_INT8},
-        {MPI_CHAR, DEV_T_INT8},
-        {MPI_UINT8_T, DEV_T_UINT8},
-        {MPI_UNSIGNED_CHAR, DEV_T_UINT8},
-        {MPI_BYTE, DEV_T_UINT8},
-        {MPI_INT16_T, DEV_T_INT16},
-        {MPI_SHORT, DEV_T_INT16},
-        {MPI_UINT16_T, DEV_T_UINT16},
-        {MPI_UNSIGNED_SHORT, DEV_T_UINT16},
-        {MPI_INT32_T, DEV_T_INT32},
-        {MPI_INT, DEV_T_INT32},
-        {MPI_UINT32_T, DEV_T_UINT32},
-        {MPI_UNSIGNED, DEV_T_UINT32},
-        {MPI_INT64_T, DEV_T_INT64},
-        {MPI_LONG, DEV_T_INT64},
-        {MPI_LONG_LONG_INT, DEV_T_INT64},
-        {MPI_UINT64_T, DEV_T_UINT64},
-        {MPI_UNSIGNED_LONG, DEV_T_UINT64},
-        {MPI_UNSIGNED_LONG_LONG, DEV_T_UINT64},
-        {MPI_FLOAT, DEV_T_FLOAT},
-        {MPI_DOUBLE, DEV_T_DOUBLE},
-        {MPI_C_FLOAT_COMPLEX, DEV_T_CFLOAT},
-        {MPI_C_DOUBLE_COMPLEX, DEV_T_CDOUBLE},
+        {MPI_INT8_T, DEV_T_INT8},     {MPI_UINT8_T, DEV_T_UINT8},
+        {MPI_INT16_T, DEV_T_INT16},   {MPI_UINT16_T, DEV_T_UINT16},
+        {MPI_INT32_T, DEV_T_INT32},   {MPI_UINT32_T, DEV_T_UINT32},
+        {MPI_INT64_T, DEV_T_INT64},   {MPI_LONG, DEV_T_INT64},
+        {MPI_UINT64_T, DEV_T_UINT64}, {MPI_UNSIGNED_LONG, DEV_T_UINT64},
+        {MPI_FLOAT, DEV_T_FLOAT},     {MPI_DOUBLE, DEV_T_DOUBLE},
+        {MPI_C_FLOAT_COMPLEX, DEV_T_CFLOAT}, {MPI_C_DOUBLE_COMPLEX, DEV_T_CDOUBLE},
         {MPI_C_BOOL, DEV_T_BOOL},
-        {MPI_FLOAT_INT, DEV_T_FLOAT_INT},
-        {MPI_DOUBLE_INT, DEV_T_DOUBLE_INT},
-        {MPI_LONG_INT, DEV_T_LONG_INT},
-        {MPI_2INT, DEV_T_2INT},
-        {MPI_SHORT_INT, DEV_T_SHORT_INT},
     };
-    for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); ++i) {
-        if (dtype == table[i].mpi) {
-            *out = table[i].dev;
-            return true;
+    uint32_t mask = dtype->super.bdt_used;
+    size_t size = 0, esize;
+    bool found = false;
+
+    if (!mca_coll_gpu_map_op(op, dop)) {
+        return "op without a GPU kernel";
+    }
+    ompi_datatype_type_size(dtype, &size);
+    if (DEV_OP_MINLOC == *dop || DEV_OP_MAXLOC == *dop) {
+        if (MPI_2INT->super.bdt_used == mask) {
+            *dt = DEV_T_2INT;
+        } else if (MPI_FLOAT_INT->super.bdt_used == mask) {
+            *dt = DEV_T_FLOAT_INT;
+        } else {
+            return "MINLOC/MAXLOC pair type without a GPU kernel (padded, or not a pair)";
+        }
+        found = true;
+    }
+    for (size_t i = 0; !found && i < sizeof(table) / sizeof(table[0]); ++i) {
+        if (mask == table[i].basic->super.bdt_used && dev_dtype_size(table[i].dev)
+                                                          == table[i].basic->super.size) {
+            *dt = table[i].dev;
+            found = true;
         }
     }
-    return false;
+    if (!found) {
+        return "type without a GPU kernel (mixed or unsupported basic types)";
+    }
+    esize = dev_dtype_size(*dt);
+    if (0 == esize || 0 != size % esize) {
+        return "type without a GPU kernel (size not a whole number of elements)";
+    }
+    if (!dev_op_valid(*dop, *dt)) {
+        return "op not defined on the type";
+    }
+    *nelems = count * (size / esize);
+    return NULL;
 }
 
 bool mca_coll_gpu_map_op(struct ompi_op_t *op, dev_op_t *out)
@@ -158,7 +185,7 @@ void mca_coll_gpu_topo_finalize(void)
 }
 
 coll_gpu_team_t *mca_coll_gpu_select(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
-                                     topo_coll_t coll, size_t bytes, bool gpu_capable,
+                                     topo_coll_t coll, size_t bytes, const char *not_capable,
                                      topo_plan_t *plan)
 {
     mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
@@ -170,8 +197,8 @@ coll_gpu_team_t *mca_coll_gpu_select(mca_coll_gpu_module_t *m, struct ompi_commu
     memset(plan, 0, sizeof(*plan));
     plan->alg = staged;
     plan->forced = (staged == forced);
-    if (!gpu_capable) {
-        snprintf(plan->reason, sizeof(plan->reason), "type, op or layout without a GPU kernel");
+    if (NULL != not_capable) {
+        snprintf(plan->reason, sizeof(plan->reason), "%s", not_capable);
         return NULL;
     }
     if (staged == forced) {
@@ -179,7 +206,9 @@ coll_gpu_team_t *mca_coll_gpu_select(mca_coll_gpu_module_t *m, struct ompi_commu
                  topo_coll_name(coll));
         return NULL;
     }
-    if (2 > ompi_comm_size(comm) || 0 == bytes) {
+    /* A bcast's byte count may differ between ranks (an erroneous program that must fail, not
+     * hang): it never decides between the team and staging; the team path checks it. */
+    if (2 > ompi_comm_size(comm) || (0 == bytes && TOPO_COLL_ALLREDUCE == coll)) {
         snprintf(plan->reason, sizeof(plan->reason), "nothing to exchange between GPUs");
         return NULL;
     }

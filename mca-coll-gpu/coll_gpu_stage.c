@@ -286,6 +286,24 @@ static void stage_none(const void *buf, coll_gpu_staged_t *out)
     out->host_base = (char *) buf;
 }
 
+/* The kind of the memory a layout at buf occupies: of its first byte, not of buf, which may
+ * lie outside the allocation (a type with a positive lower bound, MPI_BOTTOM). */
+static dev_mem_kind_t layout_kind(const void *buf, coll_gpu_layout_t layout)
+{
+    ptrdiff_t lo = 0;
+    size_t len = 0;
+
+    if (MPI_IN_PLACE == buf) {
+        return DEV_MEM_HOST;
+    }
+    if (0 < layout.n) {
+        mca_coll_gpu_span_v(layout.dtype, layout.n, layout.counts, layout.displs, &lo, &len);
+    } else if (NULL != layout.dtype) {
+        mca_coll_gpu_span(layout.dtype, layout.count, &lo, &len);
+    }
+    return mca_coll_gpu_classify(0 < len ? (const char *) buf + lo : buf);
+}
+
 /* stage_pair with the bounce slots of the send and receive buffer given (-1: per call). */
 static int stage_pair_slots(mca_coll_gpu_module_t *module, struct ompi_communicator_t *comm,
                             const char *what, int sslot, const void *sbuf,
@@ -293,8 +311,9 @@ static int stage_pair_slots(mca_coll_gpu_module_t *module, struct ompi_communica
                             coll_gpu_layout_t rlayout, coll_gpu_dir_t rdir, coll_gpu_staged_t *s,
                             coll_gpu_staged_t *r)
 {
-    dev_mem_kind_t skind = mca_coll_gpu_classify(sbuf);
-    dev_mem_kind_t rkind = mca_coll_gpu_classify(rbuf);
+    /* a buffer insignificant on this rank may come with a type that is not one: not read */
+    dev_mem_kind_t skind = (0 != sdir) ? layout_kind(sbuf, slayout) : DEV_MEM_HOST;
+    dev_mem_kind_t rkind = (0 != rdir) ? layout_kind(rbuf, rlayout) : DEV_MEM_HOST;
     int rc;
 
     stage_none(sbuf, s);

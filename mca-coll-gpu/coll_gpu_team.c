@@ -451,6 +451,11 @@ int mca_coll_gpu_team_export(coll_gpu_team_t *t, const void *ptr, coll_gpu_xbuf_
             slot = e; /* empty or least recently used */
         }
     }
+    /* pool, VMM and managed memory cannot be exported: refuse before the export call, and
+     * before the least recently used entry is given up for nothing */
+    if (!dev_mem_ipc_capable(base)) {
+        return DEV_ERR_UNSUPPORTED;
+    }
     rc = dev_ipc_export(base, &slot->handle);
     if (DEV_OK != rc) {
         slot->last_use = 0;

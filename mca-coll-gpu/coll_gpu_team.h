@@ -46,6 +46,18 @@ typedef struct coll_gpu_xbuf_t {
     uint64_t offset;
 } coll_gpu_xbuf_t;
 
+/* What a rank brings to one bcast through the team, published before it waits for anyone:
+ * the root's record is the call's plan (every rank runs the root's algorithm and chunk), and a
+ * rank whose byte count differs from the root's sits the call out with MPI_ERR_TRUNCATE instead
+ * of moving data.  Two records per rank, by seq parity: no rank can publish for seq + 2 before
+ * every rank has arrived at seq + 1, hence finished reading the records of seq. */
+typedef struct coll_gpu_call_t {
+    _Atomic uint64_t seq;      /* the call this record is for; stored last (release) */
+    uint64_t bytes;            /* this rank's count x type size */
+    uint64_t chunk;            /* the plan's pipeline chunk */
+    int32_t alg;               /* the plan's topo_bcast_alg_t */
+} coll_gpu_call_t;
+
 /* One rank's record in the shared control block, alone on its cache lines. */
 typedef struct coll_gpu_ctl_rank_t {
     _Atomic uint64_t arrive;   /* seq of the last call this rank entered (handles published) */
@@ -54,6 +66,7 @@ typedef struct coll_gpu_ctl_rank_t {
     _Atomic uint64_t step;     /* COLL_GPU_STEP(seq, steps or chunks completed): ring, chain */
     coll_gpu_xbuf_t sbuf;      /* this call's send buffer (zero-copy algorithms) */
     coll_gpu_xbuf_t rbuf;      /* this call's receive buffer */
+    coll_gpu_call_t call[2];   /* bcast agreement, by seq parity (coll_gpu_call_t) */
 } __attribute__((aligned(64))) coll_gpu_ctl_rank_t;
 
 typedef struct coll_gpu_ctl_t {

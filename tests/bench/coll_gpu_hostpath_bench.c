@@ -78,7 +78,7 @@ int main(int argc, char **argv)
 {
     int batches = 50, calls = 1000, warmup = 10000;
     int rank, size, provided, c, i, b, bad = 0, present, mpit;
-    float in[2], out[2];
+    float *in, *out;
     double *per_call, t0, stats[4], gstats[4];
     char colls[1024];
 
@@ -106,7 +106,12 @@ int main(int argc, char **argv)
         read_coll_selection(colls, sizeof(colls));
     }
     per_call = (double *) malloc(sizeof(double) * (size_t) batches);
-    if (NULL == per_call) {
+    /* plain malloc memory, as applications pass: coll/gpu classifies it on every call, from its
+     * cache of plain host pages when Open MPI's memory hooks let it keep one (coll_gpu_verbose 5
+     * says "classification cache on"), else by asking the driver each time */
+    in = (float *) malloc(2 * sizeof(float));
+    out = (float *) malloc(2 * sizeof(float));
+    if (NULL == per_call || NULL == in || NULL == out) {
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
 
@@ -147,6 +152,8 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
     free(per_call);
+    free(in);
+    free(out);
     if (mpit) {
         MPI_T_finalize();
     }

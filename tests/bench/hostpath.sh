@@ -6,7 +6,9 @@
 # in this one invocation so that drift of the machine hits both alike, then prints the median of
 # each side over the rounds, and the median and spread of the per-round differences B - A (the
 # headline: a pair of neighbouring runs shares the machine's state).  The goal is at most 50 ns
-# added.  Compare the spread with the difference before believing a small one.
+# added.  Compare the spread with the difference before believing a small one.  The buffers are
+# plain malloc memory; a header line says whether coll/gpu's classification cache is on (the
+# number that matters) or off (every call asks the driver: Open MPI's memory hooks missing).
 #
 #   BUILDDIR     a configured and built tree (the component comes from BUILDDIR/mca-coll-gpu)
 #   -r ROUNDS    rounds of A and B (default 10; each run takes about a second)
@@ -97,6 +99,13 @@ median() {
 echo "# hostpath.sh: 8-byte host-buffer MPI_Allreduce, $np ranks, $rounds rounds A B"
 echo "#   A: OMPI_MCA_coll=$COLL_WITHOUT    B: OMPI_MCA_coll=$COLL_WITH (coll_gpu_device=$device)"
 echo "#   component: $compdir/mca_coll_gpu.so; mpirun $bind"
+# Whether B answers host buffers from the classification cache (on when Open MPI's memory hooks
+# see munmap) or asks the driver every call: one short run at coll_gpu_verbose 5 says.
+# shellcheck disable=SC2086
+cache=$(OMPI_MCA_coll=$COLL_WITH OMPI_MCA_coll_gpu_verbose=5 "$MPIRUN" -np "$np" $bind \
+    ${HOSTPATH_MPIRUN_ARGS:-} "$prog" -b 1 -k 1 -w 0 2>&1 | grep -m1 'classification cache' \
+    | sed 's/.*coll:gpu:memhooks: //')
+echo "#   B's ${cache:-classification cache: (no line from coll/gpu: not loaded?)}"
 i=1
 while [ "$i" -le "$rounds" ]; do
     a=$(run A "$COLL_WITHOUT" "$@") || exit 1

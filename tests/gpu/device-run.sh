@@ -42,7 +42,8 @@ stamp "check" >"$out/check.txt"
 make -C tests -j"$jobs" check TESTS= >>"$out/check.txt" 2>&1
 unit_tests=$(cd tests && find unit -maxdepth 1 -type f -name 'test_*' -perm -u+x | sort | tr '\n' ' ')
 COLL_GPU_MATRIX_ARGS=${COLL_GPU_MATRIX_ARGS:---quick} timeout 260 make -C tests -j"$jobs" check \
-    TESTS="$unit_tests gpu/coll_matrix_cuda.sh gpu/fastpath_cuda.sh" >>"$out/check.txt" 2>&1
+    TESTS="$unit_tests gpu/coll_matrix_cuda.sh gpu/fastpath_cuda.sh gpu/kinds_cuda.sh gpu/signature_cuda.sh" \
+    >>"$out/check.txt" 2>&1
 echo "make check rc=$?" >>"$out/check.txt"
 for f in tests/unit/*.log tests/gpu/*.log; do
     [ -f "$f" ] || continue

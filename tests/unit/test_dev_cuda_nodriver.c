@@ -156,7 +156,10 @@ static void with_gpu(void)
     tap_ok(DEV_OK == dev_mem_alloc(&d, N), "dev_mem_alloc (%s)", dev_error_string());
     tap_ok(DEV_OK == dev_mem_alloc_managed(&m, N), "dev_mem_alloc_managed");
     tap_ok(DEV_OK == dev_host_alloc(&h, N), "dev_host_alloc");
-    for (int rep = 0; rep < 2; ++rep) { /* the second round answers from the cache */
+    /* the cache on (this program releases no host page while it runs): heap and stack pages
+     * are answered from it in the second round, everything else by the driver */
+    dev_mem_classify_cache_enable(true);
+    for (int rep = 0; rep < 2; ++rep) {
         ok = DEV_MEM_DEVICE == dev_mem_classify(d)
              && DEV_MEM_DEVICE == dev_mem_classify((char *) d + N - 1)
              && DEV_MEM_MANAGED == dev_mem_classify((char *) m + 4096)
@@ -195,11 +198,26 @@ static void with_gpu(void)
         tap_ok(DEV_OK == dev_event_destroy(ev) && DEV_OK == dev_stream_destroy(st),
                "destroy the event and the stream");
     }
+    {
+        /* pool memory: device memory that the legacy IPC cannot export, refused cleanly */
+        void *pool = NULL;
+        tap_ok(DEV_OK == dev_mem_alloc_pool(&pool, N) && DEV_MEM_DEVICE == dev_mem_classify(pool),
+               "dev_mem_alloc_pool gives device memory (%s)", dev_error_string());
+        tap_ok(dev_mem_ipc_capable(d) && !dev_mem_ipc_capable(pool) && !dev_mem_ipc_capable(m)
+                   && !dev_mem_ipc_capable(h) && !dev_mem_ipc_capable(src),
+               "only the cudaMalloc allocation is IPC-capable (not pool, managed, pinned, heap)");
+        tap_ok(DEV_ERR_UNSUPPORTED == dev_ipc_export(pool, &handle)
+                   && DEV_ERR_UNSUPPORTED == dev_ipc_export(m, &handle),
+               "dev_ipc_export of pool and managed memory is refused (%s)", dev_error_string());
+        ok = DEV_OK == dev_memcpy(pool, src, N) && DEV_OK == dev_memcpy(back, pool, N)
+             && 0 == memcmp(back, src, N);
+        tap_ok(ok && DEV_OK == dev_mem_free(pool), "copies through pool memory; dev_mem_free");
+    }
     tap_ok(DEV_OK == dev_ipc_export(d, &handle), "dev_ipc_export");
     tap_ok(DEV_OK != dev_ipc_import(&handle, &self), "importing one's own export fails");
     tap_ok(DEV_OK == dev_mem_free(d), "dev_mem_free");
     tap_ok(DEV_MEM_DEVICE != dev_mem_classify(d),
-           "a pointer freed through dev_mem_free is no longer device (cache updated)");
+           "a pointer freed through dev_mem_free is no longer device");
     tap_ok(DEV_OK == dev_mem_alloc(&d, N) && DEV_OK == dev_mem_range(d, &base, &size, &id2)
                && id2 != id,
            "a new allocation has a new buffer id");

@@ -151,6 +151,53 @@ static void test_devices(void)
 
 /* ---- memory -------------------------------------------------------------------------------*/
 
+/* Which memory the legacy IPC can export: plain device allocations only.  Pool memory is
+ * device memory in every other respect (classification, copies, PROT_NONE). */
+static void test_ipc_capable(void)
+{
+    enum { N = 3000 };
+    unsigned char in[N], out[N];
+    void *d = NULL, *pool = NULL, *m = NULL, *h = NULL, *r = NULL;
+    char *heap = malloc(N);
+    dev_ipc_handle_t handle;
+    size_t size = 0;
+    uint64_t id = 0;
+
+    dev_open(DEV_BACKEND_EMULATED);
+    tap_ok(DEV_OK == dev_mem_alloc(&d, N) && DEV_OK == dev_mem_alloc_pool(&pool, N)
+               && DEV_OK == dev_mem_alloc_managed(&m, N) && DEV_OK == dev_host_alloc(&h, N),
+           "device, pool, managed and pinned allocations");
+    tap_ok(dev_mem_ipc_capable(d) && dev_mem_ipc_capable((char *) d + N - 1),
+           "a device allocation is IPC-capable (base and last byte)");
+    tap_ok(DEV_MEM_DEVICE == dev_mem_classify(pool) && DEV_MEM_DEVICE == dev_mem_classify(
+               (char *) pool + N - 1), "pool memory is classified device");
+    tap_ok(!dev_mem_ipc_capable(pool) && !dev_mem_ipc_capable((char *) pool + 17),
+           "pool memory is not IPC-capable");
+    tap_ok(!dev_mem_ipc_capable(m) && !dev_mem_ipc_capable(h) && !dev_mem_ipc_capable(heap)
+               && !dev_mem_ipc_capable(NULL),
+           "managed, pinned, heap memory and NULL are not IPC-capable");
+    tap_ok(DEV_ERR_UNSUPPORTED == dev_ipc_export(pool, &handle),
+           "dev_ipc_export of pool memory is refused with DEV_ERR_UNSUPPORTED");
+    tap_ok(DEV_ERR_UNSUPPORTED == dev_ipc_export(m, &handle),
+           "dev_ipc_export of managed memory is refused with DEV_ERR_UNSUPPORTED");
+    tap_ok(DEV_OK == dev_ipc_export(d, &handle), "dev_ipc_export of the device allocation works");
+    tap_ok(DEV_OK == dev_mem_range((char *) pool + 5, &r, &size, &id) && r == pool && N == size,
+           "dev_mem_range of pool memory");
+    fill_pattern(in, N, 9);
+    memset(out, POISON_HOST, N);
+    tap_ok(DEV_OK == dev_memcpy(pool, in, N) && DEV_OK == dev_memcpy(out, pool, N)
+               && 0 == memcmp(in, out, N),
+           "copies into and out of pool memory");
+    tap_ok(DEV_OK == dev_mem_free(pool) && !dev_mem_ipc_capable(pool)
+               && DEV_MEM_DEVICE != dev_mem_classify(pool),
+           "dev_mem_free releases pool memory");
+    dev_mem_free(d);
+    dev_mem_free(m);
+    dev_host_free(h);
+    dev_close();
+    free(heap);
+}
+
 static void test_classify(void)
 {
     enum { N = 1000 };
@@ -584,6 +631,7 @@ int main(void)
     test_lifecycle();
     test_devices();
     test_classify();
+    test_ipc_capable();
     test_mem_device();
     test_buffer_ids();
     test_fault();
