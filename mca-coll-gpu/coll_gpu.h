@@ -124,6 +124,9 @@ typedef struct mca_coll_gpu_component_t {
     bool p2p_disable;
     char *topo_file;            /* load the node model from here instead of probing */
     char *topo_dump_file;       /* write the probed or loaded model here */
+    int hang_warn_seconds;      /* a wait of ours reports once past this; 0: never */
+    int hang_error_seconds;     /* a team flag wait gives up past this (error); 0: never */
+    int test_fail_team;         /* testing only: this rank's team scratch allocation fails */
 
     /* state */
     int output;                 /* opal_output stream for verbose logging */
@@ -190,8 +193,15 @@ void mca_coll_gpu_gapfill_finalize(void);
 
 /* ---- node team (coll_gpu_team.c) ---- */
 /* The communicator's team, built on first use (collective: every rank must call it for the same
- * call); NULL when the communicator cannot have one (then never again). */
-coll_gpu_team_t *mca_coll_gpu_team_get(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm);
+ * call, what names it in hang reports); NULL when the communicator cannot have one (then never
+ * again). */
+coll_gpu_team_t *mca_coll_gpu_team_get(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                                       const char *what);
+/* Complete a request of one of our own host exchanges (team setup, path agreement), saying once
+ * when it has waited past coll_gpu_hang_warn_seconds (what: the collective, stage: the
+ * exchange).  Returns the request's error code. */
+int mca_coll_gpu_host_wait(ompi_request_t **req, struct ompi_communicator_t *comm,
+                           const char *what, const char *stage);
 void mca_coll_gpu_team_destroy(mca_coll_gpu_module_t *m);
 void mca_coll_gpu_team_arrive(coll_gpu_team_t *t, uint64_t seq);
 void mca_coll_gpu_team_done(coll_gpu_team_t *t, uint64_t seq);
@@ -231,8 +241,8 @@ coll_gpu_team_t *mca_coll_gpu_select(mca_coll_gpu_module_t *m, struct ompi_commu
                                      topo_plan_t *plan);
 /* Agree on whether this call's buffers are device memory on every rank (coll_gpu_uniform_buffers
  * false): one host allreduce.  Returns OMPI_SUCCESS and sets *all_device. */
-int mca_coll_gpu_agree(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm, bool mine,
-                       bool *all_device);
+int mca_coll_gpu_agree(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                       const char *what, bool mine, bool *all_device);
 /* The process-wide node model (probed or loaded once); NULL when none could be had. */
 const topo_t *mca_coll_gpu_topo(void);
 void mca_coll_gpu_topo_finalize(void);

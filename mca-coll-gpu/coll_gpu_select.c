@@ -183,12 +183,13 @@ coll_gpu_team_t *mca_coll_gpu_select(mca_coll_gpu_module_t *m, struct ompi_commu
         snprintf(plan->reason, sizeof(plan->reason), "nothing to exchange between GPUs");
         return NULL;
     }
-    t = mca_coll_gpu_team_get(m, comm);
+    t = mca_coll_gpu_team_get(m, comm, topo_coll_name(coll));
     if (NULL == t) {
         snprintf(plan->reason, sizeof(plan->reason), "no node team (ranks off node, or IPC "
                                                      "mapping refused)");
         return NULL;
     }
+    t->what = topo_coll_name(coll); /* names this call in the waits' hang reports */
     memset(&in, 0, sizeof(in));
     topo_select_in_from_team(&in, &t->info, 1);
     in.coll = coll;
@@ -207,11 +208,26 @@ coll_gpu_team_t *mca_coll_gpu_select(mca_coll_gpu_module_t *m, struct ompi_commu
     return (staged == plan->alg) ? NULL : t;
 }
 
-int mca_coll_gpu_agree(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm, bool mine,
-                       bool *all_device)
+/* One host allreduce (MIN of 0/1), nonblocking so that a rank kept waiting here says so
+ * (coll_gpu_hang_warn_seconds); the blocking one when nothing below us has a nonblocking
+ * allreduce. */
+int mca_coll_gpu_agree(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                       const char *what, bool mine, bool *all_device)
 {
-    int in = mine ? 1 : 0, out = 0;
-    int rc = m->prev_allreduce.fn(&in, &out, 1, MPI_INT, MPI_MIN, comm, m->prev_allreduce.module);
-    *all_device = (1 == out);
+    ompi_request_t *req = MPI_REQUEST_NULL;
+    int in = mine ? 1 : 0, out = 0, rc;
+
+    *all_device = false;
+    if (NULL == m->prev_iallreduce.fn) {
+        rc = m->prev_allreduce.fn(&in, &out, 1, MPI_INT, MPI_MIN, comm,
+                                  m->prev_allreduce.module);
+    } else {
+        rc = m->prev_iallreduce.fn(&in, &out, 1, MPI_INT, MPI_MIN, comm, &req,
+                                   m->prev_iallreduce.module);
+        if (OMPI_SUCCESS == rc) {
+            rc = mca_coll_gpu_host_wait(&req, comm, what, "agreement on the buffers' kind");
+        }
+    }
+    *all_device = (OMPI_SUCCESS == rc && 1 == out);
     return rc;
 }
