@@ -197,11 +197,21 @@ void mca_coll_gpu_gapfill_finalize(void);
  * again). */
 coll_gpu_team_t *mca_coll_gpu_team_get(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
                                        const char *what);
-/* Complete a request of one of our own host exchanges (team setup, path agreement), saying once
- * when it has waited past coll_gpu_hang_warn_seconds (what: the collective, stage: the
- * exchange).  Returns the request's error code. */
-int mca_coll_gpu_host_wait(ompi_request_t **req, struct ompi_communicator_t *comm,
-                           const char *what, const char *stage);
+/* A blocking host exchange of ours (team setup, path agreement) between begin and end: the
+ * progress engine, in which the component below us waits, reports it once past
+ * coll_gpu_hang_warn_seconds (what: the collective, stage: the exchange).  Per thread. */
+typedef struct coll_gpu_host_watch_t {
+    bool active, warned;
+    struct ompi_communicator_t *comm;
+    const char *what, *stage;
+    double start;
+    unsigned polls;
+    struct coll_gpu_host_watch_t *outer;   /* the one this one is nested in */
+} coll_gpu_host_watch_t;
+void mca_coll_gpu_host_watch_begin(coll_gpu_host_watch_t *w, struct ompi_communicator_t *comm,
+                                   const char *what, const char *stage);
+void mca_coll_gpu_host_watch_end(coll_gpu_host_watch_t *w);
+void mca_coll_gpu_host_watch_finalize(void);
 void mca_coll_gpu_team_destroy(mca_coll_gpu_module_t *m);
 void mca_coll_gpu_team_arrive(coll_gpu_team_t *t, uint64_t seq);
 void mca_coll_gpu_team_done(coll_gpu_team_t *t, uint64_t seq);

@@ -212,6 +212,7 @@ static int gpu_open(void)
 
 static int gpu_close(void)
 {
+    mca_coll_gpu_host_watch_finalize();
     mca_coll_gpu_gapfill_finalize();
     mca_coll_gpu_topo_finalize();
     if (mca_coll_gpu_component.dev_opened) {

@@ -208,26 +208,17 @@ coll_gpu_team_t *mca_coll_gpu_select(mca_coll_gpu_module_t *m, struct ompi_commu
     return (staged == plan->alg) ? NULL : t;
 }
 
-/* One host allreduce (MIN of 0/1), nonblocking so that a rank kept waiting here says so
- * (coll_gpu_hang_warn_seconds); the blocking one when nothing below us has a nonblocking
- * allreduce. */
+/* One host allreduce (MIN of 0/1) through the component below us, watched for a long wait
+ * (coll_gpu_hang_warn_seconds). */
 int mca_coll_gpu_agree(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
                        const char *what, bool mine, bool *all_device)
 {
-    ompi_request_t *req = MPI_REQUEST_NULL;
+    coll_gpu_host_watch_t watch;
     int in = mine ? 1 : 0, out = 0, rc;
 
-    *all_device = false;
-    if (NULL == m->prev_iallreduce.fn) {
-        rc = m->prev_allreduce.fn(&in, &out, 1, MPI_INT, MPI_MIN, comm,
-                                  m->prev_allreduce.module);
-    } else {
-        rc = m->prev_iallreduce.fn(&in, &out, 1, MPI_INT, MPI_MIN, comm, &req,
-                                   m->prev_iallreduce.module);
-        if (OMPI_SUCCESS == rc) {
-            rc = mca_coll_gpu_host_wait(&req, comm, what, "agreement on the buffers' kind");
-        }
-    }
+    mca_coll_gpu_host_watch_begin(&watch, comm, what, "agreement on the buffers' kind");
+    rc = m->prev_allreduce.fn(&in, &out, 1, MPI_INT, MPI_MIN, comm, m->prev_allreduce.module);
+    mca_coll_gpu_host_watch_end(&watch);
     *all_device = (OMPI_SUCCESS == rc && 1 == out);
     return rc;
 }

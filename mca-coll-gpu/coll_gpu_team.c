@@ -21,7 +21,7 @@
  * staged path for that communicator, permanently.
  *
  * Every wait of this file (the team's flags, and the host exchanges of the setup and of the
- * path agreement) reports once when it has waited longer than coll_gpu_hang_warn_seconds, and
+ * path agreement, watched from the progress engine) reports once when it has waited longer than coll_gpu_hang_warn_seconds, and
  * a flag wait gives up after coll_gpu_hang_error_seconds (then the call fails on every rank).
  */
 #include "ompi_config.h"
@@ -37,7 +37,6 @@
 #include <unistd.h>
 
 #include "ompi/proc/proc.h"
-#include "ompi/request/request.h"
 #include "opal/mca/hwloc/hwloc-internal.h"
 #include "opal/runtime/opal_progress.h"
 #include "opal/util/show_help.h"
@@ -71,9 +70,10 @@ static double team_now(void)
     return (double) ts.tv_sec + 1e-9 * (double) ts.tv_nsec;
 }
 
-/* One line of help-coll-gpu.txt, printed by this rank itself: opal_show_help would fold the
- * same report from the other waiting ranks into "N more processes have sent help message",
- * and each rank's line says whom it waits for. */
+/* A message of help-coll-gpu.txt, printed by this rank itself: opal_show_help would fold the
+ * same report from other ranks and communicators into "N more processes have sent help
+ * message" (each waiting rank's line says whom it waits for), and it hands the text to mpirun
+ * without waiting, so a message sent shortly before the job ends can be lost. */
 static void team_say(const char *topic, ...)
 {
     va_list ap;
@@ -103,60 +103,92 @@ static void mpi_name(const char *what, char *out, size_t len)
     }
 }
 
-int mca_coll_gpu_host_wait(ompi_request_t **req, struct ompi_communicator_t *comm,
-                           const char *what, const char *stage)
-{
-    int warn = mca_coll_gpu_component.hang_warn_seconds;
-    ompi_status_public_t status;
-    double start = 0.0;
-    unsigned polls = 0;
-    bool warned = false;
-    int done = 0, rc;
+/* The host exchange of ours that this thread is in (team setup, agreement), for the progress
+ * engine's watch below; NULL when none. */
+static _Thread_local coll_gpu_host_watch_t *host_watch_now;
+static _Atomic bool host_watch_registered;
 
-    for (;;) {
-        rc = ompi_request_test(req, &done, &status);
-        if (OMPI_SUCCESS != rc || done) {
-            break;
-        }
-        /* each test drives opal_progress: a clock read every 256 of them costs nothing */
-        if (0 < warn && !warned && 0 == (++polls & 255)) {
-            double now = team_now();
-            if (0.0 == start) {
-                start = now;
-            } else if (now - start >= (double) warn) {
-                char name[32];
-                mpi_name(what, name, sizeof(name));
-                team_say("hang-warning-host", ompi_comm_rank(comm), (int) (now - start), name,
-                         coll_gpu_comm_cid(comm), stage);
-                warned = true;
-            }
-        }
+/* Called by opal_progress (low priority: every 8th turn) in every wait of the process; costs a
+ * thread-local load unless this thread is in one of our host exchanges.  The exchange is a
+ * blocking call of the component below us (tuned), which spins in opal_progress: so it stays as
+ * fast as before and still reports a long wait. */
+static int host_watch_progress(void)
+{
+    coll_gpu_host_watch_t *w = host_watch_now;
+    double now;
+
+    if (NULL == w || w->warned || 0 != (++w->polls & 63)) {
+        return 0;
     }
-    if (OMPI_SUCCESS != rc && done && MPI_REQUEST_NULL != *req) {
-        (void) ompi_request_free(req); /* a request that completed in error is left to us */
+    now = team_now();
+    if (0.0 == w->start) {
+        w->start = now;
+    } else if (now - w->start >= (double) mca_coll_gpu_component.hang_warn_seconds) {
+        char name[32];
+        mpi_name(w->what, name, sizeof(name));
+        w->warned = true;
+        team_say("hang-warning-host", ompi_comm_rank(w->comm), (int) (now - w->start), name,
+                 coll_gpu_comm_cid(w->comm), w->stage);
     }
-    return rc;
+    return 0;
 }
 
-/* Exchange one fixed-size record per rank through the saved host allgather, nonblocking so
- * that a rank kept waiting here says so (coll_gpu_hang_warn_seconds). */
+void mca_coll_gpu_host_watch_begin(coll_gpu_host_watch_t *w, struct ompi_communicator_t *comm,
+                                   const char *what, const char *stage)
+{
+    w->active = (0 < mca_coll_gpu_component.hang_warn_seconds);
+    if (!w->active) {
+        return;
+    }
+    if (!atomic_load_explicit(&host_watch_registered, memory_order_acquire)) {
+        static opal_mutex_t lock = OPAL_MUTEX_STATIC_INIT;
+        OPAL_THREAD_LOCK(&lock);
+        if (!atomic_load(&host_watch_registered)
+            && OPAL_SUCCESS == opal_progress_register_lp(host_watch_progress)) {
+            atomic_store(&host_watch_registered, true);
+        }
+        OPAL_THREAD_UNLOCK(&lock);
+    }
+    w->comm = comm;
+    w->what = what;
+    w->stage = stage;
+    w->start = 0.0;
+    w->polls = 0;
+    w->warned = false;
+    w->outer = host_watch_now;
+    host_watch_now = w;
+}
+
+void mca_coll_gpu_host_watch_end(coll_gpu_host_watch_t *w)
+{
+    if (w->active) {
+        host_watch_now = w->outer;
+    }
+}
+
+void mca_coll_gpu_host_watch_finalize(void)
+{
+    /* the callback lives in this DSO: it must be gone before the DSO is */
+    if (atomic_load(&host_watch_registered)) {
+        (void) opal_progress_unregister(host_watch_progress);
+        atomic_store(&host_watch_registered, false);
+    }
+}
+
+/* Exchange one fixed-size record per rank through the saved host allgather; a rank kept
+ * waiting here says so (coll_gpu_hang_warn_seconds). */
 static int team_allgather(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
                           const char *what, const char *stage, const void *mine, void *all,
                           size_t bytes)
 {
-    ompi_request_t *req = MPI_REQUEST_NULL;
+    coll_gpu_host_watch_t watch;
     int rc;
 
-    if (NULL == m->prev_iallgather.fn) {
-        return m->prev_allgather.fn(mine, (int) bytes, MPI_BYTE, all, (int) bytes, MPI_BYTE,
-                                    comm, m->prev_allgather.module);
-    }
-    rc = m->prev_iallgather.fn(mine, (int) bytes, MPI_BYTE, all, (int) bytes, MPI_BYTE, comm,
-                               &req, m->prev_iallgather.module);
-    if (OMPI_SUCCESS != rc) {
-        return rc;
-    }
-    return mca_coll_gpu_host_wait(&req, comm, what, stage);
+    mca_coll_gpu_host_watch_begin(&watch, comm, what, stage);
+    rc = m->prev_allgather.fn(mine, (int) bytes, MPI_BYTE, all, (int) bytes, MPI_BYTE, comm,
+                              m->prev_allgather.module);
+    mca_coll_gpu_host_watch_end(&watch);
+    return rc;
 }
 
 /* Are all ranks of the communicator on this node?  Local and uniform: Open MPI knows every
@@ -477,8 +509,7 @@ coll_gpu_team_t *mca_coll_gpu_team_get(mca_coll_gpu_module_t *m, struct ompi_com
     /* an error of this rank's own is announced (once: the setup is never tried again); a team
      * that cannot exist, or a peer's error (that peer announces it), only in the log */
     if ('\0' != why[0]) {
-        opal_show_help("help-coll-gpu.txt", "team-failed", true, ompi_comm_rank(comm),
-                       coll_gpu_comm_cid(comm), why);
+        team_say("team-failed", ompi_comm_rank(comm), coll_gpu_comm_cid(comm), why);
     }
     COLL_GPU_VERBOSE(COLL_GPU_LOG_ERROR,
                      "coll:gpu:team (cid %d): no NVLink/IPC team for this communicator; its "

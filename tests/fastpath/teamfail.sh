@@ -3,7 +3,6 @@
 # allocation refused): every rank goes through both setup rounds, agrees there is no team and
 # keeps the staged path for that communicator for good (announced once, by the failing rank);
 # every answer is right; nothing is left behind (allocations, control block, mappings).
-# (orte_base_help_aggregate 0: mpirun would fold the second announcement into the first.)
 # 3 ranks, world and a dup, forced one-shot allreduce and push bcast (test_faults teamfail).
 . "$(dirname "$0")/../mpi/mpitest.sh"
 out=${TMPDIR:-/tmp}/coll_gpu_teamfail.$$
@@ -13,7 +12,6 @@ COLL_GPU_TEST_TIMEOUT=120
 export COLL_GPU_TEST_UNIFORM COLL_GPU_TEST_TIMEOUT
 
 COLL_GPU_MPIRUN_ARGS="--mca coll_gpu_test_fail_team 1 --mca coll_gpu_verbose 10 \
---mca orte_base_help_aggregate 0 \
 --mca coll_gpu_allreduce_algorithm oneshot --mca coll_gpu_bcast_algorithm push \
 ${COLL_GPU_MPIRUN_ARGS:-}" "$RUN_MPI" 3 "$top_builddir/tests/fastpath/test_faults" teamfail \
     >"$out" 2>&1
