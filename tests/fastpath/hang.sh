@@ -7,14 +7,17 @@
 #   - late for the first call: the lines name the team's setup exchange;
 #   - late with coll_gpu_uniform_buffers=false: the lines name the agreement;
 #   - late by 3 s with coll_gpu_hang_error_seconds=1: ranks 0 and 1 give up with an error (one
-#     line each), the late rank gets an error too, nothing hangs.
+#     line each), the late rank gets an error too, nothing hangs; then the same for two-shot
+#     and ring allreduce and push, chain and tree bcast (every rank returns an error; which
+#     ranks give up and which see a peer's failure depends on the algorithm).
 . "$(dirname "$0")/../mpi/mpitest.sh"
 out=${TMPDIR:-/tmp}/coll_gpu_hang.$$
 trap 'rm -f "$out"' EXIT
 COLL_GPU_TEST_TIMEOUT=120
 export COLL_GPU_TEST_TIMEOUT
 prog="$top_builddir/tests/fastpath/test_faults"
-base="--mca coll_gpu_allreduce_algorithm oneshot ${COLL_GPU_MPIRUN_ARGS:-}"
+base="${COLL_GPU_MPIRUN_ARGS:-}"
+one="--mca coll_gpu_allreduce_algorithm oneshot"
 
 # run NAME UNIFORM MCA-ARGS PROGRAM-ARGS...: run, check exit and TAP, leave the output in $out
 run() {
@@ -44,28 +47,42 @@ report() {
     grep 'coll/gpu: rank' "$out" | head -2 | sed 's/^/#   /'
 }
 
-run "late for a call" true "--mca coll_gpu_hang_warn_seconds 1" late 3 call
+run "late for a call" true "$one --mca coll_gpu_hang_warn_seconds 1" late 3 call
 lines 'has waited [0-9]* s in MPI_Allreduce on communicator 0 (call 2 through the node team) for rank(s) 2 to enter the call; still waiting'
 r=$?
 t_ok $r "ranks 0 and 1 each print one line: MPI_Allreduce, communicator 0, call 2, rank 2"
 report $r
 
-run "late for the setup" true "--mca coll_gpu_hang_warn_seconds 1" late 3 setup
+run "late for the setup" true "$one --mca coll_gpu_hang_warn_seconds 1" late 3 setup
 lines 'has waited [0-9]* s in MPI_Allreduce on communicator 0, in the node team setup (round 1 of 2)'
 r=$?
 t_ok $r "ranks 0 and 1 each print one line naming the team's setup exchange"
 report $r
 
-run "late for the agreement" false "--mca coll_gpu_hang_warn_seconds 1" late 3 call
+run "late for the agreement" false "$one --mca coll_gpu_hang_warn_seconds 1" late 3 call
 lines "has waited [0-9]* s in MPI_Allreduce on communicator 0, in the agreement on the buffers' kind"
 r=$?
 t_ok $r "ranks 0 and 1 each print one line naming the agreement"
 report $r
 
-run "never there" true "--mca coll_gpu_hang_warn_seconds 0 --mca coll_gpu_hang_error_seconds 1" \
+run "never there" true "$one --mca coll_gpu_hang_warn_seconds 0 --mca coll_gpu_hang_error_seconds 1" \
     giveup 3
 lines 'gave up after [0-9]* s in MPI_Allreduce on communicator 0 (call 2 through the node team) waiting for rank(s) 2 to enter the call'
 r=$?
 t_ok $r "ranks 0 and 1 each print one line as they give up: MPI_Allreduce, communicator 0, call 2, rank 2"
 report $r
+
+giveup="--mca coll_gpu_hang_warn_seconds 0 --mca coll_gpu_hang_error_seconds 1"
+for alg in twoshot ring; do
+    run "never there, $alg allreduce" true "$giveup --mca coll_gpu_allreduce_algorithm $alg" \
+        giveup 3
+    grep -q 'gave up after [0-9]* s in MPI_Allreduce on communicator 0 (call 2' "$out"
+    t_ok $? "$alg allreduce: a rank says it gave up on call 2"
+done
+for alg in push chain tree; do
+    run "never there, $alg bcast" true "$giveup --mca coll_gpu_bcast_algorithm $alg" \
+        giveup 3 bcast
+    grep -q 'gave up after [0-9]* s in MPI_Bcast on communicator 0 (call 2' "$out"
+    t_ok $? "$alg bcast: a rank says it gave up on call 2"
+done
 t_done

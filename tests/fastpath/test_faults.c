@@ -12,10 +12,12 @@
  *                                the last rank sleeps SECONDS before a device-buffer allreduce
  *                                (WHERE: "call", the second call through the team; "setup",
  *                                the first call, which builds the team); the result is right
- *   test_faults giveup SECONDS   the last rank sleeps SECONDS before the second device-buffer
- *                                allreduce (MPI_ERRORS_RETURN): with coll_gpu_hang_error_seconds
- *                                below SECONDS every rank gets an error, the late one too, and
- *                                so does the next call; host collectives still work after
+ *   test_faults giveup SECONDS [bcast]
+ *                                the last rank sleeps SECONDS before the second device-buffer
+ *                                allreduce (or bcast from rank 1), with MPI_ERRORS_RETURN: with
+ *                                coll_gpu_hang_error_seconds below SECONDS every rank gets an
+ *                                error, the late one too, and so does the next call; host
+ *                                collectives still work after
  *
  * Every allreduce runs on fresh random data (poisoned output first) against a host reference.
  * Emulated device only.  Exit: TAP.
@@ -203,25 +205,26 @@ static int run_late(int seconds, const char *where)
     return tap_failures() ? 1 : 0;
 }
 
-static int run_giveup(int seconds)
+static int run_giveup(int seconds, bool bcast)
 {
+    int (*call)(MPI_Comm, int *) = bcast ? device_bcast : device_allreduce;
     int ok, rc, every_err, late_err;
     bool late = (size - 1 == rank);
 
     tap_plan(5);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    ok = device_allreduce(MPI_COMM_WORLD, &rc) && MPI_SUCCESS == rc;
-    tap_ok(all(ok), "the first allreduce is right");
+    ok = call(MPI_COMM_WORLD, &rc) && MPI_SUCCESS == rc;
+    tap_ok(all(ok), "the first %s is right", bcast ? "bcast" : "allreduce");
     if (late) {
         sleep((unsigned) seconds);
     }
-    (void) device_allreduce(MPI_COMM_WORLD, &rc);
+    (void) call(MPI_COMM_WORLD, &rc);
     every_err = all(MPI_SUCCESS != rc || late);
     tap_ok(every_err, "every rank waiting for the late one gets an error");
     late_err = (MPI_SUCCESS != rc);
     MPI_Bcast(&late_err, 1, MPI_INT, size - 1, MPI_COMM_WORLD);
     tap_ok(late_err, "the late rank gets an error too");
-    (void) device_allreduce(MPI_COMM_WORLD, &rc);
+    (void) call(MPI_COMM_WORLD, &rc);
     tap_ok(all(MPI_SUCCESS != rc), "the next fast-path call fails on every rank alike");
     rc = MPI_Barrier(MPI_COMM_WORLD);
     tap_ok(all(MPI_SUCCESS == rc), "a host barrier still works");
@@ -251,9 +254,9 @@ int main(int argc, char **argv)
         return run_late(atoi(argv[2]), argv[3]);
     }
     if (0 == strcmp(mode, "giveup") && 2 < argc) {
-        return run_giveup(atoi(argv[2]));
+        return run_giveup(atoi(argv[2]), 3 < argc && 0 == strcmp(argv[3], "bcast"));
     }
-    fprintf(stderr, "usage: test_faults teamfail | late SECONDS call|setup | giveup SECONDS\n");
+    fprintf(stderr, "usage: test_faults teamfail | late SECONDS call|setup | giveup SECONDS [bcast]\n");
     MPI_Finalize();
     return 2;
 }
