@@ -21,8 +21,9 @@
  * staged path for that communicator, permanently.
  *
  * Every wait of this file (the team's flags, and the host exchanges of the setup and of the
- * path agreement, watched from the progress engine) reports once when it has waited longer than coll_gpu_hang_warn_seconds, and
- * a flag wait gives up after coll_gpu_hang_error_seconds (then the call fails on every rank).
+ * path agreement, watched from the progress engine) reports once when it has waited longer
+ * than coll_gpu_hang_warn_seconds, and a flag wait gives up after coll_gpu_hang_error_seconds
+ * (then the call fails on every rank).
  */
 #include "ompi_config.h"
 

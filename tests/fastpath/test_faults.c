@@ -99,7 +99,8 @@ static int device_allreduce(MPI_Comm comm, int *rc)
         got[i] = -7;
     }
     if (DEV_OK != dev_mem_alloc(&s, sizeof(host)) || DEV_OK != dev_mem_alloc(&r, sizeof(host))
-        || DEV_OK != dev_memcpy(s, host, sizeof(host)) || DEV_OK != dev_memcpy(r, got, sizeof(got))) {
+        || DEV_OK != dev_memcpy(s, host, sizeof(host))
+        || DEV_OK != dev_memcpy(r, got, sizeof(got))) {
         *rc = MPI_ERR_OTHER;
         return 0;
     }
@@ -256,7 +257,8 @@ int main(int argc, char **argv)
     if (0 == strcmp(mode, "giveup") && 2 < argc) {
         return run_giveup(atoi(argv[2]), 3 < argc && 0 == strcmp(argv[3], "bcast"));
     }
-    fprintf(stderr, "usage: test_faults teamfail | late SECONDS call|setup | giveup SECONDS [bcast]\n");
+    fprintf(stderr,
+            "usage: test_faults teamfail | late SECONDS call|setup | giveup SECONDS [bcast]\n");
     MPI_Finalize();
     return 2;
 }
