@@ -20,7 +20,9 @@
  *                                collectives still work after
  *
  * Every allreduce runs on fresh random data (poisoned output first) against a host reference.
- * Emulated device only.  Exit: TAP.
+ * Device backend from coll_gpu_device: emulated (make check), or cuda for late and giveup
+ * (tests/gpu/hang_cuda.sh; each rank takes GPU local rank % GPUs); teamfail counts emulated
+ * allocations, so it needs the emulated device.  Exit: TAP.
  */
 #include <dirent.h>
 #include <mpi.h>
@@ -233,22 +235,47 @@ static int run_giveup(int seconds, bool bcast)
     return tap_failures() ? 1 : 0;
 }
 
+/* Open the backend the component uses (after MPI_Init: the component, which shares the
+ * device library with us, opened it first); with cuda take GPU local rank % GPUs. */
+static int open_device(dev_backend_t backend)
+{
+    MPI_Comm node;
+    int local = 0, count = 0;
+
+    if ((DEV_BACKEND_EMULATED != backend && DEV_BACKEND_CUDA != backend)
+        || DEV_OK != dev_open(backend)) {
+        return 0;
+    }
+    if (DEV_BACKEND_EMULATED == backend) {
+        return 1;
+    }
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    MPI_Comm_rank(node, &local);
+    MPI_Comm_free(&node);
+    return DEV_OK == dev_device_count(&count) && 0 < count
+           && DEV_OK == dev_set_device(local % count);
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = (1 < argc) ? argv[1] : "";
+    dev_backend_t backend;
 
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     tap_set_quiet(0 != rank);
-    if (DEV_BACKEND_EMULATED != dev_backend_from_name(getenv("OMPI_MCA_coll_gpu_device"))
-        || DEV_OK != dev_open(DEV_BACKEND_EMULATED)) {
-        tap_skip_all("needs the emulated device");
-    }
+    backend = dev_backend_from_name(getenv("OMPI_MCA_coll_gpu_device"));
     if (2 > size) {
         tap_skip_all("needs 2 ranks or more");
     }
+    if (!all(open_device(backend))) {
+        tap_skip_all("no device backend (emulated or cuda) on every rank");
+    }
     if (0 == strcmp(mode, "teamfail")) {
+        if (DEV_BACKEND_EMULATED != backend) {
+            tap_skip_all("teamfail counts emulated allocations; not in use");
+        }
         return run_teamfail();
     }
     if (0 == strcmp(mode, "late") && 3 < argc) {
