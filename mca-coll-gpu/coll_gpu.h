@@ -124,6 +124,9 @@ typedef struct mca_coll_gpu_component_t {
     bool p2p_disable;
     char *topo_file;            /* load the node model from here instead of probing */
     char *topo_dump_file;       /* write the probed or loaded model here */
+    int hang_warn_seconds;      /* a wait of ours reports once past this; 0: never */
+    int hang_error_seconds;     /* a team flag wait gives up past this (error); 0: never */
+    int test_fail_team;         /* testing only: this rank's team scratch allocation fails */
 
     /* state */
     int output;                 /* opal_output stream for verbose logging */
@@ -193,8 +196,25 @@ void mca_coll_gpu_gapfill_finalize(void);
 
 /* ---- node team (coll_gpu_team.c) ---- */
 /* The communicator's team, built on first use (collective: every rank must call it for the same
- * call); NULL when the communicator cannot have one (then never again). */
-coll_gpu_team_t *mca_coll_gpu_team_get(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm);
+ * call, what names it in hang reports); NULL when the communicator cannot have one (then never
+ * again). */
+coll_gpu_team_t *mca_coll_gpu_team_get(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                                       const char *what);
+/* A blocking host exchange of ours (team setup, path agreement) between begin and end: the
+ * progress engine, in which the component below us waits, reports it once past
+ * coll_gpu_hang_warn_seconds (what: the collective, stage: the exchange).  Per thread. */
+typedef struct coll_gpu_host_watch_t {
+    bool active, warned;
+    struct ompi_communicator_t *comm;
+    const char *what, *stage;
+    double start;
+    unsigned polls;
+    struct coll_gpu_host_watch_t *outer;   /* the one this one is nested in */
+} coll_gpu_host_watch_t;
+void mca_coll_gpu_host_watch_begin(coll_gpu_host_watch_t *w, struct ompi_communicator_t *comm,
+                                   const char *what, const char *stage);
+void mca_coll_gpu_host_watch_end(coll_gpu_host_watch_t *w);
+void mca_coll_gpu_host_watch_finalize(void);
 void mca_coll_gpu_team_destroy(mca_coll_gpu_module_t *m);
 void mca_coll_gpu_team_arrive(coll_gpu_team_t *t, uint64_t seq);
 void mca_coll_gpu_team_done(coll_gpu_team_t *t, uint64_t seq);
@@ -277,8 +297,8 @@ int mca_coll_gpu_adapt_out(mca_coll_gpu_module_t *m, struct ompi_communicator_t 
 void mca_coll_gpu_adapt_release(mca_coll_gpu_module_t *m);
 /* Agree on whether this call's buffers are device memory on every rank (coll_gpu_uniform_buffers
  * false): one host allreduce.  Returns OMPI_SUCCESS and sets *all_device. */
-int mca_coll_gpu_agree(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm, bool mine,
-                       bool *all_device);
+int mca_coll_gpu_agree(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                       const char *what, bool mine, bool *all_device);
 /* The process-wide node model (probed or loaded once); NULL when none could be had. */
 const topo_t *mca_coll_gpu_topo(void);
 void mca_coll_gpu_topo_finalize(void);

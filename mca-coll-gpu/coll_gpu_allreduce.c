@@ -97,7 +97,7 @@ int mca_coll_gpu_allreduce(const void *sbuf, void *rbuf, int count,
     /* mixed kinds allowed: agree first, then take the agreed path */
     m->in_agreed_call = true;
     host = mca_coll_gpu_both_host(sdata, rdata);
-    rc = mca_coll_gpu_agree(m, comm, !host, &all_device);
+    rc = mca_coll_gpu_agree(m, comm, allreduce_name, !host, &all_device);
     if (OMPI_SUCCESS == rc) {
         rc = host ? m->prev_allreduce.fn(sbuf, rbuf, count, dtype, op, comm,
                                          m->prev_allreduce.module)

@@ -96,7 +96,7 @@ int mca_coll_gpu_bcast(void *buf, int count, struct ompi_datatype_t *dtype, int 
     /* mixed kinds allowed: agree first, then take the agreed path */
     m->in_agreed_call = true;
     host = mca_coll_gpu_is_host(mca_coll_gpu_classify(data));
-    rc = mca_coll_gpu_agree(m, comm, !host, &all_device);
+    rc = mca_coll_gpu_agree(m, comm, bcast_name, !host, &all_device);
     if (OMPI_SUCCESS == rc) {
         rc = host ? m->prev_bcast.fn(buf, count, dtype, root, comm, m->prev_bcast.module)
                   : bcast_device(buf, count, dtype, root, comm, m, all_device);

@@ -45,6 +45,9 @@ __attribute__((visibility("default"))) mca_coll_gpu_component_t mca_coll_gpu_com
     .oneshot_slot_bytes = 1UL << 20,
     .uniform_buffers = true,
     .p2p_level = TOPO_P2P_LEVEL_AUTO,
+    .hang_warn_seconds = 60,
+    .hang_error_seconds = 0,
+    .test_fail_team = -1,
     .output = -1,
 };
 
@@ -176,6 +179,32 @@ static int gpu_register(void)
         "(NCCL_TOPO_DUMP_FILE)", MCA_BASE_VAR_TYPE_STRING, NULL, 0, 0, OPAL_INFO_LVL_5,
         MCA_BASE_VAR_SCOPE_READONLY, &mca_coll_gpu_component.topo_dump_file);
 
+    /* all ranks must give up alike: ALL_EQ */
+    (void) mca_base_component_var_register(
+        c, "hang_warn_seconds", "A rank that has waited this long (seconds) for its peers in "
+        "one of coll/gpu's own waits (the node team's flags on the fast path, the team's setup "
+        "exchange, the agreement of coll_gpu_uniform_buffers=false) prints one line naming the "
+        "collective, the communicator, the call's number through the team and the ranks it "
+        "waits for, and keeps waiting (a slow peer is not an error); 0: never.  Waits inside "
+        "the host collectives below coll/gpu (staged calls, tuned) are not covered",
+        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_3, MCA_BASE_VAR_SCOPE_ALL_EQ,
+        &mca_coll_gpu_component.hang_warn_seconds);
+    (void) mca_base_component_var_register(
+        c, "hang_error_seconds", "A rank that has waited this long (seconds) on the node team's "
+        "flags in a fast-path call gives up: the call returns an MPI error on it, on every "
+        "rank that waits for it, and on the ranks that arrive later, and every later fast-path "
+        "call on that communicator fails too (a rank that is calls behind cannot safely join "
+        "again); 0 (default): never give up.  Only the team's flags: a host exchange already "
+        "started (team setup, agreement) cannot be withdrawn, and waits inside the host "
+        "collectives below coll/gpu are not covered",
+        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_ALL_EQ,
+        &mca_coll_gpu_component.hang_error_seconds);
+    (void) mca_base_component_var_register(
+        c, "test_fail_team", "Testing only: on this rank of every communicator, the node team's "
+        "device scratch allocation fails (as if out of device memory), so that the failed "
+        "setup can be tested; -1: off", MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_9,
+        MCA_BASE_VAR_SCOPE_ALL_EQ, &mca_coll_gpu_component.test_fail_team);
+
     return OMPI_SUCCESS;
 }
 
@@ -191,6 +220,7 @@ static int gpu_open(void)
 
 static int gpu_close(void)
 {
+    mca_coll_gpu_host_watch_finalize();
     mca_coll_gpu_gapfill_finalize();
     mca_coll_gpu_topo_finalize();
     mca_coll_gpu_memhooks_fini();

@@ -393,7 +393,7 @@ static int bcast_root(coll_gpu_team_t *t, void *buf, size_t bytes,
     NVL_CHECK(dev_stream_sync(t->stream), "bcast");
 out:
     if (OMPI_SUCCESS != rc) {
-        (void) dev_stream_sync(t->stream);
+        (void) dev_stream_sync(t->stream); /* copies already issued to peers end before done */
         bcast_wait_push(t, seq, t->rank);
     }
     mca_coll_gpu_team_done(t, seq);

@@ -212,12 +212,13 @@ coll_gpu_team_t *mca_coll_gpu_select(mca_coll_gpu_module_t *m, struct ompi_commu
         snprintf(plan->reason, sizeof(plan->reason), "nothing to exchange between GPUs");
         return NULL;
     }
-    t = mca_coll_gpu_team_get(m, comm);
+    t = mca_coll_gpu_team_get(m, comm, topo_coll_name(coll));
     if (NULL == t) {
         snprintf(plan->reason, sizeof(plan->reason), "no node team (ranks off node, or IPC "
                                                      "mapping refused)");
         return NULL;
     }
+    t->what = topo_coll_name(coll); /* names this call in the waits' hang reports */
     memset(&in, 0, sizeof(in));
     topo_select_in_from_team(&in, &t->info, 1);
     in.coll = coll;
@@ -236,11 +237,17 @@ coll_gpu_team_t *mca_coll_gpu_select(mca_coll_gpu_module_t *m, struct ompi_commu
     return (staged == plan->alg) ? NULL : t;
 }
 
-int mca_coll_gpu_agree(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm, bool mine,
-                       bool *all_device)
+/* One host allreduce (MIN of 0/1) through the component below us, watched for a long wait
+ * (coll_gpu_hang_warn_seconds). */
+int mca_coll_gpu_agree(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                       const char *what, bool mine, bool *all_device)
 {
-    int in = mine ? 1 : 0, out = 0;
-    int rc = m->prev_allreduce.fn(&in, &out, 1, MPI_INT, MPI_MIN, comm, m->prev_allreduce.module);
-    *all_device = (1 == out);
+    coll_gpu_host_watch_t watch;
+    int in = mine ? 1 : 0, out = 0, rc;
+
+    mca_coll_gpu_host_watch_begin(&watch, comm, what, "agreement on the buffers' kind");
+    rc = m->prev_allreduce.fn(&in, &out, 1, MPI_INT, MPI_MIN, comm, m->prev_allreduce.module);
+    mca_coll_gpu_host_watch_end(&watch);
+    *all_device = (OMPI_SUCCESS == rc && 1 == out);
     return rc;
 }

@@ -12,19 +12,35 @@
  *            stay).  Rank 0 alone asks the node model, so that ranks whose models differ
  *            (CUDA_VISIBLE_DEVICES) still agree on the algorithms and the ring.
  *
- * Any failure anywhere makes every rank drop the team: the communicator keeps the staged path.
+ * Every rank goes through both rounds whatever happened to it before: a local failure (an
+ * allocation, an export, a mapping) travels in the rank's card, so that every rank reaches the
+ * same verdict in the same round, and a failing rank never leaves its peers waiting in a round
+ * it skipped.  The cards are on the stack (at most COLL_GPU_TEAM_MAX ranks), so that nothing
+ * the exchange needs can fail to be allocated.  Any failure anywhere makes every rank drop the
+ * team, release what it built (scratch, mappings, control block and its name) and keep the
+ * staged path for that communicator, permanently.
+ *
+ * Every wait of this file (the team's flags, and the host exchanges of the setup and of the
+ * path agreement, watched from the progress engine) reports once when it has waited longer
+ * than coll_gpu_hang_warn_seconds, and a flag wait gives up after coll_gpu_hang_error_seconds
+ * (then the call fails on every rank).
  */
 #include "ompi_config.h"
 
+#include <ctype.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ompi/proc/proc.h"
 #include "opal/mca/hwloc/hwloc-internal.h"
+#include "opal/runtime/opal_progress.h"
+#include "opal/util/show_help.h"
 
 #include "coll_gpu.h"
 
@@ -45,12 +61,135 @@ typedef struct team_card_t {
     char ctl_name[64];
 } team_card_t;
 
-/* Exchange one fixed-size record per rank through the saved host allgather. */
-static int team_allgather(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
-                          const void *mine, void *all, size_t bytes)
+/* ---- hang reports ------------------------------------------------------------------------ */
+
+/* Seconds on a monotonic clock (read only on the slow path of a wait). */
+static double team_now(void)
 {
-    return m->prev_allgather.fn(mine, (int) bytes, MPI_BYTE, all, (int) bytes, MPI_BYTE, comm,
-                                m->prev_allgather.module);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double) ts.tv_sec + 1e-9 * (double) ts.tv_nsec;
+}
+
+/* A message of help-coll-gpu.txt, printed by this rank itself: opal_show_help would fold the
+ * same report from other ranks and communicators into "N more processes have sent help
+ * message" (each waiting rank's line says whom it waits for), and it hands the text to mpirun
+ * without waiting, so a message sent shortly before the job ends can be lost. */
+static void team_say(const char *topic, ...)
+{
+    va_list ap;
+    char *msg;
+    size_t len;
+
+    va_start(ap, topic);
+    msg = opal_show_help_vstring("help-coll-gpu.txt", topic, false, ap);
+    va_end(ap);
+    if (NULL == msg) {
+        return;
+    }
+    len = strlen(msg);
+    while (0 < len && '\n' == msg[len - 1]) {
+        msg[--len] = '\0';
+    }
+    opal_output(0, "%s", msg);
+    free(msg);
+}
+
+/* "Allreduce" from "allreduce": the MPI name of a collective in the messages. */
+static void mpi_name(const char *what, char *out, size_t len)
+{
+    snprintf(out, len, "%s", (NULL != what) ? what : "collective");
+    if ('\0' != out[0]) {
+        out[0] = (char) toupper((unsigned char) out[0]);
+    }
+}
+
+/* The host exchange of ours that this thread is in (team setup, agreement), for the progress
+ * engine's watch below; NULL when none. */
+static _Thread_local coll_gpu_host_watch_t *host_watch_now;
+static _Atomic bool host_watch_registered;
+
+/* Called by opal_progress (low priority: every 8th turn) in every wait of the process; costs a
+ * thread-local load unless this thread is in one of our host exchanges.  The exchange is a
+ * blocking call of the component below us (tuned), which spins in opal_progress: so it stays as
+ * fast as before and still reports a long wait. */
+static int host_watch_progress(void)
+{
+    coll_gpu_host_watch_t *w = host_watch_now;
+    double now;
+
+    if (NULL == w || w->warned || 0 != (++w->polls & 63)) {
+        return 0;
+    }
+    now = team_now();
+    if (0.0 == w->start) {
+        w->start = now;
+    } else if (now - w->start >= (double) mca_coll_gpu_component.hang_warn_seconds) {
+        char name[32];
+        mpi_name(w->what, name, sizeof(name));
+        w->warned = true;
+        team_say("hang-warning-host", ompi_comm_rank(w->comm), (int) (now - w->start), name,
+                 coll_gpu_comm_cid(w->comm), w->stage);
+    }
+    return 0;
+}
+
+void mca_coll_gpu_host_watch_begin(coll_gpu_host_watch_t *w, struct ompi_communicator_t *comm,
+                                   const char *what, const char *stage)
+{
+    w->active = (0 < mca_coll_gpu_component.hang_warn_seconds);
+    if (!w->active) {
+        return;
+    }
+    if (!atomic_load_explicit(&host_watch_registered, memory_order_acquire)) {
+        static opal_mutex_t lock = OPAL_MUTEX_STATIC_INIT;
+        OPAL_THREAD_LOCK(&lock);
+        if (!atomic_load(&host_watch_registered)
+            && OPAL_SUCCESS == opal_progress_register_lp(host_watch_progress)) {
+            atomic_store(&host_watch_registered, true);
+        }
+        OPAL_THREAD_UNLOCK(&lock);
+    }
+    w->comm = comm;
+    w->what = what;
+    w->stage = stage;
+    w->start = 0.0;
+    w->polls = 0;
+    w->warned = false;
+    w->outer = host_watch_now;
+    host_watch_now = w;
+}
+
+void mca_coll_gpu_host_watch_end(coll_gpu_host_watch_t *w)
+{
+    if (w->active) {
+        host_watch_now = w->outer;
+    }
+}
+
+void mca_coll_gpu_host_watch_finalize(void)
+{
+    /* the callback lives in this DSO: it must be gone before the DSO is */
+    if (atomic_load(&host_watch_registered)) {
+        (void) opal_progress_unregister(host_watch_progress);
+        atomic_store(&host_watch_registered, false);
+    }
+}
+
+/* Exchange one fixed-size record per rank through the saved host allgather; a rank kept
+ * waiting here says so (coll_gpu_hang_warn_seconds). */
+static int team_allgather(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                          const char *what, const char *stage, const void *mine, void *all,
+                          size_t bytes)
+{
+    coll_gpu_host_watch_t watch;
+    int rc;
+
+    mca_coll_gpu_host_watch_begin(&watch, comm, what, stage);
+    rc = m->prev_allgather.fn(mine, (int) bytes, MPI_BYTE, all, (int) bytes, MPI_BYTE, comm,
+                              m->prev_allgather.module);
+    mca_coll_gpu_host_watch_end(&watch);
+    return rc;
 }
 
 /* Are all ranks of the communicator on this node?  Local and uniform: Open MPI knows every
@@ -104,14 +243,20 @@ static void team_release_memory(coll_gpu_team_t *t)
     }
 }
 
+/* What m->team holds once the communicator is known to have no team: one object for all such
+ * communicators (never freed), so that a failed setup needs no memory to be remembered. */
+static coll_gpu_team_t team_unavailable = {.state = COLL_GPU_TEAM_FAILED};
+
 void mca_coll_gpu_team_destroy(mca_coll_gpu_module_t *m)
 {
     coll_gpu_team_t *t = m->team;
     if (NULL == t) {
         return;
     }
-    team_release_memory(t);
-    free(t);
+    if (&team_unavailable != t) {
+        team_release_memory(t);
+        free(t);
+    }
     m->team = NULL;
 }
 
@@ -205,67 +350,79 @@ static bool team_set_ring(coll_gpu_team_t *t, const int *ring)
     return true;
 }
 
-/* Build the team.  Collective; every rank returns the same verdict (OMPI_SUCCESS when the
- * team is ready). */
-static int team_setup(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm)
+/* Build the team t (NULL: this rank could not allocate it; it still takes part in both rounds,
+ * with a failed card).  Collective; every rank returns the same verdict (OMPI_SUCCESS when the
+ * team is ready).  why receives this rank's own reason when the failure is its own error, and
+ * stays empty when the team cannot exist (ranks off node) or a peer failed. */
+static int team_setup(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                      coll_gpu_team_t *t, const char *what, char *why, size_t why_len)
 {
     static _Atomic int ctl_counter = 0;
-    coll_gpu_team_t *t = m->team;
     int size = ompi_comm_size(comm), rank = ompi_comm_rank(comm);
-    team_card_t mine, *cards = NULL;
-    team_card2_t mine2, *cards2 = NULL;
+    team_card_t mine, cards[COLL_GPU_TEAM_MAX];
+    team_card2_t mine2, cards2[COLL_GPU_TEAM_MAX];
+    char ctl_name[sizeof(mine.ctl_name)] = "";
     int ordinal = 0, rc;
     bool all_ok = true;
 
+    why[0] = '\0';
+    /* the same on every rank: they agree without an exchange that there is no team */
+    if (size > COLL_GPU_TEAM_MAX) {
+        return OMPI_ERR_NOT_AVAILABLE;
+    }
     memset(&mine, 0, sizeof(mine));
-    t->size = size;
-    t->rank = rank;
-    t->slot_bytes = mca_coll_gpu_component.oneshot_slot_bytes;
+    memset(&mine2, 0, sizeof(mine2));
 
-    /* local checks first; a failing rank still takes part in both rounds */
-    mine.ok = (size <= COLL_GPU_TEAM_MAX) && all_on_node(comm);
+    /* local work first; a failing rank still takes part in both rounds */
+    mine.ok = (NULL != t) && all_on_node(comm);
+    if (NULL == t) {
+        snprintf(why, why_len, "out of memory for the team's state");
+    }
     if (mine.ok) {
+        t->size = size;
+        t->rank = rank;
+        t->slot_bytes = mca_coll_gpu_component.oneshot_slot_bytes;
         mine.ok = DEV_OK == dev_current_device(&ordinal)
                   && DEV_OK == dev_device_uuid(ordinal, &mine.uuid)
-                  && DEV_OK == dev_stream_create(&t->stream)
-                  && DEV_OK == dev_mem_alloc(&t->scratch, 2 * t->slot_bytes)
-                  && DEV_OK == dev_ipc_export(t->scratch, &mine.scratch);
+                  && DEV_OK == dev_stream_create(&t->stream);
+        if (mine.ok && rank == mca_coll_gpu_component.test_fail_team) {
+            /* testing only: this rank's scratch allocation fails */
+            mine.ok = 0;
+            snprintf(why, why_len, "device scratch allocation refused by "
+                                   "coll_gpu_test_fail_team");
+        } else if (mine.ok) {
+            mine.ok = DEV_OK == dev_mem_alloc(&t->scratch, 2 * t->slot_bytes)
+                      && DEV_OK == dev_ipc_export(t->scratch, &mine.scratch);
+        }
         for (int i = 0; mine.ok && i < COLL_GPU_CHAIN_DEPTH; ++i) {
             mine.ok = DEV_OK == dev_event_create(&t->events[i]);
         }
-        if (!mine.ok) {
-            COLL_GPU_VERBOSE(COLL_GPU_LOG_ERROR, "coll:gpu:team (cid %d): rank %d: %s",
-                             coll_gpu_comm_cid(comm), rank, dev_error_string());
+        if (!mine.ok && '\0' == why[0]) {
+            snprintf(why, why_len, "%s", dev_error_string());
         }
     }
     if (mine.ok && 0 == rank) {
-        snprintf(mine.ctl_name, sizeof(mine.ctl_name), "/collgpu-ctl-%d-%d", (int) getpid(),
+        snprintf(ctl_name, sizeof(ctl_name), "/collgpu-ctl-%d-%d", (int) getpid(),
                  atomic_fetch_add(&ctl_counter, 1) + 1);
-        t->ctl = ctl_map(mine.ctl_name, true, size);
+        t->ctl = ctl_map(ctl_name, true, size);
         mine.ok = (NULL != t->ctl);
+        if (mine.ok) {
+            memcpy(mine.ctl_name, ctl_name, sizeof(ctl_name));
+        } else {
+            snprintf(why, why_len, "cannot create the control block %s", ctl_name);
+            ctl_name[0] = '\0'; /* ctl_map removed it */
+        }
     }
 
-    cards = calloc((size_t) size, sizeof(*cards));
-    cards2 = calloc((size_t) size, sizeof(*cards2));
-    memset(&mine2, 0, sizeof(mine2));
-    if (NULL == cards || NULL == cards2) {
-        /* the exchange must still happen: take part with a failed card */
-        mine.ok = 0;
-    }
-    rc = team_allgather(m, comm, &mine, cards, sizeof(mine));
-    if (OMPI_SUCCESS != rc || NULL == cards || NULL == cards2) {
-        free(cards);
-        free(cards2);
-        return OMPI_SUCCESS == rc ? OMPI_ERR_OUT_OF_RESOURCE : rc;
-    }
-    for (int p = 0; p < size; ++p) {
-        all_ok = all_ok && cards[p].ok;
-    }
-
-    /* round 2: map every peer's scratch and the control block */
-    mine2.ok = all_ok;
-    if (mine2.ok) {
-        for (int p = 0; p < size && mine2.ok; ++p) {
+    rc = team_allgather(m, comm, what, "node team setup (round 1 of 2)", &mine, cards,
+                        sizeof(mine));
+    if (OMPI_SUCCESS == rc) {
+        for (int p = 0; p < size; ++p) {
+            all_ok = all_ok && cards[p].ok;
+        }
+        /* round 2: map every peer's scratch and the control block */
+        mine2.ok = all_ok;
+        for (int p = 0; mine2.ok && p < size; ++p) {
             t->uuid[p] = cards[p].uuid;
             if (p == rank) {
                 t->peer_scratch[p] = t->scratch;
@@ -277,59 +434,58 @@ static int team_setup(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm
             t->ctl = ctl_map(cards[0].ctl_name, false, size);
             mine2.ok = (NULL != t->ctl) && COLL_GPU_CTL_MAGIC == t->ctl->magic;
         }
-        if (!mine2.ok) {
-            COLL_GPU_VERBOSE(COLL_GPU_LOG_ERROR,
-                             "coll:gpu:team (cid %d): rank %d cannot map its peers: %s",
-                             coll_gpu_comm_cid(comm), rank, dev_error_string());
+        if (all_ok && !mine2.ok) {
+            snprintf(why, why_len, "cannot map its peers' memory: %s", dev_error_string());
         }
-    }
-    if (mine2.ok && 0 == rank) {
-        t->ngpus = 0;
-        for (int p = 0; p < size; ++p) {
-            bool seen = false;
-            for (int q = 0; q < p; ++q) {
-                seen = seen || 0 == memcmp(&t->uuid[p], &t->uuid[q], sizeof(dev_uuid_t));
+        if (mine2.ok && 0 == rank) {
+            t->ngpus = 0;
+            for (int p = 0; p < size; ++p) {
+                bool seen = false;
+                for (int q = 0; q < p; ++q) {
+                    seen = seen || 0 == memcmp(&t->uuid[p], &t->uuid[q], sizeof(dev_uuid_t));
+                }
+                t->ngpus += seen ? 0 : 1;
             }
-            t->ngpus += seen ? 0 : 1;
+            mca_coll_gpu_team_summary(t, &mine2.info, mine2.ring);
         }
-        mca_coll_gpu_team_summary(t, &mine2.info, mine2.ring);
+        rc = team_allgather(m, comm, what, "node team setup (round 2 of 2)", &mine2, cards2,
+                            sizeof(mine2));
     }
-    rc = team_allgather(m, comm, &mine2, cards2, sizeof(mine2));
-    if (0 == rank && '\0' != mine.ctl_name[0]) {
-        shm_unlink(mine.ctl_name); /* every rank has mapped it, or gives up */
+    /* every rank has mapped the control block, or gives up: its name can go (on every path) */
+    if ('\0' != ctl_name[0]) {
+        shm_unlink(ctl_name);
     }
-    for (int p = 0; OMPI_SUCCESS == rc && p < size; ++p) {
+    if (OMPI_SUCCESS != rc) {
+        snprintf(why, why_len, "the setup exchange failed (%d)", rc);
+        return rc;
+    }
+    for (int p = 0; p < size; ++p) {
         all_ok = all_ok && cards2[p].ok;
     }
-    if (OMPI_SUCCESS == rc && all_ok) {
+    if (all_ok) {
         t->info = cards2[0].info;
         t->ngpus = t->info.ngpus;
         all_ok = team_set_ring(t, cards2[0].ring);
     }
-    free(cards);
-    free(cards2);
-    if (OMPI_SUCCESS != rc) {
-        return rc;
-    }
     return all_ok ? OMPI_SUCCESS : OMPI_ERR_NOT_AVAILABLE;
 }
 
-coll_gpu_team_t *mca_coll_gpu_team_get(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm)
+coll_gpu_team_t *mca_coll_gpu_team_get(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                                       const char *what)
 {
     coll_gpu_team_t *t = m->team;
+    char why[256];
 
     if (NULL != t) {
         return COLL_GPU_TEAM_READY == t->state ? t : NULL;
     }
     t = calloc(1, sizeof(*t));
-    if (NULL == t) {
-        return NULL;
-    }
-    m->team = t;
-    if (OMPI_SUCCESS == team_setup(m, comm)) {
+    if (OMPI_SUCCESS == team_setup(m, comm, t, what, why, sizeof(why))) {
         char ring[COLL_GPU_TEAM_MAX * 4] = "";
         size_t len = 0;
         t->state = COLL_GPU_TEAM_READY;
+        t->cid = coll_gpu_comm_cid(comm);
+        m->team = t;
         for (int i = 0; i < t->size && len < sizeof(ring); ++i) {
             len += (size_t) snprintf(ring + len, sizeof(ring) - len, "%s%d", i ? " " : "",
                                      t->ring_rank[i]);
@@ -346,8 +502,16 @@ coll_gpu_team_t *mca_coll_gpu_team_get(mca_coll_gpu_module_t *m, struct ompi_com
         }
         return t;
     }
-    team_release_memory(t);
-    t->state = COLL_GPU_TEAM_FAILED;
+    if (NULL != t) {
+        team_release_memory(t);
+        free(t);
+    }
+    m->team = &team_unavailable;
+    /* an error of this rank's own is announced (once: the setup is never tried again); a team
+     * that cannot exist, or a peer's error (that peer announces it), only in the log */
+    if ('\0' != why[0]) {
+        team_say("team-failed", ompi_comm_rank(comm), coll_gpu_comm_cid(comm), why);
+    }
     COLL_GPU_VERBOSE(COLL_GPU_LOG_ERROR,
                      "coll:gpu:team (cid %d): no NVLink/IPC team for this communicator; its "
                      "device-buffer calls stay on the staged path",
@@ -357,17 +521,128 @@ coll_gpu_team_t *mca_coll_gpu_team_get(mca_coll_gpu_module_t *m, struct ompi_com
 
 /* ---- signals ------------------------------------------------------------------------------ */
 
-/* Spin politely: the ranks of a team may outnumber the cores (CI, several ranks per GPU). */
-static inline void spin_pause(unsigned *spins)
+/* A wait spins this many turns before it starts yielding the core (the ranks of a team may
+ * outnumber the cores: CI, several ranks per GPU), and once yielding reads the clock every
+ * TEAM_CLOCK_EVERY turns for the hang reports: the fast spin never touches the clock. */
+#define TEAM_SPINS_BEFORE_YIELD 1000
+#define TEAM_CLOCK_EVERY 64
+
+/* One turn of a polite spin; true when the caller should look at the clock now. */
+static inline bool spin_pause(unsigned *spins)
 {
-    if (++*spins > 1000) {
+    if (++*spins > TEAM_SPINS_BEFORE_YIELD) {
         sched_yield();
+        return 0 == (*spins % TEAM_CLOCK_EVERY);
     }
+    return false;
+}
+
+/* What a wait waits for: a peer's arrival at, or completion of, call seq, or its step. */
+typedef enum { TEAM_WAIT_ARRIVE, TEAM_WAIT_DONE, TEAM_WAIT_STEP } team_wait_kind_t;
+
+typedef struct team_wait_t {
+    team_wait_kind_t kind;
+    int peer;
+    uint64_t seq, step;
+    double start; /* first clock read of the slow path; 0 before */
+} team_wait_t;
+
+/* Has peer entered call seq (published its arrive)?  Sequentially consistent, as the stores of
+ * arrive and abandoned are: see team_give_up. */
+static bool team_peer_arrived(coll_gpu_team_t *t, int peer, uint64_t seq)
+{
+    return atomic_load(&t->ctl->rank[peer].arrive) >= seq;
+}
+
+/* The ranks w is still waiting for, as text: "rank(s) 1 3 to enter the call", ... */
+static void team_wait_text(coll_gpu_team_t *t, const team_wait_t *w, char *out, size_t len)
+{
+    size_t n = 0;
+
+    if (TEAM_WAIT_STEP == w->kind) {
+        snprintf(out, len, "rank %d to reach step %lu of the call", w->peer,
+                 (unsigned long) w->step);
+        return;
+    }
+    n = (size_t) snprintf(out, len, "rank(s)");
+    for (int p = 0; p < t->size && n < len; ++p) {
+        _Atomic uint64_t *flag = (TEAM_WAIT_ARRIVE == w->kind) ? &t->ctl->rank[p].arrive
+                                                                : &t->ctl->rank[p].done;
+        if (atomic_load_explicit(flag, memory_order_acquire) < w->seq) {
+            n += (size_t) snprintf(out + n, len - n, " %d", p);
+        }
+    }
+    if (n < len) {
+        snprintf(out + n, len - n, " to %s the call",
+                 (TEAM_WAIT_ARRIVE == w->kind) ? "enter" : "finish");
+    }
+}
+
+static void team_report(coll_gpu_team_t *t, const team_wait_t *w, const char *topic,
+                        double waited)
+{
+    char name[32], whom[COLL_GPU_TEAM_MAX * 4 + 64];
+
+    mpi_name(t->what, name, sizeof(name));
+    team_wait_text(t, w, whom, sizeof(whom));
+    team_say(topic, t->rank, (int) waited, name, t->cid, (unsigned long) w->seq, whom);
+}
+
+/* Give up on call seq (coll_gpu_hang_error_seconds): this rank fails the call (its step counter
+ * jumps past it, which releases its ring and chain neighbours) and, from now on, every later
+ * call of the team too.  A peer that has not entered the call yet must never touch our memory
+ * for it: abandoned is stored before we look at the peer's arrive, and the peer stores its
+ * arrive before it reads the failure flags, all sequentially consistent, so either we see it
+ * arrived (and keep waiting for it as usual) or it sees that we gave up (and fails without
+ * touching anything of ours).  The mark stays: a peer that is still calls behind cannot tell
+ * which of our later calls it would be safe to join. */
+static void team_give_up(coll_gpu_team_t *t, uint64_t seq)
+{
+    if (0 == t->abandoned) {
+        t->abandoned = seq;
+        atomic_store(&t->ctl->rank[t->rank].abandoned, seq);
+    }
+    mca_coll_gpu_team_fail(t, seq);
+}
+
+/* The slow path of a wait, every TEAM_CLOCK_EVERY turns once it yields: report a long wait
+ * once per call, give up past the error time.  True when the wait must end now: this rank has
+ * given up on the call and the peer is not in it (it will see the failure when it comes). */
+static bool team_wait_slow(coll_gpu_team_t *t, team_wait_t *w)
+{
+    mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
+    double now, waited;
+
+    if (0 != t->abandoned && !team_peer_arrived(t, w->peer, w->seq)) {
+        return true;
+    }
+    if (0 >= c->hang_warn_seconds && 0 >= c->hang_error_seconds) {
+        return false;
+    }
+    now = team_now();
+    if (0.0 == w->start) {
+        w->start = now;
+        return false;
+    }
+    waited = now - w->start;
+    if (0 < c->hang_warn_seconds && waited >= (double) c->hang_warn_seconds
+        && t->warned_seq != w->seq) {
+        t->warned_seq = w->seq;
+        team_report(t, w, "hang-warning", waited);
+    }
+    if (0 < c->hang_error_seconds && waited >= (double) c->hang_error_seconds
+        && 0 == t->abandoned) {
+        team_report(t, w, "hang-error", waited);
+        team_give_up(t, w->seq);
+        return !team_peer_arrived(t, w->peer, w->seq);
+    }
+    return false;
 }
 
 void mca_coll_gpu_team_arrive(coll_gpu_team_t *t, uint64_t seq)
 {
-    atomic_store_explicit(&t->ctl->rank[t->rank].arrive, seq, memory_order_release);
+    /* sequentially consistent: pairs with team_give_up (one locked store per call) */
+    atomic_store(&t->ctl->rank[t->rank].arrive, seq);
 }
 
 void mca_coll_gpu_team_done(coll_gpu_team_t *t, uint64_t seq)
@@ -375,19 +650,27 @@ void mca_coll_gpu_team_done(coll_gpu_team_t *t, uint64_t seq)
     atomic_store_explicit(&t->ctl->rank[t->rank].done, seq, memory_order_release);
 }
 
+/* The waits return when the peer got there, or failed (the caller reads the failure flags), or
+ * when this rank gave up on the call (mca_coll_gpu_team_failed then says so). */
 void mca_coll_gpu_team_wait_arrive(coll_gpu_team_t *t, int peer, uint64_t seq)
 {
+    team_wait_t w = {TEAM_WAIT_ARRIVE, peer, seq, 0, 0.0};
     unsigned spins = 0;
     while (atomic_load_explicit(&t->ctl->rank[peer].arrive, memory_order_acquire) < seq) {
-        spin_pause(&spins);
+        if (spin_pause(&spins) && team_wait_slow(t, &w)) {
+            return;
+        }
     }
 }
 
 void mca_coll_gpu_team_wait_done(coll_gpu_team_t *t, int peer, uint64_t seq)
 {
+    team_wait_t w = {TEAM_WAIT_DONE, peer, seq, 0, 0.0};
     unsigned spins = 0;
     while (atomic_load_explicit(&t->ctl->rank[peer].done, memory_order_acquire) < seq) {
-        spin_pause(&spins);
+        if (spin_pause(&spins) && team_wait_slow(t, &w)) {
+            return;
+        }
     }
 }
 
@@ -409,15 +692,18 @@ bool mca_coll_gpu_team_step_reached(coll_gpu_team_t *t, int peer, uint64_t seq, 
  * the caller checks it). */
 void mca_coll_gpu_team_wait_step(coll_gpu_team_t *t, int peer, uint64_t seq, uint64_t step)
 {
+    team_wait_t w = {TEAM_WAIT_STEP, peer, seq, step, 0.0};
     unsigned spins = 0;
     while (!mca_coll_gpu_team_step_reached(t, peer, seq, step)) {
-        spin_pause(&spins);
+        if (spin_pause(&spins) && team_wait_slow(t, &w)) {
+            return;
+        }
     }
 }
 
 void mca_coll_gpu_team_pause(unsigned *spins)
 {
-    spin_pause(spins);
+    (void) spin_pause(spins);
 }
 
 /* ---- registration caches -------------------------------------------------------------------- */
@@ -521,10 +807,22 @@ void mca_coll_gpu_team_fail(coll_gpu_team_t *t, uint64_t seq)
                           memory_order_release);
 }
 
-/* Did peer fail in call seq?  Read after the peer's arrive or done for that call. */
+/* Can call seq not go on with peer: did the peer fail in it, or give up in it or an earlier
+ * call (team_give_up), or did this rank give up on it?  The last makes a wait that returned
+ * because we gave up look, to the caller, like the peer's failure.  Read after the peer's
+ * arrive or done for that call, or after a wait on it. */
 bool mca_coll_gpu_team_failed(coll_gpu_team_t *t, int peer, uint64_t seq)
 {
-    return seq == atomic_load_explicit(&t->ctl->rank[peer].failed, memory_order_acquire);
+    uint64_t abandoned;
+
+    if (0 != t->abandoned && t->abandoned <= seq) {
+        return true;
+    }
+    if (seq == atomic_load_explicit(&t->ctl->rank[peer].failed, memory_order_acquire)) {
+        return true;
+    }
+    abandoned = atomic_load(&t->ctl->rank[peer].abandoned);
+    return 0 != abandoned && abandoned <= seq;
 }
 
 bool mca_coll_gpu_team_any_failed(coll_gpu_team_t *t, uint64_t seq)

@@ -64,6 +64,8 @@ typedef struct coll_gpu_ctl_rank_t {
     _Atomic uint64_t done;     /* seq of the last call whose remote accesses it finished */
     _Atomic uint64_t failed;   /* seq of the last call in which this rank hit an error */
     _Atomic uint64_t step;     /* COLL_GPU_STEP(seq, steps or chunks completed): ring, chain */
+    _Atomic uint64_t abandoned; /* first call this rank gave up waiting in (hang_error_seconds):
+                                 * that call and every later one fail; 0: none */
     coll_gpu_xbuf_t sbuf;      /* this call's send buffer (zero-copy algorithms) */
     coll_gpu_xbuf_t rbuf;      /* this call's receive buffer */
     coll_gpu_call_t call[2];   /* bcast agreement, by seq parity (coll_gpu_call_t) */
@@ -100,6 +102,13 @@ typedef struct coll_gpu_team_t {
     coll_gpu_team_state_t state;
     int size, rank;
     uint64_t seq;                            /* calls made through the team */
+    /* For the hang reports of the waits (coll_gpu_hang_warn_seconds): the collective of the
+     * current call (set by selection), the communicator, the last call already reported, and
+     * the call this rank gave up in (coll_gpu_hang_error_seconds; 0: never). */
+    const char *what;
+    int cid;
+    uint64_t warned_seq;
+    uint64_t abandoned;
     coll_gpu_ctl_t *ctl;
     dev_stream_t *stream;
     void *scratch;                           /* ours: 2 slots of slot_bytes */
