@@ -373,14 +373,19 @@ int main(int argc, char **argv)
         if (0 > hidden || hidden >= mt_size) {
             mt_skip_all("COLL_GPU_TEST_NO_DEVICE names no rank of this job");
         }
-        /* every rank but the hidden one opens the emulated device (not collective) */
+        /* every rank but the hidden one opens the device coll/gpu was given (not collective:
+         * mt_device_open would want it on every rank); "auto" means cuda */
         if (mt_rank != hidden) {
-            have_dev = DEV_OK == dev_open(DEV_BACKEND_EMULATED);
+            dev_backend_t backend = dev_backend_from_name(mt_device_name());
+            if (0 == strcmp(mt_device_name(), "auto")) {
+                backend = DEV_BACKEND_CUDA;
+            }
+            have_dev = DEV_BACKEND_NONE != backend && DEV_OK == dev_open(backend);
             mt_device_is_open = have_dev;
         }
         MPI_Allreduce(&have_dev, &any, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
         if (any != mt_size - 1) {
-            mt_skip_all("the emulated device did not open on every other rank");
+            mt_skip_all("the device did not open on every other rank");
         }
         return run_mixed(hidden, have_dev);
     }
