@@ -8,7 +8,7 @@
 . "$(dirname "$0")/gputest.sh"
 out=${TMPDIR:-/tmp}/coll_gpu_lifecycle_cuda.$$
 trap 'rm -f "$out".*' EXIT
-COLL_GPU_TEST_TIMEOUT=${COLL_GPU_TEST_TIMEOUT:-180}
+COLL_GPU_TEST_TIMEOUT=180
 export COLL_GPU_TEST_TIMEOUT
 
 # run MIN DESCRIPTION COMMAND...: one TAP line; passes when the program's TAP has at least MIN

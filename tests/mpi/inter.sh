@@ -8,7 +8,7 @@
 . "$(dirname "$0")/mpitest.sh"
 out=${TMPDIR:-/tmp}/coll_gpu_inter.$$
 trap 'rm -f "$out".*' EXIT
-: "${COLL_GPU_TEST_TIMEOUT:=300}"
+COLL_GPU_TEST_TIMEOUT=300
 export COLL_GPU_TEST_TIMEOUT
 
 for list in gpu,tuned gpu,tuned,libnbc '^sync'; do

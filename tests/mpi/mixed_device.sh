@@ -9,7 +9,7 @@
 . "$(dirname "$0")/mpitest.sh"
 COLL_GPU_TEST_UNIFORM=false
 COLL_GPU_TEST_NO_DEVICE=1
-: "${COLL_GPU_TEST_TIMEOUT:=120}"
+COLL_GPU_TEST_TIMEOUT=120
 export COLL_GPU_TEST_UNIFORM COLL_GPU_TEST_NO_DEVICE COLL_GPU_TEST_TIMEOUT
 run_tap 4 sh -c 'if [ "$OMPI_COMM_WORLD_RANK" = "$COLL_GPU_TEST_NO_DEVICE" ]; then
     OMPI_MCA_coll_gpu_device=cuda; export OMPI_MCA_coll_gpu_device; fi; exec "$@"' sh \

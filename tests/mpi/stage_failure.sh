@@ -7,7 +7,7 @@
 COLL_GPU_TEST_FAIL_STAGE=2
 OMPI_MCA_coll_gpu_allreduce_algorithm=staged
 OMPI_MCA_coll_gpu_bcast_algorithm=staged
-: "${COLL_GPU_TEST_TIMEOUT:=120}"
+COLL_GPU_TEST_TIMEOUT=120
 export COLL_GPU_TEST_FAIL_STAGE OMPI_MCA_coll_gpu_allreduce_algorithm \
     OMPI_MCA_coll_gpu_bcast_algorithm COLL_GPU_TEST_TIMEOUT
 run_tap 4 "$MPI_TESTS/test_lifecycle" stagefail "$@"
