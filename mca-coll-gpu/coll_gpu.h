@@ -98,9 +98,19 @@ typedef mca_coll_base_module_ialltoall_fn_t coll_gpu_ineighbor_alltoall_fn_t;
 typedef mca_coll_base_module_ialltoallv_fn_t coll_gpu_ineighbor_alltoallv_fn_t;
 typedef mca_coll_base_module_ineighbor_alltoallw_fn_t coll_gpu_ineighbor_alltoallw_fn_t;
 
+/* What coll/gpu takes on an intercommunicator: the collectives MPI defines there (no scans, no
+ * neighborhood collectives), blocking and nonblocking, staged through the host. */
+#define COLL_GPU_FOREACH_INTER(X)                                                            \
+    X(allgather) X(allgatherv) X(allreduce) X(alltoall) X(alltoallv) X(alltoallw) X(bcast)   \
+    X(gather) X(gatherv) X(reduce) X(reduce_scatter) X(reduce_scatter_block) X(scatter)      \
+    X(scatterv)                                                                              \
+    X(iallgather) X(iallgatherv) X(iallreduce) X(ialltoall) X(ialltoallv) X(ialltoallw)      \
+    X(ibcast) X(igather) X(igatherv) X(ireduce) X(ireduce_scatter) X(ireduce_scatter_block)  \
+    X(iscatter) X(iscatterv)
+
 /* Which device backend to use (coll_gpu_device). */
 typedef enum {
-    COLL_GPU_DEVICE_AUTO = 0,    /* cuda when a driver and a device are there, else stay out */
+    COLL_GPU_DEVICE_AUTO = 0,    /* cuda when a driver and a device are there, else host only */
     COLL_GPU_DEVICE_CUDA = 1,    /* cuda, and say so when it cannot be had */
     COLL_GPU_DEVICE_EMULATED = 2 /* the CPU pretends to be a GPU: testing only */
 } coll_gpu_device_choice_t;
@@ -130,7 +140,9 @@ typedef struct mca_coll_gpu_component_t {
 
     /* state */
     int output;                 /* opal_output stream for verbose logging */
-    bool dev_opened;            /* dev_open() succeeded; dev_close() at component close */
+    bool dev_opened;            /* dev_open() succeeded; dev_close() at component close.  When
+                                 * false, every buffer is host memory to coll/gpu (it still fills
+                                 * slots and takes part in every agreement) */
     bool dev_tried;             /* the first comm_query already tried to open the backend */
     int dev_status;             /* what dev_open() returned */
 } mca_coll_gpu_component_t;
@@ -170,6 +182,7 @@ typedef struct mca_coll_gpu_module_t {
      * through instead of agreeing again. */
     bool in_agreed_call;
     bool released;              /* the fallbacks' references are dropped (disable is idempotent) */
+    bool inter;                 /* an intercommunicator: staging only, no team, no agreement */
 
     coll_gpu_bounce_t bounce[2];
     /* Device temporaries (send and receive roles) for the ranks whose own buffer the team path
@@ -180,7 +193,7 @@ typedef struct mca_coll_gpu_module_t {
     coll_gpu_team_t *team;
 
     /* Modules created to fill slots nothing else provides (see coll_gpu_gapfill.c). */
-    mca_coll_base_module_t *gap_modules[3];
+    mca_coll_base_module_t *gap_modules[4];
     int n_gap_modules;
 } mca_coll_gpu_module_t;
 
@@ -318,7 +331,11 @@ typedef struct coll_gpu_staged_t {
     size_t len;        /* bytes from lo to the last byte the layout touches */
     int slot;          /* bounce slot used, or -1 when the bounce memory was allocated for this call */
     void *owned;       /* bounce memory allocated for this call only */
+    bool owned_malloc; /* owned is plain malloc()ed scratch (no pinned memory could be had) */
     bool staged;       /* false: user memory is host memory and is used in place */
+    int fail;          /* staging failed: host_base is scratch that lets this rank take part in
+                        * the collective (its peers would wait for it otherwise); nothing is
+                        * copied back, and unstaging returns this error */
 } coll_gpu_staged_t;
 
 /* The byte range touched by count elements of dtype: [*lo, *lo + *len). */
@@ -336,8 +353,14 @@ void mca_coll_gpu_span_w_aint(int n, const int *counts, const MPI_Aint *displs,
                               struct ompi_datatype_t *const *types, ptrdiff_t *lo, size_t *len);
 /* Prepare user memory for a host collective.  When it is device memory, take a bounce buffer
  * (slot 0 or 1; -1: memory allocated for this call, freed by stage_out) and, when copy_in, copy
- * the range in.  *out tells where the host collective must
- * look.  Returns OMPI_SUCCESS or an error after logging the device layer's reason. */
+ * the range in.  *out tells where the host collective must look.
+ *
+ * A rank whose staging fails must still take part in the collective, or its peers wait for it
+ * forever: so when the copy (or the pinned allocation) fails, *out is left pointing at host
+ * scratch of the right size, out->fail holds the error (reported once, with the device layer's
+ * reason), and OMPI_SUCCESS is returned; unstaging then copies nothing back and returns the
+ * error.  An error is returned (nothing staged, the caller cannot take part) only when not even
+ * plain host memory of len bytes can be had. */
 int mca_coll_gpu_stage_in(mca_coll_gpu_module_t *module, int slot, const void *user,
                           dev_mem_kind_t kind, ptrdiff_t lo, size_t len, bool copy_in,
                           struct ompi_communicator_t *comm, const char *what,
@@ -377,7 +400,8 @@ int mca_coll_gpu_stage_buf(mca_coll_gpu_module_t *module, int slot, const void *
 
 /* Stage the send buffer (slot 0, read) and the receive buffer (slot 1, rdir) of a call.  A
  * buffer is left alone when it is host memory, MPI_IN_PLACE, or insignificant on this rank
- * (sdir or rdir 0).  On failure nothing stays staged. */
+ * (sdir or rdir 0).  A failed copy leaves scratch to take part with (stage_in); on an error
+ * return nothing stays staged. */
 int mca_coll_gpu_stage_pair(mca_coll_gpu_module_t *module, struct ompi_communicator_t *comm,
                             const char *what, const void *sbuf, coll_gpu_layout_t slayout,
                             coll_gpu_dir_t sdir, void *rbuf, coll_gpu_layout_t rlayout,
@@ -389,7 +413,8 @@ int mca_coll_gpu_stage_pair_owned(mca_coll_gpu_module_t *module,
                                   const void *sbuf, coll_gpu_layout_t slayout,
                                   coll_gpu_dir_t sdir, void *rbuf, coll_gpu_layout_t rlayout,
                                   coll_gpu_dir_t rdir, coll_gpu_staged_t *s, coll_gpu_staged_t *r);
-/* Finish both after the host call returned rc; returns the first failure. */
+/* Finish both after the host call returned rc; returns the first failure, staging failures
+ * first (then neither buffer is copied back: the result was computed from scratch). */
 int mca_coll_gpu_unstage_pair(mca_coll_gpu_module_t *module, struct ompi_communicator_t *comm,
                               const char *what, int rc, coll_gpu_staged_t *s, coll_gpu_dir_t sdir,
                               coll_gpu_staged_t *r, coll_gpu_dir_t rdir);
@@ -423,9 +448,11 @@ static inline bool mca_coll_gpu_is_host(dev_mem_kind_t kind)
     return DEV_MEM_HOST == kind;
 }
 
+/* A rank without a usable device (dev_opened false) sees host memory only, whatever the
+ * device layer, which the application may share, would say. */
 static inline dev_mem_kind_t mca_coll_gpu_classify(const void *ptr)
 {
-    if (MPI_IN_PLACE == ptr || NULL == ptr) {
+    if (MPI_IN_PLACE == ptr || NULL == ptr || !mca_coll_gpu_component.dev_opened) {
         return DEV_MEM_HOST;
     }
     return dev_mem_classify(ptr);
@@ -449,6 +476,34 @@ static inline const void *mca_coll_gpu_data_start(const void *buf, ompi_datatype
         true_lb += (ptrdiff_t) (count - 1) * extent; /* the last element comes first */
     }
     return (const char *) buf + true_lb;
+}
+
+/* ---- roots and block counts, intercommunicators included ---- */
+
+/* Is this rank the root of a rooted collective?  On an intercommunicator the root passes
+ * MPI_ROOT, the other ranks of its group MPI_PROC_NULL, and the remote group the root's rank. */
+static inline bool mca_coll_gpu_is_root(struct ompi_communicator_t *comm, int root)
+{
+    return OMPI_COMM_IS_INTER(comm) ? (MPI_ROOT == root) : (ompi_comm_rank(comm) == root);
+}
+
+/* Does the call leave this rank out altogether (MPI_PROC_NULL on an intercommunicator)? */
+static inline bool mca_coll_gpu_is_idle(int root)
+{
+    return MPI_PROC_NULL == root;
+}
+
+/* How many blocks a rank exchanges with "every other rank": the remote group's size on an
+ * intercommunicator (allgather, alltoall, a root's gather and scatter), else the size. */
+static inline int mca_coll_gpu_peers(struct ompi_communicator_t *comm)
+{
+    return OMPI_COMM_IS_INTER(comm) ? ompi_comm_remote_size(comm) : ompi_comm_size(comm);
+}
+
+/* The first failure of two. */
+static inline int mca_coll_gpu_first_error(int rc, int rc2)
+{
+    return (OMPI_SUCCESS != rc) ? rc : rc2;
 }
 
 /* ---- collectives (one entry file per family) ---- */
@@ -684,7 +739,8 @@ typedef struct coll_gpu_nb_t {
 } coll_gpu_nb_t;
 
 /* Stage a call's send and receive buffers into bounce memory of its own; *out NULL on
- * failure (already reported). */
+ * failure (already reported).  A failed copy still gives *out (scratch to take part with,
+ * stage_in): the error then completes the request (MPI_Wait returns it). */
 int mca_coll_gpu_nb_stage(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
                           const char *what, const void *sbuf, coll_gpu_layout_t slayout,
                           coll_gpu_dir_t sdir, void *rbuf, coll_gpu_layout_t rlayout,

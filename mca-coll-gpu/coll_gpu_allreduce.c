@@ -83,6 +83,20 @@ int mca_coll_gpu_allreduce(const void *sbuf, void *rbuf, int count,
     bool host, all_device;
     int rc;
 
+    /* an intercommunicator: every rank stages its own buffers (no team spans the two groups,
+     * and staging needs no agreement) */
+    if (m->inter) {
+        if (mca_coll_gpu_both_host(sbuf, rbuf)) {
+            return m->prev_allreduce.fn(sbuf, rbuf, count, dtype, op, comm,
+                                        m->prev_allreduce.module);
+        }
+        mca_coll_gpu_log_call(allreduce_name, comm,
+                              mca_coll_gpu_call_bytes(dtype, (size_t) count), dtype, op,
+                              "staged (intercommunicator)");
+        return mca_coll_gpu_reduce_like_staged(allreduce_name, m->prev_allreduce.fn,
+                                               m->prev_allreduce.module, sbuf, rbuf, count,
+                                               dtype, op, comm, m);
+    }
     if (!m->in_agreed_call && mca_coll_gpu_component.uniform_buffers) {
         if (mca_coll_gpu_both_host(sdata, rdata)) {
             return m->prev_allreduce.fn(sbuf, rbuf, count, dtype, op, comm,

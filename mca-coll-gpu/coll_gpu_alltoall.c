@@ -3,7 +3,8 @@
  *
  * The send buffer is read (ignored with MPI_IN_PLACE, where the receive buffer holds the data
  * to send); the receive buffer is written, and read as well in place.  Host buffers go to the
- * saved module; anything else is staged.
+ * saved module; anything else is staged.  On an intercommunicator both buffers hold one block
+ * per rank of the REMOTE group.
  */
 #include "ompi_config.h"
 
@@ -16,7 +17,7 @@ int mca_coll_gpu_alltoall(const void *sbuf, int scount, struct ompi_datatype_t *
     static const char *const name = "alltoall";
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
     coll_gpu_dir_t rdir = (MPI_IN_PLACE == sbuf) ? COLL_GPU_READWRITE : COLL_GPU_WRITE;
-    size_t size = (size_t) ompi_comm_size(comm);
+    size_t size = (size_t) mca_coll_gpu_peers(comm);
     coll_gpu_staged_t s, r;
     int rc;
 
@@ -45,7 +46,7 @@ int mca_coll_gpu_alltoallv(const void *sbuf, const int *scounts, const int *sdis
     static const char *const name = "alltoallv";
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
     coll_gpu_dir_t rdir = (MPI_IN_PLACE == sbuf) ? COLL_GPU_READWRITE : COLL_GPU_WRITE;
-    int size = ompi_comm_size(comm);
+    int size = mca_coll_gpu_peers(comm);
     coll_gpu_staged_t s, r;
     int rc;
 
@@ -108,7 +109,7 @@ int mca_coll_gpu_alltoallw(const void *sbuf, const int *scounts, const int *sdis
     static const char *const name = "alltoallw";
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
     bool in_place = (MPI_IN_PLACE == sbuf);
-    int size = ompi_comm_size(comm);
+    int size = mca_coll_gpu_peers(comm);
     dev_mem_kind_t skind = mca_coll_gpu_classify(sbuf), rkind = mca_coll_gpu_classify(rbuf);
     coll_gpu_staged_t s, r;
     ptrdiff_t lo;
@@ -117,8 +118,9 @@ int mca_coll_gpu_alltoallw(const void *sbuf, const int *scounts, const int *sdis
 
     /* Alone, the one block goes from the send layout to the receive layout.  Done here for
      * host and device buffers alike: coll/self 4.1 takes alltoallw's byte displacements for
-     * counts of extents and writes in the wrong place. */
-    if (1 == size) {
+     * counts of extents and writes in the wrong place.  (An intercommunicator whose remote
+     * group has one rank is no such case: that block travels between processes.) */
+    if (1 == size && !OMPI_COMM_IS_INTER(comm)) {
         return alltoallw_alone(sbuf, skind, scounts[0], sdisps[0], sdtypes[0], rbuf, rkind,
                                rcounts[0], rdisps[0], rdtypes[0], comm, m);
     }

@@ -8,7 +8,10 @@
  *                                            device temporary first (coll_gpu_adapt.c)
  *   anything else                         -> host staging: the root copies its data in, the
  *                                            others copy the result out
- * The path decision follows coll_gpu_allreduce.c (coll_gpu_uniform_buffers).  Ranks may pass
+ * The path decision follows coll_gpu_allreduce.c (coll_gpu_uniform_buffers).  On an
+ * intercommunicator every rank stages its own buffer (no team, no agreement): the root passes
+ * MPI_ROOT and reads its buffer, the rest of its group passes MPI_PROC_NULL and touches nothing,
+ * and the remote group receives.  Ranks may pass
  * different datatypes of one type signature (MPI allows it): the decision never looks at the
  * layout.
  */
@@ -21,7 +24,9 @@ static const char *const bcast_name = "bcast";
 static int bcast_staged(void *buf, int count, struct ompi_datatype_t *dtype, int root,
                         struct ompi_communicator_t *comm, mca_coll_gpu_module_t *m)
 {
-    coll_gpu_dir_t dir = (ompi_comm_rank(comm) == root) ? COLL_GPU_READ : COLL_GPU_WRITE;
+    coll_gpu_dir_t dir = mca_coll_gpu_is_root(comm, root) ? COLL_GPU_READ
+                         : mca_coll_gpu_is_idle(root)       ? COLL_GPU_NONE
+                                                            : COLL_GPU_WRITE;
     coll_gpu_staged_t none, b;
     int rc;
 
@@ -83,6 +88,14 @@ int mca_coll_gpu_bcast(void *buf, int count, struct ompi_datatype_t *dtype, int 
     bool host, all_device;
     int rc;
 
+    if (m->inter) {
+        if (mca_coll_gpu_is_idle(root) || mca_coll_gpu_is_host(mca_coll_gpu_classify(buf))) {
+            return m->prev_bcast.fn(buf, count, dtype, root, comm, m->prev_bcast.module);
+        }
+        mca_coll_gpu_log_call(bcast_name, comm, mca_coll_gpu_call_bytes(dtype, (size_t) count),
+                              dtype, NULL, "staged (intercommunicator)");
+        return bcast_staged(buf, count, dtype, root, comm, m);
+    }
     if (!m->in_agreed_call && mca_coll_gpu_component.uniform_buffers) {
         if (mca_coll_gpu_is_host(mca_coll_gpu_classify(data))) {
             return m->prev_bcast.fn(buf, count, dtype, root, comm, m->prev_bcast.module);

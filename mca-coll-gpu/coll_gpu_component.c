@@ -104,9 +104,10 @@ static int gpu_register(void)
 
     register_enum("device", "coll_gpu_device", device_values,
                   "Device backend: auto (CUDA when a driver and a GPU are present, otherwise "
-                  "coll/gpu stays out of the way silently), cuda (CUDA, and report when it "
-                  "cannot be used), emulated (the CPU pretends to be a GPU; for testing only, "
-                  "never chosen automatically)",
+                  "host buffers only, silently: coll/gpu still fills the slots the component "
+                  "list leaves empty), cuda (CUDA, and report when it cannot be used), "
+                  "emulated (the CPU pretends to be a GPU; for testing only, never chosen "
+                  "automatically)",
                   0, OPAL_INFO_LVL_3, MCA_BASE_VAR_SCOPE_ALL,
                   &mca_coll_gpu_component.device_choice);
 

@@ -1,12 +1,16 @@
 /*
  * coll_gpu_gapfill.c - make `mpirun --mca coll gpu,tuned ./app` work.
  *
- * Open MPI 4.1 fails MPI_Init unless every slot of a communicator's collective table is filled,
- * and tuned provides neither nonblocking nor neighborhood collectives, nor anything on a
- * one-process communicator.  When the user's component list leaves such gaps, coll/gpu loads
- * Open MPI's own providers of those functions -- coll/basic (blocking, neighborhood) and
- * coll/libnbc (nonblocking, with its progress engine) -- from the component repository, as the
- * framework would have had they been listed, and installs their functions in the empty slots.
+ * Open MPI 4.1 fails MPI_Init (or MPI_Intercomm_create, ...) unless every slot of a
+ * communicator's collective table is filled, and tuned provides neither nonblocking nor
+ * neighborhood collectives, nor anything on a one-process communicator or an intercommunicator.
+ * When the user's component list leaves such gaps, coll/gpu loads Open MPI's own providers of
+ * those functions -- coll/self (one-process communicators), coll/inter (the blocking
+ * intercommunicator collectives, built on the local group's intra collectives, which the local
+ * communicator's own selection provides), coll/basic (blocking, neighborhood, and the
+ * intercommunicator ones coll/inter lacks) and coll/libnbc (nonblocking, intercommunicators
+ * included, with its progress engine) -- from the component repository, as the framework would
+ * have had they been listed, and installs their functions in the empty slots, in that order.
  * Nothing is loaded when no slot is empty (the default component list).
  *
  * Open MPI 4.1 lets the framework copy a module's pointers after enable; a slot that our own
@@ -27,29 +31,33 @@
 
 #include "coll_gpu.h"
 
-/* Every slot of the collective table, for the gap scan. */
+/* Every slot of the collective table, for the gap scan, but those MPI leaves empty on an
+ * intercommunicator (below: Open MPI checks them on intracommunicators only). */
 #define COLL_GPU_FOREACH_SLOT(X)                                                             \
     X(allgather) X(allgatherv) X(allreduce) X(alltoall) X(alltoallv) X(alltoallw) X(barrier) \
-    X(bcast) X(exscan) X(gather) X(gatherv) X(reduce) X(reduce_scatter)                      \
-    X(reduce_scatter_block) X(scan) X(scatter) X(scatterv)                                   \
+    X(bcast) X(gather) X(gatherv) X(reduce) X(reduce_scatter)                                \
+    X(reduce_scatter_block) X(scatter) X(scatterv)                                           \
     X(iallgather) X(iallgatherv) X(iallreduce) X(ialltoall) X(ialltoallv) X(ialltoallw)      \
-    X(ibarrier) X(ibcast) X(iexscan) X(igather) X(igatherv) X(ireduce) X(ireduce_scatter)    \
-    X(ireduce_scatter_block) X(iscan) X(iscatter) X(iscatterv)                               \
+    X(ibarrier) X(ibcast) X(igather) X(igatherv) X(ireduce) X(ireduce_scatter)               \
+    X(ireduce_scatter_block) X(iscatter) X(iscatterv)                                        \
     X(allgather_init) X(allgatherv_init) X(allreduce_init) X(alltoall_init)                  \
-    X(alltoallv_init) X(alltoallw_init) X(barrier_init) X(bcast_init) X(exscan_init)         \
+    X(alltoallv_init) X(alltoallw_init) X(barrier_init) X(bcast_init)                        \
     X(gather_init) X(gatherv_init) X(reduce_init) X(reduce_scatter_init)                     \
-    X(reduce_scatter_block_init) X(scan_init) X(scatter_init) X(scatterv_init)               \
+    X(reduce_scatter_block_init) X(scatter_init) X(scatterv_init)                            \
     X(neighbor_allgather) X(neighbor_allgatherv) X(neighbor_alltoall)                        \
     X(neighbor_alltoallv) X(neighbor_alltoallw)                                              \
     X(ineighbor_allgather) X(ineighbor_allgatherv) X(ineighbor_alltoall)                     \
     X(ineighbor_alltoallv) X(ineighbor_alltoallw)                                            \
     X(neighbor_allgather_init) X(neighbor_allgatherv_init) X(neighbor_alltoall_init)         \
     X(neighbor_alltoallv_init) X(neighbor_alltoallw_init) X(reduce_local)
+#define COLL_GPU_FOREACH_INTRA_ONLY_SLOT(X) \
+    X(exscan) X(scan) X(iexscan) X(iscan) X(exscan_init) X(scan_init)
 
 /* The providers, in the order they are asked: self serves one-process communicators (where
- * some of basic's algorithms are broken in 4.1, e.g. MPI_Exscan), basic the blocking and
- * neighborhood collectives, libnbc the nonblocking ones. */
-static const char *const provider_names[] = {"self", "basic", "libnbc"};
+ * some of basic's algorithms are broken in 4.1, e.g. MPI_Exscan), inter the intercommunicators
+ * (ahead of basic, as its higher priority would put it), basic the blocking and neighborhood
+ * collectives, libnbc the nonblocking ones.  module->gap_modules has room for each. */
+static const char *const provider_names[] = {"self", "inter", "basic", "libnbc"};
 #define N_PROVIDERS (int) (sizeof(provider_names) / sizeof(provider_names[0]))
 
 typedef struct gap_provider_t {
@@ -62,11 +70,14 @@ typedef struct gap_provider_t {
 static gap_provider_t providers[N_PROVIDERS];
 static opal_mutex_t gapfill_lock = OPAL_MUTEX_STATIC_INIT;
 
-/* Is any slot of the table empty? */
+/* Is any slot of the table empty that must not stay so? */
 static bool has_gap(struct ompi_communicator_t *comm)
 {
 #define COLL_GPU_GAP(name) if (NULL == comm->c_coll->coll_##name) { return true; }
     COLL_GPU_FOREACH_SLOT(COLL_GPU_GAP)
+    if (!OMPI_COMM_IS_INTER(comm)) {
+        COLL_GPU_FOREACH_INTRA_ONLY_SLOT(COLL_GPU_GAP)
+    }
 #undef COLL_GPU_GAP
     return false;
 }
@@ -192,6 +203,7 @@ int mca_coll_gpu_gapfill(mca_coll_gpu_module_t *module, struct ompi_communicator
         ++filled;                                                   \
     }
         COLL_GPU_FOREACH_SLOT(COLL_GPU_FILL)
+        COLL_GPU_FOREACH_INTRA_ONLY_SLOT(COLL_GPU_FILL)
 #undef COLL_GPU_FILL
         COLL_GPU_VERBOSE(COLL_GPU_LOG_QUERY, "coll:gpu:gapfill (cid %d): coll/%s fills %d slots",
                          coll_gpu_comm_cid(comm), provider_names[i], filled);

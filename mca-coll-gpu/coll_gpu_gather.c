@@ -5,10 +5,24 @@
  * allgather, where the contribution already sits in the receive buffer); the receive buffer is
  * written where it is significant (the root; every rank for the all- variants) and read as
  * well in place.  Host buffers go to the saved module; anything else is staged.
+ *
+ * On an intercommunicator the receive buffers hold one block per rank of the REMOTE group; a
+ * gathering root passes MPI_ROOT and only receives, the other ranks of its group pass
+ * MPI_PROC_NULL and take no part, and the remote group only sends.
  */
 #include "ompi_config.h"
 
 #include "coll_gpu.h"
+
+/* Is the send buffer of a gather significant here?  Not at an intercommunicator's root nor at
+ * the idle ranks of its group (an in-place intracommunicator root passes MPI_IN_PLACE, which
+ * staging leaves alone). */
+static coll_gpu_dir_t gather_sdir(struct ompi_communicator_t *comm, int root)
+{
+    return (mca_coll_gpu_is_idle(root) || (OMPI_COMM_IS_INTER(comm) && MPI_ROOT == root))
+               ? COLL_GPU_NONE
+               : COLL_GPU_READ;
+}
 
 int mca_coll_gpu_gather(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
                         void *rbuf, int rcount, struct ompi_datatype_t *rdtype, int root,
@@ -16,28 +30,28 @@ int mca_coll_gpu_gather(const void *sbuf, int scount, struct ompi_datatype_t *sd
 {
     static const char *const name = "gather";
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
-    bool is_root = (ompi_comm_rank(comm) == root);
+    bool is_root = mca_coll_gpu_is_root(comm, root);
+    coll_gpu_dir_t sdir = gather_sdir(comm, root);
     coll_gpu_dir_t rdir = !is_root ? COLL_GPU_NONE
                           : (MPI_IN_PLACE == sbuf) ? COLL_GPU_READWRITE : COLL_GPU_WRITE;
-    size_t rtotal = (size_t) rcount * (size_t) ompi_comm_size(comm);
+    size_t rtotal = (size_t) rcount * (size_t) mca_coll_gpu_peers(comm);
     coll_gpu_staged_t s, r;
     int rc;
 
-    if (mca_coll_gpu_both_host(sbuf, is_root ? rbuf : NULL)) {
+    if (mca_coll_gpu_both_host(sdir ? sbuf : NULL, rdir ? rbuf : NULL)) {
         return m->prev_gather.fn(sbuf, scount, sdtype, rbuf, rcount, rdtype, root, comm,
                                  m->prev_gather.module);
     }
     mca_coll_gpu_log_call(name, comm, mca_coll_gpu_call_bytes(sdtype, (size_t) scount), sdtype,
                           NULL, "staged");
-    rc = mca_coll_gpu_stage_pair(m, comm, name, sbuf, COLL_GPU_LAYOUT(sdtype, scount),
-                                 COLL_GPU_READ, rbuf, COLL_GPU_LAYOUT(rdtype, rtotal), rdir, &s,
-                                 &r);
+    rc = mca_coll_gpu_stage_pair(m, comm, name, sbuf, COLL_GPU_LAYOUT(sdtype, scount), sdir,
+                                 rbuf, COLL_GPU_LAYOUT(rdtype, rtotal), rdir, &s, &r);
     if (OMPI_SUCCESS != rc) {
         return rc;
     }
     rc = m->prev_gather.fn(mca_coll_gpu_view(&s), scount, sdtype, mca_coll_gpu_view(&r), rcount,
                            rdtype, root, comm, m->prev_gather.module);
-    return mca_coll_gpu_unstage_pair(m, comm, name, rc, &s, COLL_GPU_READ, &r, rdir);
+    return mca_coll_gpu_unstage_pair(m, comm, name, rc, &s, sdir, &r, rdir);
 }
 
 int mca_coll_gpu_gatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
@@ -47,21 +61,22 @@ int mca_coll_gpu_gatherv(const void *sbuf, int scount, struct ompi_datatype_t *s
 {
     static const char *const name = "gatherv";
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
-    bool is_root = (ompi_comm_rank(comm) == root);
+    bool is_root = mca_coll_gpu_is_root(comm, root);
+    coll_gpu_dir_t sdir = gather_sdir(comm, root);
     coll_gpu_dir_t rdir = !is_root ? COLL_GPU_NONE
                           : (MPI_IN_PLACE == sbuf) ? COLL_GPU_READWRITE : COLL_GPU_WRITE;
     coll_gpu_staged_t s, r;
     int rc;
 
-    if (mca_coll_gpu_both_host(sbuf, is_root ? rbuf : NULL)) {
+    if (mca_coll_gpu_both_host(sdir ? sbuf : NULL, rdir ? rbuf : NULL)) {
         return m->prev_gatherv.fn(sbuf, scount, sdtype, rbuf, rcounts, disps, rdtype, root, comm,
                                   m->prev_gatherv.module);
     }
     mca_coll_gpu_log_call(name, comm, mca_coll_gpu_call_bytes(sdtype, (size_t) scount), sdtype,
                           NULL, "staged");
-    rc = mca_coll_gpu_stage_pair(m, comm, name, sbuf, COLL_GPU_LAYOUT(sdtype, scount),
-                                 COLL_GPU_READ, rbuf,
-                                 COLL_GPU_LAYOUT_V(rdtype, is_root ? ompi_comm_size(comm) : 0,
+    rc = mca_coll_gpu_stage_pair(m, comm, name, sbuf, COLL_GPU_LAYOUT(sdtype, scount), sdir,
+                                 rbuf,
+                                 COLL_GPU_LAYOUT_V(rdtype, is_root ? mca_coll_gpu_peers(comm) : 0,
                                                    rcounts, disps),
                                  rdir, &s, &r);
     if (OMPI_SUCCESS != rc) {
@@ -69,7 +84,7 @@ int mca_coll_gpu_gatherv(const void *sbuf, int scount, struct ompi_datatype_t *s
     }
     rc = m->prev_gatherv.fn(mca_coll_gpu_view(&s), scount, sdtype, mca_coll_gpu_view(&r),
                             rcounts, disps, rdtype, root, comm, m->prev_gatherv.module);
-    return mca_coll_gpu_unstage_pair(m, comm, name, rc, &s, COLL_GPU_READ, &r, rdir);
+    return mca_coll_gpu_unstage_pair(m, comm, name, rc, &s, sdir, &r, rdir);
 }
 
 int mca_coll_gpu_allgather(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
@@ -79,7 +94,7 @@ int mca_coll_gpu_allgather(const void *sbuf, int scount, struct ompi_datatype_t 
     static const char *const name = "allgather";
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
     coll_gpu_dir_t rdir = (MPI_IN_PLACE == sbuf) ? COLL_GPU_READWRITE : COLL_GPU_WRITE;
-    size_t rtotal = (size_t) rcount * (size_t) ompi_comm_size(comm);
+    size_t rtotal = (size_t) rcount * (size_t) mca_coll_gpu_peers(comm);
     coll_gpu_staged_t s, r;
     int rc;
 
@@ -119,7 +134,8 @@ int mca_coll_gpu_allgatherv(const void *sbuf, int scount, struct ompi_datatype_t
                           NULL, "staged");
     rc = mca_coll_gpu_stage_pair(m, comm, name, sbuf, COLL_GPU_LAYOUT(sdtype, scount),
                                  COLL_GPU_READ, rbuf,
-                                 COLL_GPU_LAYOUT_V(rdtype, ompi_comm_size(comm), rcounts, disps),
+                                 COLL_GPU_LAYOUT_V(rdtype, mca_coll_gpu_peers(comm), rcounts,
+                                                   disps),
                                  rdir, &s, &r);
     if (OMPI_SUCCESS != rc) {
         return rc;

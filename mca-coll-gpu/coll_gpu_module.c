@@ -1,14 +1,33 @@
 /*
  * coll_gpu_module.c - module lifecycle of coll/gpu: init_query, comm_query, enable, disable.
  *
- * init_query opens the device backend once per process; when it cannot (no driver, no GPU)
- * and the user left coll_gpu_device at auto, the component withdraws silently, so a machine
- * without GPUs pays nothing.  comm_query disqualifies what coll/gpu does not serve
- * (intercommunicators) and hands out a module; enable fills the slots no other component
- * provides (coll_gpu_gapfill.c) and saves the function that held each slot we take, with a
- * reference on its module, before it can no longer fail.
+ * Whether coll/gpu is active on a communicator never depends on the local device: a rank that
+ * stood aside while its peers intercept would pair their agreement allreduce
+ * (coll_gpu_uniform_buffers=false) with a plain allreduce of its own and hang or mix up the
+ * calls.  So every rank installs the module on every communicator, intra and inter, whenever
+ * the component is selected with a priority >= 0:
+ *
+ *   init_query   opens the device backend once per process.  Without a usable device (no
+ *                driver, no GPU, or coll_gpu_device=cuda that cannot be had, which is said on
+ *                stderr) the process goes on with dev_opened false: every buffer is host memory
+ *                to it, so every call goes to the saved module at the cost of one branch, and it
+ *                still takes part in every agreement its peers make.
+ *   comm_query   hands out a module for every communicator.  On an intercommunicator only the
+ *                collectives MPI defines there are taken, and only through host staging (no
+ *                team, no fast path, no agreement).
+ *   enable       fills the slots no other component provides (coll_gpu_gapfill.c: self, inter,
+ *                basic, libnbc, as if they had been listed), so `--mca coll gpu,tuned` works
+ *                on intercommunicators and on machines without a GPU; then saves the function
+ *                that held each slot we take, with a reference on its module, before it can no
+ *                longer fail.
+ *
+ * Test only: COLL_GPU_TEST_NO_DEVICE=<rank in MPI_COMM_WORLD> makes that process behave as one
+ * without a device (the backend is not opened), so that tests can mix such ranks with ranks on
+ * the emulated device.  Unset in production.
  */
 #include "ompi_config.h"
+
+#include <stdlib.h>
 
 #include "opal/util/show_help.h"
 
@@ -58,8 +77,18 @@ static void gpu_module_destruct(mca_coll_gpu_module_t *module)
 OBJ_CLASS_INSTANCE(mca_coll_gpu_module_t, mca_coll_base_module_t, gpu_module_construct,
                    gpu_module_destruct);
 
-/* Open the backend the user asked for.  Returns OMPI_SUCCESS when coll/gpu can serve device
- * buffers in this process. */
+/* Does the test-only switch COLL_GPU_TEST_NO_DEVICE name this process?  mpirun tells each
+ * process its rank in MPI_COMM_WORLD through OMPI_COMM_WORLD_RANK before MPI_Init. */
+static bool test_hides_device(void)
+{
+    const char *hide = getenv("COLL_GPU_TEST_NO_DEVICE");
+    const char *rank = getenv("OMPI_COMM_WORLD_RANK");
+
+    return NULL != hide && '\0' != hide[0] && NULL != rank && atoi(hide) == atoi(rank);
+}
+
+/* Open the backend the user asked for.  Always succeeds: without a device coll/gpu still fills
+ * the slots the component list leaves empty and treats every buffer as host memory. */
 int mca_coll_gpu_init_query(bool enable_progress_threads, bool enable_mpi_threads)
 {
     mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
@@ -70,11 +99,17 @@ int mca_coll_gpu_init_query(bool enable_progress_threads, bool enable_mpi_thread
     (void) enable_mpi_threads;
 
     if (c->dev_tried) {
-        return c->dev_opened ? OMPI_SUCCESS : OMPI_ERR_NOT_AVAILABLE;
+        return OMPI_SUCCESS;
     }
     c->dev_tried = true;
     backend = (COLL_GPU_DEVICE_EMULATED == c->device_choice) ? DEV_BACKEND_EMULATED
                                                               : DEV_BACKEND_CUDA;
+    if (test_hides_device()) {
+        c->dev_status = DEV_ERR_NO_DEVICE;
+        COLL_GPU_VERBOSE(COLL_GPU_LOG_QUERY, "coll:gpu:init_query: no device in this process "
+                         "(COLL_GPU_TEST_NO_DEVICE, test only): host buffers only");
+        return OMPI_SUCCESS;
+    }
     rc = dev_open(backend);
     c->dev_status = rc;
     if (DEV_OK == rc) {
@@ -85,36 +120,27 @@ int mca_coll_gpu_init_query(bool enable_progress_threads, bool enable_mpi_thread
         return OMPI_SUCCESS;
     }
     if (COLL_GPU_DEVICE_AUTO == c->device_choice) {
-        /* no GPU here: stay out of the way, quietly */
+        /* no GPU here: serve host buffers and fill gaps, quietly */
         COLL_GPU_VERBOSE(COLL_GPU_LOG_QUERY,
-                         "coll:gpu:init_query: disqualifying: no usable CUDA device (%s)",
+                         "coll:gpu:init_query: no usable CUDA device (%s): host buffers only",
                          dev_error_string());
     } else {
         /* a plain line on stderr: Open MPI 4.1's mpirun intermittently garbles help messages
          * that several ranks send during MPI_Init ("Data unpack would read past end of buffer") */
         opal_output(0,
                     "coll:gpu: the %s device backend (coll_gpu_device) cannot be used in this "
-                    "process: %s; coll/gpu withdraws: host-buffer collectives work as before, "
-                    "device-buffer collectives will reach components that cannot handle them "
-                    "(coll_gpu_device=auto stays out of the way silently where there is no GPU)",
+                    "process: %s; coll/gpu serves host buffers only: device-buffer collectives "
+                    "will reach components that cannot handle them (coll_gpu_device=auto does "
+                    "the same silently where there is no GPU)",
                     dev_backend_name(backend), dev_error_string());
     }
-    return OMPI_ERR_NOT_AVAILABLE;
+    return OMPI_SUCCESS;
 }
 
 mca_coll_base_module_t *mca_coll_gpu_comm_query(struct ompi_communicator_t *comm, int *priority)
 {
     mca_coll_gpu_module_t *module;
 
-    if (!mca_coll_gpu_component.dev_opened) {
-        return NULL;
-    }
-    if (OMPI_COMM_IS_INTER(comm)) {
-        COLL_GPU_VERBOSE(COLL_GPU_LOG_QUERY,
-                         "coll:gpu:comm_query (cid %d): disqualifying: intercommunicator",
-                         coll_gpu_comm_cid(comm));
-        return NULL;
-    }
     if (0 > mca_coll_gpu_component.priority) {
         COLL_GPU_VERBOSE(COLL_GPU_LOG_QUERY,
                          "coll:gpu:comm_query (cid %d): disqualifying: negative priority",
@@ -128,18 +154,26 @@ mca_coll_base_module_t *mca_coll_gpu_comm_query(struct ompi_communicator_t *comm
     }
     module->super.coll_module_enable = gpu_module_enable;
     module->super.coll_module_disable = gpu_module_disable;
+    module->inter = OMPI_COMM_IS_INTER(comm);
 #define COLL_GPU_SET_ENTRY(name) module->super.coll_##name = mca_coll_gpu_##name;
-    COLL_GPU_FOREACH_INTERCEPTED(COLL_GPU_SET_ENTRY)
-    COLL_GPU_FOREACH_INTERCEPTED_NB(COLL_GPU_SET_ENTRY)
-    COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR(COLL_GPU_SET_ENTRY)
-    COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR_NB(COLL_GPU_SET_ENTRY)
+    if (module->inter) {
+        COLL_GPU_FOREACH_INTER(COLL_GPU_SET_ENTRY)
+    } else {
+        COLL_GPU_FOREACH_INTERCEPTED(COLL_GPU_SET_ENTRY)
+        COLL_GPU_FOREACH_INTERCEPTED_NB(COLL_GPU_SET_ENTRY)
+        COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR(COLL_GPU_SET_ENTRY)
+        COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR_NB(COLL_GPU_SET_ENTRY)
+    }
 #undef COLL_GPU_SET_ENTRY
 
     *priority = mca_coll_gpu_component.priority;
     COLL_GPU_VERBOSE(COLL_GPU_LOG_QUERY,
-                     "coll:gpu:comm_query (cid %d): %d ranks, priority %d, %s backend",
-                     coll_gpu_comm_cid(comm), ompi_comm_size(comm), *priority,
-                     dev_backend_name(dev_backend()));
+                     "coll:gpu:comm_query (cid %d): %s%d ranks, priority %d, %s",
+                     coll_gpu_comm_cid(comm),
+                     module->inter ? "intercommunicator, staging only, " : "",
+                     ompi_comm_size(comm), *priority,
+                     mca_coll_gpu_component.dev_opened ? dev_backend_name(dev_backend())
+                                                       : "no device (host buffers only)");
     return &module->super;
 }
 
@@ -158,8 +192,9 @@ static int gpu_module_enable(mca_coll_base_module_t *module, struct ompi_communi
         return rc;
     }
 
+    /* every slot we take needs a function to hand host buffers to */
 #define COLL_GPU_CHECK_SAVED(name)                                                           \
-    if (NULL == comm->c_coll->coll_##name) {                                                 \
+    if (NULL != m->super.coll_##name && NULL == comm->c_coll->coll_##name) {                 \
         opal_show_help("help-coll-gpu.txt", "no-fallback", true, #name,                      \
                        coll_gpu_comm_cid(comm));                                             \
         return OMPI_ERR_NOT_AVAILABLE;                                                       \
@@ -171,9 +206,11 @@ static int gpu_module_enable(mca_coll_base_module_t *module, struct ompi_communi
 #undef COLL_GPU_CHECK_SAVED
 
 #define COLL_GPU_SAVE(name)                                           \
-    m->prev_##name.fn = comm->c_coll->coll_##name;                    \
-    m->prev_##name.module = comm->c_coll->coll_##name##_module;       \
-    OBJ_RETAIN(m->prev_##name.module);
+    if (NULL != m->super.coll_##name) {                               \
+        m->prev_##name.fn = comm->c_coll->coll_##name;                \
+        m->prev_##name.module = comm->c_coll->coll_##name##_module;   \
+        OBJ_RETAIN(m->prev_##name.module);                            \
+    }
     COLL_GPU_FOREACH_INTERCEPTED(COLL_GPU_SAVE)
     COLL_GPU_FOREACH_INTERCEPTED_NB(COLL_GPU_SAVE)
     COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR(COLL_GPU_SAVE)

@@ -28,7 +28,9 @@
  * request does not take the request away before it completes (libnbc 4.1 refuses it with
  * MPI_ERR_REQUEST; a module that frees on completion frees after ompi_request_complete), so
  * the callback still runs, and its state is ours alone.
- * There is no GPU fast path for the nonblocking calls.
+ * There is no GPU fast path for the nonblocking calls.  Intercommunicators follow the blocking
+ * calls' rules (MPI_ROOT, MPI_PROC_NULL, blocks per rank of the remote group).  A failed copy
+ * still starts the call with scratch (stage_in) and completes the request with the error.
  */
 #include "ompi_config.h"
 
@@ -182,6 +184,17 @@ int nb_attach(coll_gpu_nb_t *x, int rc, ompi_request_t **request)
     return OMPI_SUCCESS;
 }
 
+/* The direction of the buffer that the non-root side of a rooted call uses (the send buffer of
+ * a gather or reduce, the receive buffer of a scatter): none at an intercommunicator's root
+ * (MPI_ROOT) or at the idle ranks of its group (MPI_PROC_NULL). */
+static coll_gpu_dir_t nb_rooted_other_dir(struct ompi_communicator_t *comm, int root,
+                                          coll_gpu_dir_t dir)
+{
+    return (mca_coll_gpu_is_idle(root) || (OMPI_COMM_IS_INTER(comm) && MPI_ROOT == root))
+               ? COLL_GPU_NONE
+               : dir;
+}
+
 /* ---- reductions -------------------------------------------------------------------------- */
 
 /* MPI_Iallreduce, MPI_Iscan, MPI_Iexscan: send buffer read, receive buffer written (and read in
@@ -243,19 +256,20 @@ int mca_coll_gpu_ireduce(const void *sbuf, void *rbuf, int count, struct ompi_da
 {
     static const char *const name = "ireduce";
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
-    bool is_root = (ompi_comm_rank(comm) == root);
+    bool is_root = mca_coll_gpu_is_root(comm, root);
+    coll_gpu_dir_t sdir = nb_rooted_other_dir(comm, root, COLL_GPU_READ);
     coll_gpu_dir_t rdir = !is_root ? COLL_GPU_NONE
                           : (MPI_IN_PLACE == sbuf) ? COLL_GPU_READWRITE : COLL_GPU_WRITE;
     coll_gpu_nb_t *x;
     int rc;
 
     /* the receive buffer means something at the root only */
-    if (mca_coll_gpu_both_host(sbuf, is_root ? rbuf : NULL)) {
+    if (mca_coll_gpu_both_host(sdir ? sbuf : NULL, rdir ? rbuf : NULL)) {
         return m->prev_ireduce.fn(sbuf, rbuf, count, dtype, op, root, comm, request,
                                   m->prev_ireduce.module);
     }
     nb_log(name, comm, mca_coll_gpu_call_bytes(dtype, (size_t) count), dtype, op);
-    rc = nb_stage(m, comm, name, sbuf, COLL_GPU_LAYOUT(dtype, count), COLL_GPU_READ, rbuf,
+    rc = nb_stage(m, comm, name, sbuf, COLL_GPU_LAYOUT(dtype, count), sdir, rbuf,
                   COLL_GPU_LAYOUT(dtype, count), rdir, &x);
     if (OMPI_SUCCESS != rc) {
         return rc;
@@ -334,11 +348,13 @@ int mca_coll_gpu_ibcast(void *buf, int count, struct ompi_datatype_t *dtype, int
 {
     static const char *const name = "ibcast";
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
-    coll_gpu_dir_t dir = (ompi_comm_rank(comm) == root) ? COLL_GPU_READ : COLL_GPU_WRITE;
+    coll_gpu_dir_t dir = mca_coll_gpu_is_root(comm, root) ? COLL_GPU_READ
+                         : mca_coll_gpu_is_idle(root)       ? COLL_GPU_NONE
+                                                            : COLL_GPU_WRITE;
     coll_gpu_nb_t *x;
     int rc;
 
-    if (mca_coll_gpu_is_host(mca_coll_gpu_classify(buf))) {
+    if (COLL_GPU_NONE == dir || mca_coll_gpu_is_host(mca_coll_gpu_classify(buf))) {
         return m->prev_ibcast.fn(buf, count, dtype, root, comm, request, m->prev_ibcast.module);
     }
     nb_log(name, comm, mca_coll_gpu_call_bytes(dtype, (size_t) count), dtype, NULL);
@@ -358,19 +374,20 @@ int mca_coll_gpu_igather(const void *sbuf, int scount, struct ompi_datatype_t *s
 {
     static const char *const name = "igather";
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
-    bool is_root = (ompi_comm_rank(comm) == root);
+    bool is_root = mca_coll_gpu_is_root(comm, root);
+    coll_gpu_dir_t sdir = nb_rooted_other_dir(comm, root, COLL_GPU_READ);
     coll_gpu_dir_t rdir = !is_root ? COLL_GPU_NONE
                           : (MPI_IN_PLACE == sbuf) ? COLL_GPU_READWRITE : COLL_GPU_WRITE;
-    size_t rtotal = (size_t) rcount * (size_t) ompi_comm_size(comm);
+    size_t rtotal = (size_t) rcount * (size_t) mca_coll_gpu_peers(comm);
     coll_gpu_nb_t *x;
     int rc;
 
-    if (mca_coll_gpu_both_host(sbuf, is_root ? rbuf : NULL)) {
+    if (mca_coll_gpu_both_host(sdir ? sbuf : NULL, rdir ? rbuf : NULL)) {
         return m->prev_igather.fn(sbuf, scount, sdtype, rbuf, rcount, rdtype, root, comm,
                                   request, m->prev_igather.module);
     }
     nb_log(name, comm, mca_coll_gpu_call_bytes(sdtype, (size_t) scount), sdtype, NULL);
-    rc = nb_stage(m, comm, name, sbuf, COLL_GPU_LAYOUT(sdtype, scount), COLL_GPU_READ, rbuf,
+    rc = nb_stage(m, comm, name, sbuf, COLL_GPU_LAYOUT(sdtype, scount), sdir, rbuf,
                   COLL_GPU_LAYOUT(rdtype, rtotal), rdir, &x);
     if (OMPI_SUCCESS != rc) {
         return rc;
@@ -388,19 +405,21 @@ int mca_coll_gpu_igatherv(const void *sbuf, int scount, struct ompi_datatype_t *
 {
     static const char *const name = "igatherv";
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
-    bool is_root = (ompi_comm_rank(comm) == root);
+    bool is_root = mca_coll_gpu_is_root(comm, root);
+    coll_gpu_dir_t sdir = nb_rooted_other_dir(comm, root, COLL_GPU_READ);
     coll_gpu_dir_t rdir = !is_root ? COLL_GPU_NONE
                           : (MPI_IN_PLACE == sbuf) ? COLL_GPU_READWRITE : COLL_GPU_WRITE;
     coll_gpu_nb_t *x;
     int rc;
 
-    if (mca_coll_gpu_both_host(sbuf, is_root ? rbuf : NULL)) {
+    if (mca_coll_gpu_both_host(sdir ? sbuf : NULL, rdir ? rbuf : NULL)) {
         return m->prev_igatherv.fn(sbuf, scount, sdtype, rbuf, rcounts, disps, rdtype, root,
                                    comm, request, m->prev_igatherv.module);
     }
     nb_log(name, comm, mca_coll_gpu_call_bytes(sdtype, (size_t) scount), sdtype, NULL);
-    rc = nb_stage(m, comm, name, sbuf, COLL_GPU_LAYOUT(sdtype, scount), COLL_GPU_READ, rbuf,
-                  COLL_GPU_LAYOUT_V(rdtype, is_root ? ompi_comm_size(comm) : 0, rcounts, disps),
+    rc = nb_stage(m, comm, name, sbuf, COLL_GPU_LAYOUT(sdtype, scount), sdir, rbuf,
+                  COLL_GPU_LAYOUT_V(rdtype, is_root ? mca_coll_gpu_peers(comm) : 0, rcounts,
+                                    disps),
                   rdir, &x);
     if (OMPI_SUCCESS != rc) {
         return rc;
@@ -418,7 +437,7 @@ int mca_coll_gpu_iallgather(const void *sbuf, int scount, struct ompi_datatype_t
     static const char *const name = "iallgather";
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
     coll_gpu_dir_t rdir = (MPI_IN_PLACE == sbuf) ? COLL_GPU_READWRITE : COLL_GPU_WRITE;
-    size_t rtotal = (size_t) rcount * (size_t) ompi_comm_size(comm);
+    size_t rtotal = (size_t) rcount * (size_t) mca_coll_gpu_peers(comm);
     coll_gpu_nb_t *x;
     int rc;
 
@@ -454,7 +473,8 @@ int mca_coll_gpu_iallgatherv(const void *sbuf, int scount, struct ompi_datatype_
     }
     nb_log(name, comm, mca_coll_gpu_call_bytes(sdtype, (size_t) scount), sdtype, NULL);
     rc = nb_stage(m, comm, name, sbuf, COLL_GPU_LAYOUT(sdtype, scount), COLL_GPU_READ, rbuf,
-                  COLL_GPU_LAYOUT_V(rdtype, ompi_comm_size(comm), rcounts, disps), rdir, &x);
+                  COLL_GPU_LAYOUT_V(rdtype, mca_coll_gpu_peers(comm), rcounts, disps), rdir,
+                  &x);
     if (OMPI_SUCCESS != rc) {
         return rc;
     }
@@ -470,19 +490,20 @@ int mca_coll_gpu_iscatter(const void *sbuf, int scount, struct ompi_datatype_t *
 {
     static const char *const name = "iscatter";
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
-    bool is_root = (ompi_comm_rank(comm) == root);
+    bool is_root = mca_coll_gpu_is_root(comm, root);
     coll_gpu_dir_t sdir = is_root ? COLL_GPU_READ : COLL_GPU_NONE;
-    size_t stotal = (size_t) scount * (size_t) ompi_comm_size(comm);
+    coll_gpu_dir_t rdir = nb_rooted_other_dir(comm, root, COLL_GPU_WRITE);
+    size_t stotal = (size_t) scount * (size_t) mca_coll_gpu_peers(comm);
     coll_gpu_nb_t *x;
     int rc;
 
-    if (mca_coll_gpu_both_host(is_root ? sbuf : NULL, rbuf)) {
+    if (mca_coll_gpu_both_host(is_root ? sbuf : NULL, rdir ? rbuf : NULL)) {
         return m->prev_iscatter.fn(sbuf, scount, sdtype, rbuf, rcount, rdtype, root, comm,
                                    request, m->prev_iscatter.module);
     }
     nb_log(name, comm, mca_coll_gpu_call_bytes(rdtype, (size_t) rcount), rdtype, NULL);
     rc = nb_stage(m, comm, name, sbuf, COLL_GPU_LAYOUT(sdtype, stotal), sdir, rbuf,
-                  COLL_GPU_LAYOUT(rdtype, rcount), COLL_GPU_WRITE, &x);
+                  COLL_GPU_LAYOUT(rdtype, rcount), rdir, &x);
     if (OMPI_SUCCESS != rc) {
         return rc;
     }
@@ -499,19 +520,21 @@ int mca_coll_gpu_iscatterv(const void *sbuf, const int *scounts, const int *disp
 {
     static const char *const name = "iscatterv";
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
-    bool is_root = (ompi_comm_rank(comm) == root);
+    bool is_root = mca_coll_gpu_is_root(comm, root);
     coll_gpu_dir_t sdir = is_root ? COLL_GPU_READ : COLL_GPU_NONE;
+    coll_gpu_dir_t rdir = nb_rooted_other_dir(comm, root, COLL_GPU_WRITE);
     coll_gpu_nb_t *x;
     int rc;
 
-    if (mca_coll_gpu_both_host(is_root ? sbuf : NULL, rbuf)) {
+    if (mca_coll_gpu_both_host(is_root ? sbuf : NULL, rdir ? rbuf : NULL)) {
         return m->prev_iscatterv.fn(sbuf, scounts, disps, sdtype, rbuf, rcount, rdtype, root,
                                     comm, request, m->prev_iscatterv.module);
     }
     nb_log(name, comm, mca_coll_gpu_call_bytes(rdtype, (size_t) rcount), rdtype, NULL);
     rc = nb_stage(m, comm, name, sbuf,
-                  COLL_GPU_LAYOUT_V(sdtype, is_root ? ompi_comm_size(comm) : 0, scounts, disps),
-                  sdir, rbuf, COLL_GPU_LAYOUT(rdtype, rcount), COLL_GPU_WRITE, &x);
+                  COLL_GPU_LAYOUT_V(sdtype, is_root ? mca_coll_gpu_peers(comm) : 0, scounts,
+                                    disps),
+                  sdir, rbuf, COLL_GPU_LAYOUT(rdtype, rcount), rdir, &x);
     if (OMPI_SUCCESS != rc) {
         return rc;
     }
@@ -530,7 +553,7 @@ int mca_coll_gpu_ialltoall(const void *sbuf, int scount, struct ompi_datatype_t 
     static const char *const name = "ialltoall";
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
     coll_gpu_dir_t rdir = (MPI_IN_PLACE == sbuf) ? COLL_GPU_READWRITE : COLL_GPU_WRITE;
-    size_t size = (size_t) ompi_comm_size(comm);
+    size_t size = (size_t) mca_coll_gpu_peers(comm);
     coll_gpu_nb_t *x;
     int rc;
 
@@ -558,7 +581,7 @@ int mca_coll_gpu_ialltoallv(const void *sbuf, const int *scounts, const int *sdi
     static const char *const name = "ialltoallv";
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
     coll_gpu_dir_t rdir = (MPI_IN_PLACE == sbuf) ? COLL_GPU_READWRITE : COLL_GPU_WRITE;
-    int size = ompi_comm_size(comm);
+    int size = mca_coll_gpu_peers(comm);
     coll_gpu_nb_t *x;
     int rc;
 
@@ -590,7 +613,7 @@ int mca_coll_gpu_ialltoallw(const void *sbuf, const int *scounts, const int *sdi
     static const char *const name = "ialltoallw";
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
     bool in_place = (MPI_IN_PLACE == sbuf);
-    int size = ompi_comm_size(comm);
+    int size = mca_coll_gpu_peers(comm);
     dev_mem_kind_t skind = mca_coll_gpu_classify(sbuf), rkind = mca_coll_gpu_classify(rbuf);
     coll_gpu_nb_t *x;
     ptrdiff_t slo, rlo;

@@ -4,6 +4,10 @@
  *
  * Each has one shape: a send buffer read, a receive buffer written (read and written with
  * MPI_IN_PLACE).  Host buffers go to the saved module; anything else is staged.
+ *
+ * On an intercommunicator MPI_Reduce's root passes MPI_ROOT and only receives, the other ranks
+ * of its group pass MPI_PROC_NULL and take no part, and the remote group only sends; the
+ * reduce-scatters count the LOCAL group (each group's result is scattered over the other).
  */
 #include "ompi_config.h"
 
@@ -15,27 +19,30 @@ int mca_coll_gpu_reduce(const void *sbuf, void *rbuf, int count, struct ompi_dat
 {
     static const char *const name = "reduce";
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
-    bool is_root = (ompi_comm_rank(comm) == root);
+    bool is_root = mca_coll_gpu_is_root(comm, root);
+    /* an intercommunicator's root and its idle group send nothing */
+    coll_gpu_dir_t sdir = (mca_coll_gpu_is_idle(root) || (OMPI_COMM_IS_INTER(comm) && is_root))
+                              ? COLL_GPU_NONE
+                              : COLL_GPU_READ;
     coll_gpu_dir_t rdir = !is_root ? COLL_GPU_NONE
                           : (MPI_IN_PLACE == sbuf) ? COLL_GPU_READWRITE : COLL_GPU_WRITE;
     coll_gpu_staged_t s, r;
     int rc;
 
     /* the receive buffer means something at the root only */
-    if (mca_coll_gpu_both_host(sbuf, is_root ? rbuf : NULL)) {
+    if (mca_coll_gpu_both_host(sdir ? sbuf : NULL, rdir ? rbuf : NULL)) {
         return m->prev_reduce.fn(sbuf, rbuf, count, dtype, op, root, comm, m->prev_reduce.module);
     }
     mca_coll_gpu_log_call(name, comm, mca_coll_gpu_call_bytes(dtype, (size_t) count), dtype, op,
                           "staged");
-    rc = mca_coll_gpu_stage_pair(m, comm, name, sbuf, COLL_GPU_LAYOUT(dtype, count),
-                                 COLL_GPU_READ, rbuf, COLL_GPU_LAYOUT(dtype, count), rdir, &s,
-                                 &r);
+    rc = mca_coll_gpu_stage_pair(m, comm, name, sbuf, COLL_GPU_LAYOUT(dtype, count), sdir, rbuf,
+                                 COLL_GPU_LAYOUT(dtype, count), rdir, &s, &r);
     if (OMPI_SUCCESS != rc) {
         return rc;
     }
     rc = m->prev_reduce.fn(mca_coll_gpu_view(&s), mca_coll_gpu_view(&r), count, dtype, op, root,
                            comm, m->prev_reduce.module);
-    return mca_coll_gpu_unstage_pair(m, comm, name, rc, &s, COLL_GPU_READ, &r, rdir);
+    return mca_coll_gpu_unstage_pair(m, comm, name, rc, &s, sdir, &r, rdir);
 }
 
 int mca_coll_gpu_reduce_scatter(const void *sbuf, void *rbuf, const int *rcounts,

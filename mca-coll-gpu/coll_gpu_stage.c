@@ -16,13 +16,24 @@
  *
  * Each communicator's module keeps two pinned bounce buffers (send and receive roles) up to
  * coll_gpu_stage_cache_bytes; larger calls allocate for the call alone, and so does every
- * nonblocking collective (slot -1: its bounce memory lives until its request completes).
+ * nonblocking collective (slot -1: its bounce memory lives until its request completes).  When
+ * no pinned memory can be had, plain host memory serves (slower copies, same result).
  * Serves every collective of coll/gpu that the GPU path does not take.
+ *
+ * A failed copy does not let a rank leave the collective: its peers are already inside it and
+ * would wait forever.  The rank takes part with the bounce memory as scratch (the right size,
+ * contents not its own), copies nothing back, and returns the error afterwards (the
+ * coll_gpu_staged_t's fail).  What peers receive from it is then undefined, and the failing
+ * rank's error handler fires (MPI_ERRORS_ARE_FATAL, the default, ends the job).
+ *
+ * Test only: COLL_GPU_TEST_FAIL_STAGE=<rank in MPI_COMM_WORLD> makes every staging copy of
+ * that process fail (tests/mpi/stage_failure.sh); unset in production.
  */
 #include "ompi_config.h"
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "opal/util/show_help.h"
@@ -191,6 +202,19 @@ void mca_coll_gpu_bounce_release(mca_coll_gpu_module_t *module)
     }
 }
 
+/* Does the test-only fault injection (COLL_GPU_TEST_FAIL_STAGE) name this process?  The
+ * variable is read once. */
+static bool stage_fail_injected(void)
+{
+    static int target = -2; /* -2: not read yet; -1: no injection */
+
+    if (-2 == target) {
+        const char *env = getenv("COLL_GPU_TEST_FAIL_STAGE");
+        target = (NULL != env && '\0' != env[0]) ? atoi(env) : -1;
+    }
+    return 0 <= target && ompi_comm_rank(&ompi_mpi_comm_world.comm) == target;
+}
+
 int mca_coll_gpu_stage_in(mca_coll_gpu_module_t *module, int slot, const void *user,
                           dev_mem_kind_t kind, ptrdiff_t lo, size_t len, bool copy_in,
                           struct ompi_communicator_t *comm, const char *what,
@@ -203,7 +227,9 @@ int mca_coll_gpu_stage_in(mca_coll_gpu_module_t *module, int slot, const void *u
     out->lo = lo;
     out->len = len;
     out->owned = NULL;
+    out->owned_malloc = false;
     out->slot = slot;
+    out->fail = OMPI_SUCCESS;
     out->staged = !mca_coll_gpu_is_host(kind) && 0 < len;
     out->host_base = (char *) user;
     if (!out->staged) {
@@ -211,19 +237,34 @@ int mca_coll_gpu_stage_in(mca_coll_gpu_module_t *module, int slot, const void *u
     }
     rc = bounce_get(module, slot, len, &bounce, &out->owned);
     if (DEV_OK != rc) {
-        mca_coll_gpu_report_failure(what, comm, "cannot allocate %zu B of pinned host memory "
-                                    "for staging: %s", len, dev_error_string());
-        out->staged = false;
-        return OMPI_ERR_OUT_OF_RESOURCE;
+        /* pageable memory does the same job, more slowly */
+        COLL_GPU_VERBOSE(COLL_GPU_LOG_ERROR,
+                         "coll:gpu:%s (cid %d): no pinned host memory for %zu B (%s): staging "
+                         "through pageable memory", what, coll_gpu_comm_cid(comm), len,
+                         dev_error_string());
+        out->owned = malloc(len);
+        if (NULL == out->owned) {
+            mca_coll_gpu_report_failure(what, comm, "cannot allocate %zu B of host memory for "
+                                        "staging", len);
+            out->staged = false;
+            out->host_base = NULL;
+            return OMPI_ERR_OUT_OF_RESOURCE;
+        }
+        out->owned_malloc = true;
+        bounce = out->owned;
     }
     out->host_base = (char *) bounce - lo;
-    if (copy_in) {
+    if (stage_fail_injected()) {
+        mca_coll_gpu_report_failure(what, comm, "staging of %zu B failed: injected by "
+                                    "COLL_GPU_TEST_FAIL_STAGE (test only); taking part with "
+                                    "scratch", len);
+        out->fail = OMPI_ERROR;
+    } else if (copy_in) {
         rc = dev_memcpy(bounce, (const char *) user + lo, len);
         if (DEV_OK != rc) {
-            mca_coll_gpu_report_failure(what, comm, "copy of %zu B from the device failed: %s",
-                                        len, dev_error_string());
-            (void) mca_coll_gpu_stage_out(module, out, false, comm, what);
-            return OMPI_ERROR;
+            mca_coll_gpu_report_failure(what, comm, "copy of %zu B from the device failed: %s; "
+                                        "taking part with scratch", len, dev_error_string());
+            out->fail = OMPI_ERROR;
         }
     }
     return OMPI_SUCCESS;
@@ -238,7 +279,7 @@ int mca_coll_gpu_stage_out(mca_coll_gpu_module_t *module, coll_gpu_staged_t *sta
     if (!staged->staged) {
         return OMPI_SUCCESS;
     }
-    if (copy_out) {
+    if (copy_out && OMPI_SUCCESS == staged->fail) {
         int rc = dev_memcpy((char *) staged->user + staged->lo, staged->host_base + staged->lo,
                             staged->len);
         if (DEV_OK != rc) {
@@ -248,7 +289,11 @@ int mca_coll_gpu_stage_out(mca_coll_gpu_module_t *module, coll_gpu_staged_t *sta
         }
     }
     if (NULL != staged->owned) {
-        (void) dev_host_free(staged->owned);
+        if (staged->owned_malloc) {
+            free(staged->owned);
+        } else {
+            (void) dev_host_free(staged->owned);
+        }
         staged->owned = NULL;
     }
     staged->staged = false;
@@ -357,6 +402,8 @@ int mca_coll_gpu_unstage_pair(mca_coll_gpu_module_t *module, struct ompi_communi
                               const char *what, int rc, coll_gpu_staged_t *s, coll_gpu_dir_t sdir,
                               coll_gpu_staged_t *r, coll_gpu_dir_t rdir)
 {
+    /* a result computed from scratch goes nowhere */
+    rc = mca_coll_gpu_first_error(mca_coll_gpu_first_error(s->fail, r->fail), rc);
     rc = mca_coll_gpu_unstage(module, r, rc, rdir, comm, what);
     return mca_coll_gpu_unstage(module, s, rc, sdir, comm, what);
 }
@@ -364,9 +411,10 @@ int mca_coll_gpu_unstage_pair(mca_coll_gpu_module_t *module, struct ompi_communi
 int mca_coll_gpu_unstage(mca_coll_gpu_module_t *module, coll_gpu_staged_t *staged, int rc,
                          coll_gpu_dir_t dir, struct ompi_communicator_t *comm, const char *what)
 {
-    bool copy_out = (OMPI_SUCCESS == rc) && (0 != (dir & COLL_GPU_WRITE));
+    int first = mca_coll_gpu_first_error(staged->fail, rc);
+    bool copy_out = (OMPI_SUCCESS == first) && (0 != (dir & COLL_GPU_WRITE));
     int out_rc = mca_coll_gpu_stage_out(module, staged, copy_out, comm, what);
-    return (OMPI_SUCCESS != rc) ? rc : out_rc;
+    return mca_coll_gpu_first_error(first, out_rc);
 }
 
 void mca_coll_gpu_log_call(const char *what, struct ompi_communicator_t *comm, size_t bytes,

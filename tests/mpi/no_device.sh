@@ -3,7 +3,11 @@
 # GPU driver; on a GPU machine the cuda cases are skipped).
 #   coll_gpu_device=cuda, no driver: MPI_Init does not crash, collectives on host buffers work,
 #     and with coll_gpu_verbose the component says why it disqualified itself;
-#   coll_gpu_device=auto: the same, and coll/gpu prints nothing at all.
+#   coll_gpu_device=auto: the same, and coll/gpu prints nothing at all;
+#   --mca coll gpu,tuned with coll_gpu_device=auto: coll/gpu still fills the slots tuned leaves
+#     empty, so blocking, nonblocking, neighborhood and MPI_COMM_SELF collectives
+#     (test_tuned) and intercommunicator collectives (test_inter) all run.  (Where there is a
+#     GPU, auto opens it and the same programs add their device-buffer cases.)
 . "$(dirname "$0")/mpitest.sh"
 out=${TMPDIR:-/tmp}/coll_gpu_no_device.$$
 trap 'rm -f "$out".*' EXIT
@@ -35,7 +39,7 @@ if [ "$have_gpu" -eq 0 ]; then
         [ "$attempt" -lt 5 ] || break
         COLL_GPU_TEST_DEVICE=cuda "$RUN_MPI" 2 "$MPI_TESTS/test_smoke" host >/dev/null 2>"$out.cuda.err"
     done
-    t_ok "$found" "coll_gpu_device=cuda without a driver: coll/gpu says why it stands aside"
+    t_ok "$found" "coll_gpu_device=cuda without a driver: coll/gpu says why it serves host buffers only"
     if [ "$found" -eq 0 ]; then
         grep -i 'cuda\|driver' "$out.cuda.err" | head -2 | sed 's/^/#   log: /'
     else
@@ -62,4 +66,18 @@ if grep -qi 'gpu\|cuda' "$out.auto.err" || grep -v '^\(ok\|not ok\|1\.\.\)' "$ou
 else
     t_ok 0 "coll_gpu_device=auto: coll/gpu prints nothing"
 fi
+# gpu,tuned: each program's TAP output must be complete, with no failure
+for prog in test_tuned test_inter; do
+    COLL_GPU_TEST_DEVICE=auto COLL_GPU_TEST_COLL=gpu,tuned COLL_GPU_TEST_TIMEOUT=300 \
+        "$RUN_MPI" 4 "$MPI_TESTS/$prog" >"$out.$prog" 2>"$out.$prog.err"
+    rc=$?
+    pass=$(grep -c '^ok ' "$out.$prog")
+    [ "$rc" -eq 0 ] && ! grep -q '^not ok' "$out.$prog" && grep -q '^1\.\.' "$out.$prog" \
+        && [ "$pass" -ge 8 ]
+    t_ok $? "--mca coll gpu,tuned, coll_gpu_device=auto: $prog passes $pass checks (exit $rc)"
+    if [ "$rc" -ne 0 ] || grep -q '^not ok' "$out.$prog"; then
+        grep -v '^ok ' "$out.$prog" | head -20 | sed 's/^/#   /'
+        t_diag "$out.$prog.err" 20
+    fi
+done
 t_done

@@ -6,7 +6,10 @@
  * gpu,tuned every kind of collective must work: MPI_Init itself, a blocking MPI_Allreduce,
  * MPI_Iallreduce + MPI_Wait, MPI_Ibarrier, MPI_Ibcast, MPI_Neighbor_allgather and
  * MPI_Ineighbor_allgather on a periodic cartesian communicator, and collectives on
- * MPI_COMM_SELF.  When the device backend opens, a device-buffer MPI_Allreduce too.
+ * MPI_COMM_SELF, and MPI_Intercomm_create with a blocking and a nonblocking collective on the
+ * intercommunicator (tuned serves none: coll/gpu fills them from coll/inter, basic and libnbc;
+ * test_inter.c covers every intercommunicator collective).  When the device backend opens, a
+ * device-buffer MPI_Allreduce too.
  * Run by coll_gpu_tuned.sh with COLL_GPU_TEST_COLL=gpu,tuned.
  */
 #include "mpitest.h"
@@ -183,6 +186,57 @@ int main(int argc, char **argv)
         mt_diag_add(diag, "result differs from the input");
     }
     mt_check(ok, diag, "MPI_Allreduce, MPI_Bcast, MPI_Barrier, MPI_Iallreduce on MPI_COMM_SELF");
+
+    /* An intercommunicator: even against odd ranks (needs 2 ranks at least). */
+    if (2 <= mt_size) {
+        MPI_Comm local = MPI_COMM_NULL, ic = MPI_COMM_NULL;
+        int color = mt_rank % 2, lr = 0;
+        int32_t got = 0, want = 0;
+
+        mt_set_case("intercommunicator");
+        diag[0] = '\0';
+        rc = MPI_Comm_split(MPI_COMM_WORLD, color, mt_rank, &local);
+        if (MPI_SUCCESS == rc) {
+            /* each group's leader is its lowest world rank: 0 and 1 */
+            rc = MPI_Intercomm_create(local, 0, MPI_COMM_WORLD, 1 - color, 99, &ic);
+        }
+        if (MPI_SUCCESS == rc) {
+            MPI_Comm_set_errhandler(ic, MPI_ERRORS_RETURN);
+            MPI_Comm_rank(ic, &lr);
+            /* the sum of the remote group's world ranks + 1 */
+            int32_t mine = mt_rank + 1;
+            rc = MPI_Allreduce(&mine, &got, 1, MPI_INT32_T, MPI_SUM, ic);
+            for (int r = 1 - color; r < mt_size; r += 2) {
+                want += r + 1;
+            }
+            if (MPI_SUCCESS == rc && got != want) {
+                mt_diag_add(diag, "MPI_Allreduce: expected %d got %d ", want, got);
+            }
+        }
+        if (MPI_SUCCESS == rc) {
+            /* group 0's rank 0 broadcasts to group 1 */
+            int32_t b = (0 == color && 0 == lr) ? 4242 : -1;
+            int root = (0 == color) ? ((0 == lr) ? MPI_ROOT : MPI_PROC_NULL) : 0;
+            rc = MPI_Ibcast(&b, 1, MPI_INT32_T, root, ic, &req);
+            if (MPI_SUCCESS == rc) {
+                rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
+            }
+            if (MPI_SUCCESS == rc && b != ((0 == color && 0 != lr) ? -1 : 4242)) {
+                mt_diag_add(diag, "MPI_Ibcast: got %d ", b);
+            }
+        }
+        if (MPI_SUCCESS != rc) {
+            mt_diag_add(diag, "%s", mt_mpi_error(rc));
+        }
+        ok = MPI_SUCCESS == rc && '\0' == diag[0];
+        mt_check(ok, diag, "MPI_Intercomm_create (even/odd), MPI_Allreduce and MPI_Ibcast on it");
+        if (MPI_COMM_NULL != ic) {
+            MPI_Comm_free(&ic);
+        }
+        if (MPI_COMM_NULL != local) {
+            MPI_Comm_free(&local);
+        }
+    }
 
     /* A device-buffer allreduce under gpu,tuned, when there is a device. */
     if (mt_device_open(why, sizeof(why))) {
