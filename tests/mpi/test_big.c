@@ -134,8 +134,9 @@ int main(int argc, char **argv)
 
     h = malloc(CHUNK);
     e = malloc(CHUNK);
-    if (NULL == h || NULL == e) {
-        mt_skip_all("cannot allocate the host chunks");
+    /* agreed: a rank that skipped alone would leave its peers in the first collective */
+    if (!mt_agree(NULL != h && NULL != e)) {
+        mt_skip_all("cannot allocate the host chunks (on some rank)");
     }
 
     /* ---- MPI_Bcast: 2049 x 1 MiB ---- */
