@@ -22,8 +22,8 @@
 # process, in order, are the cases in order less those, exactly.  A call may stage only where
 # the case itself asks for it:
 #   - its communicator holds one rank ("1 ranks": nothing to exchange between GPUs);
-#   - its type is derived (not MPI_...), or a predefined type or op without a GPU kernel (the
-#     reason "type, op or layout without a GPU kernel").
+#   - its type is derived or its op user-defined (not MPI_...), or it is a predefined type
+#     without a GPU kernel or with holes (the reason "type, op or layout without a GPU kernel").
 # Any other decision (another algorithm, staging for any other reason) fails.
 check_decisions() {
     dec_out=$(awk -v coll="$3" -v alg="$4" -v np="$5" -v tapfile="$1" '
@@ -110,7 +110,8 @@ check_decisions() {
                     name = cases[mine[k]]
                     ++calls
                     split(name, w, " ")
-                    derived = (w[2] !~ /^MPI_/)
+                    # a derived type, or a user-defined op (w[3] is "-" for a bcast)
+                    derived = (w[2] !~ /^MPI_/) || (w[3] != "-" && w[3] !~ /^MPI_/)
                     if (alg == "auto" ? how ~ /^[a-z]+ via / : index(how, alg " via ") == 1) {
                         ++taken
                     } else if (alg == "oneshot" && how ~ /^twoshot via .*exceed the one-shot slot/) {
