@@ -23,13 +23,19 @@ else
     fixture=no
     COLL_GPU_MPIRUN_ARGS="--mca coll_gpu_allreduce_algorithm ring --mca coll_gpu_bcast_algorithm chain --mca coll_gpu_chunk_bytes 65536 --mca coll_gpu_verbose 10"
 fi
+# each rank's log in a file of its own: mpirun's merged stderr may cut one rank's line with
+# another's, and the lines are counted
+COLL_GPU_MPIRUN_ARGS="$COLL_GPU_MPIRUN_ARGS --output-filename $log.ranks"
 export COLL_GPU_MPIRUN_ARGS
-"$RUN_MPI" 4 "$top_builddir/tests/fastpath/test_ring" >"$log" 2>&1
+rm -rf "$log.ranks"
+"$RUN_MPI" 4 "$top_builddir/tests/fastpath/test_ring" >"$log" 2>"$log.err"
 rc=$?
+cat "$log.ranks"/*/rank.*/stderr >"$log.verbose" 2>/dev/null
+cat "$log.err" >>"$log"
 why=$(t_skipped "$log")
 if [ "$rc" -eq 0 ] && [ -n "$why" ]; then
     echo "1..0 # SKIP $why"
-    rm -f "$log" "${OMPI_MCA_coll_gpu_topo_file:-}"
+    rm -rf "$log" "$log.err" "$log.verbose" "$log.ranks" "${OMPI_MCA_coll_gpu_topo_file:-}"
     exit 0
 fi
 grep '^# device:' "$log"
@@ -39,7 +45,7 @@ grep '^not ok\|^Bail out' "$log" | sed 's/^/# /'
 t_ok $? "allreduce (in place too) and bcast from two roots right on 4 ranks: $passed of 4"
 [ "$rc" -eq 0 ]
 t_ok $? "test_ring exits 0 (exit $rc)"
-rings=$(sed -n 's/.*coll:gpu:team (cid 0): .*, ring \([0-9 ]*\)$/\1/p' "$log" | sort | uniq -c)
+rings=$(sed -n 's/.*coll:gpu:team (cid 0): .*, ring \([0-9 ]*\)$/\1/p' "$log.verbose" | sort | uniq -c)
 nrings=$(printf '%s\n' "$rings" | grep -c .)
 ring=$(printf '%s\n' "$rings" | sed 's/^ *\([0-9]*\) //' | head -1)
 [ "$nrings" -eq 1 ] && printf '%s\n' "$rings" | grep -q '^ *4 '
@@ -62,12 +68,12 @@ fi
 # 2 allreduces and 2 bcasts on 4 ranks: 8 decision lines each, every one naming the algorithm
 # (a decision line: "coll:gpu:bcast (cid 0): rank 1: 3145733 B MPI_BYTE, 4 ranks -> chain via ...")
 decision='(cid 0): rank [0-9]*: [0-9]* B [^,]*, [0-9]* ranks -> '
-ar_all=$(grep -c "coll:gpu:allreduce $decision" "$log")
-ar_ring=$(grep -c "coll:gpu:allreduce $decision"'ring via' "$log")
-bc_all=$(grep -c "coll:gpu:bcast $decision" "$log")
-bc_chain=$(grep -c "coll:gpu:bcast $decision"'chain via' "$log")
+ar_all=$(grep -c "coll:gpu:allreduce $decision" "$log.verbose")
+ar_ring=$(grep -c "coll:gpu:allreduce $decision"'ring via' "$log.verbose")
+bc_all=$(grep -c "coll:gpu:bcast $decision" "$log.verbose")
+bc_chain=$(grep -c "coll:gpu:bcast $decision"'chain via' "$log.verbose")
 [ "$ar_all" -eq 8 ] && [ "$ar_ring" -eq 8 ] && [ "$bc_all" -eq 8 ] && [ "$bc_chain" -eq 8 ]
 t_ok $? "every call took the forced algorithm: ring in $ar_ring of $ar_all allreduce decisions, chain in $bc_chain of $bc_all bcast decisions (8 each expected)"
-[ "$tap_failed" -eq 0 ] || t_diag "$log" 40
-rm -f "$log" "${OMPI_MCA_coll_gpu_topo_file:-}"
+[ "$tap_failed" -eq 0 ] || { t_diag "$log" 20; t_diag "$log.verbose" 20; }
+rm -rf "$log" "$log.err" "$log.verbose" "$log.ranks" "${OMPI_MCA_coll_gpu_topo_file:-}"
 t_done
