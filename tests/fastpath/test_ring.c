@@ -129,7 +129,8 @@ int main(int argc, char **argv)
 {
     const char *topo = getenv("OMPI_MCA_coll_gpu_topo_file");
     const char *lrank = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
-    int emulated = DEV_BACKEND_EMULATED == dev_backend_from_name(getenv("OMPI_MCA_coll_gpu_device"));
+    int emulated =
+        DEV_BACKEND_EMULATED == dev_backend_from_name(getenv("OMPI_MCA_coll_gpu_device"));
     int ndev = 0, ok = 1, all_ok = 0;
     char why[300];
 

@@ -165,8 +165,9 @@ static inline void mt_device_report(void)
         snprintf(mine, sizeof(mine),
                  "pid %d, backend %s, device %d of %d, GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-"
                  "%02x%02x-%02x%02x%02x%02x%02x%02x, pci %s",
-                 (int) getpid(), dev_backend_name(dev_backend()), ordinal, count, b[0], b[1], b[2], b[3], b[4],
-                 b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15], pci);
+                 (int) getpid(), dev_backend_name(dev_backend()), ordinal, count, b[0], b[1], b[2],
+                 b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15],
+                 pci);
     }
     if (0 == mt_rank) {
         all = calloc((size_t) mt_size, sizeof(mine));
@@ -183,8 +184,8 @@ static inline void mt_device_report(void)
  * libcoll_gpu_dev with this process, has opened it first).  "auto" means cuda here.  With cuda,
  * each rank takes GPU (local rank % GPUs).  Returns 1 when every rank has a device, else 0 with
  * the first reason in why; but where the device is required (the emulated backend, which
- * needs nothing; cuda with COLL_GPU_TEST_REQUIRE_DEVICE; an unknown name) a failure ends the program with
- * "Bail out!" and exit 99 on every rank, so that it cannot pass as a skip.
+ * needs nothing; cuda with COLL_GPU_TEST_REQUIRE_DEVICE; an unknown name) a failure ends the
+ * program with "Bail out!" and exit 99 on every rank, so that it cannot pass as a skip.
  */
 static inline int mt_device_open(char *why, size_t len)
 {
