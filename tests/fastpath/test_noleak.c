@@ -1,23 +1,32 @@
 /*
- * test_noleak.c - coll/gpu releases what its teams hold: after communicators with a node team
- * are freed and MPI_Finalize has run, no emulated device allocation of this process is left
- * (the emulated backend names each one /dev/shm/collgpu-<pid>-<n>: the teams' scratch, the
- * user's buffers), and the control blocks' names (/dev/shm/collgpu-ctl-<pid>-<n>) are gone.
+ * test_noleak.c - coll/gpu releases what its teams hold when their communicators are freed and
+ * at MPI_Finalize.
  *
- * Emulated device only (it is what makes allocations visible as files).  Exit: TAP.
+ * Emulated backend (fastpath/noleak.sh): after communicators with a node team are freed and
+ * MPI_Finalize has run, no emulated device allocation of this process is left (the emulated
+ * backend names each one /dev/shm/collgpu-<pid>-<n>: the teams' scratch, the user's buffers),
+ * and the control blocks' names (/dev/shm/collgpu-ctl-<pid>-<n>) are gone.
+ *
+ * cuda backend (gpu/noleak_cuda.sh): the driver's free memory on each rank's GPU
+ * (cuMemGetInfo, after a barrier, so that every rank sharing the GPU is at the same point)
+ * does not shrink over CYCLES rounds of: duplicate and split a communicator, run an allreduce
+ * and a bcast through the new teams on fresh device buffers, free the buffers and the
+ * communicators.  A team that kept its scratch (2 MiB a rank) or an IPC mapping of a freed
+ * user buffer (which holds the peer's memory) would cost at least CYCLES x 2 MiB.
+ *
+ * Exit: TAP.
  */
 #include <dirent.h>
-#include <mpi.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
+#include <dlfcn.h>
 
-#include "dev.h"
-#include "tap.h"
+#include "mpi/mpitest.h"
 
 #define COUNT 4099
+#define CYCLES 24
+#define MiB (1024.0 * 1024.0)
+/* cuda: what the driver may take or give back on its own over the cycles (allocation
+ * granularity, lazily created internal state), well below CYCLES x one team's scratch */
+#define SLACK_BYTES (16u << 20)
 
 /* Files under /dev/shm whose name starts with prefix. */
 static int count_shm(const char *prefix)
@@ -36,70 +45,176 @@ static int count_shm(const char *prefix)
     return n;
 }
 
-/* One allreduce and one bcast on device buffers, through the team (checked, fresh data). */
-static int use_team(MPI_Comm comm)
+/* One allreduce and one bcast on device buffers, through the team (checked, fresh data).
+ * Collective over comm and MPI_COMM_WORLD (every rank of the world calls it, once per comm it
+ * belongs to: the set-up verdict is agreed over comm before each collective). */
+static int use_team(MPI_Comm comm, size_t count, int salt)
 {
-    int32_t host[COUNT], got[COUNT];
+    int32_t *host = malloc(count * sizeof(int32_t)), *got = malloc(count * sizeof(int32_t));
     void *s = NULL, *r = NULL;
-    int rank, size, bad = 0, any_bad = 0;
+    int rank, size, bad = 0, any_bad = 0, setup = 0, all_setup = 0;
 
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &size);
-    for (int i = 0; i < COUNT; ++i) {
-        host[i] = rank * 3 + i % 11 + 1;
+    setup = NULL != host && NULL != got;
+    for (size_t i = 0; setup && i < count; ++i) {
+        host[i] = (int32_t) (rank * 3 + (int) (i % 11) + salt);
     }
-    bad |= DEV_OK != dev_mem_alloc(&s, sizeof(host)) || DEV_OK != dev_mem_alloc(&r, sizeof(host));
-    bad |= DEV_OK != dev_memcpy(s, host, sizeof(host));
-    bad |= MPI_SUCCESS != MPI_Allreduce(s, r, COUNT, MPI_INT32_T, MPI_SUM, comm);
-    bad |= MPI_SUCCESS != MPI_Bcast(r, COUNT, MPI_INT32_T, 0, comm);
-    bad |= DEV_OK != dev_memcpy(got, r, sizeof(got));
-    for (int i = 0; !bad && i < COUNT; ++i) {
-        int32_t want = 0;
-        for (int q = 0; q < size; ++q) {
-            want += q * 3 + i % 11 + 1;
+    setup = setup && DEV_OK == dev_mem_alloc(&s, count * sizeof(int32_t))
+            && DEV_OK == dev_mem_alloc(&r, count * sizeof(int32_t))
+            && DEV_OK == dev_memcpy(s, host, count * sizeof(int32_t));
+    MPI_Allreduce(&setup, &all_setup, 1, MPI_INT, MPI_MIN, comm);
+    if (all_setup) {
+        bad |= MPI_SUCCESS != MPI_Allreduce(s, r, (int) count, MPI_INT32_T, MPI_SUM, comm);
+        bad |= MPI_SUCCESS != MPI_Bcast(r, (int) count, MPI_INT32_T, 0, comm);
+        bad |= DEV_OK != dev_memcpy(got, r, count * sizeof(int32_t));
+        for (size_t i = 0; !bad && i < count; ++i) {
+            int32_t want = 0;
+            for (int q = 0; q < size; ++q) {
+                want += (int32_t) (q * 3 + (int) (i % 11) + salt);
+            }
+            bad |= (got[i] != want);
         }
-        bad |= (got[i] != want);
+    } else {
+        bad = 1;
     }
-    dev_mem_free(s);
-    dev_mem_free(r);
+    if (NULL != s) {
+        dev_mem_free(s);
+    }
+    if (NULL != r) {
+        dev_mem_free(r);
+    }
+    free(host);
+    free(got);
     MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, comm);
     return !any_bad;
 }
 
+/* Duplicate and split the world, use both teams, free them: one cycle. */
+static int team_cycle(size_t count, int salt)
+{
+    MPI_Comm dup, half;
+    int ok;
+
+    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+    MPI_Comm_split(MPI_COMM_WORLD, mt_rank % 2, mt_rank, &half);
+    ok = use_team(dup, count, salt);
+    ok = use_team(half, count, salt + 1) && ok;
+    MPI_Comm_free(&dup);
+    MPI_Comm_free(&half);
+    return ok;
+}
+
+/* The driver's free memory on the current device (the context the backend made current). */
+static int cuda_free_bytes(size_t *free_bytes, char *why, size_t len)
+{
+    typedef int (*mem_get_info_fn)(size_t *, size_t *);
+    static mem_get_info_fn mem_get_info = NULL;
+    size_t total = 0;
+    int rc;
+
+    if (NULL == mem_get_info) {
+        void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+        mem_get_info = (NULL == lib) ? NULL : (mem_get_info_fn) dlsym(lib, "cuMemGetInfo_v2");
+        if (NULL == mem_get_info) {
+            snprintf(why, len, "no cuMemGetInfo_v2 in libcuda.so.1: %s", dlerror());
+            return 0;
+        }
+    }
+    rc = mem_get_info(free_bytes, &total);
+    if (0 != rc) {
+        snprintf(why, len, "cuMemGetInfo_v2 failed (CUresult %d)", rc);
+        return 0;
+    }
+    return 1;
+}
+
+static int run_cuda(void)
+{
+    char why[200] = "", diag[MT_DIAG_LEN] = "";
+    size_t before = 0, after = 0;
+    int ok, measured;
+    long long lost;
+
+    /* warm-up: the world's team, a first cycle (kernels loaded, the driver's own state) */
+    mt_set_case("warm-up");
+    ok = use_team(MPI_COMM_WORLD, COUNT, 1) && team_cycle(COUNT, 2);
+    mt_check(ok, NULL, "warm-up: allreduce and bcast through the teams of world, a dup and a "
+                       "split are right");
+
+    mt_set_case("cycles");
+    MPI_Barrier(MPI_COMM_WORLD);
+    measured = cuda_free_bytes(&before, why, sizeof(why));
+    MPI_Barrier(MPI_COMM_WORLD);
+    ok = 1;
+    for (int c = 0; c < CYCLES; ++c) {
+        /* 1 MiB buffers: a stale mapping of a freed one holds a megabyte of the peer's */
+        ok = team_cycle((1u << 20) / sizeof(int32_t) + (size_t) c, 10 + 2 * c) && ok;
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    measured = cuda_free_bytes(&after, why, sizeof(why)) && measured;
+    MPI_Barrier(MPI_COMM_WORLD);
+    mt_check(ok, NULL, "%d cycles of dup + split + allreduce + bcast + free are right", CYCLES);
+
+    lost = (long long) before - (long long) after;
+    if (!measured) {
+        mt_diag_add(diag, "%s", why);
+    } else if (lost > (long long) SLACK_BYTES) {
+        mt_diag_add(diag, "free device memory %.1f MiB before, %.1f MiB after: %.1f MiB lost",
+                    before / MiB, after / MiB, lost / MiB);
+    }
+    tap_diag("rank 0: free device memory %.1f MiB before the cycles, %.1f MiB after", before / MiB,
+             after / MiB);
+    mt_check(measured && lost <= (long long) SLACK_BYTES, diag,
+             "the GPU's free memory does not shrink over %d team cycles (allowed: %u MiB)", CYCLES,
+             SLACK_BYTES >> 20);
+    return mt_finish();
+}
+
 int main(int argc, char **argv)
 {
-    char mine[64], ctl[64];
-    MPI_Comm dup, half;
-    int rank, ok, left, ctl_left;
+    char mine[64], ctl[64], why[300];
+    int ok, left, ctl_left, rc;
 
     snprintf(mine, sizeof(mine), "collgpu-%d-", (int) getpid());
     snprintf(ctl, sizeof(ctl), "collgpu-ctl-%d-", (int) getpid());
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    tap_set_quiet(0 != rank);
-    if (DEV_BACKEND_EMULATED != dev_backend_from_name(getenv("OMPI_MCA_coll_gpu_device"))
-        || DEV_OK != dev_open(DEV_BACKEND_EMULATED)) {
-        tap_skip_all("the emulated device makes allocations visible; not in use");
+    mt_init(&argc, &argv);
+    if (!mt_device_open(why, sizeof(why))) {
+        mt_skip_all(why);
     }
-    tap_plan(4);
+    if (DEV_BACKEND_CUDA == dev_backend()) {
+        return run_cuda();
+    }
 
-    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
-    MPI_Comm_split(MPI_COMM_WORLD, rank % 2, rank, &half);
-    ok = use_team(MPI_COMM_WORLD) && use_team(dup) && use_team(half);
-    tap_ok(ok, "allreduce and bcast through the teams of world, a dup and a split are right");
-    ok = (0 == count_shm(ctl));
-    tap_ok(ok, "no control block name is left once the teams are set up");
-    MPI_Comm_free(&dup);
-    MPI_Comm_free(&half);
+    mt_set_case("teams");
+    ok = use_team(MPI_COMM_WORLD, COUNT, 1) && team_cycle(COUNT, 2);
+    /* the communicators of team_cycle are freed; these two stay until MPI_Finalize */
+    {
+        MPI_Comm dup, half;
+        MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+        MPI_Comm_split(MPI_COMM_WORLD, mt_rank % 2, mt_rank, &half);
+        ok = use_team(dup, COUNT, 3) && use_team(half, COUNT, 4) && ok;
+        mt_check(ok, NULL,
+                 "allreduce and bcast through the teams of world, dups and splits are right");
+        mt_check(0 == count_shm(ctl), NULL, "no control block name is left once the teams are "
+                                            "set up");
+        MPI_Comm_free(&dup);
+        MPI_Comm_free(&half);
+    }
+    snprintf(mt_case_name, sizeof(mt_case_name), "%s", "(MPI_Finalize)");
     MPI_Finalize();
+    /* a rank that finds its own leak exits 1, and mpirun then ends this one */
+    snprintf(mt_case_name, sizeof(mt_case_name), "%s",
+             "after MPI_Finalize (another rank found allocations left and exited 1?)");
 
     /* Counted while this test still holds the backend open: its last dev_close() would remove
      * any leftover allocation itself and hide a leak.  Each rank checks its own files; rank 0
-     * reports its own. */
+     * reports its own, and every rank's exit status says its own verdict. */
     left = count_shm(mine);
     ctl_left = count_shm(ctl);
     dev_close();
     tap_ok(0 == left, "after MPI_Finalize no device allocation of this process is left (%d)", left);
     tap_ok(0 == ctl_left, "and no control block (%d)", ctl_left);
-    return (0 == left && 0 == ctl_left && tap_failures() == 0) ? 0 : 1;
+    rc = tap_done();
+    return (0 == left && 0 == ctl_left) ? rc : 1;
 }

@@ -4,7 +4,8 @@
 # (cuda backend), a compute-sanitizer memcheck of a short run, the topology tool, the benchmark
 # and the host-path bench.  Everything lands in $OUT (at most 8 files):
 #   build.txt     configure summary, make and install output (tail)
-#   check.txt     make check of unit/ and gpu/ tests (TAP lines and the summary)
+#   check.txt     make check of unit/ and gpu/ tests (TAP lines, each test's device record
+#                 "# device: rank N: ... backend cuda, device ...", the skips and the summary)
 #   sanitizer.txt compute-sanitizer memcheck of a short allreduce/bcast matrix run
 #   topo.txt      coll_gpu_topo on this machine (and its dump)
 #   bench-*.txt   run-gpu.sh's env, check and timing outputs; hostpath
@@ -27,7 +28,9 @@ stamp() { echo "== $* ($(date -u +%H:%M:%S))"; }
     stamp "build"
     cd "$work" && tar xzf "$tarball" && cd coll-gpu-* && src=$PWD
     mkdir b && cd b
-    ../configure --prefix="$work/inst" --enable-werror >configure.out 2>&1 || { cat configure.out; exit 1; }
+    # --with-cuda: a machine without a usable CUDA toolkit fails here, loudly, instead of
+    # building the emulated backend only and skipping every GPU test
+    ../configure --prefix="$work/inst" --enable-werror --with-cuda >configure.out 2>&1 || { cat configure.out; exit 1; }
     sed -n '/^coll\/gpu /,$p' configure.out
     make -j"$jobs" >make.out 2>&1 || { tail -60 make.out; exit 1; }
     grep -iE "warning" make.out | head -20
@@ -37,13 +40,14 @@ stamp() { echo "== $* ($(date -u +%H:%M:%S))"; }
 cd "$work"/coll-gpu-*/b && src=$(cd .. && pwd) && build=$PWD
 
 stamp "check" >"$out/check.txt"
-# build the test programs, then run the unit tests (every program under tests/unit) and the GPU
-# tests; the MPI matrix on the emulated device is CI's job
+# build the test programs, then run the unit tests (every program under tests/unit) and every GPU
+# test (GPUTEST_SH of tests/gpu/gpu.am, on the cuda backend, which they require where nvidia-smi
+# lists a GPU), one at a time (noleak_cuda.sh reads the GPU's free memory); the MPI matrix on
+# the emulated device is CI's job
 make -C tests -j"$jobs" check TESTS= >>"$out/check.txt" 2>&1
 unit_tests=$(cd tests && find unit -maxdepth 1 -type f -name 'test_*' -perm -u+x | sort | tr '\n' ' ')
-COLL_GPU_MATRIX_ARGS=${COLL_GPU_MATRIX_ARGS:---quick} timeout 260 make -C tests -j"$jobs" check \
-    TESTS="$unit_tests gpu/coll_matrix_cuda.sh gpu/fastpath_cuda.sh gpu/kinds_cuda.sh gpu/signature_cuda.sh" \
-    >>"$out/check.txt" 2>&1
+COLL_GPU_TEST_DEVICE=cuda COLL_GPU_MATRIX_ARGS=${COLL_GPU_MATRIX_ARGS:---quick} timeout 330 \
+    make -C tests -j1 check TESTS="$unit_tests \$(GPUTEST_SH)" >>"$out/check.txt" 2>&1
 echo "make check rc=$?" >>"$out/check.txt"
 for f in tests/unit/*.log tests/gpu/*.log; do
     [ -f "$f" ] || continue

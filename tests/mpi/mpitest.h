@@ -5,7 +5,12 @@
  *                      prints TAP and the others are quiet, crash and hang reports per case
  *   mt_device_open()   opens the device backend that coll/gpu was told to use
  *                      (OMPI_MCA_coll_gpu_device, exported by tests/run-mpi.sh from
- *                      COLL_GPU_TEST_DEVICE); collective, so every rank agrees on the outcome
+ *                      COLL_GPU_TEST_DEVICE); collective, so every rank agrees on the outcome;
+ *                      prints each rank's backend and device; where the device is required
+ *                      (COLL_GPU_TEST_REQUIRE_DEVICE, set by gpu/gputest.sh on a machine with a
+ *                      GPU) a failure to open it ends the program with an error, not a skip
+ *   mt_agree()         every rank's local set-up verdict, before a collective is entered
+ *   mt_skip_all()      the skip of tap.h for an MPI program: agreed, then MPI_Finalize
  *   mt_mem_*()         host or device buffers behind one interface
  *   mt_check()         one TAP verdict per case: the ranks' verdicts reduced over
  *                      MPI_COMM_WORLD, and every failing rank's diagnostic printed by rank 0
@@ -132,11 +137,55 @@ static inline const char *mt_device_name(void)
     return name;
 }
 
+/* Whether the run must use a device (gpu/gputest.sh sets COLL_GPU_TEST_REQUIRE_DEVICE=1 where
+ * nvidia-smi lists a GPU). */
+static inline int mt_device_required(void)
+{
+    const char *r = getenv("COLL_GPU_TEST_REQUIRE_DEVICE");
+    return NULL != r && '\0' != r[0] && 0 != strcmp(r, "0");
+}
+
+/* The record of what each rank ran on: rank 0 prints one TAP comment per rank with the backend
+ * and the device as the device layer reports them (ordinal, UUID, PCI bus id).  Collective. */
+static inline void mt_device_report(void)
+{
+    char mine[160], *all = NULL;
+    int ordinal = -1, count = 0;
+    dev_uuid_t u;
+    char pci[32] = "?";
+
+    memset(&u, 0, sizeof(u));
+    if (DEV_OK != dev_current_device(&ordinal) || DEV_OK != dev_device_count(&count)
+        || DEV_OK != dev_device_uuid(ordinal, &u)) {
+        snprintf(mine, sizeof(mine), "pid %d, backend %s, no device: %s", (int) getpid(),
+                 dev_backend_name(dev_backend()), dev_error_string());
+    } else {
+        const uint8_t *b = u.bytes;
+        (void) dev_device_pci_bus_id(ordinal, pci, sizeof(pci));
+        snprintf(mine, sizeof(mine),
+                 "pid %d, backend %s, device %d of %d, GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-"
+                 "%02x%02x-%02x%02x%02x%02x%02x%02x, pci %s",
+                 (int) getpid(), dev_backend_name(dev_backend()), ordinal, count, b[0], b[1], b[2],
+                 b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15],
+                 pci);
+    }
+    if (0 == mt_rank) {
+        all = calloc((size_t) mt_size, sizeof(mine));
+    }
+    MPI_Gather(mine, sizeof(mine), MPI_CHAR, all, sizeof(mine), MPI_CHAR, 0, MPI_COMM_WORLD);
+    for (int r = 0; NULL != all && r < mt_size; ++r) {
+        tap_diag("device: rank %d: %.*s", r, (int) sizeof(mine), all + (size_t) r * sizeof(mine));
+    }
+    free(all);
+}
+
 /*
  * Open the device backend on every rank (after MPI_Init, so that the component, which shares
  * libcoll_gpu_dev with this process, has opened it first).  "auto" means cuda here.  With cuda,
  * each rank takes GPU (local rank % GPUs).  Returns 1 when every rank has a device, else 0 with
- * the first reason in why.
+ * the first reason in why; but where the device is required (the emulated backend, which
+ * needs nothing; cuda with COLL_GPU_TEST_REQUIRE_DEVICE; an unknown name) a failure ends the
+ * program with "Bail out!" and exit 99 on every rank, so that it cannot pass as a skip.
  */
 static inline int mt_device_open(char *why, size_t len)
 {
@@ -175,14 +224,51 @@ static inline int mt_device_open(char *why, size_t len)
     if (!all_ok && ok) {
         snprintf(why, len, "another rank could not open device backend '%s'", name);
     }
+    if (!all_ok
+        && (DEV_BACKEND_EMULATED == backend || DEV_BACKEND_NONE == backend
+            || mt_device_required())) {
+        /* the emulated backend runs on every machine, and on a GPU machine cuda must run: a
+         * build without the backend, or a backend that does not open, must not pass as a skip */
+        if (0 == mt_rank) {
+            printf("Bail out! device backend '%s' is required here (%s) but cannot be used: %s\n",
+                   name,
+                   DEV_BACKEND_EMULATED == backend ? "it runs on every machine"
+                   : DEV_BACKEND_NONE == backend   ? "a misspelt backend is an error"
+                                                   : "COLL_GPU_TEST_REQUIRE_DEVICE",
+                   why);
+            fflush(stdout);
+        }
+        MPI_Finalize();
+        exit(TAP_HARD_ERROR_EXIT);
+    }
+    if (all_ok) {
+        mt_device_report();
+    }
     return all_ok;
 }
 
-/* Print the skip plan (rank 0), finalize and exit 77 on every rank. */
+/*
+ * Every rank's local verdict (set-up of buffers, a device call) reduced over MPI_COMM_WORLD:
+ * 1 when it is 1 on every rank.  Called before a collective whose set-up may fail on one rank,
+ * so that no rank leaves the case while its peers enter the collective and wait for it.
+ */
+static inline int mt_agree(int ok)
+{
+    int all_ok = 0;
+    ok = ok ? 1 : 0;
+    if (MPI_SUCCESS != MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD)) {
+        all_ok = 0;
+    }
+    return all_ok;
+}
+
+/* tap.h's skip for an MPI program: the skip plan (rank 0), MPI_Finalize, exit 0 on every rank.
+ * Collective: every rank calls it, after the ranks agreed to skip (mt_agree, or a verdict that
+ * is the same everywhere, as mt_device_open's). */
 static inline void mt_skip_all(const char *why)
 {
     if (0 == mt_rank) {
-        printf("1..0 # SKIP %s\n", why);
+        printf("1..0 # SKIP %s\n", (NULL != why && '\0' != why[0]) ? why : "(no reason given)");
         fflush(stdout);
     }
     MPI_Finalize();

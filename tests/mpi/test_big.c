@@ -134,8 +134,9 @@ int main(int argc, char **argv)
 
     h = malloc(CHUNK);
     e = malloc(CHUNK);
-    if (NULL == h || NULL == e) {
-        mt_skip_all("cannot allocate the host chunks");
+    /* agreed: a rank that skipped alone would leave its peers in the first collective */
+    if (!mt_agree(NULL != h && NULL != e)) {
+        mt_skip_all("cannot allocate the host chunks (on some rank)");
     }
 
     /* ---- MPI_Bcast: 2049 x 1 MiB ---- */
@@ -161,9 +162,17 @@ int main(int argc, char **argv)
         fill_bytes(0xBCA57ull, off, len, h);
         ok = 0 == mt_mem_put(kind, (uint8_t *) d + off, h, len);
     }
-    MPI_Barrier(MPI_COMM_WORLD);
+    /* the ranks agree on the set-up (and line up for the timing): a rank whose buffer failed
+     * must not leave its peers in the collective, nor call it with other arguments */
+    rc = MPI_SUCCESS;
+    if (!mt_agree(ok)) {
+        mt_diag_add(diag, "%s", ok ? "the set-up failed on another rank" : "");
+        ok = 0;
+    }
     t1 = MPI_Wtime();
-    rc = MPI_Bcast(ok ? d : NULL, ok ? BCAST_COUNT : 0, mib, 0, MPI_COMM_WORLD);
+    if (ok) {
+        rc = MPI_Bcast(d, BCAST_COUNT, mib, 0, MPI_COMM_WORLD);
+    }
     t2 = MPI_Wtime();
     if (MPI_SUCCESS != rc) {
         mt_diag_add(diag, "MPI_Bcast: %s", mt_mpi_error(rc));
@@ -203,10 +212,16 @@ int main(int argc, char **argv)
         fill_ints(mt_rank, off / 4, len / 4, (int32_t *) h);
         ok = 0 == mt_mem_put(kind, (uint8_t *) d + off, h, len);
     }
-    MPI_Barrier(MPI_COMM_WORLD);
+    rc = MPI_SUCCESS;
+    if (!mt_agree(ok)) {
+        mt_diag_add(diag, "%s", ok ? "the set-up failed on another rank" : "");
+        ok = 0;
+    }
     t1 = MPI_Wtime();
-    rc = MPI_Allreduce(MPI_IN_PLACE, ok ? d : NULL, ok ? (int) ALLREDUCE_COUNT : 0, MPI_INT32_T,
-                       MPI_SUM, MPI_COMM_WORLD);
+    if (ok) {
+        rc = MPI_Allreduce(MPI_IN_PLACE, d, (int) ALLREDUCE_COUNT, MPI_INT32_T, MPI_SUM,
+                           MPI_COMM_WORLD);
+    }
     t2 = MPI_Wtime();
     if (MPI_SUCCESS != rc) {
         mt_diag_add(diag, "MPI_Allreduce: %s", mt_mpi_error(rc));

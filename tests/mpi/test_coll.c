@@ -21,7 +21,8 @@
  * Device buffers come from libcoll_gpu_dev with the backend coll/gpu uses
  * (OMPI_MCA_coll_gpu_device: emulated in CI, cuda on a GPU machine).  With the emulated backend
  * device memory faults when host code touches it, so a passing device case proves the data went
- * through coll/gpu's device path or its staging.  Exit 77 when the backend cannot be opened.
+ * through coll/gpu's device path or its staging.  When the backend cannot be opened:
+ * mt_device_open's rule (tap.h's skip where cuda is not required, else an error).
  *
  * Usage: test_coll [--quick] [--sections=selfcheck,types,user,derived,modes,sizes] [--list]
  *                  [--kinds=auto|uniform|mixed|all]

@@ -4,7 +4,8 @@
  * program checks the data.
  *
  * Usage: test_smoke host     host buffers only; opens no device (works on any machine)
- *        test_smoke device   device buffers from the backend coll/gpu uses; exit 77 without one
+ *        test_smoke device   device buffers from the backend coll/gpu uses (without one: tap.h's
+ *                            skip, or an error where the device is required; see mpitest.h)
  *
  * Cases: MPI_Allreduce (int32 sum), MPI_Bcast (double, last rank the root), MPI_Allgather
  * (int64), each on random data with a poisoned output, compared element by element.

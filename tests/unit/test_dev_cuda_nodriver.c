@@ -8,7 +8,10 @@
  * (dev_reduce_multi: vector and scalar paths, launch shapes, in place) against the oracle, and
  * that the current device follows the context the application made current.  Built
  * without the cuda backend, it checks that dev_open(cuda) says so (DEV_ERR_UNSUPPORTED).
+ * Where nvidia-smi lists a GPU, the backend must open: a build without it, or a driver it cannot
+ * use, fails here instead of passing as "no GPU".
  */
+#include "coll_gpu_config.h"
 #include "dev.h"
 #include "tap.h"
 #include "test_dev_oracle.h"
@@ -277,12 +280,39 @@ static void with_gpu(void)
     free(back);
 }
 
+/* The GPUs nvidia-smi lists ("GPU 0: NVIDIA H200 (UUID: GPU-...)"): 0 without nvidia-smi. */
+static int gpus_listed(void)
+{
+    char line[512];
+    int n = 0;
+    FILE *p = popen("nvidia-smi -L 2>/dev/null", "r");
+
+    if (NULL == p) {
+        return 0;
+    }
+    while (NULL != fgets(line, sizeof(line), p)) {
+        n += (0 == strncmp(line, "GPU ", 4));
+    }
+    pclose(p);
+    return n;
+}
+
 int main(void)
 {
+#ifdef COLL_GPU_HAVE_CUDA
+    const bool built = true;
+#else
+    const bool built = false;
+#endif
+    int listed = gpus_listed();
     int rc = dev_open(DEV_BACKEND_CUDA);
+
+    tap_diag("cuda backend %s; nvidia-smi lists %d GPU(s); dev_open(cuda): %s",
+             built ? "built" : "not built", listed, dev_status_name(rc));
     if (DEV_ERR_UNSUPPORTED == rc) {
-        /* built --without-cuda: the refusal itself is what there is to check */
-        tap_ok(1, "the cuda backend was not built: dev_open(cuda) is DEV_ERR_UNSUPPORTED");
+        /* built --without-cuda: the refusal is what there is to check, and only there */
+        tap_ok(!built, "dev_open(cuda) is DEV_ERR_UNSUPPORTED only where the backend was not "
+                       "built (this build: %s)", built ? "built" : "not built");
         tap_ok(NULL != strstr(dev_error_string(), "not built"), "with a message: %s",
                dev_error_string());
         tap_ok(DEV_BACKEND_NONE == dev_backend(), "no backend is left open");
@@ -292,6 +322,11 @@ int main(void)
         dev_close();
     } else {
         without_gpu(rc);
+    }
+    if (DEV_OK != rc) {
+        tap_ok(0 == listed, "no GPU is listed by nvidia-smi (%d), as the cuda backend that did "
+                            "not open implies (a GPU machine needs configure --with-cuda and a "
+                            "working driver)", listed);
     }
     printf("# %d passed, %d failed\n", tap_count_ - tap_failures(), tap_failures());
     return tap_done();

@@ -72,7 +72,9 @@ static void check_names(void)
            "algorithm names per collective");
 }
 
-/* The initial thresholds, row by row. */
+/* The initial thresholds, row by row: a change detector (it restates the table's current
+ * choices, so it fails when the table is retuned, not when a decision is wrong); the property
+ * checks of check_table_sweep and check_fallbacks are the tests of the table. */
 static void check_table_points(void)
 {
     const topo_coll_t AR = TOPO_COLL_ALLREDUCE, BC = TOPO_COLL_BCAST;
@@ -131,13 +133,14 @@ static void check_table_sweep(void)
                                        TOPO_LINK_PIX, TOPO_LINK_PXB, TOPO_LINK_PHB,
                                        TOPO_LINK_SYS};
     const int rpns[] = {2, 4, 8};
-    int bad_p2p = 0, bad_shape = 0, bad_monotone = 0, cases = 0;
+    int bad_p2p = 0, bad_shape = 0, bad_monotone = 0, bad_back = 0, cases = 0;
     for (int c = 0; c < TOPO_COLL_COUNT; ++c) {
         for (int l = 0; l < 7; ++l) {
             for (int r = 0; r < 3; ++r) {
                 for (int access = 0; access < 3; ++access) {
                     bool all = (0 == access), ring = (access <= 1);
                     int last_alg = -1, switches = 0;
+                    unsigned seen = 0;
                     for (size_t bytes = 8; bytes <= ((size_t) 1 << 30); bytes *= 2) {
                         topo_select_in_t in = team((topo_coll_t) c, bytes, rpns[r], links[l],
                                                    all, ring);
@@ -154,6 +157,9 @@ static void check_table_sweep(void)
                                       (TOPO_AR_STAGED != p.alg && p.nblocks < 1) ||
                                       (TOPO_AR_STAGED != p.alg && p.nthreads < 32) || p.forced);
                         switches += (p.alg != last_alg);
+                        /* leaving an algorithm for good: it may not come back at a larger size */
+                        bad_back += (p.alg != last_alg && 0 != (seen & (1u << p.alg)));
+                        seen |= 1u << p.alg;
                         last_alg = p.alg;
                     }
                     /* a size sweep moves through at most three algorithms, never back */
@@ -166,6 +172,8 @@ static void check_table_sweep(void)
     tap_ok(0 == bad_shape, "%d decisions: valid algorithm, reason names it, chunks cover the "
            "message, kernels get blocks and threads", cases);
     tap_ok(0 == bad_monotone, "size sweeps change algorithm at most twice");
+    tap_ok(0 == bad_back, "size sweeps never return to an algorithm they left (%d returns)",
+           bad_back);
 }
 
 static void check_fallbacks(void)
