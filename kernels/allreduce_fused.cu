@@ -1,28 +1,40 @@
 /*
  * allreduce_fused.cu - dev_fused_allreduce on the GPU: the whole small MPI_Allreduce of the
  * node team (coll_gpu_nvl.c, algorithm "fused") in one kernel, with no host round trip between
- * its phases.  Slot layout and protocol: dev.h.
+ * its phases.  Slot layout and the two protocols: dev.h.
  *
  * Block b of rank me, on its byte range [lo_b, hi_b) of the message (the same partition on every
  * rank: 256-byte multiples, so every range is element- and 16-byte aligned):
  *
- *   1 push     load sbuf[lo_b, hi_b) once, store it to slot(p) + me*cap for every peer p
+ *   flag protocol (larger messages, or more than 4 ranks)
+ *   1 push     load sbuf[lo_b, hi_b) once, store it to the data area `me` of every peer's slot
  *              (NVLink / PCIe peer stores into memory the peer reads locally)
  *   2 signal   every thread: fence.sc.sys (its own stores are visible system-wide);
  *              __syncthreads; thread p: flags(p)[b][me] = seq, release at system scope
  *   3 wait     thread p: spin until flags(me)[b][p] == seq (low 63 bits; acquire, system
  *              scope); __syncthreads; every thread then acquires each flag itself, so its own
  *              loads of the peers' data are ordered after their stores
+ *
+ *   low-latency protocol (up to 32 KiB on 2-4 ranks): the fence of step 2 costs a round trip
+ *   over NVLink; instead every 4 bytes travel with the flag in one 8-byte word
+ *   1 push     word w = seq32 << 32 | sbuf bytes [4w, 4w + 4), one relaxed system-scope 8-byte
+ *              store into the low-latency area `me` of every peer (no fence, no flag)
+ *   3 wait     for every word of the range and every peer p: load the word (relaxed, system
+ *              scope, whole) until its top half is seq32, store its data half into data area p
+ *              of our own slot; __syncthreads (the block reads only what it unpacked)
+ *
+ *   then, either way:
  *   4 reduce   rbuf[j] = x_0[j] op x_1[j] op ... op x_{n-1}[j], ranks in order (x_me = sbuf,
- *              the others from our own slot): the same floats on every rank
+ *              the others from our own slot's data areas): the same floats on every rank
  *   5 done     fence.sc.sys; __syncthreads; thread 0 counts the block done; the last block
  *              resets the counter and stores seq to the host's mapped word (release, system)
  *
- * A flag is never reset: seq grows by one per team call, so a value left by call seq-2 in the
- * same parity's slot never equals seq.  Call seq+1 uses the other parity; a peer cannot be at
- * seq+2 before our seq+1 kernel wrote its flags, which it does after this kernel ended (one
- * stream), so data we still read is never overwritten.  A flag with DEV_FUSED_ABANDON set was
- * written by our own host after a peer failed: the block skips its reduce (the call fails).
+ * Nothing is reset between calls: seq grows by one per team call, so a flag or a word left by
+ * call seq-2 in the same parity's slot never matches.  Call seq+1 uses the other parity; a peer
+ * cannot be at seq+2 before our seq+1 kernel wrote to it, which it does after this kernel ended
+ * (one stream), so data we still read is never overwritten.  A flag with DEV_FUSED_ABANDON set
+ * was written by our own host after a peer failed: the block stops waiting (low-latency waits
+ * look at the flags now and then) and skips its reduce (the call fails).
  *
  * Blocks wait only on the same block of their peers, never on each other, so any number of
  * them may be resident at once.  Instantiations follow allreduce_multi.cu (signed integers on
@@ -40,7 +52,8 @@ enum {
     FUSED_DEFAULT_THREADS = 512,
     FUSED_MAX_THREADS = 512,
     FUSED_BLOCK_BYTES = 16384, /* default: one block per 16 KiB */
-    FUSED_ALIGN = 256          /* block ranges are multiples of this */
+    FUSED_ALIGN = 256,         /* block ranges are multiples of this */
+    FUSED_LL_POLL = 1024       /* low-latency waits look at the abandon flags this often */
 };
 
 typedef unsigned long long u64;
@@ -54,8 +67,12 @@ struct fused_params_t {
     size_t per_block; /* bytes of each block's range */
     char *slot[DEV_MULTI_MAX];
     size_t cap;
+    size_t head;      /* dev.h: DEV_FUSED_HEAD_BYTES(nranks), where the data areas begin */
+    size_t ll_bytes;  /* DEV_FUSED_LL_BYTES(nranks): each rank's low-latency area */
     u64 seq;
     u64 *done;
+    unsigned seq32;   /* the low-latency words' flag */
+    int ll;           /* 1: the low-latency protocol */
     int nranks, rank;
 };
 
@@ -83,7 +100,7 @@ template <typename T> union fused_vec {
 __device__ __forceinline__ void fused_push(const fused_params_t &p, size_t lo, size_t len)
 {
     const char *src = p.sbuf + lo;
-    const size_t area = DEV_FUSED_FLAG_BYTES + (size_t) p.rank * p.cap + lo;
+    const size_t area = p.head + (size_t) p.rank * p.cap + lo;
 
     if (0 == ((uintptr_t) src & 15)) {
         const size_t nvec = len / 16;
@@ -115,11 +132,74 @@ __device__ __forceinline__ void fused_push(const fused_params_t &p, size_t lo, s
     }
 }
 
+/* Low-latency step 1: words [lo/4, (hi+3)/4) of the message, each with seq32, to every peer. */
+__device__ __forceinline__ void fused_ll_push(const fused_params_t &p, size_t lo, size_t hi)
+{
+    const size_t w0 = lo / 4, w1 = (hi + 3) / 4;
+    const bool aligned = 0 == ((uintptr_t) p.sbuf & 3);
+
+    for (size_t w = w0 + threadIdx.x; w < w1; w += blockDim.x) {
+        unsigned d = 0;
+        if (aligned && 4 * w + 4 <= p.bytes) {
+            d = reinterpret_cast<const unsigned *>(p.sbuf)[w];
+        } else {
+            for (size_t k = 4 * w; k < 4 * w + 4 && k < p.bytes; ++k) {
+                d |= (unsigned) (unsigned char) p.sbuf[k] << (8 * (k - 4 * w));
+            }
+        }
+        const u64 word = ((u64) p.seq32 << 32) | d;
+        for (int q = 0; q < p.nranks; ++q) {
+            if (q != p.rank) {
+                u64 *to = reinterpret_cast<u64 *>(p.slot[q] + DEV_FUSED_FLAG_BYTES
+                                                  + (size_t) p.rank * p.ll_bytes)
+                          + w;
+                sys_word(*to).store(word, cuda::memory_order_relaxed);
+            }
+        }
+    }
+}
+
+/* Low-latency step 3: wait for every peer's words of our range and unpack them into the data
+ * areas of our own slot.  Returns with *abandoned set when the host released the block. */
+__device__ __forceinline__ void fused_ll_wait(const fused_params_t &p, int b, size_t lo,
+                                              size_t hi, volatile int *abandoned)
+{
+    const size_t w0 = lo / 4, w1 = (hi + 3) / 4;
+    char *mine = p.slot[p.rank];
+
+    for (int q = 0; q < p.nranks; ++q) {
+        if (q == p.rank) {
+            continue;
+        }
+        u64 *from = reinterpret_cast<u64 *>(mine + DEV_FUSED_FLAG_BYTES
+                                            + (size_t) q * p.ll_bytes);
+        unsigned *to = reinterpret_cast<unsigned *>(mine + p.head + (size_t) q * p.cap);
+        for (size_t w = w0 + threadIdx.x; w < w1; w += blockDim.x) {
+            unsigned spins = 0;
+            u64 v;
+            while ((unsigned) ((v = sys_word(from[w]).load(cuda::memory_order_relaxed)) >> 32)
+                   != p.seq32) {
+                if (0 == (++spins % FUSED_LL_POLL)) {
+                    if (*abandoned) {
+                        return;
+                    }
+                    const u64 f = sys_word(*fused_flag(mine, b, q)).load(cuda::memory_order_acquire);
+                    if (f == (p.seq | DEV_FUSED_ABANDON)) {
+                        *abandoned = 1;
+                        return;
+                    }
+                }
+            }
+            to[w] = (unsigned) v;
+        }
+    }
+}
+
 /* Phase 4 on elements [lo, lo + n) (lo 16-byte aligned in bytes). */
 template <typename T, typename Op>
 __device__ __forceinline__ void fused_reduce(const fused_params_t &p, size_t lo, size_t n)
 {
-    const char *mine = p.slot[p.rank] + DEV_FUSED_FLAG_BYTES;
+    const char *mine = p.slot[p.rank] + p.head;
     const T *x[DEV_MULTI_MAX];
     T *dst = reinterpret_cast<T *>(p.rbuf) + lo;
     size_t head = 0;
@@ -166,28 +246,37 @@ __global__ void __launch_bounds__(FUSED_MAX_THREADS) fused_kernel(const fused_pa
     if (0 == t) {
         abandoned = 0;
     }
-    /* 1 push, 2 signal */
-    fused_push(p, lo, hi - lo);
-    __threadfence_system();
-    __syncthreads();
-    if (t < p.nranks && t != p.rank) {
-        sys_word(*fused_flag(p.slot[t], b, p.rank)).store(p.seq, cuda::memory_order_release);
-    }
+    if (p.ll) {
+        /* 1 push (words carry their flag), 3 wait and unpack */
+        fused_ll_push(p, lo, hi);
+        __syncthreads(); /* abandoned = 0 is seen before anyone sets it */
+        fused_ll_wait(p, b, lo, hi, &abandoned);
+        __syncthreads();
+    } else {
+        /* 1 push, 2 signal */
+        fused_push(p, lo, hi - lo);
+        __threadfence_system();
+        __syncthreads();
+        if (t < p.nranks && t != p.rank) {
+            sys_word(*fused_flag(p.slot[t], b, p.rank)).store(p.seq, cuda::memory_order_release);
+        }
 
-    /* 3 wait: one thread per peer spins, then every thread acquires the flags itself */
-    if (t < p.nranks && t != p.rank) {
-        sys_word f(*fused_flag(p.slot[p.rank], b, t));
-        u64 v;
-        while (((v = f.load(cuda::memory_order_acquire)) & ~DEV_FUSED_ABANDON) != p.seq) {
+        /* 3 wait: one thread per peer spins, then every thread acquires the flags itself */
+        if (t < p.nranks && t != p.rank) {
+            sys_word f(*fused_flag(p.slot[p.rank], b, t));
+            u64 v;
+            while (((v = f.load(cuda::memory_order_acquire)) & ~DEV_FUSED_ABANDON) != p.seq) {
+            }
+            if (0 != (v & DEV_FUSED_ABANDON)) {
+                atomicExch(&abandoned, 1);
+            }
         }
-        if (0 != (v & DEV_FUSED_ABANDON)) {
-            atomicExch(&abandoned, 1);
-        }
-    }
-    __syncthreads();
-    for (int r = 0; r < p.nranks; ++r) {
-        if (r != p.rank) {
-            (void) sys_word(*fused_flag(p.slot[p.rank], b, r)).load(cuda::memory_order_acquire);
+        __syncthreads();
+        for (int r = 0; r < p.nranks; ++r) {
+            if (r != p.rank) {
+                (void) sys_word(*fused_flag(p.slot[p.rank], b, r))
+                    .load(cuda::memory_order_acquire);
+            }
         }
     }
 
@@ -320,6 +409,11 @@ extern "C" int dev_cuda_fused_allreduce_launch(const dev_fused_allreduce_t *a, i
         l.params.slot[r] = (r < a->nranks) ? (char *) a->slot[r] : nullptr;
     }
     l.params.cap = a->cap;
+    l.params.head = DEV_FUSED_HEAD_BYTES(a->nranks);
+    l.params.ll_bytes = DEV_FUSED_LL_BYTES(a->nranks);
+    /* every rank decides alike: from nranks and bytes */
+    l.params.ll = (a->nranks > 1 && 8 * ((bytes + 3) / 4) <= l.params.ll_bytes) ? 1 : 0;
+    l.params.seq32 = (unsigned) ((a->seq - 1) % 0xffffffffull) + 1;
     l.params.seq = (u64) a->seq;
     l.params.done = (u64 *) a->done;
     l.params.nranks = a->nranks;

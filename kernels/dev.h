@@ -262,24 +262,38 @@ DEV_API int dev_host_alloc_mapped(void **host, void **device, size_t size);
 /* The fused allreduce: one kernel that exchanges, synchronises and reduces, for small
  * messages on a team whose ranks map each other's scratch (coll_gpu_nvl.c).
  *
- * Every rank's scratch has a slot per call parity (seq & 1); within a slot:
+ * Every rank's scratch has a slot per call parity (seq & 1); within a slot of an n-rank team:
  *
- *     [0, DEV_FUSED_FLAG_BYTES)           flags[b][r]: uint64, block b of rank r wrote its data
- *                                         (value seq, DEV_FUSED_ABANDON | seq: released by the
- *                                         host because a peer failed); then the block counter
- *     [DEV_FUSED_FLAG_BYTES + r * cap,    rank r's contribution, cap bytes
- *      ... + (r + 1) * cap)
+ *     [0, DEV_FUSED_FLAG_BYTES)                 flags[b][r]: uint64, block b of rank r wrote its
+ *                                               data (seq; DEV_FUSED_ABANDON | seq: released by
+ *                                               the host because a peer failed); the counter
+ *     DEV_FUSED_FLAG_BYTES                      rank r's low-latency area: only ever written
+ *       + r * DEV_FUSED_LL_BYTES(n)             with 8-byte words (seq32 << 32 | 4 data bytes)
+ *     DEV_FUSED_HEAD_BYTES(n) + r * cap         rank r's data area, cap bytes
  *
- * Block b of rank me copies elements [lo_b, hi_b) of sbuf into slot(p) + r*cap of every peer
- * p, makes them visible system-wide, then sets flags[b][me] = seq in every peer's slot; it
- * waits until flags[b][p] of its own slot holds seq (low 63 bits) for every peer p, then
- * folds rank 0 .. n-1 in that order (its own data read from sbuf, the others' from its slot)
- * into rbuf.  The last block to finish sets *done = seq.  Flags are never reset: seq grows by
- * one per team call, so a flag left from an earlier call never equals this one's.  The block
+ * The head (flags and low-latency areas) is zeroed when the scratch is made and never written
+ * with anything else; other algorithms may use the data areas of the slot.
+ *
+ * Flag protocol (any size): block b of rank me copies bytes [lo_b, hi_b) of sbuf into the data
+ * area `me` of every peer's slot, makes them visible system-wide, then sets flags[b][me] = seq
+ * in every peer's slot; it waits until flags[b][p] of its own slot holds seq (low 63 bits) for
+ * every peer p, then folds rank 0 .. n-1 in that order (its own data read from sbuf, the
+ * others' from its slot) into rbuf.
+ * Low-latency protocol (cuda backend, n <= 4, count * size <= DEV_FUSED_LL_BYTES(n) / 2): the
+ * data travel in 8-byte words that carry their own flag, seq32 = 1 + (seq - 1) mod (2^32 - 1)
+ * (never 0, the value of a word never written); a word is stored and loaded whole, so no fence
+ * and no separate flag are needed; the receiver unpacks them into its data areas, then folds
+ * as above.
+ * Either way the last block to finish sets *done = seq.  Nothing is reset: seq grows by one per
+ * team call, so what an earlier call left never matches (the low-latency words could only be
+ * mistaken after 2^33 calls in which no call of the same parity rewrote that word).  The block
  * partition is a function of count, dtype and nblocks, which every rank passes the same.
  * sbuf may equal rbuf (in place).  count * size must fit in cap. */
 #define DEV_FUSED_MAX_BLOCKS 32
 #define DEV_FUSED_FLAG_BYTES 8192
+#define DEV_FUSED_LL_BYTES(n) ((n) <= 4 ? (size_t) 65536 : (size_t) 0)
+#define DEV_FUSED_HEAD_BYTES(n)                                                                \
+    ((size_t) DEV_FUSED_FLAG_BYTES + (size_t) (n) * DEV_FUSED_LL_BYTES(n))
 #define DEV_FUSED_ABANDON (UINT64_C(1) << 63)
 typedef struct {
     const void *sbuf;

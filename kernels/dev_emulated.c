@@ -856,7 +856,8 @@ static int emu_host_alloc_mapped(void **host, void **device, size_t size)
 }
 
 /* The fused allreduce of dev.h on the CPU, block by block with the partition of
- * allreduce_fused.cu (so that the protocol is the same, flags per block included): push every
+ * allreduce_fused.cu, always by the flag protocol (the low-latency words are the cuda kernel's
+ * way around a system-scope fence, which host atomics do not need): push every
  * block's range to every peer and signal it, then wait for each block's flags and reduce it
  * with the reference.  The flags are C11 atomics on the segments that every rank maps: a
  * release store after the data, an acquire load before reading it. */
@@ -881,7 +882,7 @@ static int emu_fused_allreduce(const dev_fused_allreduce_t *a, const dev_launch_
     per = (per + EMU_FUSED_ALIGN - 1) / EMU_FUSED_ALIGN * EMU_FUSED_ALIGN;
     per = (0 == per) ? EMU_FUSED_ALIGN : per;
     for (int r = 0; r < a->nranks; ++r) {
-        rc = host_view(a->slot[r], DEV_FUSED_FLAG_BYTES + (size_t) a->nranks * a->cap,
+        rc = host_view(a->slot[r], DEV_FUSED_HEAD_BYTES(a->nranks) + (size_t) a->nranks * a->cap,
                        "dev_fused_allreduce (slot)", &v);
         if (DEV_OK != rc) {
             return rc;
@@ -911,7 +912,8 @@ static int emu_fused_allreduce(const dev_fused_allreduce_t *a, const dev_launch_
         size_t hi = (lo + per < bytes) ? lo + per : bytes;
         for (int q = 0; q < a->nranks; ++q) {
             if (q != a->rank && hi > lo) {
-                memcpy(slot[q] + DEV_FUSED_FLAG_BYTES + (size_t) a->rank * a->cap + lo, sbuf + lo,
+                memcpy(slot[q] + DEV_FUSED_HEAD_BYTES(a->nranks) + (size_t) a->rank * a->cap + lo,
+                       sbuf + lo,
                        hi - lo);
             }
         }
@@ -951,7 +953,8 @@ static int emu_fused_allreduce(const dev_fused_allreduce_t *a, const dev_launch_
         }
         for (int q = 0; q < a->nranks; ++q) {
             srcs[q] = (q == a->rank) ? (const void *) (sbuf + lo)
-                                     : (const void *) (slot[a->rank] + DEV_FUSED_FLAG_BYTES
+                                     : (const void *) (slot[a->rank]
+                                                       + DEV_FUSED_HEAD_BYTES(a->nranks)
                                                        + (size_t) q * a->cap + lo);
         }
         rc = dev_ref_reduce_multi(&dst, 1, srcs, a->nranks, (hi - lo) / esize, a->dtype,

@@ -254,14 +254,16 @@ static int nvl_ce_state(coll_gpu_team_t *t, size_t bytes, coll_gpu_nvl_state_t *
     return rc;
 }
 
-/* One rank's share of a slot in the fused allreduce: the slot after its flags, cut in n
+/* One rank's share of a slot in the fused allreduce: the slot after its head, cut in n
  * 256-byte aligned areas (dev.h).  0 when a slot has no room (coll_gpu_oneshot_slot_bytes). */
 size_t mca_coll_gpu_nvl_fused_cap(const coll_gpu_team_t *t)
 {
-    if (0 != t->slot_bytes % 256 || t->slot_bytes <= COLL_GPU_SLOT_RESERVED + 256 * (size_t) t->size) {
+    size_t head = COLL_GPU_SLOT_RESERVED(t->size);
+
+    if (0 != t->slot_bytes % 256 || t->slot_bytes <= head + 256 * (size_t) t->size) {
         return 0;
     }
-    return (t->slot_bytes - COLL_GPU_SLOT_RESERVED) / (size_t) t->size / 256 * 256;
+    return (t->slot_bytes - head) / (size_t) t->size / 256 * 256;
 }
 
 /* One-shot through the scratch: for MPI_IN_PLACE, where a peer's input is also its output and
@@ -271,7 +273,7 @@ static int allreduce_oneshot_scratch(coll_gpu_team_t *t, const void *sbuf, void 
                                      const dev_launch_t *launch, struct ompi_communicator_t *comm)
 {
     uint64_t seq = ++t->seq;
-    size_t slot_off = (seq & 1) * t->slot_bytes + COLL_GPU_SLOT_RESERVED;
+    size_t slot_off = (seq & 1) * t->slot_bytes + COLL_GPU_SLOT_RESERVED(t->size);
     const void *srcs[COLL_GPU_TEAM_MAX];
     void *dst = rbuf;
     int rc = OMPI_SUCCESS;

@@ -207,10 +207,10 @@ coll_gpu_team_t *mca_coll_gpu_select(mca_coll_gpu_module_t *m, struct ompi_commu
                  "the scratch slot has no room for the fused allreduce: one-shot");
     }
     /* one-shot stages through the team's scratch: it cannot take more than a slot (after the
-     * flags at its head) */
+     * fused allreduce's head) */
     if (TOPO_COLL_ALLREDUCE == coll && TOPO_AR_ONESHOT == plan->alg
-        && (t->slot_bytes <= COLL_GPU_SLOT_RESERVED
-            || bytes > t->slot_bytes - COLL_GPU_SLOT_RESERVED)) {
+        && (t->slot_bytes <= COLL_GPU_SLOT_RESERVED(t->size)
+            || bytes > t->slot_bytes - COLL_GPU_SLOT_RESERVED(t->size))) {
         plan->alg = TOPO_AR_TWOSHOT;
         snprintf(plan->reason, sizeof(plan->reason), "%zu B exceed the one-shot slot: two-shot",
                  bytes);

@@ -25,7 +25,7 @@
 
 #define NMAX 4
 #define CAP ((size_t) 64 << 10) /* bytes of one rank's area in a slot */
-#define SLOT (DEV_FUSED_FLAG_BYTES + NMAX * CAP)
+#define SLOT (DEV_FUSED_HEAD_BYTES(NMAX) + NMAX * CAP)
 #define WAIT_S 20.0             /* a call that takes longer has hung */
 
 typedef struct {

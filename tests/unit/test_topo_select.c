@@ -83,12 +83,12 @@ static void check_table_points(void)
     const topo_coll_t AR = TOPO_COLL_ALLREDUCE, BC = TOPO_COLL_BCAST;
     /* 2xH200 NV18 */
     tap_ok(TOPO_AR_FUSED == pick(AR, 8, 2, TOPO_LINK_NVL, true, true) &&
-               TOPO_AR_FUSED == pick(AR, 512 * KiB, 2, TOPO_LINK_NVL, true, true) &&
-               TOPO_AR_TWOSHOT == pick(AR, 512 * KiB + 4, 2, TOPO_LINK_NVL, true, true) &&
+               TOPO_AR_FUSED == pick(AR, 256 * KiB, 2, TOPO_LINK_NVL, true, true) &&
+               TOPO_AR_TWOSHOT == pick(AR, 256 * KiB + 4, 2, TOPO_LINK_NVL, true, true) &&
                TOPO_AR_TWOSHOT == pick(AR, 64 * MiB, 2, TOPO_LINK_NVL, true, true) &&
                TOPO_AR_TWOSHOT_CE == pick(AR, 64 * MiB + 4, 2, TOPO_LINK_NVL, true, true) &&
                TOPO_AR_TWOSHOT_CE == pick(AR, 1024 * MiB, 2, TOPO_LINK_NVL, true, true),
-           "NV18, 2 ranks: fused up to 512 KiB, twoshot to 64 MiB, twoshot_ce above");
+           "NV18, 2 ranks: fused up to 256 KiB, twoshot to 64 MiB, twoshot_ce above");
     tap_ok(TOPO_BC_PUSH == pick(BC, 64 * KiB, 2, TOPO_LINK_NVL, true, true) &&
                TOPO_BC_PULL == pick(BC, 64 * KiB + 8, 2, TOPO_LINK_NVL, true, true) &&
                TOPO_BC_PULL == pick(BC, 1024 * MiB, 2, TOPO_LINK_NVL, true, true),
