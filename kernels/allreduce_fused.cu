@@ -183,7 +183,8 @@ __device__ __forceinline__ void fused_ll_wait(const fused_params_t &p, int b, si
                     if (*abandoned) {
                         return;
                     }
-                    const u64 f = sys_word(*fused_flag(mine, b, q)).load(cuda::memory_order_acquire);
+                    const u64 f =
+                        sys_word(*fused_flag(mine, b, q)).load(cuda::memory_order_acquire);
                     if (f == (p.seq | DEV_FUSED_ABANDON)) {
                         *abandoned = 1;
                         return;

@@ -422,7 +422,8 @@ static int allreduce_twoshot_ce(coll_gpu_team_t *t, const void *sbuf, void *rbuf
                     srcs[p] = (const char *) sbuf + off * esize;
                     continue;
                 }
-                to = (char *) st->stage + ((size_t) d * (size_t) (n - 1) + (size_t) j++) * row_piece;
+                to = (char *) st->stage
+                     + ((size_t) d * (size_t) (n - 1) + (size_t) j++) * row_piece;
                 NVL_CHECK(dev_memcpy_async(to, psbuf[p] + off * esize, len * esize, st->copy),
                           "allreduce");
                 srcs[p] = to;

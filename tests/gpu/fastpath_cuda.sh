@@ -10,7 +10,7 @@ for np in 2 4; do
                "allreduce_algorithm ring" "allreduce_algorithm fused" \
                "allreduce_algorithm twoshot_ce" "bcast_algorithm push" "bcast_algorithm chain" \
                "bcast_algorithm tree" "bcast_algorithm pull" \
-               "allreduce_algorithm fused --mca coll_gpu_oneshot_slot_bytes 16384" \
+               "allreduce_algorithm fused --mca coll_gpu_oneshot_slot_bytes 307200" \
                "allreduce_algorithm twoshot_ce --mca coll_gpu_chunk_bytes 4096" \
                "allreduce_algorithm staged"; do
         # "PARAMETER VALUE [more mpirun arguments]": the small slots and pieces make the fused
