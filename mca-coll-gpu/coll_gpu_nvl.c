@@ -101,9 +101,11 @@
 #include "coll_gpu.h"
 
 #define NVL_CHAIN_DEFAULT_CHUNK ((size_t) 2 << 20)
-/* copy-engine two-shot: pieces in flight, largest piece and staging budget */
+/* copy-engine two-shot: pieces in flight, largest piece (the plan's chunk, 8 MiB by default,
+ * coll_gpu_chunk_bytes above it) and staging budget */
 #define NVL_CE_DEPTH 2
-#define NVL_CE_PIECE_MAX ((size_t) 8 << 20)
+#define NVL_CE_PIECE_DEFAULT ((size_t) 8 << 20)
+#define NVL_CE_PIECE_MAX ((size_t) 32 << 20)
 #define NVL_CE_STAGE_MAX ((size_t) 64 << 20)
 /* fused allreduce: host spins between looks at the peers' failure flags / the stream */
 #define NVL_FUSED_WATCH_SPINS 256
@@ -361,7 +363,8 @@ static int allreduce_twoshot_ce(coll_gpu_team_t *t, const void *sbuf, void *rbuf
     int rc = OMPI_SUCCESS;
     bool arrived = false;
 
-    piece = (0 != piece_max && piece_max < NVL_CE_PIECE_MAX) ? piece_max : NVL_CE_PIECE_MAX;
+    piece = (0 == piece_max) ? NVL_CE_PIECE_DEFAULT : piece_max;
+    piece = (piece < NVL_CE_PIECE_MAX) ? piece : NVL_CE_PIECE_MAX;
     if (piece * NVL_CE_DEPTH * (size_t) (n - 1) > NVL_CE_STAGE_MAX) {
         piece = NVL_CE_STAGE_MAX / NVL_CE_DEPTH / (size_t) (n - 1);
     }
@@ -537,7 +540,7 @@ static int fused_piece(coll_gpu_team_t *t, const void *sbuf, void *rbuf, size_t 
     coll_gpu_nvl_state_t *st = NULL;
     dev_fused_allreduce_t a;
     nvl_watch_t watch = {t, seq};
-    unsigned spins = 0, polls = 0;
+    unsigned spins = 0, polls = 0, yields = 1000; /* past spin_pause's threshold: it yields */
     bool released = false;
     int rc = OMPI_SUCCESS;
 
@@ -590,7 +593,11 @@ static int fused_piece(coll_gpu_team_t *t, const void *sbuf, void *rbuf, size_t 
                 goto out;
             }
         }
-        mca_coll_gpu_team_pause(&spins);
+        if (spins > NVL_FUSED_QUERY_SPINS) {
+            /* a long wait (a late peer): let other processes have the core; a short one is
+             * the kernel's few microseconds, where a yield would only add to the latency */
+            mca_coll_gpu_team_pause(&yields);
+        }
     }
 out:
     if (OMPI_SUCCESS != rc) {
