@@ -72,6 +72,7 @@
  * so the host releases it by writing seq | DEV_FUSED_ABANDON into its flags (the call fails).
  *   host:    [seq = ++t->seq] launch ---------------------------- spin on done == seq
  *   kernel:           push to peers | fence, flag(seq) | wait flags | reduce | done = seq
+ *   (<= 32 KiB, 2-4 ranks:  push words carrying seq | wait words, unpack | reduce | done)
  *
  * copy-engine two-shot allreduce (large): the transfers are copy-engine pulls, which reach
  * ~390 GB/s a direction on NV18 against ~370 for SM loads, and leave the SMs to the reduce.
