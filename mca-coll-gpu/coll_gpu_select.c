@@ -197,6 +197,8 @@ coll_gpu_team_t *mca_coll_gpu_select(mca_coll_gpu_module_t *m, struct ompi_commu
     in.nblocks = c->nblocks;
     in.nthreads = c->nthreads;
     in.chunk_bytes = c->chunk_bytes;
+    /* the reason is for the call's log line (mca_coll_gpu_log_plan) alone */
+    in.quiet = opal_output_get_verbosity(c->output) < COLL_GPU_LOG_CALL;
     topo_select(&in, plan);
     /* the fused allreduce needs room for every rank's piece in a slot (it cuts larger messages
      * into pieces); too small a slot (coll_gpu_oneshot_slot_bytes) leaves it to one-shot */

@@ -365,6 +365,8 @@ typedef struct {
     int nblocks;
     int nthreads;
     size_t chunk_bytes;
+    bool quiet;              /* leave plan.reason empty: the caller will not print it (the text
+                                costs a few hundred ns per call, on the small-message path) */
 } topo_select_in_t;
 
 typedef struct {
@@ -374,7 +376,7 @@ typedef struct {
     size_t chunk_bytes;           /* pipeline chunk; 0 when the algorithm is not pipelined */
     size_t nchunks;               /* chunks the message is cut into (1 when not pipelined) */
     bool forced;                  /* an override chose the algorithm */
-    char reason[TOPO_TEXT_LEN];   /* one line: why, for coll_gpu_verbose */
+    char reason[TOPO_TEXT_LEN];   /* one line: why, for coll_gpu_verbose ("" when quiet) */
 } topo_plan_t;
 
 /* The decision (topo_select.c holds the table and the rules around it).  Depends only on its

@@ -316,6 +316,9 @@ static void plain_plan(const topo_select_in_t *in, topo_plan_t *plan, int alg, c
     plan->nchunks = (0 != plan->chunk_bytes && in->bytes > 0)
                         ? (in->bytes + plan->chunk_bytes - 1) / plan->chunk_bytes
                         : 1;
+    if (in->quiet) {
+        return;
+    }
     team_text(in, team, sizeof(team));
     snprintf(plan->reason, sizeof(plan->reason), "%s: %s (%s)", topo_alg_name(in->coll, alg),
              why, team);
@@ -369,9 +372,12 @@ void topo_select(const topo_select_in_t *in, topo_plan_t *plan)
             plan->alg = forced;
             plan->forced = true;
             fill_params(row, in, plan);
-            team_text(in, team, sizeof(team));
-            snprintf(plan->reason, sizeof(plan->reason), "%s: forced by the MCA parameter (%s)",
-                     topo_alg_name(in->coll, forced), team);
+            if (!in->quiet) {
+                team_text(in, team, sizeof(team));
+                snprintf(plan->reason, sizeof(plan->reason),
+                         "%s: forced by the MCA parameter (%s)", topo_alg_name(in->coll, forced),
+                         team);
+            }
             return;
         }
         snprintf(note, sizeof(note), "forced %s needs peer access %s, which this team lacks; ",
@@ -385,9 +391,11 @@ void topo_select(const topo_select_in_t *in, topo_plan_t *plan)
             row = &table[i];
             plan->alg = row->alg;
             fill_params(row, in, plan);
-            team_text(in, team, sizeof(team));
-            snprintf(plan->reason, sizeof(plan->reason), "%s: %s%s [row %d] (%s)",
-                     topo_alg_name(in->coll, row->alg), note, row->why, i, team);
+            if (!in->quiet) {
+                team_text(in, team, sizeof(team));
+                snprintf(plan->reason, sizeof(plan->reason), "%s: %s%s [row %d] (%s)",
+                         topo_alg_name(in->coll, row->alg), note, row->why, i, team);
+            }
         }
     }
     if (NULL == row) {

@@ -190,6 +190,27 @@ static void check_table_sweep(void)
     tap_ok(0 == bad_shape, "%d decisions: valid algorithm, reason names it, chunks cover the "
            "message, kernels get blocks and threads", cases);
     tap_ok(0 == bad_monotone, "size sweeps change algorithm at most twice");
+
+    /* quiet: the same plan, without its text */
+    int differ = 0;
+    for (int c = 0; c < TOPO_COLL_COUNT; ++c) {
+        for (size_t bytes = 8; bytes <= ((size_t) 1 << 30); bytes *= 4) {
+            for (int forced = 0; forced < 3; ++forced) {
+                topo_select_in_t in = team((topo_coll_t) c, bytes, 2, TOPO_LINK_NVL, true, true);
+                topo_plan_t loud, quiet;
+                in.forced_alg = (0 == forced) ? 0 : (1 == forced) ? 2 : 3;
+                topo_select(&in, &loud);
+                in.quiet = true;
+                topo_select(&in, &quiet);
+                differ += loud.alg != quiet.alg || loud.nblocks != quiet.nblocks ||
+                          loud.nthreads != quiet.nthreads ||
+                          loud.chunk_bytes != quiet.chunk_bytes ||
+                          loud.nchunks != quiet.nchunks || loud.forced != quiet.forced ||
+                          '\0' != quiet.reason[0] || '\0' == loud.reason[0];
+            }
+        }
+    }
+    tap_ok(0 == differ, "quiet selection: the same plans, no reason text (%d differ)", differ);
 }
 
 static void check_fallbacks(void)
