@@ -646,3 +646,67 @@ DEV_API int dev_reduce_host(void *dst, const void *a, const void *b, size_t coun
     DEV_CHECK_ARG(NULL != dst && NULL != a && NULL != b, __func__);
     return dev_ref_reduce(dst, a, b, count, dtype, op);
 }
+
+/* ---- fast-path additions (dev.h's block of the same name) -------------------------------- */
+
+DEV_API int dev_stream_wait_event(dev_stream_t *stream, dev_event_t *event)
+{
+    const dev_backend_ops_t *ops;
+    DEV_OPS(ops, __func__);
+    DEV_CHECK_ARG(NULL != event, __func__);
+    return ops->stream_wait_event(stream, event);
+}
+
+DEV_API int dev_stream_query(dev_stream_t *stream)
+{
+    const dev_backend_ops_t *ops;
+    DEV_OPS(ops, __func__);
+    return ops->stream_query(stream);
+}
+
+DEV_API int dev_host_alloc_mapped(void **host, void **device, size_t size)
+{
+    const dev_backend_ops_t *ops;
+    DEV_OPS(ops, __func__);
+    DEV_CHECK_ARG(NULL != host && NULL != device && size > 0, __func__);
+    *host = *device = NULL;
+    return ops->host_alloc_mapped(host, device, size);
+}
+
+DEV_API int dev_fused_allreduce(const dev_fused_allreduce_t *a, const dev_launch_t *launch,
+                                dev_stream_t *stream)
+{
+    static const dev_launch_t defaults = {0, 0};
+    const dev_backend_ops_t *ops;
+    size_t esize;
+
+    DEV_OPS(ops, __func__);
+    DEV_CHECK_ARG(NULL != a && NULL != a->done, __func__);
+    DEV_CHECK_ARG(a->nranks >= 1 && a->nranks <= DEV_MULTI_MAX, __func__);
+    DEV_CHECK_ARG(a->rank >= 0 && a->rank < a->nranks, __func__);
+    DEV_CHECK_ARG(a->seq >= 1 && a->seq < DEV_FUSED_ABANDON, __func__);
+    DEV_CHECK_ARG(0 != a->cap && 0 == a->cap % 256, __func__);
+    esize = dev_dtype_size(a->dtype);
+    if (0 == esize) {
+        return dev_fail(DEV_ERR_ARG, "%s: invalid dtype %d", __func__, (int) a->dtype);
+    }
+    if (a->nranks > 1 && !dev_op_valid(a->op, a->dtype)) {
+        return dev_fail(DEV_ERR_UNSUPPORTED, "%s: op %s is not defined on %s", __func__,
+                        dev_op_name(a->op), dev_dtype_name(a->dtype));
+    }
+    if (a->count > a->cap / esize) {
+        return dev_fail(DEV_ERR_ARG, "%s: %zu elements of %s do not fit a %zu-byte slot",
+                        __func__, a->count, dev_dtype_name(a->dtype), a->cap);
+    }
+    DEV_CHECK_ARG(0 == a->count || (NULL != a->sbuf && NULL != a->rbuf), __func__);
+    for (int r = 0; r < a->nranks; ++r) {
+        DEV_CHECK_ARG(NULL != a->slot[r], __func__);
+    }
+    if (NULL != launch) {
+        DEV_CHECK_ARG(launch->nblocks >= 0, __func__);
+        DEV_CHECK_ARG(launch->nthreads >= 0 && launch->nthreads <= 1024, __func__);
+    } else {
+        launch = &defaults;
+    }
+    return ops->fused_allreduce(a, launch, stream);
+}

@@ -286,6 +286,81 @@ DEV_API int dev_reduce_multi(void *const *dsts, int ndst, const void *const *src
 DEV_API int dev_reduce_host(void *dst, const void *a, const void *b, size_t count,
                             dev_dtype_t dtype, dev_op_t op);
 
+/* ==== fast-path additions (coll_gpu_nvl.c): stream ordering, mapped host words, the fused
+ * one-kernel allreduce.  Kept in one block; the rest of this header is the device layer's
+ * general interface. ======================================================================= */
+
+/* Make work enqueued on stream after this call wait for the work event's last record covers
+ * (the record that preceded this call; a never-recorded event is complete).  The host does not
+ * wait.  NULL stream: the default stream. */
+DEV_API int dev_stream_wait_event(dev_stream_t *stream, dev_event_t *event);
+/* DEV_OK when everything enqueued on stream has completed, 1 while work is pending, < 0 when
+ * the stream (or the device) hit an error. */
+DEV_API int dev_stream_query(dev_stream_t *stream);
+/* Page-locked host memory that kernels may write: *host is its address for host code,
+ * *device the address kernels use for it (the same on the emulated backend).  Released with
+ * dev_host_free(*host). */
+DEV_API int dev_host_alloc_mapped(void **host, void **device, size_t size);
+
+/* The fused allreduce: one kernel that exchanges, synchronises and reduces, for small
+ * messages on a team whose ranks map each other's scratch (coll_gpu_nvl.c).
+ *
+ * Every rank's scratch has a slot per call parity (seq & 1); within a slot of an n-rank team:
+ *
+ *     [0, DEV_FUSED_FLAG_BYTES)                 flags[b][r]: uint64, block b of rank r wrote its
+ *                                               data (seq; DEV_FUSED_ABANDON | seq: released by
+ *                                               the host because a peer failed); the counter
+ *     DEV_FUSED_FLAG_BYTES                      rank r's low-latency area: only ever written
+ *       + r * DEV_FUSED_LL_BYTES(n)             with 8-byte words (seq32 << 32 | 4 data bytes)
+ *     DEV_FUSED_HEAD_BYTES(n) + r * cap         rank r's data area, cap bytes
+ *
+ * The head (flags and low-latency areas) is zeroed when the scratch is made and never written
+ * with anything else; other algorithms may use the data areas of the slot.
+ *
+ * Flag protocol (any size): block b of rank me copies bytes [lo_b, hi_b) of sbuf into the data
+ * area `me` of every peer's slot, makes them visible system-wide, then sets flags[b][me] = seq
+ * in every peer's slot; it waits until flags[b][p] of its own slot holds seq (low 63 bits) for
+ * every peer p, then folds rank 0 .. n-1 in that order (its own data read from sbuf, the
+ * others' from its slot) into rbuf.
+ * Low-latency protocol (cuda backend, n <= 4, count * size <= DEV_FUSED_LL_BYTES(n) / 2): the
+ * data travel in 8-byte words that carry their own flag, seq32 = 1 + (seq - 1) mod (2^32 - 1)
+ * (never 0, the value of a word never written); a word is stored and loaded whole, so no fence
+ * and no separate flag are needed; the receiver unpacks them into its data areas, then folds
+ * as above.
+ * Either way the last block to finish sets *done = seq.  Nothing is reset: seq grows by one per
+ * team call, so what an earlier call left never matches (the low-latency words could only be
+ * mistaken after 2^33 calls in which no call of the same parity rewrote that word).  The block
+ * partition is a function of count, dtype and nblocks, which every rank passes the same.
+ * sbuf may equal rbuf (in place).  count * size must fit in cap. */
+#define DEV_FUSED_MAX_BLOCKS 32
+#define DEV_FUSED_FLAG_BYTES 8192
+#define DEV_FUSED_LL_BYTES(n) ((n) <= 4 ? (size_t) 65536 : (size_t) 0)
+#define DEV_FUSED_HEAD_BYTES(n)                                                                \
+    ((size_t) DEV_FUSED_FLAG_BYTES + (size_t) (n) * DEV_FUSED_LL_BYTES(n))
+#define DEV_FUSED_ABANDON (UINT64_C(1) << 63)
+typedef struct {
+    const void *sbuf;
+    void *rbuf;
+    size_t count;
+    dev_dtype_t dtype;
+    dev_op_t op;
+    int nranks, rank;
+    void *slot[DEV_MULTI_MAX]; /* every rank's slot of this call's parity, mapped here */
+    size_t cap;                /* bytes of one rank's contribution area (a multiple of 256) */
+    uint64_t seq;              /* >= 1, below DEV_FUSED_ABANDON */
+    uint64_t *done;            /* a word of dev_host_alloc_mapped memory (its device address) */
+    /* Emulated backend only (its kernel runs on the calling thread): asked while it waits for
+     * peers; true makes it stop waiting (the host gave the call up).  May be NULL. */
+    bool (*abandon)(void *ctx);
+    void *abandon_ctx;
+} dev_fused_allreduce_t;
+/* Enqueue the fused allreduce on stream.  DEV_ERR_ARG for malformed arguments,
+ * DEV_ERR_UNSUPPORTED for an op the type does not have.  The cuda backend returns after the
+ * launch; the emulated one after the whole exchange (it waits for its peers). */
+DEV_API int dev_fused_allreduce(const dev_fused_allreduce_t *args, const dev_launch_t *launch,
+                                dev_stream_t *stream);
+/* ==== end of fast-path additions ========================================================== */
+
 #ifdef __cplusplus
 }
 #endif

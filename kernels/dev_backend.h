@@ -71,6 +71,14 @@ typedef struct dev_backend_ops {
     int (*reduce_multi)(void *const *dsts, int ndst, const void *const *srcs, int nsrc,
                         size_t count, dev_dtype_t dtype, dev_op_t op,
                         const dev_launch_t *launch, dev_stream_t *stream);
+
+    /* ---- fast-path additions (dev.h's block of the same name); dev.c checks the arguments */
+    int (*stream_wait_event)(dev_stream_t *stream, dev_event_t *event);
+    int (*stream_query)(dev_stream_t *stream);
+    int (*host_alloc_mapped)(void **host, void **device, size_t size);
+    int (*fused_allreduce)(const dev_fused_allreduce_t *args, const dev_launch_t *launch,
+                           dev_stream_t *stream);
+    /* ---- end of fast-path additions */
 } dev_backend_ops_t;
 
 extern const dev_backend_ops_t dev_emulated_ops;
@@ -105,6 +113,10 @@ int dev_cuda_reduce_launch(void *dst, const void *a, const void *b, size_t count
 int dev_cuda_reduce_multi_launch(void *const *dsts, int ndst, const void *const *srcs, int nsrc,
                                  size_t count, dev_dtype_t dtype, dev_op_t op, int nblocks,
                                  int nthreads, int device, void *stream);
+/* allreduce_fused.cu: enqueue dev_fused_allreduce (arguments as dev.c checked them) on a CUDA
+ * stream; returns a cudaError_t. */
+int dev_cuda_fused_allreduce_launch(const dev_fused_allreduce_t *args, int nblocks, int nthreads,
+                                    void *stream);
 #endif
 
 #ifdef __cplusplus

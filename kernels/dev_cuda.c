@@ -690,6 +690,67 @@ out:
     return rc;
 }
 
+/* ---- fast-path additions (dev.h's block of the same name) -------------------------------- */
+
+static int cuda_stream_wait_event(dev_stream_t *stream, dev_event_t *event)
+{
+    int rc = DEV_OK;
+    if (NULL == stream) {
+        FOLLOW_APP();
+    }
+    CUDA_CALL(cudaStreamWaitEvent(stream_of(stream), event->e, 0));
+out:
+    return rc;
+}
+
+static int cuda_stream_query(dev_stream_t *stream)
+{
+    cudaError_t err;
+    if (NULL == stream) {
+        FOLLOW_APP();
+    }
+    err = cudaStreamQuery(stream_of(stream));
+    if (cudaErrorNotReady == err) {
+        (void) cudaGetLastError(); /* an answer, not an error to keep */
+        return 1;
+    }
+    return (cudaSuccess == err) ? DEV_OK : cuda_fail(err, "cudaStreamQuery");
+}
+
+/* Mapped (and portable) pinned memory: kernels of any device may write it. */
+static int cuda_host_alloc_mapped(void **host, void **device, size_t size)
+{
+    int rc = DEV_OK;
+    FOLLOW_APP();
+    CUDA_CALL(cudaHostAlloc(host, size, cudaHostAllocPortable | cudaHostAllocMapped));
+    cls_learn((uintptr_t) *host, size, DEV_MEM_HOST);
+    rc = DEV_OK;
+    {
+        cudaError_t err = cudaHostGetDevicePointer(device, *host, 0);
+        if (cudaSuccess != err) {
+            rc = cuda_fail(err, "cudaHostGetDevicePointer");
+            forget_allocation(*host);
+            (void) cudaFreeHost(*host);
+            *host = *device = NULL;
+        }
+    }
+out:
+    return rc;
+}
+
+static int cuda_fused_allreduce(const dev_fused_allreduce_t *args, const dev_launch_t *launch,
+                                dev_stream_t *stream)
+{
+    int rc = DEV_OK;
+    FOLLOW_APP();
+    CUDA_CALL((cudaError_t) dev_cuda_fused_allreduce_launch(args, launch->nblocks,
+                                                            launch->nthreads,
+                                                            (void *) stream_of(stream)));
+out:
+    return rc;
+}
+/* ---- end of fast-path additions */
+
 const dev_backend_ops_t dev_cuda_ops = {
     .name = "cuda",
     .open = cuda_open,
@@ -726,4 +787,9 @@ const dev_backend_ops_t dev_cuda_ops = {
     .ipc_close = cuda_ipc_close,
     .reduce = cuda_reduce,
     .reduce_multi = cuda_reduce_multi,
+    /* fast-path additions */
+    .stream_wait_event = cuda_stream_wait_event,
+    .stream_query = cuda_stream_query,
+    .host_alloc_mapped = cuda_host_alloc_mapped,
+    .fused_allreduce = cuda_fused_allreduce,
 };

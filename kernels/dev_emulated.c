@@ -44,6 +44,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -974,6 +975,146 @@ static int emu_ipc_close(void *ptr)
     return remove_and_release(ptr, 1u << EMU_IMPORT, "dev_ipc_close");
 }
 
+/* ---- fast-path additions (dev.h's block of the same name) -------------------------------- */
+
+/* Streams complete their work when it is enqueued: nothing to wait for, nothing pending. */
+static int emu_stream_wait_event(dev_stream_t *stream, dev_event_t *event)
+{
+    (void) stream;
+    (void) event;
+    return DEV_OK;
+}
+
+static int emu_stream_query(dev_stream_t *stream)
+{
+    (void) stream;
+    return DEV_OK;
+}
+
+/* Pinned memory is host memory here, and the "kernels" are host code: one address for both. */
+static int emu_host_alloc_mapped(void **host, void **device, size_t size)
+{
+    int rc = emu_host_alloc(host, size);
+    if (DEV_OK == rc) {
+        *device = *host;
+    }
+    return rc;
+}
+
+/* The fused allreduce of dev.h on the CPU, block by block with the partition of
+ * allreduce_fused.cu, always by the flag protocol (the low-latency words are the cuda kernel's
+ * way around a system-scope fence, which host atomics do not need): push every
+ * block's range to every peer and signal it, then wait for each block's flags and reduce it
+ * with the reference.  The flags are C11 atomics on the segments that every rank maps: a
+ * release store after the data, an acquire load before reading it. */
+#define EMU_FUSED_BLOCK_BYTES 16384
+#define EMU_FUSED_ALIGN 256
+static int emu_fused_allreduce(const dev_fused_allreduce_t *a, const dev_launch_t *launch,
+                               dev_stream_t *stream)
+{
+    const size_t esize = dev_dtype_size(a->dtype), bytes = a->count * esize;
+    char *slot[DEV_MULTI_MAX], *sbuf = NULL, *rbuf = NULL;
+    _Atomic uint64_t *done;
+    size_t blocks, per;
+    bool abandoned = false;
+    void *v;
+    int rc;
+
+    (void) stream;
+    blocks = (launch->nblocks > 0) ? (size_t) launch->nblocks
+                                   : (bytes + EMU_FUSED_BLOCK_BYTES - 1) / EMU_FUSED_BLOCK_BYTES;
+    blocks = (blocks < 1) ? 1 : (blocks > DEV_FUSED_MAX_BLOCKS) ? DEV_FUSED_MAX_BLOCKS : blocks;
+    per = (bytes + blocks - 1) / blocks;
+    per = (per + EMU_FUSED_ALIGN - 1) / EMU_FUSED_ALIGN * EMU_FUSED_ALIGN;
+    per = (0 == per) ? EMU_FUSED_ALIGN : per;
+    for (int r = 0; r < a->nranks; ++r) {
+        rc = host_view(a->slot[r], DEV_FUSED_HEAD_BYTES(a->nranks) + (size_t) a->nranks * a->cap,
+                       "dev_fused_allreduce (slot)", &v);
+        if (DEV_OK != rc) {
+            return rc;
+        }
+        slot[r] = v;
+    }
+    if (bytes > 0) {
+        rc = host_view(a->sbuf, bytes, "dev_fused_allreduce (sbuf)", &v);
+        if (DEV_OK != rc) {
+            return rc;
+        }
+        sbuf = v;
+        rc = host_view(a->rbuf, bytes, "dev_fused_allreduce (rbuf)", &v);
+        if (DEV_OK != rc) {
+            return rc;
+        }
+        rbuf = v;
+    }
+    rc = host_view(a->done, sizeof(uint64_t), "dev_fused_allreduce (done)", &v);
+    if (DEV_OK != rc) {
+        return rc;
+    }
+    done = v;
+
+    for (size_t b = 0; b < blocks; ++b) {
+        size_t lo = (b * per < bytes) ? b * per : bytes;
+        size_t hi = (lo + per < bytes) ? lo + per : bytes;
+        for (int q = 0; q < a->nranks; ++q) {
+            if (q != a->rank && hi > lo) {
+                memcpy(slot[q] + DEV_FUSED_HEAD_BYTES(a->nranks) + (size_t) a->rank * a->cap + lo,
+                       sbuf + lo,
+                       hi - lo);
+            }
+        }
+        for (int q = 0; q < a->nranks; ++q) {
+            if (q != a->rank) {
+                _Atomic uint64_t *f = (_Atomic uint64_t *) slot[q] + b * DEV_MULTI_MAX + a->rank;
+                atomic_store_explicit(f, a->seq, memory_order_release);
+            }
+        }
+    }
+    for (size_t b = 0; b < blocks; ++b) {
+        size_t lo = (b * per < bytes) ? b * per : bytes;
+        size_t hi = (lo + per < bytes) ? lo + per : bytes;
+        const void *srcs[DEV_MULTI_MAX];
+        void *dst = rbuf + lo;
+        for (int q = 0; q < a->nranks; ++q) {
+            _Atomic uint64_t *f = (_Atomic uint64_t *) slot[a->rank] + b * DEV_MULTI_MAX + q;
+            unsigned spins = 0;
+            uint64_t val;
+            if (q == a->rank) {
+                continue;
+            }
+            while (((val = atomic_load_explicit(f, memory_order_acquire)) & ~DEV_FUSED_ABANDON)
+                   != a->seq) {
+                if (++spins > 100) {
+                    sched_yield();
+                    if (NULL != a->abandon && a->abandon(a->abandon_ctx)) {
+                        val = DEV_FUSED_ABANDON;
+                        break;
+                    }
+                }
+            }
+            abandoned = abandoned || 0 != (val & DEV_FUSED_ABANDON);
+        }
+        if (abandoned || hi == lo) {
+            continue;
+        }
+        for (int q = 0; q < a->nranks; ++q) {
+            srcs[q] = (q == a->rank) ? (const void *) (sbuf + lo)
+                                     : (const void *) (slot[a->rank]
+                                                       + DEV_FUSED_HEAD_BYTES(a->nranks)
+                                                       + (size_t) q * a->cap + lo);
+        }
+        rc = dev_ref_reduce_multi(&dst, 1, srcs, a->nranks, (hi - lo) / esize, a->dtype,
+                                  a->op);
+        if (DEV_OK != rc) {
+            return dev_fail(rc, "dev_fused_allreduce: the reference refused %s on %s",
+                            dev_op_name(a->op), dev_dtype_name(a->dtype));
+        }
+    }
+    atomic_store_explicit(done, a->seq, memory_order_release);
+    return DEV_OK;
+}
+/* ---- end of fast-path additions */
+
 const dev_backend_ops_t dev_emulated_ops = {
     .name = "emulated",
     .open = emu_open,
@@ -1010,4 +1151,9 @@ const dev_backend_ops_t dev_emulated_ops = {
     .ipc_close = emu_ipc_close,
     .reduce = emu_reduce,
     .reduce_multi = emu_reduce_multi,
+    /* fast-path additions */
+    .stream_wait_event = emu_stream_wait_event,
+    .stream_query = emu_stream_query,
+    .host_alloc_mapped = emu_host_alloc_mapped,
+    .fused_allreduce = emu_fused_allreduce,
 };

@@ -262,6 +262,11 @@ int mca_coll_gpu_nvl_allreduce(coll_gpu_team_t *t, const topo_plan_t *plan, cons
  * root's returns MPI_ERR_TRUNCATE without moving data (the root then too). */
 int mca_coll_gpu_nvl_bcast(coll_gpu_team_t *t, const topo_plan_t *plan, void *buf, size_t bytes,
                            int root, struct ompi_communicator_t *comm, int local_rc);
+/* The fast path's own state of a team (streams, events, mapped words, staging memory), made on
+ * first use; released with the team (coll_gpu_team.c). */
+void mca_coll_gpu_nvl_release(coll_gpu_team_t *t);
+/* Bytes of one rank's piece in the fused allreduce's slot (0: the slot is too small for it). */
+size_t mca_coll_gpu_nvl_fused_cap(const coll_gpu_team_t *t);
 
 /* ---- selection (coll_gpu_select.c) ---- */
 /* The device-layer element type, op and element count of a reduction of count elements of

@@ -124,7 +124,10 @@ static int gpu_register(void)
                   "table), staged (pinned host buffers and the component below coll/gpu), "
                   "oneshot (every rank reduces all peers' data; small messages), twoshot "
                   "(reduce-scatter then all-gather by peer loads/stores, zero-copy), ring "
-                  "(pipelined between ring neighbours only).  Settable at run time through MPI_T",
+                  "(pipelined between ring neighbours only), fused (one kernel exchanges "
+                  "through the scratch with flags over NVLink and reduces; small messages), "
+                  "twoshot_ce (two-shot whose transfers are copy-engine pulls pipelined with "
+                  "the local reduce; large messages).  Settable at run time through MPI_T",
                   MCA_BASE_VAR_FLAG_SETTABLE, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_ALL_EQ,
                   &mca_coll_gpu_component.allreduce_algorithm);
 
@@ -132,8 +135,9 @@ static int gpu_register(void)
                   AS_MCA_ENUM(topo_bcast_alg_values),
                   "Broadcast algorithm for device buffers: auto (the decision table), staged, "
                   "push (the root copies into every peer's buffer), chain and tree (pipelined "
-                  "along the node model's ring, or down a binary tree over it).  Settable at "
-                  "run time through MPI_T",
+                  "along the node model's ring, or down a binary tree over it), pull (every "
+                  "rank copies the root's buffer with its copy engine).  Settable at run time "
+                  "through MPI_T",
                   MCA_BASE_VAR_FLAG_SETTABLE, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_ALL_EQ,
                   &mca_coll_gpu_component.bcast_algorithm);
 
@@ -150,8 +154,10 @@ static int gpu_register(void)
         "decision table", MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_6,
         MCA_BASE_VAR_SCOPE_ALL_EQ, &mca_coll_gpu_component.chunk_bytes);
     (void) mca_base_component_var_register(
-        c, "oneshot_slot_bytes", "Device scratch per rank for one-shot allreduce (two slots of "
-        "this size); larger messages use two-shot", MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0,
+        c, "oneshot_slot_bytes", "Device scratch per rank for one-shot and fused allreduce (two "
+        "slots of this size, 8 KiB of each for the fused allreduce's flags); larger messages "
+        "use two-shot, or fused pieces of a slot's share per rank",
+        MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0,
         OPAL_INFO_LVL_6, MCA_BASE_VAR_SCOPE_ALL_EQ, &mca_coll_gpu_component.oneshot_slot_bytes);
     (void) mca_base_component_var_register(
         c, "uniform_buffers", "Assume every rank passes the same kind of memory (host or "

@@ -62,6 +62,32 @@
  *   pos 1      c0     c1     c2     .        (pos i copies chunk j at about t(i-1+j))
  *   pos 2      .      c0     c1     c2
  *
+ * fused allreduce (small; one kernel, allreduce_fused.cu, protocol in dev.h): no host step
+ * between ranks at all.  Each rank's kernel pushes its data into every peer's scratch slot
+ * (parity seq & 1), raises a flag there (seq), waits for the peers' flags in its own slot and
+ * folds rank 0..n-1 into rbuf; its last block stores seq into a word of mapped host memory,
+ * which the host spins on (cheaper than a stream synchronisation).  Larger messages go in
+ * pieces of a slot's share, one sequence number each.  While it spins the host watches the
+ * peers' failure flags: a peer that failed before launching would leave our kernel waiting,
+ * so the host releases it by writing seq | DEV_FUSED_ABANDON into its flags (the call fails).
+ *   host:    [seq = ++t->seq] launch ---------------------------- spin on done == seq
+ *   kernel:           push to peers | fence, flag(seq) | wait flags | reduce | done = seq
+ *   (<= 32 KiB, 2-4 ranks:  push words carrying seq | wait words, unpack | reduce | done)
+ *
+ * copy-engine two-shot allreduce (large): the transfers are copy-engine pulls, which reach
+ * ~390 GB/s a direction on NV18 against ~370 for SM loads, and leave the SMs to the reduce.
+ * Rank r owns shard r (chunk_of).  Phase 1 pipelines pieces of the shard over two streams and
+ * a local staging buffer of NVL_CE_DEPTH x (n-1) pieces:
+ *   copy stream:    [wait reduced(k-D)] pull peers' piece k -> stage[k % D]; record copied(k)
+ *   team stream:    [wait copied(k)] rbuf[k] = sbuf_0[k] op stage... (rank order); reduced(k)
+ * then step(seq, 1): our shard is final and we read no peer's sbuf any more.  Phase 2, once
+ * every rank reached step 1: pull every peer's shard of its rbuf into ours (copies spread over
+ * both streams), then done for all.  In place, a peer's shard of our buffer is overwritten
+ * only in phase 2, after every peer has read it.
+ *
+ * pull bcast: the root lends its buffer (export, arrive); every other rank pulls it with one
+ * copy-engine copy and gives its done; the root returns once all are done.
+ *
  * Ring, chain and tree end with every rank's done, as two-shot does: a rank's buffers are free when
  * it returns (no peer reads them any more), a failure anywhere fails the call on every rank,
  * and no rank can be more than one call ahead of another (one-shot's double buffer needs it).
@@ -71,10 +97,20 @@
 #include "ompi_config.h"
 
 #include <inttypes.h>
+#include <string.h>
 
 #include "coll_gpu.h"
 
 #define NVL_CHAIN_DEFAULT_CHUNK ((size_t) 2 << 20)
+/* copy-engine two-shot: pieces in flight, largest piece (the plan's chunk, 8 MiB by default,
+ * coll_gpu_chunk_bytes above it) and staging budget */
+#define NVL_CE_DEPTH 2
+#define NVL_CE_PIECE_DEFAULT ((size_t) 8 << 20)
+#define NVL_CE_PIECE_MAX ((size_t) 32 << 20)
+#define NVL_CE_STAGE_MAX ((size_t) 64 << 20)
+/* fused allreduce: host spins between looks at the peers' failure flags / the stream */
+#define NVL_FUSED_WATCH_SPINS 256
+#define NVL_FUSED_QUERY_SPINS 65536
 /* chunks a chain bcast may have: the step counter holds them below COLL_GPU_STEP_FAILED */
 #define NVL_CHAIN_MAX_CHUNKS (COLL_GPU_STEP_FAILED - 1)
 
@@ -115,6 +151,127 @@ static int nvl_finish_all(coll_gpu_team_t *t, uint64_t seq, bool arrived, int rc
     return mca_coll_gpu_team_any_failed(t, seq) ? OMPI_ERROR : rc;
 }
 
+/* ---- the fast path's own state of a team ------------------------------------------------- */
+
+/* Made piece by piece on first use by the algorithm that needs it; each rank makes its own,
+ * and a rank that cannot fails the call through the team's flags like any other failure. */
+typedef struct coll_gpu_nvl_state_t {
+    uint64_t *done_host;                   /* fused: mapped word its kernel sets to seq */
+    void *done_dev;                        /* the same word as kernels address it */
+    uint64_t abandon[DEV_FUSED_MAX_BLOCKS * DEV_MULTI_MAX]; /* fused: flags that release */
+    dev_stream_t *copy;                    /* copy-engine two-shot: the pulls' stream */
+    dev_event_t *copied[NVL_CE_DEPTH], *reduced[NVL_CE_DEPTH];
+    void *stage;                           /* copy-engine two-shot: peers' pieces land here */
+    size_t stage_bytes;
+} coll_gpu_nvl_state_t;
+
+void mca_coll_gpu_nvl_release(coll_gpu_team_t *t)
+{
+    coll_gpu_nvl_state_t *st = t->nvl;
+
+    if (NULL == st) {
+        return;
+    }
+    if (NULL != t->stream) {
+        (void) dev_stream_sync(t->stream); /* nothing of ours may still use what goes now */
+    }
+    if (NULL != st->copy) {
+        (void) dev_stream_sync(st->copy);
+        (void) dev_stream_destroy(st->copy);
+    }
+    for (int i = 0; i < NVL_CE_DEPTH; ++i) {
+        if (NULL != st->copied[i]) {
+            (void) dev_event_destroy(st->copied[i]);
+        }
+        if (NULL != st->reduced[i]) {
+            (void) dev_event_destroy(st->reduced[i]);
+        }
+    }
+    if (NULL != st->stage) {
+        (void) dev_mem_free(st->stage);
+    }
+    if (NULL != st->done_host) {
+        (void) dev_host_free(st->done_host);
+    }
+    free(st);
+    t->nvl = NULL;
+}
+
+static int nvl_state(coll_gpu_team_t *t, coll_gpu_nvl_state_t **out)
+{
+    if (NULL == t->nvl) {
+        t->nvl = calloc(1, sizeof(*t->nvl));
+        if (NULL == t->nvl) {
+            return DEV_ERR_NOMEM;
+        }
+    }
+    *out = t->nvl;
+    return DEV_OK;
+}
+
+/* The fused allreduce's mapped completion word. */
+static int nvl_fused_state(coll_gpu_team_t *t, coll_gpu_nvl_state_t **out)
+{
+    int rc = nvl_state(t, out);
+    if (DEV_OK == rc && NULL == (*out)->done_host) {
+        void *host, *dev;
+        rc = dev_host_alloc_mapped(&host, &dev, sizeof(uint64_t));
+        if (DEV_OK == rc) {
+            (*out)->done_host = host;
+            (*out)->done_dev = dev;
+            __atomic_store_n((*out)->done_host, 0, __ATOMIC_RELEASE);
+        }
+    }
+    return rc;
+}
+
+/* The copy-engine two-shot's stream, events and a staging buffer of at least bytes. */
+static int nvl_ce_state(coll_gpu_team_t *t, size_t bytes, coll_gpu_nvl_state_t **out)
+{
+    coll_gpu_nvl_state_t *st = NULL;
+    int rc = nvl_state(t, &st);
+
+    if (DEV_OK != rc) {
+        return rc;
+    }
+    if (NULL == st->copy) {
+        rc = dev_stream_create(&st->copy);
+    }
+    for (int i = 0; DEV_OK == rc && i < NVL_CE_DEPTH; ++i) {
+        if (NULL == st->copied[i]) {
+            rc = dev_event_create(&st->copied[i]);
+        }
+        if (DEV_OK == rc && NULL == st->reduced[i]) {
+            rc = dev_event_create(&st->reduced[i]);
+        }
+    }
+    if (DEV_OK == rc && st->stage_bytes < bytes) {
+        if (NULL != st->stage) {
+            (void) dev_stream_sync(t->stream);
+            (void) dev_stream_sync(st->copy);
+            (void) dev_mem_free(st->stage);
+            st->stage = NULL;
+            st->stage_bytes = 0;
+        }
+        rc = dev_mem_alloc(&st->stage, bytes);
+        st->stage_bytes = (DEV_OK == rc) ? bytes : 0;
+    }
+    *out = st;
+    return rc;
+}
+
+/* One rank's share of a slot in the fused allreduce: the slot after its head, cut in n
+ * 256-byte aligned areas (dev.h).  0 when a slot has no room (coll_gpu_oneshot_slot_bytes). */
+size_t mca_coll_gpu_nvl_fused_cap(const coll_gpu_team_t *t)
+{
+    size_t head = COLL_GPU_SLOT_RESERVED(t->size);
+
+    if (0 != t->slot_bytes % 256 || t->slot_bytes <= head + 256 * (size_t) t->size) {
+        return 0;
+    }
+    return (t->slot_bytes - head) / (size_t) t->size / 256 * 256;
+}
+
 /* One-shot through the scratch: for MPI_IN_PLACE, where a peer's input is also its output and
  * may be overwritten while we still read it. */
 static int allreduce_oneshot_scratch(coll_gpu_team_t *t, const void *sbuf, void *rbuf,
@@ -122,7 +279,7 @@ static int allreduce_oneshot_scratch(coll_gpu_team_t *t, const void *sbuf, void 
                                      const dev_launch_t *launch, struct ompi_communicator_t *comm)
 {
     uint64_t seq = ++t->seq;
-    size_t slot_off = (seq & 1) * t->slot_bytes;
+    size_t slot_off = (seq & 1) * t->slot_bytes + COLL_GPU_SLOT_RESERVED(t->size);
     const void *srcs[COLL_GPU_TEAM_MAX];
     void *dst = rbuf;
     int rc = OMPI_SUCCESS;
@@ -193,6 +350,130 @@ static void chunk_of(size_t count, int n, int r, size_t *lo, size_t *hi)
     *hi = *lo + base + ((size_t) r < extra ? 1 : 0);
 }
 
+/* Copy-engine two-shot (schedule at the top of the file).  piece_max: the plan's chunk (bytes),
+ * bounded by the staging budget.  sbuf == rbuf in place. */
+static int allreduce_twoshot_ce(coll_gpu_team_t *t, const void *sbuf, void *rbuf, size_t count,
+                                dev_dtype_t dt, dev_op_t op, size_t esize, size_t piece_max,
+                                int nthreads, struct ompi_communicator_t *comm)
+{
+    uint64_t seq = ++t->seq;
+    int n = t->size;
+    coll_gpu_ctl_rank_t *me = &t->ctl->rank[t->rank];
+    coll_gpu_nvl_state_t *st = NULL;
+    const char *psbuf[COLL_GPU_TEAM_MAX];
+    char *prbuf[COLL_GPU_TEAM_MAX];
+    dev_launch_t launch = {0, nthreads}; /* the whole GPU for the local reduce */
+    size_t lo, hi, piece, npieces;
+    int rc = OMPI_SUCCESS;
+    bool arrived = false;
+
+    piece = (0 == piece_max) ? NVL_CE_PIECE_DEFAULT : piece_max;
+    piece = (piece < NVL_CE_PIECE_MAX) ? piece : NVL_CE_PIECE_MAX;
+    if (piece * NVL_CE_DEPTH * (size_t) (n - 1) > NVL_CE_STAGE_MAX) {
+        piece = NVL_CE_STAGE_MAX / NVL_CE_DEPTH / (size_t) (n - 1);
+    }
+    piece = piece / 4096 * 4096;
+    piece = (piece < 4096) ? 4096 : piece; /* a multiple of every element size */
+    chunk_of(count, n, t->rank, &lo, &hi);
+    {
+        /* no more staging than this call needs, so small calls stay small */
+        size_t shard = (hi - lo) * esize, want = (shard < piece) ? shard : piece;
+        want = (want + 4095) / 4096 * 4096;
+        want = (want < 4096) ? 4096 : want;
+        NVL_CHECK(nvl_ce_state(t, want * NVL_CE_DEPTH * (size_t) (n - 1), &st), "allreduce");
+    }
+    piece /= esize; /* elements from here on */
+    NVL_CHECK(mca_coll_gpu_team_export(t, sbuf, &me->sbuf), "allreduce");
+    NVL_CHECK(mca_coll_gpu_team_export(t, rbuf, &me->rbuf), "allreduce");
+    mca_coll_gpu_team_arrive(t, seq);
+    arrived = true;
+    for (int p = 0; p < n; ++p) {
+        void *s, *r;
+        mca_coll_gpu_team_wait_arrive(t, p, seq);
+        if (mca_coll_gpu_team_any_failed(t, seq)) {
+            rc = OMPI_ERROR;
+            goto out;
+        }
+        if (p == t->rank) {
+            s = (void *) sbuf;
+            r = rbuf;
+        } else {
+            NVL_CHECK(mca_coll_gpu_team_import(t, p, &t->ctl->rank[p].sbuf, &s), "allreduce");
+            NVL_CHECK(mca_coll_gpu_team_import(t, p, &t->ctl->rank[p].rbuf, &r), "allreduce");
+        }
+        psbuf[p] = s;
+        prbuf[p] = r;
+    }
+
+    /* phase 1: reduce-scatter, my shard, piece by piece */
+    npieces = (hi - lo + piece - 1) / piece;
+    COLL_GPU_VERBOSE(COLL_GPU_LOG_CALL,
+                     "coll:gpu:allreduce (cid %d): rank %d: twoshot_ce, shard of %zu B in %zu "
+                     "piece(s) of %zu B",
+                     coll_gpu_comm_cid(comm), t->rank, (hi - lo) * esize, npieces, piece * esize);
+    {
+        /* the staging buffer holds NVL_CE_DEPTH rows of n-1 pieces; a row is reused once
+         * the reduce that read it has run */
+        size_t row_piece = st->stage_bytes / NVL_CE_DEPTH / (size_t) (n - 1);
+        for (size_t k = 0; k < npieces; ++k) {
+            int d = (int) (k % NVL_CE_DEPTH), j = 0;
+            size_t off = lo + k * piece, len = (hi - off < piece) ? hi - off : piece;
+            const void *srcs[COLL_GPU_TEAM_MAX];
+            void *dst = (char *) rbuf + off * esize;
+            if (k >= NVL_CE_DEPTH) {
+                NVL_CHECK(dev_stream_wait_event(st->copy, st->reduced[d]), "allreduce");
+            }
+            for (int p = 0; p < n; ++p) {
+                char *to;
+                if (p == t->rank) {
+                    srcs[p] = (const char *) sbuf + off * esize;
+                    continue;
+                }
+                to = (char *) st->stage
+                     + ((size_t) d * (size_t) (n - 1) + (size_t) j++) * row_piece;
+                NVL_CHECK(dev_memcpy_async(to, psbuf[p] + off * esize, len * esize, st->copy),
+                          "allreduce");
+                srcs[p] = to;
+            }
+            NVL_CHECK(dev_event_record(st->copied[d], st->copy), "allreduce");
+            NVL_CHECK(dev_stream_wait_event(t->stream, st->copied[d]), "allreduce");
+            NVL_CHECK(dev_reduce_multi(&dst, 1, srcs, n, len, dt, op, &launch, t->stream),
+                      "allreduce");
+            NVL_CHECK(dev_event_record(st->reduced[d], t->stream), "allreduce");
+        }
+    }
+    NVL_CHECK(dev_stream_sync(st->copy), "allreduce");
+    NVL_CHECK(dev_stream_sync(t->stream), "allreduce");
+    mca_coll_gpu_team_step(t, seq, 1);
+
+    /* phase 2: all-gather, once every shard is final and nobody reads an sbuf any more */
+    for (int p = 0; p < n; ++p) {
+        mca_coll_gpu_team_wait_step(t, p, seq, 1);
+        if (mca_coll_gpu_team_failed(t, p, seq)) {
+            mca_coll_gpu_team_fail(t, seq);
+            rc = OMPI_ERROR;
+            goto out;
+        }
+    }
+    for (int p = 0, j = 0; p < n; ++p) {
+        size_t plo, phi;
+        if (p == t->rank) {
+            continue;
+        }
+        chunk_of(count, n, p, &plo, &phi);
+        NVL_CHECK(dev_memcpy_async((char *) rbuf + plo * esize, prbuf[p] + plo * esize,
+                                   (phi - plo) * esize, (0 == j++ % 2) ? st->copy : t->stream),
+                  "allreduce");
+    }
+    NVL_CHECK(dev_stream_sync(st->copy), "allreduce");
+    NVL_CHECK(dev_stream_sync(t->stream), "allreduce");
+out:
+    if (OMPI_SUCCESS != rc && NULL != st && NULL != st->copy) {
+        (void) dev_stream_sync(st->copy); /* nvl_finish_all drains the team stream */
+    }
+    return nvl_finish_all(t, seq, arrived, rc);
+}
+
 static int allreduce_twoshot(coll_gpu_team_t *t, const void *sbuf, void *rbuf, size_t count,
                              dev_dtype_t dt, dev_op_t op, size_t esize,
                              const dev_launch_t *launch, struct ompi_communicator_t *comm)
@@ -235,6 +516,120 @@ static int allreduce_twoshot(coll_gpu_team_t *t, const void *sbuf, void *rbuf, s
     }
 out:
     return nvl_finish_all(t, seq, arrived, rc);
+}
+
+/* ---- fused allreduce ---------------------------------------------------------------------- */
+
+typedef struct {
+    coll_gpu_team_t *t;
+    uint64_t seq;
+} nvl_watch_t;
+
+/* Emulated backend: its kernel asks this while it waits for its peers. */
+static bool nvl_fused_abandon(void *ctx)
+{
+    nvl_watch_t *w = ctx;
+    return mca_coll_gpu_team_any_failed(w->t, w->seq);
+}
+
+/* One piece of at most a slot's share (schedule at the top of the file).  A rank that fails
+ * before its launch marks the call failed; its peers' hosts see that and release their kernels,
+ * so that every rank returns an error. */
+static int fused_piece(coll_gpu_team_t *t, const void *sbuf, void *rbuf, size_t count,
+                       dev_dtype_t dt, dev_op_t op, size_t cap, const dev_launch_t *launch,
+                       struct ompi_communicator_t *comm)
+{
+    uint64_t seq = ++t->seq;
+    size_t slot_off = (seq & 1) * t->slot_bytes;
+    coll_gpu_nvl_state_t *st = NULL;
+    dev_fused_allreduce_t a;
+    nvl_watch_t watch = {t, seq};
+    unsigned spins = 0, polls = 0, yields = 1000; /* past spin_pause's threshold: it yields */
+    bool released = false;
+    int rc = OMPI_SUCCESS;
+
+    NVL_CHECK(nvl_fused_state(t, &st), "allreduce");
+    memset(&a, 0, sizeof(a));
+    a.sbuf = sbuf;
+    a.rbuf = rbuf;
+    a.count = count;
+    a.dtype = dt;
+    a.op = op;
+    a.nranks = t->size;
+    a.rank = t->rank;
+    for (int p = 0; p < t->size; ++p) {
+        a.slot[p] = (char *) t->peer_scratch[p] + slot_off;
+    }
+    a.cap = cap;
+    a.seq = seq;
+    a.done = st->done_dev;
+    a.abandon = nvl_fused_abandon;
+    a.abandon_ctx = &watch;
+    mca_coll_gpu_team_arrive(t, seq);
+    NVL_CHECK(dev_fused_allreduce(&a, launch, t->stream), "allreduce");
+
+    while (__atomic_load_n(st->done_host, __ATOMIC_ACQUIRE) != seq) {
+        if (0 != (++spins % NVL_FUSED_WATCH_SPINS)) {
+            continue;
+        }
+        if (!released && mca_coll_gpu_team_any_failed(t, seq)) {
+            /* a peer gave up, maybe before its launch: release our kernel's waits */
+            for (size_t i = 0; i < sizeof(st->abandon) / sizeof(st->abandon[0]); ++i) {
+                st->abandon[i] = seq | DEV_FUSED_ABANDON;
+            }
+            NVL_CHECK(dev_memcpy((char *) t->scratch + slot_off, st->abandon,
+                                 sizeof(st->abandon)),
+                      "allreduce");
+            released = true;
+        }
+        if (0 == (spins % NVL_FUSED_QUERY_SPINS)) {
+            /* a kernel that faulted never sets the word: ask the stream now and then */
+            int q = dev_stream_query(t->stream);
+            NVL_CHECK(q < 0 ? q : DEV_OK, "allreduce");
+            if (DEV_OK == q && __atomic_load_n(st->done_host, __ATOMIC_ACQUIRE) != seq
+                && ++polls > 1) {
+                mca_coll_gpu_report_failure("allreduce", comm,
+                                            "the fused kernel ended without its done word "
+                                            "(seq %" PRIu64 ")",
+                                            seq);
+                mca_coll_gpu_team_fail(t, seq);
+                rc = OMPI_ERROR;
+                goto out;
+            }
+        }
+        if (spins > NVL_FUSED_QUERY_SPINS) {
+            /* a long wait (a late peer): let other processes have the core; a short one is
+             * the kernel's few microseconds, where a yield would only add to the latency */
+            mca_coll_gpu_team_pause(&yields);
+        }
+    }
+out:
+    if (OMPI_SUCCESS != rc) {
+        mca_coll_gpu_team_arrive(t, seq);
+    }
+    mca_coll_gpu_team_done(t, seq);
+    return (OMPI_SUCCESS == rc && mca_coll_gpu_team_any_failed(t, seq)) ? OMPI_ERROR : rc;
+}
+
+/* The fused allreduce, in pieces of a slot's share; every rank cuts the same pieces and
+ * stops after the same failed one (a failure is seen by all ranks of that piece). */
+static int allreduce_fused(coll_gpu_team_t *t, const void *sbuf, void *rbuf, size_t count,
+                           dev_dtype_t dt, dev_op_t op, size_t esize, const dev_launch_t *launch,
+                           struct ompi_communicator_t *comm)
+{
+    size_t cap = mca_coll_gpu_nvl_fused_cap(t), per = cap / esize, off = 0;
+    int rc = OMPI_SUCCESS;
+
+    COLL_GPU_VERBOSE(COLL_GPU_LOG_CALL,
+                     "coll:gpu:allreduce (cid %d): rank %d: fused, %zu piece(s) of up to %zu B",
+                     coll_gpu_comm_cid(comm), t->rank, (count + per - 1) / per, per * esize);
+    do {
+        size_t n = (count - off < per) ? count - off : per;
+        rc = fused_piece(t, (const char *) sbuf + off * esize, (char *) rbuf + off * esize, n,
+                         dt, op, cap, launch, comm);
+        off += n;
+    } while (OMPI_SUCCESS == rc && off < count);
+    return rc;
 }
 
 /* Ring allreduce (schedule at the top of the file).  sbuf == rbuf in place. */
@@ -334,6 +729,13 @@ int mca_coll_gpu_nvl_allreduce(coll_gpu_team_t *t, const topo_plan_t *plan, cons
     }
     if (TOPO_AR_RING == plan->alg) {
         return allreduce_ring(t, src, rbuf, count, dt, op, esize, &launch, comm);
+    }
+    if (TOPO_AR_FUSED == plan->alg) {
+        return allreduce_fused(t, src, rbuf, count, dt, op, esize, &launch, comm);
+    }
+    if (TOPO_AR_TWOSHOT_CE == plan->alg) {
+        return allreduce_twoshot_ce(t, src, rbuf, count, dt, op, esize, plan->chunk_bytes,
+                                    plan->nthreads, comm);
     }
     return allreduce_twoshot(t, src, rbuf, count, dt, op, esize, &launch, comm);
 }
@@ -490,6 +892,37 @@ out:
     return nvl_finish_all(t, seq, arrived, rc);
 }
 
+/* Pull bcast (schedule at the top of the file): the root lends its buffer until every rank
+ * has copied it. */
+static int bcast_pull(coll_gpu_team_t *t, void *buf, size_t bytes, int root,
+                      struct ompi_communicator_t *comm)
+{
+    uint64_t seq = ++t->seq;
+    int rc = OMPI_SUCCESS;
+    bool arrived = false;
+    void *src;
+
+    if (t->rank == root) {
+        NVL_CHECK(mca_coll_gpu_team_export(t, buf, &t->ctl->rank[t->rank].rbuf), "bcast");
+        mca_coll_gpu_team_arrive(t, seq);
+        arrived = true;
+        goto out;
+    }
+    mca_coll_gpu_team_arrive(t, seq);
+    arrived = true;
+    mca_coll_gpu_team_wait_arrive(t, root, seq);
+    if (mca_coll_gpu_team_failed(t, root, seq)) {
+        mca_coll_gpu_team_fail(t, seq);
+        rc = OMPI_ERROR;
+        goto out;
+    }
+    NVL_CHECK(mca_coll_gpu_team_import(t, root, &t->ctl->rank[root].rbuf, &src), "bcast");
+    NVL_CHECK(dev_memcpy_async(buf, src, bytes, t->stream), "bcast");
+    NVL_CHECK(dev_stream_sync(t->stream), "bcast");
+out:
+    return nvl_finish_all(t, seq, arrived, rc);
+}
+
 /* Did a peer bring another byte count than the root's to bcast seq?  (After the call: a peer
  * cannot publish for seq + 2 before the root arrives at seq + 1.) */
 static bool bcast_any_mismatch(coll_gpu_team_t *t, uint64_t seq, size_t bytes)
@@ -550,7 +983,7 @@ int mca_coll_gpu_nvl_bcast(coll_gpu_team_t *t, const topo_plan_t *plan, void *bu
     }
     if (OMPI_SUCCESS != local_rc) {
         /* push: the others wait for the root's done; the root, for everybody's arrival */
-        if (TOPO_BC_CHAIN != agreed.alg && TOPO_BC_TREE != agreed.alg) {
+        if (TOPO_BC_PUSH == agreed.alg) {
             seq = ++t->seq;
             mca_coll_gpu_team_fail(t, seq);
             mca_coll_gpu_team_arrive(t, seq);
@@ -571,7 +1004,9 @@ int mca_coll_gpu_nvl_bcast(coll_gpu_team_t *t, const topo_plan_t *plan, void *bu
         mca_coll_gpu_team_done(t, seq);
         return OMPI_SUCCESS;
     }
-    if (TOPO_BC_CHAIN == agreed.alg || TOPO_BC_TREE == agreed.alg) {
+    if (TOPO_BC_PULL == agreed.alg) {
+        rc = bcast_pull(t, buf, bytes, root, comm);
+    } else if (TOPO_BC_CHAIN == agreed.alg || TOPO_BC_TREE == agreed.alg) {
         rc = bcast_pipelined(t, buf, bytes, root, agreed.chunk_bytes,
                              TOPO_BC_TREE == agreed.alg, comm);
     } else {

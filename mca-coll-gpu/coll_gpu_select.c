@@ -227,9 +227,22 @@ coll_gpu_team_t *mca_coll_gpu_select(mca_coll_gpu_module_t *m, struct ompi_commu
     in.nblocks = c->nblocks;
     in.nthreads = c->nthreads;
     in.chunk_bytes = c->chunk_bytes;
+    /* the reason is for the call's log line (mca_coll_gpu_log_plan) alone */
+    in.quiet = opal_output_get_verbosity(c->output) < COLL_GPU_LOG_CALL;
     topo_select(&in, plan);
-    /* one-shot stages through the team's scratch: it cannot take more than a slot */
-    if (TOPO_COLL_ALLREDUCE == coll && TOPO_AR_ONESHOT == plan->alg && bytes > t->slot_bytes) {
+    /* the fused allreduce needs room for every rank's piece in a slot (it cuts larger messages
+     * into pieces); too small a slot (coll_gpu_oneshot_slot_bytes) leaves it to one-shot */
+    if (TOPO_COLL_ALLREDUCE == coll && TOPO_AR_FUSED == plan->alg
+        && 0 == mca_coll_gpu_nvl_fused_cap(t)) {
+        plan->alg = TOPO_AR_ONESHOT;
+        snprintf(plan->reason, sizeof(plan->reason),
+                 "the scratch slot has no room for the fused allreduce: one-shot");
+    }
+    /* one-shot stages through the team's scratch: it cannot take more than a slot (after the
+     * fused allreduce's head) */
+    if (TOPO_COLL_ALLREDUCE == coll && TOPO_AR_ONESHOT == plan->alg
+        && (t->slot_bytes <= COLL_GPU_SLOT_RESERVED(t->size)
+            || bytes > t->slot_bytes - COLL_GPU_SLOT_RESERVED(t->size))) {
         plan->alg = TOPO_AR_TWOSHOT;
         snprintf(plan->reason, sizeof(plan->reason), "%zu B exceed the one-shot slot: two-shot",
                  bytes);

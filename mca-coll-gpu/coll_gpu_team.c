@@ -211,6 +211,7 @@ static bool all_on_node(struct ompi_communicator_t *comm)
 
 static void team_release_memory(coll_gpu_team_t *t)
 {
+    mca_coll_gpu_nvl_release(t);
     for (int i = 0; i < COLL_GPU_REGCACHE_ENTRIES; ++i) {
         if (NULL != t->cache[i].mapped) {
             (void) dev_ipc_close(t->cache[i].mapped);
@@ -392,6 +393,8 @@ static int team_setup(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm
                                    "coll_gpu_test_fail_team");
         } else if (mine.ok) {
             mine.ok = DEV_OK == dev_mem_alloc(&t->scratch, 2 * t->slot_bytes)
+                      /* zero before any peer can map it: the fused allreduce's flags live here */
+                      && DEV_OK == dev_memset(t->scratch, 0, 2 * t->slot_bytes)
                       && DEV_OK == dev_ipc_export(t->scratch, &mine.scratch);
         }
         for (int i = 0; mine.ok && i < COLL_GPU_CHAIN_DEPTH; ++i) {

@@ -28,6 +28,10 @@
 #define COLL_GPU_TEAM_MAX 16            /* ranks per node the fast path serves */
 #define COLL_GPU_REGCACHE_ENTRIES 64    /* mapped peer buffers kept (LRU) */
 #define COLL_GPU_CHAIN_DEPTH 4          /* chain bcast: chunk copies in flight per rank */
+/* The head of each scratch slot of an n-rank team holds the fused allreduce's flags and
+ * low-latency areas (dev.h, DEV_FUSED_HEAD_BYTES; zeroed at setup, never written by anything
+ * else); other algorithms use the slot after it. */
+#define COLL_GPU_SLOT_RESERVED(n) DEV_FUSED_HEAD_BYTES(n)
 
 /* The step counter holds (seq << COLL_GPU_STEP_BITS) | step, so that it only grows, across
  * calls too; a failed rank publishes COLL_GPU_STEP_FAILED, which releases every waiter of that
@@ -124,6 +128,7 @@ typedef struct coll_gpu_team_t {
     coll_gpu_export_entry_t exports[COLL_GPU_REGCACHE_ENTRIES];
     uint64_t clock;                          /* LRU time */
     uint64_t cache_hits, cache_misses;
+    struct coll_gpu_nvl_state_t *nvl;        /* coll_gpu_nvl.c's own state, made on first use */
 } coll_gpu_team_t;
 
 #endif /* MCA_COLL_GPU_TEAM_H */

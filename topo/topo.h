@@ -313,6 +313,9 @@ typedef enum {
     TOPO_AR_ONESHOT = 2, /* every rank reads every peer's buffer and reduces all of it */
     TOPO_AR_TWOSHOT = 3, /* reduce-scatter then all-gather, both by peer loads/stores */
     TOPO_AR_RING = 4,    /* pipelined ring reduce-scatter + all-gather between neighbours */
+    TOPO_AR_FUSED = 5,   /* one kernel: push to peers' scratch, flags over NVLink, reduce */
+    TOPO_AR_TWOSHOT_CE = 6, /* two-shot whose transfers are copy-engine pulls, pipelined with
+                               the local reduce */
     TOPO_AR_COUNT
 } topo_allreduce_alg_t;
 
@@ -322,6 +325,7 @@ typedef enum {
     TOPO_BC_PUSH = 2,   /* the root's data goes straight to every peer */
     TOPO_BC_CHAIN = 3,  /* pipelined chain along the ring from the root */
     TOPO_BC_TREE = 4,   /* pipelined binary tree */
+    TOPO_BC_PULL = 5,   /* every non-root copies the root's buffer with its copy engine */
     TOPO_BC_COUNT
 } topo_bcast_alg_t;
 
@@ -342,6 +346,9 @@ int topo_alg_from_name(topo_coll_t coll, const char *name); /* -1 when unknown *
  * push, tree), between ring neighbours only (ring, chain), or not at all (staged). */
 bool topo_alg_needs_p2p_all(topo_coll_t coll, int alg);
 bool topo_alg_needs_p2p_ring(topo_coll_t coll, int alg);
+/* Whether an algorithm's kernels wait on each other across ranks (fused): ranks sharing a GPU
+ * time-slice it, so the table gives such an algorithm only to teams with a GPU per rank. */
+bool topo_alg_needs_own_gpu(topo_coll_t coll, int alg);
 
 typedef struct {
     topo_coll_t coll;
@@ -358,6 +365,8 @@ typedef struct {
     int nblocks;
     int nthreads;
     size_t chunk_bytes;
+    bool quiet;              /* leave plan.reason empty: the caller will not print it (the text
+                                costs a few hundred ns per call, on the small-message path) */
 } topo_select_in_t;
 
 typedef struct {
@@ -367,7 +376,7 @@ typedef struct {
     size_t chunk_bytes;           /* pipeline chunk; 0 when the algorithm is not pipelined */
     size_t nchunks;               /* chunks the message is cut into (1 when not pipelined) */
     bool forced;                  /* an override chose the algorithm */
-    char reason[TOPO_TEXT_LEN];   /* one line: why, for coll_gpu_verbose */
+    char reason[TOPO_TEXT_LEN];   /* one line: why, for coll_gpu_verbose ("" when quiet) */
 } topo_plan_t;
 
 /* The decision (topo_select.c holds the table and the rules around it).  Depends only on its

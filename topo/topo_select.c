@@ -30,6 +30,7 @@
 /* Link groups: the team's worst class decides.  X (every rank on one GPU) moves data at
  * device-memory speed and is treated as NVLink. */
 #define G_NVLINK ((1u << TOPO_LINK_X) | (1u << TOPO_LINK_NVL) | (1u << TOPO_LINK_NVS))
+#define G_NVLINK_PEERS ((1u << TOPO_LINK_NVL) | (1u << TOPO_LINK_NVS)) /* GPUs, not one GPU */
 #define G_PCIE_NEAR ((1u << TOPO_LINK_PIX) | (1u << TOPO_LINK_PXB))
 #define G_PCIE_FAR ((1u << TOPO_LINK_PHB) | (1u << TOPO_LINK_SYS))
 #define G_ALL (G_NVLINK | G_PCIE_NEAR | G_PCIE_FAR)
@@ -51,6 +52,27 @@ typedef struct {
 } rule_t;
 
 static const rule_t table[] = {
+    /* ---- allreduce, peer access between all pairs, NVLink / NVSwitch, a GPU per rank ------
+     * fused: one kernel, no host round trip; every rank pushes its data to all peers, so the
+     * window falls as n grows, like one-shot's (the rows of teams sharing a GPU follow); up to
+     * 32 KiB on 2-4 ranks its data travel in low-latency words, with no fence.  The windows
+     * stay within one piece of the default 1 MiB slot.
+     * From 128 MiB on 2 ranks the copy engines move both directions at ~390 GB/s each, more
+     * than SM loads/stores (~370): two-shot by copy-engine pulls.  Expected on 2xH200 NV18
+     * (not measured yet): fused 8 B ~9-10 us; twoshot_ce 512 MiB ~1.45 ms (~370 GB/s busbw). */
+    {TOPO_COLL_ALLREDUCE, G_NVLINK_PEERS, NEED_ALL, 2, 2, 256 * KiB, TOPO_AR_FUSED, 0, 32, 512,
+     "latency-bound: one kernel pushes, flags and reduces, no host round trip"},
+    {TOPO_COLL_ALLREDUCE, G_NVLINK_PEERS, NEED_ALL, 3, 4, 128 * KiB, TOPO_AR_FUSED, 0, 32, 512,
+     "latency-bound: one kernel pushes, flags and reduces, no host round trip"},
+    {TOPO_COLL_ALLREDUCE, G_NVLINK_PEERS, NEED_ALL, 5, 8, 64 * KiB, TOPO_AR_FUSED, 0, 32, 512,
+     "latency-bound: one kernel pushes, flags and reduces, no host round trip"},
+    {TOPO_COLL_ALLREDUCE, G_NVLINK_PEERS, NEED_ALL, 9, INT32_MAX, 32 * KiB, TOPO_AR_FUSED, 0, 32,
+     512, "latency-bound: one kernel pushes, flags and reduces, no host round trip"},
+    {TOPO_COLL_ALLREDUCE, G_NVLINK_PEERS, NEED_ALL, 2, 2, 64 * MiB, TOPO_AR_TWOSHOT, 0, 32, 512,
+     "bandwidth-bound on an all-to-all fabric: reduce-scatter + all-gather by peer loads"},
+    {TOPO_COLL_ALLREDUCE, G_NVLINK_PEERS, NEED_ALL, 2, 2, ANY, TOPO_AR_TWOSHOT_CE, 8 * MiB, 32, 512,
+     "large on NVLink: two-shot by copy-engine pulls, overlapped with the local reduce"},
+
     /* ---- allreduce, peer access between all pairs, NVLink / NVSwitch / one GPU ----------
      * one-shot moves (n-1)*S per GPU in one step: best while latency dominates; two-shot moves
      * 2*S*(n-1)/n in two steps.  The crossover falls as n grows.  2xH200 NV18: ~256 KiB. */
@@ -97,11 +119,11 @@ static const rule_t table[] = {
      "latency-bound: one step from the root"},
     {TOPO_COLL_BCAST, G_NVLINK, NEED_ALL, 9, INT32_MAX, 32 * KiB, TOPO_BC_PUSH, 0, 16, 512,
      "latency-bound: one step from the root"},
-    {TOPO_COLL_BCAST, G_NVLINK, NEED_ALL, 1, 2, ANY, TOPO_BC_CHAIN, 1 * MiB, 16, 512,
-     "two ranks: the chain is a chunked push that overlaps copy and flag"},
+    {TOPO_COLL_BCAST, G_NVLINK, NEED_ALL, 1, 2, ANY, TOPO_BC_PULL, 0, 16, 512,
+     "two ranks: one copy-engine pull of the root's buffer (~390 GB/s on NV18)"},
     {TOPO_COLL_BCAST, G_NVLINK, NEED_ALL, 3, INT32_MAX, 4 * MiB, TOPO_BC_TREE, 512 * KiB, 16,
      512, "mid-size: pipelined binary tree, log2(n) deep"},
-    {TOPO_COLL_BCAST, G_NVLINK, NEED_ALL, 1, INT32_MAX, ANY, TOPO_BC_CHAIN, 1 * MiB, 16, 512,
+    {TOPO_COLL_BCAST, G_NVLINK, NEED_ALL, 1, INT32_MAX, ANY, TOPO_BC_CHAIN, 4 * MiB, 16, 512,
      "bandwidth-bound: pipelined chain, every link carries the message once"},
 
     /* ---- bcast, peer access between all pairs, PCIe ------------------------------------ */
@@ -124,12 +146,14 @@ static const rule_t table[] = {
 
 const topo_enum_value_t topo_allreduce_alg_values[] = {
     {TOPO_AR_AUTO, "auto"},       {TOPO_AR_STAGED, "staged"}, {TOPO_AR_ONESHOT, "oneshot"},
-    {TOPO_AR_TWOSHOT, "twoshot"}, {TOPO_AR_RING, "ring"},     {0, NULL},
+    {TOPO_AR_TWOSHOT, "twoshot"}, {TOPO_AR_RING, "ring"},     {TOPO_AR_FUSED, "fused"},
+    {TOPO_AR_TWOSHOT_CE, "twoshot_ce"}, {0, NULL},
 };
 
 const topo_enum_value_t topo_bcast_alg_values[] = {
     {TOPO_BC_AUTO, "auto"},   {TOPO_BC_STAGED, "staged"}, {TOPO_BC_PUSH, "push"},
-    {TOPO_BC_CHAIN, "chain"}, {TOPO_BC_TREE, "tree"},     {0, NULL},
+    {TOPO_BC_CHAIN, "chain"}, {TOPO_BC_TREE, "tree"},     {TOPO_BC_PULL, "pull"},
+    {0, NULL},
 };
 
 const topo_enum_value_t topo_p2p_level_values[] = {
@@ -178,9 +202,10 @@ int topo_alg_from_name(topo_coll_t coll, const char *name)
 bool topo_alg_needs_p2p_all(topo_coll_t coll, int alg)
 {
     if (TOPO_COLL_BCAST == coll) {
-        return TOPO_BC_PUSH == alg || TOPO_BC_TREE == alg;
+        return TOPO_BC_PUSH == alg || TOPO_BC_TREE == alg || TOPO_BC_PULL == alg;
     }
-    return TOPO_AR_ONESHOT == alg || TOPO_AR_TWOSHOT == alg;
+    return TOPO_AR_ONESHOT == alg || TOPO_AR_TWOSHOT == alg || TOPO_AR_FUSED == alg
+           || TOPO_AR_TWOSHOT_CE == alg;
 }
 
 bool topo_alg_needs_p2p_ring(topo_coll_t coll, int alg)
@@ -189,6 +214,11 @@ bool topo_alg_needs_p2p_ring(topo_coll_t coll, int alg)
         return TOPO_BC_CHAIN == alg;
     }
     return TOPO_AR_RING == alg;
+}
+
+bool topo_alg_needs_own_gpu(topo_coll_t coll, int alg)
+{
+    return TOPO_COLL_ALLREDUCE == coll && TOPO_AR_FUSED == alg;
 }
 
 /* ---- the decision ---------------------------------------------------------------------- */
@@ -204,7 +234,8 @@ static bool row_matches(const rule_t *r, const topo_select_in_t *in, bool ignore
     unsigned link_bit = 1u << ((unsigned) in->link < TOPO_LINK_COUNT ? in->link : TOPO_LINK_SYS);
     return r->coll == in->coll && 0 != (r->links & link_bit) && r->need >= team_need(in) &&
            in->ranks_per_node >= r->min_rpn && in->ranks_per_node <= r->max_rpn &&
-           (ignore_size || in->bytes <= r->max_bytes);
+           (ignore_size || in->bytes <= r->max_bytes) &&
+           !(topo_alg_needs_own_gpu(r->coll, r->alg) && in->gpus_per_node < in->ranks_per_node);
 }
 
 static const char *size_text(size_t bytes, char *buf, size_t len)
@@ -285,6 +316,9 @@ static void plain_plan(const topo_select_in_t *in, topo_plan_t *plan, int alg, c
     plan->nchunks = (0 != plan->chunk_bytes && in->bytes > 0)
                         ? (in->bytes + plan->chunk_bytes - 1) / plan->chunk_bytes
                         : 1;
+    if (in->quiet) {
+        return;
+    }
     team_text(in, team, sizeof(team));
     snprintf(plan->reason, sizeof(plan->reason), "%s: %s (%s)", topo_alg_name(in->coll, alg),
              why, team);
@@ -338,9 +372,12 @@ void topo_select(const topo_select_in_t *in, topo_plan_t *plan)
             plan->alg = forced;
             plan->forced = true;
             fill_params(row, in, plan);
-            team_text(in, team, sizeof(team));
-            snprintf(plan->reason, sizeof(plan->reason), "%s: forced by the MCA parameter (%s)",
-                     topo_alg_name(in->coll, forced), team);
+            if (!in->quiet) {
+                team_text(in, team, sizeof(team));
+                snprintf(plan->reason, sizeof(plan->reason),
+                         "%s: forced by the MCA parameter (%s)", topo_alg_name(in->coll, forced),
+                         team);
+            }
             return;
         }
         snprintf(note, sizeof(note), "forced %s needs peer access %s, which this team lacks; ",
@@ -354,9 +391,11 @@ void topo_select(const topo_select_in_t *in, topo_plan_t *plan)
             row = &table[i];
             plan->alg = row->alg;
             fill_params(row, in, plan);
-            team_text(in, team, sizeof(team));
-            snprintf(plan->reason, sizeof(plan->reason), "%s: %s%s [row %d] (%s)",
-                     topo_alg_name(in->coll, row->alg), note, row->why, i, team);
+            if (!in->quiet) {
+                team_text(in, team, sizeof(team));
+                snprintf(plan->reason, sizeof(plan->reason), "%s: %s%s [row %d] (%s)",
+                         topo_alg_name(in->coll, row->alg), note, row->why, i, team);
+            }
         }
     }
     if (NULL == row) {

@@ -16,12 +16,15 @@
 #   hostpath.txt  hostpath.sh: host-buffer allreduce with and without coll/gpu
 # Environment: NP (ranks, default 2), MAXBYTES (default 512M), ITERS (default 20), WARMUP
 # (default 5), TIMING_FACTOR (default 2), CHECK_FACTOR (default 4), HOSTPATH_ROUNDS (default 10),
-# MPIRUN, COLL (the MCA coll list, default gpu,tuned,basic,libnbc), COMMIT (recorded in env.txt
-# when the tree has no .git).  Exit status: 0 when every step ran and the check found nothing
-# wrong.
+# MPIRUN, COLL (the MCA coll list, default gpu,tuned,basic,libnbc), BACKENDS (default
+# mpi,nccl,staged,mpi:fused,mpi:twoshot_ce,mpi:pull: coll/gpu as the decision table runs it,
+# NCCL, staging, and the newer fast-path algorithms forced at every size, so that check mode
+# counts their wrong elements and the timing shows their crossovers), COMMIT (recorded in
+# env.txt when the tree has no .git).  Exit status: 0 when every step ran and the check found
+# nothing wrong.
 set -u
 
-[ $# -ge 1 ] || { sed -n '2,21p' "$0"; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,24p' "$0"; exit 2; }
 build=$(cd "$1" && pwd) || exit 2
 out=${2:-${OUT:-$PWD/bench-out}}
 mkdir -p "$out" && out=$(cd "$out" && pwd) || exit 2
@@ -73,7 +76,8 @@ export NCCL_NVLS_ENABLE=0 # NVLink multicast stays off on these machines
 export NCCL_DEBUG=${NCCL_DEBUG:-WARN}
 mpirun_args=(-np "$np" --bind-to none --map-by slot --oversubscribe)
 
-common=(-c allreduce,bcast -t float -o sum -B mpi,nccl,staged -d cuda -b 8 -e "$maxbytes")
+backends=${BACKENDS:-mpi,nccl,staged,mpi:fused,mpi:twoshot_ce,mpi:pull}
+common=(-c allreduce,bcast -t float -o sum -B "$backends" -d cuda -b 8 -e "$maxbytes")
 check_cmd=("$bench" "${common[@]}" -f "$cfactor" -C -n 2 -w 1 -T 2)
 timing_cmd=("$bench" "${common[@]}" -f "$tfactor" -n "$iters" -w "$warmup" -T 2
             -p "$out/timing.csv")

@@ -5,7 +5,9 @@
 # 2, 3 and 4 ranks.  Every call of every case must have taken the forced algorithm, unless the
 # case itself asks for staging (decisions.sh says which and how the calls are counted).  Then the
 # chain and tree bcast cut into 4 KiB chunks (thousands of chunks at the matrix's sizes, several in
-# flight), and the ring allreduce on the in-place cases alone.
+# flight), the ring allreduce on the in-place cases alone, the fused allreduce in small slots
+# (many pieces, one sequence number each) and the copy-engine two-shot in 4 KiB pieces (the
+# staging rows reused hundreds of times).
 . "$(dirname "$0")/../mpi/mpitest.sh"
 . "$(dirname "$0")/decisions.sh"
 COLL_GPU_TEST_UNIFORM=true
@@ -33,8 +35,9 @@ run() {
 }
 
 for np in 2 3 4; do
-    for alg in "allreduce oneshot" "allreduce twoshot" "allreduce ring" "allreduce auto" \
-               "bcast push" "bcast chain" "bcast tree" "bcast auto"; do
+    for alg in "allreduce oneshot" "allreduce twoshot" "allreduce ring" "allreduce fused" \
+               "allreduce twoshot_ce" "allreduce auto" \
+               "bcast push" "bcast chain" "bcast tree" "bcast pull" "bcast auto"; do
         set -- $alg
         run "$np" "$1" "$2" "$1 * dev *" types,sizes
         [ $rc -eq 0 ] && [ $taken -eq 0 ] && [ "$ran" -gt 0 ]
@@ -50,6 +53,23 @@ for np in 2 3 4; do
         t_ok $? "$np ranks, bcast $shape in 4 KiB chunks: $ran cases pass, $dec_taken of $dec_calls calls took it, $many of 1000+ chunks"
         [ $rc -eq 0 ] && [ $taken -eq 0 ] && [ "$ran" -gt 0 ] && [ "$many" -gt 0 ] || t_diag "$log"
     done
+
+    # fused allreduce in 300 KiB slots (the head takes 136-264 KiB on 2-4 ranks): 1 MiB is
+    # 13 pieces on 2 ranks, 8 MiB hundreds on 4; in place and not, every type/op
+    run "$np" allreduce fused "allreduce * dev *" types,sizes,modes \
+        --mca coll_gpu_oneshot_slot_bytes 307200
+    many=$(grep -c "fused, [0-9][0-9][0-9]* piece(s) of up to" "$log")
+    [ $rc -eq 0 ] && [ $taken -eq 0 ] && [ "$ran" -gt 0 ] && [ "$many" -gt 0 ]
+    t_ok $? "$np ranks, allreduce fused in 300 KiB slots: $ran cases pass, $many rank-calls of 10+ pieces"
+    [ $rc -eq 0 ] && [ $taken -eq 0 ] && [ "$ran" -gt 0 ] && [ "$many" -gt 0 ] || t_diag "$log"
+
+    # copy-engine two-shot in 4 KiB pieces: the 8 MiB case is hundreds of pieces per shard
+    run "$np" allreduce twoshot_ce "allreduce * dev *" types,sizes,modes \
+        --mca coll_gpu_chunk_bytes 4096
+    many=$(grep -c "twoshot_ce, shard of [0-9]* B in [0-9][0-9][0-9]* piece(s) of 4096 B" "$log")
+    [ $rc -eq 0 ] && [ $taken -eq 0 ] && [ "$ran" -gt 0 ] && [ "$many" -gt 0 ]
+    t_ok $? "$np ranks, allreduce twoshot_ce in 4 KiB pieces: $ran cases pass, $many rank-calls of 100+ pieces"
+    [ $rc -eq 0 ] && [ $taken -eq 0 ] && [ "$ran" -gt 0 ] && [ "$many" -gt 0 ] || t_diag "$log"
 
     # ring allreduce in place (sizes and modes sections; uneven chunks at count 1023 and 1, 7)
     run "$np" allreduce ring "allreduce * dev * in-place" types,sizes,modes

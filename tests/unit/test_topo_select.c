@@ -45,21 +45,22 @@ static int pick(topo_coll_t coll, size_t bytes, int rpn, topo_link_class_t link,
 static void check_names(void)
 {
     tap_ok(0 == TOPO_AR_AUTO && 1 == TOPO_AR_STAGED && 2 == TOPO_AR_ONESHOT &&
-               3 == TOPO_AR_TWOSHOT && 4 == TOPO_AR_RING,
+               3 == TOPO_AR_TWOSHOT && 4 == TOPO_AR_RING && 5 == TOPO_AR_FUSED &&
+               6 == TOPO_AR_TWOSHOT_CE,
            "allreduce enum values are fixed (MCA enum, MPI_T)");
     tap_ok(0 == TOPO_BC_AUTO && 1 == TOPO_BC_STAGED && 2 == TOPO_BC_PUSH && 3 == TOPO_BC_CHAIN &&
-               4 == TOPO_BC_TREE,
+               4 == TOPO_BC_TREE && 5 == TOPO_BC_PULL,
            "bcast enum values are fixed (MCA enum, MPI_T)");
     int n = 0;
     for (const topo_enum_value_t *v = topo_allreduce_alg_values; NULL != v->name; ++v) {
         n += (v->value == n && v->value == topo_alg_from_name(TOPO_COLL_ALLREDUCE, v->name));
     }
-    tap_ok(TOPO_AR_COUNT == n, "allreduce value table lists 0..4 in order, names round-trip");
+    tap_ok(TOPO_AR_COUNT == n, "allreduce value table lists 0..6 in order, names round-trip");
     n = 0;
     for (const topo_enum_value_t *v = topo_bcast_alg_values; NULL != v->name; ++v) {
         n += (v->value == n && v->value == topo_alg_from_name(TOPO_COLL_BCAST, v->name));
     }
-    tap_ok(TOPO_BC_COUNT == n, "bcast value table lists 0..4 in order, names round-trip");
+    tap_ok(TOPO_BC_COUNT == n, "bcast value table lists 0..5 in order, names round-trip");
     n = 0;
     for (const topo_enum_value_t *v = topo_p2p_level_values; NULL != v->name; ++v) {
         n += (v->value == n && v->value == topo_p2p_level_from_name(v->name));
@@ -68,6 +69,10 @@ static void check_names(void)
     tap_ok(0 == strcmp("twoshot", topo_alg_name(TOPO_COLL_ALLREDUCE, TOPO_AR_TWOSHOT)) &&
                0 == strcmp("chain", topo_alg_name(TOPO_COLL_BCAST, TOPO_BC_CHAIN)) &&
                TOPO_BC_TREE == topo_alg_from_name(TOPO_COLL_BCAST, "TREE") &&
+               0 == strcmp("fused", topo_alg_name(TOPO_COLL_ALLREDUCE, TOPO_AR_FUSED)) &&
+               TOPO_AR_TWOSHOT_CE == topo_alg_from_name(TOPO_COLL_ALLREDUCE, "twoshot_ce") &&
+               TOPO_BC_PULL == topo_alg_from_name(TOPO_COLL_BCAST, "pull") &&
+               -1 == topo_alg_from_name(TOPO_COLL_BCAST, "fused") &&
                -1 == topo_alg_from_name(TOPO_COLL_ALLREDUCE, "tree"),
            "algorithm names per collective");
 }
@@ -79,22 +84,38 @@ static void check_table_points(void)
 {
     const topo_coll_t AR = TOPO_COLL_ALLREDUCE, BC = TOPO_COLL_BCAST;
     /* 2xH200 NV18 */
-    tap_ok(TOPO_AR_ONESHOT == pick(AR, 8, 2, TOPO_LINK_NVL, true, true) &&
-               TOPO_AR_ONESHOT == pick(AR, 256 * KiB, 2, TOPO_LINK_NVL, true, true) &&
+    tap_ok(TOPO_AR_FUSED == pick(AR, 8, 2, TOPO_LINK_NVL, true, true) &&
+               TOPO_AR_FUSED == pick(AR, 256 * KiB, 2, TOPO_LINK_NVL, true, true) &&
                TOPO_AR_TWOSHOT == pick(AR, 256 * KiB + 4, 2, TOPO_LINK_NVL, true, true) &&
-               TOPO_AR_TWOSHOT == pick(AR, 1024 * MiB, 2, TOPO_LINK_NVL, true, true),
-           "NV18, 2 ranks: oneshot up to 256 KiB, twoshot above");
+               TOPO_AR_TWOSHOT == pick(AR, 64 * MiB, 2, TOPO_LINK_NVL, true, true) &&
+               TOPO_AR_TWOSHOT_CE == pick(AR, 64 * MiB + 4, 2, TOPO_LINK_NVL, true, true) &&
+               TOPO_AR_TWOSHOT_CE == pick(AR, 1024 * MiB, 2, TOPO_LINK_NVL, true, true),
+           "NV18, 2 ranks: fused up to 256 KiB, twoshot to 64 MiB, twoshot_ce above");
     tap_ok(TOPO_BC_PUSH == pick(BC, 64 * KiB, 2, TOPO_LINK_NVL, true, true) &&
-               TOPO_BC_CHAIN == pick(BC, 64 * KiB + 8, 2, TOPO_LINK_NVL, true, true) &&
-               TOPO_BC_CHAIN == pick(BC, 1024 * MiB, 2, TOPO_LINK_NVL, true, true),
-           "NV18, 2 ranks: bcast push up to 64 KiB, chain above");
+               TOPO_BC_PULL == pick(BC, 64 * KiB + 8, 2, TOPO_LINK_NVL, true, true) &&
+               TOPO_BC_PULL == pick(BC, 1024 * MiB, 2, TOPO_LINK_NVL, true, true),
+           "NV18, 2 ranks: bcast push up to 64 KiB, pull above");
     /* NVSwitch, 4 and 8 ranks */
-    tap_ok(TOPO_AR_ONESHOT == pick(AR, 128 * KiB, 4, TOPO_LINK_NVS, true, true) &&
-               TOPO_AR_TWOSHOT == pick(AR, 256 * KiB, 4, TOPO_LINK_NVS, true, true),
-           "NVS, 4 ranks: oneshot up to 128 KiB");
-    tap_ok(TOPO_AR_ONESHOT == pick(AR, 64 * KiB, 8, TOPO_LINK_NVS, true, true) &&
+    tap_ok(TOPO_AR_FUSED == pick(AR, 128 * KiB, 4, TOPO_LINK_NVS, true, true) &&
+               TOPO_AR_TWOSHOT == pick(AR, 256 * KiB, 4, TOPO_LINK_NVS, true, true) &&
+               TOPO_AR_TWOSHOT == pick(AR, 1024 * MiB, 4, TOPO_LINK_NVS, true, true),
+           "NVS, 4 ranks: fused up to 128 KiB, twoshot above");
+    tap_ok(TOPO_AR_FUSED == pick(AR, 64 * KiB, 8, TOPO_LINK_NVS, true, true) &&
                TOPO_AR_TWOSHOT == pick(AR, 128 * KiB, 8, TOPO_LINK_NVS, true, true),
-           "NVS, 8 ranks: oneshot up to 64 KiB");
+           "NVS, 8 ranks: fused up to 64 KiB");
+    {
+        /* ranks sharing GPUs time-slice them: no fused kernel that waits on a peer's */
+        topo_select_in_t in = team(AR, 8, 4, TOPO_LINK_NVL, true, true);
+        topo_plan_t p;
+        in.gpus_per_node = 2;
+        topo_select(&in, &p);
+        tap_ok(TOPO_AR_ONESHOT == p.alg, "4 ranks on 2 NVLink GPUs, 8 B: oneshot, not fused (%s)",
+               p.reason);
+        in.forced_alg = TOPO_AR_FUSED;
+        topo_select(&in, &p);
+        tap_ok(TOPO_AR_FUSED == p.alg && p.forced && p.nblocks >= 1,
+               "... a forced fused is honoured all the same (%s)", p.reason);
+    }
     tap_ok(TOPO_BC_PUSH == pick(BC, 64 * KiB, 8, TOPO_LINK_NVS, true, true) &&
                TOPO_BC_TREE == pick(BC, 1 * MiB, 8, TOPO_LINK_NVS, true, true) &&
                TOPO_BC_TREE == pick(BC, 4 * MiB, 4, TOPO_LINK_NVS, true, true) &&
@@ -149,7 +170,10 @@ static void check_table_sweep(void)
                         ++cases;
                         bad_p2p += (topo_alg_needs_p2p_all((topo_coll_t) c, p.alg) && !all) ||
                                    (topo_alg_needs_p2p_ring((topo_coll_t) c, p.alg) && !ring);
-                        bad_shape += (p.alg <= 0 || p.alg >= 5 || '\0' == p.reason[0] ||
+                        bad_shape += (p.alg <= 0 ||
+                                      p.alg >= (TOPO_COLL_BCAST == c ? TOPO_BC_COUNT
+                                                                     : TOPO_AR_COUNT) ||
+                                      '\0' == p.reason[0] ||
                                       NULL == strstr(p.reason, topo_alg_name((topo_coll_t) c,
                                                                              p.alg)) ||
                                       (0 != p.chunk_bytes &&
@@ -174,6 +198,27 @@ static void check_table_sweep(void)
     tap_ok(0 == bad_monotone, "size sweeps change algorithm at most twice");
     tap_ok(0 == bad_back, "size sweeps never return to an algorithm they left (%d returns)",
            bad_back);
+
+    /* quiet: the same plan, without its text */
+    int differ = 0;
+    for (int c = 0; c < TOPO_COLL_COUNT; ++c) {
+        for (size_t bytes = 8; bytes <= ((size_t) 1 << 30); bytes *= 4) {
+            for (int forced = 0; forced < 3; ++forced) {
+                topo_select_in_t in = team((topo_coll_t) c, bytes, 2, TOPO_LINK_NVL, true, true);
+                topo_plan_t loud, quiet;
+                in.forced_alg = (0 == forced) ? 0 : (1 == forced) ? 2 : 3;
+                topo_select(&in, &loud);
+                in.quiet = true;
+                topo_select(&in, &quiet);
+                differ += loud.alg != quiet.alg || loud.nblocks != quiet.nblocks ||
+                          loud.nthreads != quiet.nthreads ||
+                          loud.chunk_bytes != quiet.chunk_bytes ||
+                          loud.nchunks != quiet.nchunks || loud.forced != quiet.forced ||
+                          '\0' != quiet.reason[0] || '\0' == loud.reason[0];
+            }
+        }
+    }
+    tap_ok(0 == differ, "quiet selection: the same plans, no reason text (%d differ)", differ);
 }
 
 static void check_fallbacks(void)
