@@ -722,14 +722,12 @@ static int cuda_host_alloc_mapped(void **host, void **device, size_t size)
 {
     int rc = DEV_OK;
     FOLLOW_APP();
+    /* pinned memory is driver-known: classification asks the driver, nothing to remember */
     CUDA_CALL(cudaHostAlloc(host, size, cudaHostAllocPortable | cudaHostAllocMapped));
-    cls_learn((uintptr_t) *host, size, DEV_MEM_HOST);
-    rc = DEV_OK;
     {
         cudaError_t err = cudaHostGetDevicePointer(device, *host, 0);
         if (cudaSuccess != err) {
             rc = cuda_fail(err, "cudaHostGetDevicePointer");
-            forget_allocation(*host);
             (void) cudaFreeHost(*host);
             *host = *device = NULL;
         }
