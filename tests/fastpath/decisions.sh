@@ -36,9 +36,11 @@ check_decisions() {
         BEGIN {
             # predefined types that the GPU path does not take: no reduction kernel (allreduce),
             # or a layout with holes (the pair types whose members leave padding)
+            # (allreduce stages the padded MINLOC/MAXLOC pairs as well: coll_gpu_select.c)
             if (coll == "allreduce") {
                 nokernel["MPI_LONG_DOUBLE"] = 1
-            } else {
+            }
+            {
                 nokernel["MPI_DOUBLE_INT"] = 1
                 nokernel["MPI_LONG_INT"] = 1
                 nokernel["MPI_SHORT_INT"] = 1
