@@ -70,10 +70,8 @@ static const rule_t table[] = {
      512, "latency-bound: one kernel pushes, flags and reduces, no host round trip"},
     {TOPO_COLL_ALLREDUCE, G_NVLINK_PEERS, NEED_ALL, 2, 2, 64 * MiB, TOPO_AR_TWOSHOT, 0, 32, 512,
      "bandwidth-bound on an all-to-all fabric: reduce-scatter + all-gather by peer loads"},
-    /* twoshot_ce is not chosen by default: on 2xH200 its import of a peer buffer that the
-     * registration cache already maps fails (cudaErrorAlreadyMapped, 2026-11-30); forceable */
-    {TOPO_COLL_ALLREDUCE, G_NVLINK_PEERS, NEED_ALL, 2, 2, ANY, TOPO_AR_TWOSHOT, 0, 32, 512,
-     "bandwidth-bound on an all-to-all fabric: reduce-scatter + all-gather by peer loads"},
+    {TOPO_COLL_ALLREDUCE, G_NVLINK_PEERS, NEED_ALL, 2, 2, ANY, TOPO_AR_TWOSHOT_CE, 8 * MiB, 32, 512,
+     "large on NVLink: two-shot by copy-engine pulls, overlapped with the local reduce"},
 
     /* ---- allreduce, peer access between all pairs, NVLink / NVSwitch / one GPU ----------
      * one-shot moves (n-1)*S per GPU in one step: best while latency dominates; two-shot moves
@@ -121,10 +119,8 @@ static const rule_t table[] = {
      "latency-bound: one step from the root"},
     {TOPO_COLL_BCAST, G_NVLINK, NEED_ALL, 9, INT32_MAX, 32 * KiB, TOPO_BC_PUSH, 0, 16, 512,
      "latency-bound: one step from the root"},
-    /* pull is not chosen by default: on 2xH200 its import of the root's buffer fails where the
-     * registration cache already maps it (cudaErrorAlreadyMapped, 2026-11-30); forceable */
-    {TOPO_COLL_BCAST, G_NVLINK, NEED_ALL, 1, 2, ANY, TOPO_BC_CHAIN, 1 * MiB, 16, 512,
-     "two ranks: pipelined chain"},
+    {TOPO_COLL_BCAST, G_NVLINK, NEED_ALL, 1, 2, ANY, TOPO_BC_PULL, 0, 16, 512,
+     "two ranks: one copy-engine pull of the root's buffer (~390 GB/s on NV18)"},
     {TOPO_COLL_BCAST, G_NVLINK, NEED_ALL, 3, INT32_MAX, 4 * MiB, TOPO_BC_TREE, 512 * KiB, 16,
      512, "mid-size: pipelined binary tree, log2(n) deep"},
     {TOPO_COLL_BCAST, G_NVLINK, NEED_ALL, 1, INT32_MAX, ANY, TOPO_BC_CHAIN, 4 * MiB, 16, 512,

@@ -88,13 +88,13 @@ static void check_table_points(void)
                TOPO_AR_FUSED == pick(AR, 256 * KiB, 2, TOPO_LINK_NVL, true, true) &&
                TOPO_AR_TWOSHOT == pick(AR, 256 * KiB + 4, 2, TOPO_LINK_NVL, true, true) &&
                TOPO_AR_TWOSHOT == pick(AR, 64 * MiB, 2, TOPO_LINK_NVL, true, true) &&
-               TOPO_AR_TWOSHOT == pick(AR, 64 * MiB + 4, 2, TOPO_LINK_NVL, true, true) &&
-               TOPO_AR_TWOSHOT == pick(AR, 1024 * MiB, 2, TOPO_LINK_NVL, true, true),
-           "NV18, 2 ranks: fused up to 256 KiB, twoshot above");
+               TOPO_AR_TWOSHOT_CE == pick(AR, 64 * MiB + 4, 2, TOPO_LINK_NVL, true, true) &&
+               TOPO_AR_TWOSHOT_CE == pick(AR, 1024 * MiB, 2, TOPO_LINK_NVL, true, true),
+           "NV18, 2 ranks: fused up to 256 KiB, twoshot to 64 MiB, twoshot_ce above");
     tap_ok(TOPO_BC_PUSH == pick(BC, 64 * KiB, 2, TOPO_LINK_NVL, true, true) &&
-               TOPO_BC_CHAIN == pick(BC, 64 * KiB + 8, 2, TOPO_LINK_NVL, true, true) &&
-               TOPO_BC_CHAIN == pick(BC, 1024 * MiB, 2, TOPO_LINK_NVL, true, true),
-           "NV18, 2 ranks: bcast push up to 64 KiB, chain above");
+               TOPO_BC_PULL == pick(BC, 64 * KiB + 8, 2, TOPO_LINK_NVL, true, true) &&
+               TOPO_BC_PULL == pick(BC, 1024 * MiB, 2, TOPO_LINK_NVL, true, true),
+           "NV18, 2 ranks: bcast push up to 64 KiB, pull above");
     /* NVSwitch, 4 and 8 ranks */
     tap_ok(TOPO_AR_FUSED == pick(AR, 128 * KiB, 4, TOPO_LINK_NVS, true, true) &&
                TOPO_AR_TWOSHOT == pick(AR, 256 * KiB, 4, TOPO_LINK_NVS, true, true) &&

@@ -68,11 +68,12 @@ int main(void)
            "h200x2: ring, trees and algorithm table");
     tap_ok(has("256 KiB   fused") && has("512 KiB   twoshot   ") &&
                has("64 KiB    fused     ") && has("8 B       fused") &&
-               has("64 MiB    twoshot   ") && has("128 MiB   twoshot   ") &&
-               has("1 GiB     twoshot   ") &&
+               has("64 MiB    twoshot   ") && has("128 MiB   twoshot_ce") &&
+               has("1 GiB     twoshot_ce") &&
                has("64 KiB    fused     -         2      512       push") &&
-               has("128 KiB   fused     -         4      512       chain"),
-           "h200x2: table rows from 8 B to 1 GiB, fused then twoshot; bcast push then chain");
+               has("128 KiB   fused     -         4      512       pull"),
+           "h200x2: table rows from 8 B to 1 GiB, fused, twoshot, then twoshot_ce; bcast push "
+           "then pull");
 
     snprintf(args, sizeof(args), "--load %s/h200x2-nv18.topo -r 4 --reasons", TOPO_FIXTURE_DIR);
     rc = run(args);
