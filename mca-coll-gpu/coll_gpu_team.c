@@ -775,6 +775,13 @@ int mca_coll_gpu_team_import(coll_gpu_team_t *t, int peer, const coll_gpu_xbuf_t
             *ptr = (char *) e->mapped + x->offset;
             return DEV_OK;
         }
+        if (NULL != e->mapped && e->peer == peer && e->base == x->base) {
+            /* the peer freed the allocation we mapped and got the same address back: the stale
+             * mapping must go before the new one is opened (the driver refuses a second mapping
+             * of one peer address with cudaErrorAlreadyMapped, seen on 2xH200) */
+            (void) dev_ipc_close(e->mapped);
+            e->mapped = NULL;
+        }
         if (NULL == slot || NULL == e->mapped
             || (NULL != slot->mapped && e->last_use < slot->last_use)) {
             slot = e;
