@@ -151,6 +151,39 @@ static int nvl_finish_all(coll_gpu_team_t *t, uint64_t seq, bool arrived, int rc
     return mca_coll_gpu_team_any_failed(t, seq) ? OMPI_ERROR : rc;
 }
 
+/* The opening of both two-shot allreduces: publish our send and receive buffers for call seq,
+ * arrive, and map every rank's pair (ours as it is) into s[] and r[].  *arrived tells the
+ * caller's nvl_finish_all whether it must still arrive.  A failure fails the call through the
+ * team's flags (NVL_CHECK) or comes from a peer's. */
+static int nvl_map_pairs(coll_gpu_team_t *t, uint64_t seq, const void *sbuf, void *rbuf,
+                         void **s, void **r, bool *arrived, struct ompi_communicator_t *comm)
+{
+    coll_gpu_ctl_rank_t *me = &t->ctl->rank[t->rank];
+    int rc = OMPI_SUCCESS;
+
+    NVL_CHECK(mca_coll_gpu_team_export(t, sbuf, &me->sbuf), "allreduce");
+    NVL_CHECK(mca_coll_gpu_team_export(t, rbuf, &me->rbuf), "allreduce");
+    mca_coll_gpu_team_arrive(t, seq);
+    *arrived = true;
+    for (int p = 0; p < t->size; ++p) {
+        mca_coll_gpu_team_wait_arrive(t, p, seq);
+        if (mca_coll_gpu_team_any_failed(t, seq)) {
+            rc = OMPI_ERROR;
+            goto out;
+        }
+        if (p == t->rank) {
+            s[p] = (void *) sbuf;
+            r[p] = rbuf;
+        } else {
+            NVL_CHECK(mca_coll_gpu_team_import(t, p, &t->ctl->rank[p].sbuf, &s[p]), "allreduce");
+            NVL_CHECK(mca_coll_gpu_team_import(t, p, &t->ctl->rank[p].rbuf, &r[p]), "allreduce");
+        }
+    }
+out:
+    return rc;
+}
+
+
 /* ---- the fast path's own state of a team ------------------------------------------------- */
 
 /* Made piece by piece on first use by the algorithm that needs it; each rank makes its own,
@@ -358,8 +391,8 @@ static int allreduce_twoshot_ce(coll_gpu_team_t *t, const void *sbuf, void *rbuf
 {
     uint64_t seq = ++t->seq;
     int n = t->size;
-    coll_gpu_ctl_rank_t *me = &t->ctl->rank[t->rank];
     coll_gpu_nvl_state_t *st = NULL;
+    void *ps[COLL_GPU_TEAM_MAX], *pr[COLL_GPU_TEAM_MAX];
     const char *psbuf[COLL_GPU_TEAM_MAX];
     char *prbuf[COLL_GPU_TEAM_MAX];
     dev_launch_t launch = {0, nthreads}; /* the whole GPU for the local reduce */
@@ -383,26 +416,13 @@ static int allreduce_twoshot_ce(coll_gpu_team_t *t, const void *sbuf, void *rbuf
         NVL_CHECK(nvl_ce_state(t, want * NVL_CE_DEPTH * (size_t) (n - 1), &st), "allreduce");
     }
     piece /= esize; /* elements from here on */
-    NVL_CHECK(mca_coll_gpu_team_export(t, sbuf, &me->sbuf), "allreduce");
-    NVL_CHECK(mca_coll_gpu_team_export(t, rbuf, &me->rbuf), "allreduce");
-    mca_coll_gpu_team_arrive(t, seq);
-    arrived = true;
+    rc = nvl_map_pairs(t, seq, sbuf, rbuf, ps, pr, &arrived, comm);
+    if (OMPI_SUCCESS != rc) {
+        goto out;
+    }
     for (int p = 0; p < n; ++p) {
-        void *s, *r;
-        mca_coll_gpu_team_wait_arrive(t, p, seq);
-        if (mca_coll_gpu_team_any_failed(t, seq)) {
-            rc = OMPI_ERROR;
-            goto out;
-        }
-        if (p == t->rank) {
-            s = (void *) sbuf;
-            r = rbuf;
-        } else {
-            NVL_CHECK(mca_coll_gpu_team_import(t, p, &t->ctl->rank[p].sbuf, &s), "allreduce");
-            NVL_CHECK(mca_coll_gpu_team_import(t, p, &t->ctl->rank[p].rbuf, &r), "allreduce");
-        }
-        psbuf[p] = s;
-        prbuf[p] = r;
+        psbuf[p] = ps[p];
+        prbuf[p] = pr[p];
     }
 
     /* phase 1: reduce-scatter, my shard, piece by piece */
@@ -479,34 +499,21 @@ static int allreduce_twoshot(coll_gpu_team_t *t, const void *sbuf, void *rbuf, s
                              const dev_launch_t *launch, struct ompi_communicator_t *comm)
 {
     uint64_t seq = ++t->seq;
-    coll_gpu_ctl_rank_t *me = &t->ctl->rank[t->rank];
+    void *ps[COLL_GPU_TEAM_MAX], *pr[COLL_GPU_TEAM_MAX];
     const void *srcs[COLL_GPU_TEAM_MAX];
     void *dsts[COLL_GPU_TEAM_MAX];
     size_t lo, hi;
     int rc = OMPI_SUCCESS;
     bool arrived = false;
 
-    NVL_CHECK(mca_coll_gpu_team_export(t, sbuf, &me->sbuf), "allreduce");
-    NVL_CHECK(mca_coll_gpu_team_export(t, rbuf, &me->rbuf), "allreduce");
-    mca_coll_gpu_team_arrive(t, seq);
-    arrived = true;
+    rc = nvl_map_pairs(t, seq, sbuf, rbuf, ps, pr, &arrived, comm);
+    if (OMPI_SUCCESS != rc) {
+        goto out;
+    }
     chunk_of(count, t->size, t->rank, &lo, &hi);
     for (int p = 0; p < t->size; ++p) {
-        void *s, *r;
-        mca_coll_gpu_team_wait_arrive(t, p, seq);
-        if (mca_coll_gpu_team_any_failed(t, seq)) {
-            rc = OMPI_ERROR;
-            goto out;
-        }
-        if (p == t->rank) {
-            s = (void *) sbuf;
-            r = rbuf;
-        } else {
-            NVL_CHECK(mca_coll_gpu_team_import(t, p, &t->ctl->rank[p].sbuf, &s), "allreduce");
-            NVL_CHECK(mca_coll_gpu_team_import(t, p, &t->ctl->rank[p].rbuf, &r), "allreduce");
-        }
-        srcs[p] = (const char *) s + lo * esize;
-        dsts[p] = (char *) r + lo * esize;
+        srcs[p] = (const char *) ps[p] + lo * esize;
+        dsts[p] = (char *) pr[p] + lo * esize;
     }
     if (hi > lo) {
         NVL_CHECK(dev_reduce_multi(dsts, t->size, srcs, t->size, hi - lo, dt, op, launch,
