@@ -19,7 +19,7 @@
 
 static __thread char dev_error_text[512];
 
-int dev_fail(int status, const char *fmt, ...)
+DEV_API int dev_fail(int status, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -48,6 +48,7 @@ DEV_API const char *dev_status_name(int status)
     case DEV_ERR_NOMEM: return "DEV_ERR_NOMEM";
     case DEV_ERR_ARG: return "DEV_ERR_ARG";
     case DEV_ERR_UNSUPPORTED: return "DEV_ERR_UNSUPPORTED";
+    case DEV_ERR_ALREADY_MAPPED: return "DEV_ERR_ALREADY_MAPPED";
     default: return (status > 0) ? "pending" : "unknown";
     }
 }

@@ -43,7 +43,9 @@ typedef enum {
     DEV_ERR_NO_DEVICE = -3,  /* cuda: driver present but no device visible */
     DEV_ERR_NOMEM = -4,
     DEV_ERR_ARG = -5,        /* bad argument, or a pointer this layer does not know */
-    DEV_ERR_UNSUPPORTED = -6 /* backend not built, or operation not available for this type */
+    DEV_ERR_UNSUPPORTED = -6, /* backend not built, or operation not available for this type */
+    DEV_ERR_ALREADY_MAPPED = -7 /* dev_ipc_import: this process still maps an allocation of the
+                                 * exporter that the new one overlaps (freed there since) */
 } dev_status_t;
 
 typedef enum {
@@ -139,6 +141,9 @@ DEV_API const char *dev_backend_name(dev_backend_t backend);
 DEV_API dev_backend_t dev_backend_from_name(const char *name);
 /* Text of the last failure on the calling thread ("" when none). */
 DEV_API const char *dev_error_string(void);
+/* Record the failure text for this thread and return status (so: return dev_fail(...)); for
+ * the layers above too, when a failure of theirs reads like the device's. */
+DEV_API int dev_fail(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* "DEV_OK", "DEV_ERR_NO_DRIVER", ... for logs. */
 DEV_API const char *dev_status_name(int status);
 /* "host", "device", "managed". */
@@ -246,7 +251,11 @@ DEV_API int dev_memset(void *dst, int value, size_t bytes);
  * before any export is attempted, when dev_mem_ipc_capable(base) is false. */
 DEV_API int dev_ipc_export(void *base, dev_ipc_handle_t *handle);
 /* Map a peer's allocation; *ptr is its base in this process.  A handle cannot be imported by
- * the process that exported it (CUDA refuses; the emulated backend does too). */
+ * the process that exported it (CUDA refuses; the emulated backend does too).  While this
+ * process still maps an allocation the exporter has freed, an allocation the exporter made
+ * since at an overlapping address cannot be mapped: DEV_ERR_ALREADY_MAPPED (CUDA's
+ * cudaErrorAlreadyMapped; the emulated backend refuses the same way).  Close the stale
+ * mapping first. */
 DEV_API int dev_ipc_import(const dev_ipc_handle_t *handle, void **ptr);
 DEV_API int dev_ipc_close(void *ptr);
 

@@ -93,8 +93,6 @@ extern const dev_backend_ops_t *_Atomic dev_ops;
 /* dev_classify.c: forget the classification cache (backend opened or closed). */
 void dev_classify_reset(void);
 
-/* Record the failure text for this thread and return status (so: return dev_fail(...)). */
-int dev_fail(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Forget the failure text of this thread. */
 void dev_clear_error(void);
 

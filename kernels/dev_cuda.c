@@ -77,6 +77,8 @@ static int status_of(cudaError_t err)
         return DEV_ERR_NO_DRIVER;
     case cudaErrorNoDevice:
         return DEV_ERR_NO_DEVICE;
+    case cudaErrorAlreadyMapped:
+        return DEV_ERR_ALREADY_MAPPED;
     case cudaErrorInvalidValue:
     case cudaErrorInvalidDevicePointer:
     case cudaErrorInvalidDevice:

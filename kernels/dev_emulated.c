@@ -76,6 +76,7 @@ typedef struct {
     emu_origin_t origin;
     pid_t creator; /* the process that created the segment; only it unlinks the name */
     int device;    /* the emulated device it lives on (the creator's current device) */
+    uintptr_t creator_base; /* imports: the allocation's base in the creator's process */
     char shm_name[EMU_SHM_NAME_LEN];
 } emu_range_t;
 
@@ -108,6 +109,7 @@ typedef struct {
     uint64_t map_size;
     int32_t creator;
     int32_t device;
+    uint64_t creator_base;
     char shm_name[EMU_SHM_NAME_LEN];
 } emu_ipc_wire_t;
 
@@ -908,6 +910,7 @@ static int emu_ipc_export(void *base, dev_ipc_handle_t *handle)
         wire.map_size = emu_ranges[i].map_size;
         wire.creator = (int32_t) emu_ranges[i].creator;
         wire.device = (int32_t) emu_ranges[i].device;
+        wire.creator_base = (uint64_t) emu_ranges[i].base;
         memcpy(wire.shm_name, emu_ranges[i].shm_name, sizeof(wire.shm_name));
     }
     pthread_rwlock_unlock(&emu_lock);
@@ -916,6 +919,27 @@ static int emu_ipc_export(void *base, dev_ipc_handle_t *handle)
         memcpy(handle->bytes, &wire, sizeof(wire));
     }
     return rc;
+}
+
+/* Does this process still map another allocation of the handle's creator that overlapped the
+ * handle's range in the creator's address space?  Then the creator freed it since, and the CUDA
+ * driver would refuse the new mapping (cudaErrorAlreadyMapped): so do we, so that code tested
+ * here closes stale mappings as it must on a GPU.  The same allocation mapped twice is allowed
+ * (the driver counts references). */
+static bool import_overlaps_stale(const emu_ipc_wire_t *wire)
+{
+    uintptr_t lo = (uintptr_t) wire->creator_base, hi = lo + (uintptr_t) wire->size;
+    bool stale = false;
+
+    pthread_rwlock_rdlock(&emu_lock);
+    for (size_t i = 0; !stale && i < emu_nranges; ++i) {
+        const emu_range_t *r = &emu_ranges[i];
+        stale = EMU_IMPORT == r->origin && r->creator == (pid_t) wire->creator
+                && r->creator_base < hi && lo < r->creator_base + r->size
+                && 0 != strcmp(r->shm_name, wire->shm_name);
+    }
+    pthread_rwlock_unlock(&emu_lock);
+    return stale;
 }
 
 static int emu_ipc_import(const dev_ipc_handle_t *handle, void **ptr)
@@ -936,6 +960,12 @@ static int emu_ipc_import(const dev_ipc_handle_t *handle, void **ptr)
     if ((pid_t) wire.creator == getpid()) {
         return dev_fail(DEV_ERR_ARG, "dev_ipc_import(%s): the allocation belongs to this "
                         "process; use its own pointer", wire.shm_name);
+    }
+    if (import_overlaps_stale(&wire)) {
+        return dev_fail(DEV_ERR_ALREADY_MAPPED, "dev_ipc_import(%s): this process still maps "
+                        "another allocation of process %d that overlapped [0x%" PRIx64
+                        ", +%" PRIu64 ") there (freed since; close that mapping first)",
+                        wire.shm_name, (int) wire.creator, wire.creator_base, wire.size);
     }
     fd = shm_open(wire.shm_name, O_RDWR, 0);
     if (fd < 0) {
@@ -959,6 +989,7 @@ static int emu_ipc_import(const dev_ipc_handle_t *handle, void **ptr)
     r.origin = EMU_IMPORT;
     r.creator = (pid_t) wire.creator;
     r.device = (int) wire.device;
+    r.creator_base = (uintptr_t) wire.creator_base;
     memcpy(r.shm_name, wire.shm_name, sizeof(r.shm_name));
     r.buffer_id = atomic_fetch_add(&emu_next_buffer_id, 1);
     rc = registry_insert(&r);

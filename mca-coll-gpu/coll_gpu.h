@@ -248,7 +248,18 @@ void mca_coll_gpu_team_summary(coll_gpu_team_t *t, topo_team_info_t *info, int *
  * A dev_status_t: DEV_ERR_UNSUPPORTED, with no export attempted, for memory the legacy IPC
  * cannot export (dev_mem_ipc_capable: pool, VMM, managed or host memory). */
 int mca_coll_gpu_team_export(coll_gpu_team_t *t, const void *ptr, coll_gpu_xbuf_t *out);
+/* Map a peer's published buffer for the team's current call (held until its next call). */
 int mca_coll_gpu_team_import(coll_gpu_team_t *t, int peer, const coll_gpu_xbuf_t *x, void **ptr);
+
+/* ---- the process's mappings of peers' allocations (coll_gpu_ipcmap.c) ---- */
+/* Map x's allocation (or find its mapping) and hold it; *base is its base here.  Mappings of
+ * the same owner that overlap it but are not it are closed first (freed by the owner).  A
+ * dev_status_t. */
+int mca_coll_gpu_ipcmap_open(const coll_gpu_xbuf_t *x, void **base, coll_gpu_ipcmap_hold_t *hold);
+/* Give a hold back (a no-op for an empty one, and for a mapping closed since as stale); with
+ * close_now the mapping closes when no other hold remains, else it stays cached. */
+void mca_coll_gpu_ipcmap_release(coll_gpu_ipcmap_hold_t *hold, bool close_now);
+void mca_coll_gpu_ipcmap_finalize(void);
 
 /* ---- fast path (coll_gpu_nvl.c) ---- */
 /* local_rc: OMPI_SUCCESS, or what failed on this rank before the call (its buffers could not be

@@ -232,6 +232,7 @@ static int gpu_close(void)
     mca_coll_gpu_topo_finalize();
     mca_coll_gpu_memhooks_fini();
     if (mca_coll_gpu_component.dev_opened) {
+        mca_coll_gpu_ipcmap_finalize();
         dev_close();
         mca_coll_gpu_component.dev_opened = false;
     }

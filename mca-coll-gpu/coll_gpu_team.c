@@ -57,9 +57,28 @@ typedef struct team_card2_t {
 typedef struct team_card_t {
     int ok;
     dev_uuid_t uuid;
-    dev_ipc_handle_t scratch;
+    coll_gpu_xbuf_t scratch;
     char ctl_name[64];
 } team_card_t;
+
+/* What identifies the allocation holding ptr to an importer (all but the handle). */
+static int team_describe(const void *ptr, coll_gpu_xbuf_t *x)
+{
+    void *base;
+    size_t size;
+    uint64_t id;
+    int rc = dev_mem_range(ptr, &base, &size, &id);
+
+    if (DEV_OK != rc) {
+        return rc;
+    }
+    x->owner = (uint64_t) getpid();
+    x->base = (uint64_t) (uintptr_t) base;
+    x->size = (uint64_t) size;
+    x->buffer_id = id;
+    x->offset = (uint64_t) ((const char *) ptr - (const char *) base);
+    return DEV_OK;
+}
 
 /* ---- hang reports ------------------------------------------------------------------------ */
 
@@ -209,19 +228,22 @@ static bool all_on_node(struct ompi_communicator_t *comm)
     return true;
 }
 
+/* Give back the mappings the team's last call held (they stay cached for other teams). */
+static void team_release_call_holds(coll_gpu_team_t *t)
+{
+    for (int i = 0; i < t->nholds; ++i) {
+        mca_coll_gpu_ipcmap_release(&t->holds[i], false);
+    }
+    t->nholds = 0;
+}
+
 static void team_release_memory(coll_gpu_team_t *t)
 {
     mca_coll_gpu_nvl_release(t);
-    for (int i = 0; i < COLL_GPU_REGCACHE_ENTRIES; ++i) {
-        if (NULL != t->cache[i].mapped) {
-            (void) dev_ipc_close(t->cache[i].mapped);
-            t->cache[i].mapped = NULL;
-        }
-    }
+    team_release_call_holds(t);
     for (int p = 0; p < COLL_GPU_TEAM_MAX; ++p) {
-        if (NULL != t->peer_scratch[p] && t->peer_scratch[p] != t->scratch) {
-            (void) dev_ipc_close(t->peer_scratch[p]);
-        }
+        /* the peers free their scratch with the team: close, do not cache */
+        mca_coll_gpu_ipcmap_release(&t->scratch_hold[p], true);
         t->peer_scratch[p] = NULL;
     }
     if (NULL != t->scratch) {
@@ -395,7 +417,8 @@ static int team_setup(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm
             mine.ok = DEV_OK == dev_mem_alloc(&t->scratch, 2 * t->slot_bytes)
                       /* zero before any peer can map it: the fused allreduce's flags live here */
                       && DEV_OK == dev_memset(t->scratch, 0, 2 * t->slot_bytes)
-                      && DEV_OK == dev_ipc_export(t->scratch, &mine.scratch);
+                      && DEV_OK == team_describe(t->scratch, &mine.scratch)
+                      && DEV_OK == dev_ipc_export(t->scratch, &mine.scratch.handle);
         }
         for (int i = 0; mine.ok && i < COLL_GPU_CHAIN_DEPTH; ++i) {
             mine.ok = DEV_OK == dev_event_create(&t->events[i]);
@@ -430,7 +453,9 @@ static int team_setup(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm
             if (p == rank) {
                 t->peer_scratch[p] = t->scratch;
             } else {
-                mine2.ok = DEV_OK == dev_ipc_import(&cards[p].scratch, &t->peer_scratch[p]);
+                mine2.ok = DEV_OK == mca_coll_gpu_ipcmap_open(&cards[p].scratch,
+                                                              &t->peer_scratch[p],
+                                                              &t->scratch_hold[p]);
             }
         }
         if (mine2.ok && 0 != rank) {
@@ -483,6 +508,9 @@ coll_gpu_team_t *mca_coll_gpu_team_get(mca_coll_gpu_module_t *m, struct ompi_com
         return COLL_GPU_TEAM_READY == t->state ? t : NULL;
     }
     t = calloc(1, sizeof(*t));
+    for (int p = 0; NULL != t && p < COLL_GPU_TEAM_MAX; ++p) {
+        t->scratch_hold[p].slot = UINT32_MAX; /* none (0 would name a slot) */
+    }
     if (OMPI_SUCCESS == team_setup(m, comm, t, what, why, sizeof(why))) {
         char ring[COLL_GPU_TEAM_MAX * 4] = "";
         size_t len = 0;
@@ -711,23 +739,22 @@ void mca_coll_gpu_team_pause(unsigned *spins)
 
 /* ---- registration caches -------------------------------------------------------------------- */
 
+
 /* Publish a user buffer of ours for this call: its allocation's handle (exported once per
  * allocation and kept) and its offset. */
 int mca_coll_gpu_team_export(coll_gpu_team_t *t, const void *ptr, coll_gpu_xbuf_t *out)
 {
     coll_gpu_export_entry_t *slot = NULL;
     void *base;
-    size_t size;
     uint64_t id;
     int rc;
 
-    rc = dev_mem_range(ptr, &base, &size, &id);
+    rc = team_describe(ptr, out);
     if (DEV_OK != rc) {
         return rc;
     }
-    out->base = (uint64_t) (uintptr_t) base;
-    out->buffer_id = id;
-    out->offset = (uint64_t) ((const char *) ptr - (const char *) base);
+    base = (void *) (uintptr_t) out->base;
+    id = out->buffer_id;
     ++t->clock;
     for (int i = 0; i < COLL_GPU_REGCACHE_ENTRIES; ++i) {
         coll_gpu_export_entry_t *e = &t->exports[i];
@@ -757,51 +784,29 @@ int mca_coll_gpu_team_export(coll_gpu_team_t *t, const void *ptr, coll_gpu_xbuf_
     return DEV_OK;
 }
 
-/* A peer's published buffer, mapped here: from the cache when the same allocation (base and
- * buffer id) was mapped before, else imported, evicting the least recently used mapping. */
+/* A peer's published buffer, mapped here through the process's table (coll_gpu_ipcmap.c) and
+ * held for this call: the holds of the team's previous call go first (the team's calls run one
+ * at a time, and the previous one has ended on this rank). */
 int mca_coll_gpu_team_import(coll_gpu_team_t *t, int peer, const coll_gpu_xbuf_t *x, void **ptr)
 {
-    coll_gpu_regcache_entry_t *slot = NULL;
-    void *mapped;
+    void *base;
     int rc;
 
-    ++t->clock;
-    for (int i = 0; i < COLL_GPU_REGCACHE_ENTRIES; ++i) {
-        coll_gpu_regcache_entry_t *e = &t->cache[i];
-        if (NULL != e->mapped && e->peer == peer && e->base == x->base
-            && e->buffer_id == x->buffer_id) {
-            e->last_use = t->clock;
-            ++t->cache_hits;
-            *ptr = (char *) e->mapped + x->offset;
-            return DEV_OK;
-        }
-        if (NULL != e->mapped && e->peer == peer && e->base == x->base) {
-            /* the peer freed the allocation we mapped and got the same address back: the stale
-             * mapping must go before the new one is opened (the driver refuses a second mapping
-             * of one peer address with cudaErrorAlreadyMapped, seen on 2xH200) */
-            (void) dev_ipc_close(e->mapped);
-            e->mapped = NULL;
-        }
-        if (NULL == slot || NULL == e->mapped
-            || (NULL != slot->mapped && e->last_use < slot->last_use)) {
-            slot = e;
-        }
+    (void) peer; /* the owner named in x is the peer's process */
+    if (t->hold_seq != t->seq) {
+        team_release_call_holds(t);
+        t->hold_seq = t->seq;
     }
-    ++t->cache_misses;
-    if (NULL != slot->mapped) {
-        (void) dev_ipc_close(slot->mapped);
-        slot->mapped = NULL;
+    if (t->nholds == COLL_GPU_CALL_HOLDS) {
+        return dev_fail(DEV_ERR_ARG, "coll/gpu: more than %d peer buffers in one call",
+                        COLL_GPU_CALL_HOLDS);
     }
-    rc = dev_ipc_import(&x->handle, &mapped);
+    rc = mca_coll_gpu_ipcmap_open(x, &base, &t->holds[t->nholds]);
     if (DEV_OK != rc) {
         return rc;
     }
-    slot->peer = peer;
-    slot->base = x->base;
-    slot->buffer_id = x->buffer_id;
-    slot->mapped = mapped;
-    slot->last_use = t->clock;
-    *ptr = (char *) mapped + x->offset;
+    ++t->nholds;
+    *ptr = (char *) base + x->offset;
     return DEV_OK;
 }
 

@@ -10,8 +10,8 @@
  *     every peer's once;
  *   - the team's ring (the node model's, computed once by rank 0 and shipped to all), which
  *     the ring allreduce and the chain bcast walk;
- *   - a registration cache of peers' user buffers mapped through IPC (coll_gpu_regcache.c),
- *     and of our own exports, keyed by allocation base and buffer id.
+ *   - a cache of our own exports, keyed by allocation base and buffer id; peers' buffers are
+ *     mapped through the process's one table of mappings (coll_gpu_ipcmap.c).
  * A team exists only when every rank of the communicator is on this node and can map every
  * peer's memory; otherwise the calls stay on the staged path, permanently for that
  * communicator.
@@ -26,7 +26,7 @@
 #include "topo.h"
 
 #define COLL_GPU_TEAM_MAX 16            /* ranks per node the fast path serves */
-#define COLL_GPU_REGCACHE_ENTRIES 64    /* mapped peer buffers kept (LRU) */
+#define COLL_GPU_REGCACHE_ENTRIES 64    /* exports of our own buffers kept (LRU) */
 #define COLL_GPU_CHAIN_DEPTH 4          /* chain bcast: chunk copies in flight per rank */
 /* The head of each scratch slot of an n-rank team holds the fused allreduce's flags and
  * low-latency areas (dev.h, DEV_FUSED_HEAD_BYTES; zeroed at setup, never written by anything
@@ -40,15 +40,27 @@
 #define COLL_GPU_STEP_FAILED ((UINT64_C(1) << COLL_GPU_STEP_BITS) - 1)
 #define COLL_GPU_STEP(seq, k) (((uint64_t) (seq) << COLL_GPU_STEP_BITS) | (uint64_t) (k))
 
-/* A user buffer as exported for one call: the allocation's handle and where the buffer sits
- * in it.  base and buffer_id identify the allocation (a freed and reallocated range gets a
- * new buffer_id, so a stale mapping is never used). */
+/* A buffer as exported for one call: the allocation's handle and where the buffer sits in it.
+ * owner (the exporting process), base and buffer_id identify the allocation (a freed and
+ * reallocated range gets a new buffer_id, so a stale mapping is never used); base and size
+ * let an importer find the stale mappings a new allocation overlaps (coll_gpu_ipcmap.c). */
 typedef struct coll_gpu_xbuf_t {
     dev_ipc_handle_t handle;
+    uint64_t owner;
     uint64_t base;
+    uint64_t size;
     uint64_t buffer_id;
     uint64_t offset;
 } coll_gpu_xbuf_t;
+
+/* A hold on a mapping of coll_gpu_ipcmap.c (slot UINT32_MAX: none). */
+typedef struct coll_gpu_ipcmap_hold_t {
+    uint32_t slot;
+    uint32_t gen;
+} coll_gpu_ipcmap_hold_t;
+
+/* Mappings one call of a team may hold: every peer's send and receive buffers. */
+#define COLL_GPU_CALL_HOLDS (2 * COLL_GPU_TEAM_MAX)
 
 /* What a rank brings to one bcast through the team, published before it waits for anyone:
  * the root's record is the call's plan (every rank runs the root's algorithm and chunk), and a
@@ -81,14 +93,6 @@ typedef struct coll_gpu_ctl_t {
     coll_gpu_ctl_rank_t rank[COLL_GPU_TEAM_MAX];
 } coll_gpu_ctl_t;
 
-typedef struct coll_gpu_regcache_entry_t {
-    int peer;
-    uint64_t base;
-    uint64_t buffer_id;
-    void *mapped;              /* the peer's allocation base in this process */
-    uint64_t last_use;
-} coll_gpu_regcache_entry_t;
-
 typedef struct coll_gpu_export_entry_t {
     uint64_t base;
     uint64_t buffer_id;
@@ -118,16 +122,19 @@ typedef struct coll_gpu_team_t {
     void *scratch;                           /* ours: 2 slots of slot_bytes */
     size_t slot_bytes;
     void *peer_scratch[COLL_GPU_TEAM_MAX];   /* every rank's scratch, mapped here */
+    coll_gpu_ipcmap_hold_t scratch_hold[COLL_GPU_TEAM_MAX]; /* ... and held for the team's life */
     dev_uuid_t uuid[COLL_GPU_TEAM_MAX];      /* each rank's GPU */
     int ngpus;                               /* distinct GPUs in the team */
     topo_team_info_t info;                   /* rank 0's summary of the team: the same on all */
     int ring_rank[COLL_GPU_TEAM_MAX];        /* ring position -> rank (rank 0's ring) */
     int ring_pos[COLL_GPU_TEAM_MAX];         /* rank -> ring position */
     dev_event_t *events[COLL_GPU_CHAIN_DEPTH]; /* chain bcast: completion of chunk copies */
-    coll_gpu_regcache_entry_t cache[COLL_GPU_REGCACHE_ENTRIES];
+    /* peers' buffers mapped for call hold_seq, held until the next call imports */
+    coll_gpu_ipcmap_hold_t holds[COLL_GPU_CALL_HOLDS];
+    int nholds;
+    uint64_t hold_seq;
     coll_gpu_export_entry_t exports[COLL_GPU_REGCACHE_ENTRIES];
-    uint64_t clock;                          /* LRU time */
-    uint64_t cache_hits, cache_misses;
+    uint64_t clock;                          /* LRU time of the exports */
     struct coll_gpu_nvl_state_t *nvl;        /* coll_gpu_nvl.c's own state, made on first use */
 } coll_gpu_team_t;
 

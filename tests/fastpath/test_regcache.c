@@ -9,6 +9,12 @@
  * rank gets its old address back; when that does not happen within REUSE_TRIES rounds the
  * check fails, saying so, rather than passing without having tested anything.
  *
+ * The driver keeps one mapping of a peer's allocation per process, not per communicator: a
+ * buffer mapped through one communicator, freed and allocated again at the same address, must
+ * then be mappable through another communicator that never saw the old allocation (the first
+ * communicator's stale mapping is closed; the driver refuses the new one otherwise with
+ * cudaErrorAlreadyMapped, and the emulated backend refuses it the same way).
+ *
  * Run with coll_gpu_allreduce_algorithm=twoshot or oneshot (zero-copy: peers read this rank's
  * own buffers through IPC), on the emulated backend (fastpath/regcache*.sh) or on cuda
  * (gpu/regcache_cuda.sh).  Every round uses fresh data, so a stale mapping shows as a wrong
@@ -39,7 +45,7 @@ static int fill(void *dev, int round)
 /* Allreduce sbuf into rbuf (poisoned first) and compare with the sum computed here.  setup_ok
  * is this rank's verdict on filling sbuf: the ranks agree on it before the collective, so that a
  * rank whose set-up failed does not leave its peers waiting in the allreduce. */
-static int check_round(int setup_ok, void *sbuf, void *rbuf, int round)
+static int check_round_on(MPI_Comm comm, int setup_ok, void *sbuf, void *rbuf, int round)
 {
     int32_t got[COUNT];
     int bad = 0;
@@ -51,7 +57,7 @@ static int check_round(int setup_ok, void *sbuf, void *rbuf, int round)
                  setup_ok ? "no" : dev_error_string());
         return 0;
     }
-    if (MPI_SUCCESS != MPI_Allreduce(sbuf, rbuf, COUNT, MPI_INT32_T, MPI_SUM, MPI_COMM_WORLD)
+    if (MPI_SUCCESS != MPI_Allreduce(sbuf, rbuf, COUNT, MPI_INT32_T, MPI_SUM, comm)
         || DEV_OK != dev_memcpy(got, rbuf, sizeof(got))) {
         bad = 1;
     }
@@ -67,6 +73,37 @@ static int check_round(int setup_ok, void *sbuf, void *rbuf, int round)
         }
     }
     return mt_agree(!bad);
+}
+
+static int check_round(int setup_ok, void *sbuf, void *rbuf, int round)
+{
+    return check_round_on(MPI_COMM_WORLD, setup_ok, sbuf, rbuf, round);
+}
+
+/* Map s through WORLD only, free it, allocate again until some rank's address comes back, and
+ * reduce the new allocation through dup first (whose team never mapped the old one).  1 when
+ * every result was right and the reuse happened; *s is the last allocation. */
+static int stale_across_comms(MPI_Comm dup, void **s, void *r, int *tries_out)
+{
+    int ok = 1, reused = 0, ranks_reused = 0, tries = 0, rnd = 5000;
+    void *old_s;
+
+    while (ok && !reused && tries < REUSE_TRIES) {
+        ++tries;
+        ++rnd;
+        ok = check_round(fill(*s, rnd), *s, r, rnd);
+        old_s = *s;
+        dev_mem_free(*s);
+        *s = NULL;
+        ok = DEV_OK == dev_mem_alloc(s, COUNT * sizeof(int32_t)) && ok;
+        reused = ok && (*s == old_s);
+        MPI_Allreduce(&reused, &ranks_reused, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+        reused = ranks_reused > 0;
+        ++rnd;
+        ok = check_round_on(dup, ok && fill(*s, rnd), *s, r, rnd);
+    }
+    *tries_out = tries;
+    return ok && reused;
 }
 
 int main(int argc, char **argv)
@@ -126,6 +163,17 @@ int main(int argc, char **argv)
 
     /* and the freed-and-reallocated buffer once more, after all that churn */
     tap_ok(check_round(fill(s, 3000), s, r, 3000), "the re-allocated buffer is still served right");
+
+    {
+        MPI_Comm dup;
+        MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+        ok = stale_across_comms(dup, &s, r, &tries);
+        tap_ok(ok, "a buffer mapped through one communicator, freed and allocated again at the "
+                   "same address, is reduced right through another (%d round(s))", tries);
+        tap_ok(check_round(fill(s, 6000), s, r, 6000),
+               "... and then through the first communicator again");
+        MPI_Comm_free(&dup);
+    }
 
     for (int i = 0; i < MANY; ++i) {
         if (NULL != many[i]) {

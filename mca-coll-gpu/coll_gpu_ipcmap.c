@@ -1,0 +1,184 @@
+/*
+ * coll_gpu_ipcmap.c - this process's mappings of its peers' device allocations: one table for
+ * the whole process, shared by every team.
+ *
+ * Why one table: the driver keeps one mapping per peer allocation per process, not per
+ * communicator.  While any mapping of an allocation the peer has freed is still open here, the
+ * peer's next allocation at an overlapping address cannot be mapped (cudaErrorAlreadyMapped).
+ * With a cache per team, the team of MPI_COMM_WORLD kept the stale mapping that a dup's team
+ * then tripped over (device bcast from 1 MiB on 2 H200s).  Here a new allocation of a peer
+ * closes every mapping of that peer that overlaps it first: the peer's allocations never
+ * overlap while alive, so those are stale by construction.
+ *
+ * Holds: a team holds what it imported for its current call until its next call (so that no
+ * other team evicts a mapping in use), and holds its peers' scratch for its lifetime.  A held
+ * mapping is never evicted; a stale one is closed even when held (its peer freed it, so nobody
+ * may use it any more), and the holder's release then finds a newer generation and does nothing.
+ *
+ * Thread safety: one mutex around the table (MPI_THREAD_MULTIPLE programs run collectives on
+ * several communicators at once).
+ */
+#include "coll_gpu.h"
+
+#include <pthread.h>
+
+#define IPCMAP_SLOTS 256 /* held and cached mappings together */
+
+typedef struct {
+    uint64_t owner;     /* the exporting process (0: slot free) */
+    uint64_t base;      /* the allocation's base and size in the owner's address space */
+    uint64_t size;
+    uint64_t buffer_id;
+    void *mapped;       /* its base here */
+    uint32_t gen;       /* bumped when the slot's mapping closes */
+    int holds;
+    uint64_t last_use;
+} ipcmap_slot_t;
+
+static pthread_mutex_t ipcmap_lock = PTHREAD_MUTEX_INITIALIZER;
+static ipcmap_slot_t ipcmap[IPCMAP_SLOTS];
+static uint64_t ipcmap_clock;
+static uint64_t ipcmap_hits, ipcmap_misses, ipcmap_stale_closed;
+
+/* Close slot s's mapping; the caller holds the lock. */
+static void slot_close(ipcmap_slot_t *s)
+{
+    (void) dev_ipc_close(s->mapped);
+    s->mapped = NULL;
+    s->owner = 0;
+    s->holds = 0;
+    ++s->gen;
+}
+
+static bool slot_overlaps(const ipcmap_slot_t *s, const coll_gpu_xbuf_t *x)
+{
+    return s->owner == x->owner && s->base < x->base + x->size && x->base < s->base + s->size;
+}
+
+/* Close every mapping of x's owner that overlaps x's allocation but is not it; with all_owner,
+ * every unheld mapping of the owner (the driver still refused: something we cannot see). */
+static void close_stale(const coll_gpu_xbuf_t *x, bool all_owner)
+{
+    for (int i = 0; i < IPCMAP_SLOTS; ++i) {
+        ipcmap_slot_t *s = &ipcmap[i];
+        if (NULL == s->mapped || s->owner != x->owner) {
+            continue;
+        }
+        if (all_owner ? 0 == s->holds
+                      : slot_overlaps(s, x) && (s->base != x->base || s->buffer_id != x->buffer_id)) {
+            COLL_GPU_VERBOSE(COLL_GPU_LOG_CALL,
+                             "coll:gpu: closing the mapping of process %" PRIu64 "'s allocation "
+                             "0x%" PRIx64 " (+%" PRIu64 " B, buffer %" PRIu64 "): %s",
+                             s->owner, s->base, s->size, s->buffer_id,
+                             all_owner ? "the driver refused a new mapping of that process"
+                                       : "freed there, its range now holds another allocation");
+            slot_close(s);
+            ++ipcmap_stale_closed;
+        }
+    }
+}
+
+/* A free slot, or the least recently used unheld one (closed); NULL when all are held. */
+static ipcmap_slot_t *slot_for_new(void)
+{
+    ipcmap_slot_t *lru = NULL;
+    for (int i = 0; i < IPCMAP_SLOTS; ++i) {
+        ipcmap_slot_t *s = &ipcmap[i];
+        if (NULL == s->mapped) {
+            return s;
+        }
+        if (0 == s->holds && (NULL == lru || s->last_use < lru->last_use)) {
+            lru = s;
+        }
+    }
+    if (NULL != lru) {
+        slot_close(lru);
+    }
+    return lru;
+}
+
+int mca_coll_gpu_ipcmap_open(const coll_gpu_xbuf_t *x, void **base, coll_gpu_ipcmap_hold_t *hold)
+{
+    ipcmap_slot_t *s = NULL;
+    void *mapped = NULL;
+    int rc = DEV_OK;
+
+    pthread_mutex_lock(&ipcmap_lock);
+    ++ipcmap_clock;
+    for (int i = 0; i < IPCMAP_SLOTS; ++i) {
+        ipcmap_slot_t *e = &ipcmap[i];
+        if (NULL != e->mapped && e->owner == x->owner && e->base == x->base
+            && e->buffer_id == x->buffer_id) {
+            s = e;
+            ++ipcmap_hits;
+            break;
+        }
+    }
+    if (NULL == s) {
+        ++ipcmap_misses;
+        close_stale(x, false);
+        rc = dev_ipc_import(&x->handle, &mapped);
+        if (DEV_ERR_ALREADY_MAPPED == rc) {
+            close_stale(x, true);
+            rc = dev_ipc_import(&x->handle, &mapped);
+        }
+        if (DEV_OK == rc) {
+            s = slot_for_new();
+            if (NULL == s) {
+                (void) dev_ipc_close(mapped);
+                rc = dev_fail(DEV_ERR_NOMEM, "coll/gpu: all %d peer mappings are in use by "
+                              "calls in progress", IPCMAP_SLOTS);
+            } else {
+                s->owner = x->owner;
+                s->base = x->base;
+                s->size = x->size;
+                s->buffer_id = x->buffer_id;
+                s->mapped = mapped;
+                s->holds = 0;
+            }
+        }
+    }
+    if (NULL != s && DEV_OK == rc) {
+        s->last_use = ipcmap_clock;
+        ++s->holds;
+        hold->slot = (uint32_t) (s - ipcmap);
+        hold->gen = s->gen;
+        *base = s->mapped;
+    }
+    pthread_mutex_unlock(&ipcmap_lock);
+    return rc;
+}
+
+void mca_coll_gpu_ipcmap_release(coll_gpu_ipcmap_hold_t *hold, bool close_now)
+{
+    ipcmap_slot_t *s;
+
+    if (hold->slot >= IPCMAP_SLOTS) {
+        return;
+    }
+    pthread_mutex_lock(&ipcmap_lock);
+    s = &ipcmap[hold->slot];
+    if (NULL != s->mapped && s->gen == hold->gen && s->holds > 0) {
+        --s->holds;
+        if (close_now && 0 == s->holds) {
+            slot_close(s);
+        }
+    }
+    pthread_mutex_unlock(&ipcmap_lock);
+    hold->slot = UINT32_MAX;
+}
+
+void mca_coll_gpu_ipcmap_finalize(void)
+{
+    pthread_mutex_lock(&ipcmap_lock);
+    COLL_GPU_VERBOSE(COLL_GPU_LOG_CALL,
+                     "coll:gpu: peer mappings: %" PRIu64 " hit(s), %" PRIu64 " miss(es), %" PRIu64
+                     " stale mapping(s) closed",
+                     ipcmap_hits, ipcmap_misses, ipcmap_stale_closed);
+    for (int i = 0; i < IPCMAP_SLOTS; ++i) {
+        if (NULL != ipcmap[i].mapped) {
+            slot_close(&ipcmap[i]);
+        }
+    }
+    pthread_mutex_unlock(&ipcmap_lock);
+}
