@@ -234,6 +234,7 @@ void mca_coll_gpu_team_done(coll_gpu_team_t *t, uint64_t seq);
 void mca_coll_gpu_team_fail(coll_gpu_team_t *t, uint64_t seq);
 void mca_coll_gpu_team_wait_arrive(coll_gpu_team_t *t, int peer, uint64_t seq);
 void mca_coll_gpu_team_wait_done(coll_gpu_team_t *t, int peer, uint64_t seq);
+bool mca_coll_gpu_team_wait_call(coll_gpu_team_t *t, int root, uint64_t seq);
 bool mca_coll_gpu_team_failed(coll_gpu_team_t *t, int peer, uint64_t seq);
 bool mca_coll_gpu_team_any_failed(coll_gpu_team_t *t, uint64_t seq);
 /* Step counters of the ring allreduce and chain bcast (COLL_GPU_STEP in coll_gpu_team.h). */
@@ -259,6 +260,8 @@ int mca_coll_gpu_ipcmap_open(const coll_gpu_xbuf_t *x, void **base, coll_gpu_ipc
 /* Give a hold back (a no-op for an empty one, and for a mapping closed since as stale); with
  * close_now the mapping closes when no other hold remains, else it stays cached. */
 void mca_coll_gpu_ipcmap_release(coll_gpu_ipcmap_hold_t *hold, bool close_now);
+/* Close every unheld mapping of owner's allocations (a team with that peer is going away). */
+void mca_coll_gpu_ipcmap_forget(uint64_t owner);
 void mca_coll_gpu_ipcmap_finalize(void);
 
 /* ---- fast path (coll_gpu_nvl.c) ---- */

@@ -11,9 +11,12 @@
  * overlap while alive, so those are stale by construction.
  *
  * Holds: a team holds what it imported for its current call until its next call (so that no
- * other team evicts a mapping in use), and holds its peers' scratch for its lifetime.  A held
- * mapping is never evicted; a stale one is closed even when held (its peer freed it, so nobody
- * may use it any more), and the holder's release then finds a newer generation and does nothing.
+ * other team evicts a mapping in use), and holds its peers' scratch for its lifetime.  Unheld
+ * mappings stay cached (at most IPCMAP_CACHED, least recently used out first) until a team
+ * with that peer is destroyed: a mapping of a buffer the peer has freed holds the peer's
+ * memory.  A held mapping is never evicted; a stale one is closed even when held (its peer
+ * freed it, so nobody may use it any more), and the holder's release then finds a newer
+ * generation and does nothing.
  *
  * Thread safety: one mutex around the table (MPI_THREAD_MULTIPLE programs run collectives on
  * several communicators at once).
@@ -23,6 +26,9 @@
 #include <pthread.h>
 
 #define IPCMAP_SLOTS 256 /* held and cached mappings together */
+/* Unheld mappings kept for later calls.  Each keeps its peer's allocation alive after the peer
+ * frees it (the driver gives the memory back when the last mapping closes), so they are few. */
+#define IPCMAP_CACHED COLL_GPU_REGCACHE_ENTRIES
 
 typedef struct {
     uint64_t owner;     /* the exporting process (0: slot free) */
@@ -64,8 +70,8 @@ static void close_stale(const coll_gpu_xbuf_t *x, bool all_owner)
         if (NULL == s->mapped || s->owner != x->owner) {
             continue;
         }
-        if (all_owner ? 0 == s->holds
-                      : slot_overlaps(s, x) && (s->base != x->base || s->buffer_id != x->buffer_id)) {
+        bool other = s->base != x->base || s->buffer_id != x->buffer_id;
+        if (all_owner ? 0 == s->holds : slot_overlaps(s, x) && other) {
             COLL_GPU_VERBOSE(COLL_GPU_LOG_CALL,
                              "coll:gpu: closing the mapping of process %" PRIu64 "'s allocation "
                              "0x%" PRIx64 " (+%" PRIu64 " B, buffer %" PRIu64 "): %s",
@@ -78,23 +84,29 @@ static void close_stale(const coll_gpu_xbuf_t *x, bool all_owner)
     }
 }
 
-/* A free slot, or the least recently used unheld one (closed); NULL when all are held. */
+/* A slot for a new mapping: a free one, after closing the least recently used unheld mapping
+ * when IPCMAP_CACHED are kept already (or no slot is free); NULL when all are held. */
 static ipcmap_slot_t *slot_for_new(void)
 {
-    ipcmap_slot_t *lru = NULL;
+    ipcmap_slot_t *lru = NULL, *free_slot = NULL;
+    int cached = 0;
+
     for (int i = 0; i < IPCMAP_SLOTS; ++i) {
         ipcmap_slot_t *s = &ipcmap[i];
         if (NULL == s->mapped) {
-            return s;
-        }
-        if (0 == s->holds && (NULL == lru || s->last_use < lru->last_use)) {
-            lru = s;
+            free_slot = (NULL == free_slot) ? s : free_slot;
+        } else if (0 == s->holds) {
+            ++cached;
+            if (NULL == lru || s->last_use < lru->last_use) {
+                lru = s;
+            }
         }
     }
-    if (NULL != lru) {
+    if (NULL != lru && (NULL == free_slot || cached >= IPCMAP_CACHED)) {
         slot_close(lru);
+        free_slot = (NULL == free_slot) ? lru : free_slot;
     }
-    return lru;
+    return free_slot;
 }
 
 int mca_coll_gpu_ipcmap_open(const coll_gpu_xbuf_t *x, void **base, coll_gpu_ipcmap_hold_t *hold)
@@ -166,6 +178,17 @@ void mca_coll_gpu_ipcmap_release(coll_gpu_ipcmap_hold_t *hold, bool close_now)
     }
     pthread_mutex_unlock(&ipcmap_lock);
     hold->slot = UINT32_MAX;
+}
+
+void mca_coll_gpu_ipcmap_forget(uint64_t owner)
+{
+    pthread_mutex_lock(&ipcmap_lock);
+    for (int i = 0; i < IPCMAP_SLOTS; ++i) {
+        if (NULL != ipcmap[i].mapped && ipcmap[i].owner == owner && 0 == ipcmap[i].holds) {
+            slot_close(&ipcmap[i]);
+        }
+    }
+    pthread_mutex_unlock(&ipcmap_lock);
 }
 
 void mca_coll_gpu_ipcmap_finalize(void)

@@ -242,9 +242,13 @@ static void team_release_memory(coll_gpu_team_t *t)
     mca_coll_gpu_nvl_release(t);
     team_release_call_holds(t);
     for (int p = 0; p < COLL_GPU_TEAM_MAX; ++p) {
-        /* the peers free their scratch with the team: close, do not cache */
+        /* the peers free their scratch with the team: close, do not cache; and whatever else
+         * of theirs is cached unheld may be memory they have freed, held alive by us */
         mca_coll_gpu_ipcmap_release(&t->scratch_hold[p], true);
         t->peer_scratch[p] = NULL;
+        if (0 != t->owner[p] && p != t->rank) {
+            mca_coll_gpu_ipcmap_forget(t->owner[p]);
+        }
     }
     if (NULL != t->scratch) {
         (void) dev_mem_free(t->scratch);
@@ -450,6 +454,7 @@ static int team_setup(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm
         mine2.ok = all_ok;
         for (int p = 0; mine2.ok && p < size; ++p) {
             t->uuid[p] = cards[p].uuid;
+            t->owner[p] = cards[p].scratch.owner;
             if (p == rank) {
                 t->peer_scratch[p] = t->scratch;
             } else {
@@ -568,8 +573,9 @@ static inline bool spin_pause(unsigned *spins)
     return false;
 }
 
-/* What a wait waits for: a peer's arrival at, or completion of, call seq, or its step. */
-typedef enum { TEAM_WAIT_ARRIVE, TEAM_WAIT_DONE, TEAM_WAIT_STEP } team_wait_kind_t;
+/* What a wait waits for: a peer's arrival at, or completion of, call seq, or its step; or the
+ * root's record of a bcast (published just before its arrival: reported as "to enter"). */
+typedef enum { TEAM_WAIT_ARRIVE, TEAM_WAIT_DONE, TEAM_WAIT_STEP, TEAM_WAIT_CALL } team_wait_kind_t;
 
 typedef struct team_wait_t {
     team_wait_kind_t kind;
@@ -595,17 +601,21 @@ static void team_wait_text(coll_gpu_team_t *t, const team_wait_t *w, char *out, 
                  (unsigned long) w->step);
         return;
     }
+    if (TEAM_WAIT_CALL == w->kind) {
+        snprintf(out, len, "rank(s) %d to enter the call (the root: its plan)", w->peer);
+        return;
+    }
     n = (size_t) snprintf(out, len, "rank(s)");
     for (int p = 0; p < t->size && n < len; ++p) {
-        _Atomic uint64_t *flag = (TEAM_WAIT_ARRIVE == w->kind) ? &t->ctl->rank[p].arrive
-                                                                : &t->ctl->rank[p].done;
+        _Atomic uint64_t *flag = (TEAM_WAIT_DONE != w->kind) ? &t->ctl->rank[p].arrive
+                                                              : &t->ctl->rank[p].done;
         if (atomic_load_explicit(flag, memory_order_acquire) < w->seq) {
             n += (size_t) snprintf(out + n, len - n, " %d", p);
         }
     }
     if (n < len) {
         snprintf(out + n, len - n, " to %s the call",
-                 (TEAM_WAIT_ARRIVE == w->kind) ? "enter" : "finish");
+                 (TEAM_WAIT_DONE != w->kind) ? "enter" : "finish");
     }
 }
 
@@ -692,6 +702,21 @@ void mca_coll_gpu_team_wait_arrive(coll_gpu_team_t *t, int peer, uint64_t seq)
             return;
         }
     }
+}
+
+/* Wait for root's record of bcast seq (coll_gpu_call_t).  false when this rank gave up on the
+ * call first (coll_gpu_hang_error_seconds) and the root has not entered it. */
+bool mca_coll_gpu_team_wait_call(coll_gpu_team_t *t, int root, uint64_t seq)
+{
+    const coll_gpu_call_t *c = &t->ctl->rank[root].call[seq & 1];
+    team_wait_t w = {TEAM_WAIT_CALL, root, seq, 0, 0.0};
+    unsigned spins = 0;
+    while (seq != atomic_load_explicit(&c->seq, memory_order_acquire)) {
+        if (spin_pause(&spins) && team_wait_slow(t, &w)) {
+            return false;
+        }
+    }
+    return true;
 }
 
 void mca_coll_gpu_team_wait_done(coll_gpu_team_t *t, int peer, uint64_t seq)

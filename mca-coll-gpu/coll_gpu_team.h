@@ -123,6 +123,7 @@ typedef struct coll_gpu_team_t {
     size_t slot_bytes;
     void *peer_scratch[COLL_GPU_TEAM_MAX];   /* every rank's scratch, mapped here */
     coll_gpu_ipcmap_hold_t scratch_hold[COLL_GPU_TEAM_MAX]; /* ... and held for the team's life */
+    uint64_t owner[COLL_GPU_TEAM_MAX];       /* each rank's process (coll_gpu_xbuf_t.owner) */
     dev_uuid_t uuid[COLL_GPU_TEAM_MAX];      /* each rank's GPU */
     int ngpus;                               /* distinct GPUs in the team */
     topo_team_info_t info;                   /* rank 0's summary of the team: the same on all */

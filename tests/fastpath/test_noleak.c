@@ -5,7 +5,10 @@
  * Emulated backend (fastpath/noleak.sh): after communicators with a node team are freed and
  * MPI_Finalize has run, no emulated device allocation of this process is left (the emulated
  * backend names each one /dev/shm/collgpu-<pid>-<n>: the teams' scratch, the user's buffers),
- * and the control blocks' names (/dev/shm/collgpu-ctl-<pid>-<n>) are gone.
+ * and the control blocks' names (/dev/shm/collgpu-ctl-<pid>-<n>) are gone.  Before that, the
+ * mappings of peers' allocations that the peers have freed (their names unlinked: "(deleted)" in
+ * /proc/self/maps), each of which holds the peer's memory as an IPC mapping of a freed buffer
+ * does on a GPU, do not grow over cycles of teams made and freed.
  *
  * cuda backend (gpu/noleak_cuda.sh): the driver's free memory on each rank's GPU
  * (cuMemGetInfo, after a barrier, so that every rank sharing the GPU is at the same point)
@@ -42,6 +45,26 @@ static int count_shm(const char *prefix)
         n += (0 == strncmp(e->d_name, prefix, strlen(prefix)));
     }
     closedir(d);
+    return n;
+}
+
+/* Mappings in this process of peers' emulated allocations whose names are unlinked (freed by
+ * their owner); mine is this process's own prefix ("collgpu-<pid>-"). */
+static int count_stale_peer_maps(const char *mine)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[1024];
+    int n = 0;
+
+    if (NULL == f) {
+        return -1;
+    }
+    while (NULL != fgets(line, sizeof(line), f)) {
+        const char *name = strstr(line, "/dev/shm/collgpu-");
+        n += NULL != name && NULL == strstr(name, mine) && NULL == strstr(name, "collgpu-ctl-")
+             && NULL != strstr(name, "(deleted)");
+    }
+    fclose(f);
     return n;
 }
 
@@ -188,6 +211,20 @@ int main(int argc, char **argv)
 
     mt_set_case("teams");
     ok = use_team(MPI_COMM_WORLD, COUNT, 1) && team_cycle(COUNT, 2);
+    {
+        int stale_before, stale_after;
+        MPI_Barrier(MPI_COMM_WORLD);
+        stale_before = count_stale_peer_maps(mine);
+        for (int c = 0; c < 8; ++c) {
+            /* growing by pages: a freed buffer's address is not handed back for the next */
+            ok = team_cycle(COUNT + (size_t) c * 4096, 20 + 2 * c) && ok;
+        }
+        MPI_Barrier(MPI_COMM_WORLD); /* every peer has freed its buffers and teams */
+        stale_after = count_stale_peer_maps(mine);
+        mt_check(0 <= stale_before && stale_after <= stale_before, NULL,
+                 "mappings of peers' freed allocations do not grow over 8 team cycles (%d before, "
+                 "%d after)", stale_before, stale_after);
+    }
     /* the communicators of team_cycle are freed; these two stay until MPI_Finalize */
     {
         MPI_Comm dup, half;
