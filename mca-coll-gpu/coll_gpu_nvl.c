@@ -72,7 +72,7 @@
  * so the host releases it by writing seq | DEV_FUSED_ABANDON into its flags (the call fails).
  *   host:    [seq = ++t->seq] launch ---------------------------- spin on done == seq
  *   kernel:           push to peers | fence, flag(seq) | wait flags | reduce | done = seq
- *   (<= 32 KiB, 2-4 ranks:  push words carrying seq | wait words, unpack | reduce | done)
+ *   (<= 16 KiB, 2-4 ranks:  push words carrying seq | wait words, unpack | reduce | done)
  *
  * copy-engine two-shot allreduce (large): the transfers are copy-engine pulls, which reach
  * ~390 GB/s a direction on NV18 against ~370 for SM loads, and leave the SMs to the reduce.
@@ -971,9 +971,14 @@ int mca_coll_gpu_nvl_bcast(coll_gpu_team_t *t, const topo_plan_t *plan, void *bu
     atomic_store_explicit(&mine->seq, seq, memory_order_release);
     if (t->rank != root) {
         const coll_gpu_call_t *at_root = &t->ctl->rank[root].call[seq & 1];
-        unsigned spins = 0;
-        while (seq != atomic_load_explicit(&at_root->seq, memory_order_acquire)) {
-            mca_coll_gpu_team_pause(&spins);
+        if (!mca_coll_gpu_team_wait_call(t, root, seq)) {
+            /* gave up on a root that never came (coll_gpu_hang_error_seconds): its plan is
+             * unknown, so take part as every plan's peers expect of a failed rank (failed,
+             * arrived, done); the root, when it comes, sees the failure and touches nothing */
+            seq = ++t->seq;
+            mca_coll_gpu_team_arrive(t, seq);
+            mca_coll_gpu_team_done(t, seq);
+            return OMPI_ERROR;
         }
         root_bytes = at_root->bytes;
         agreed.alg = at_root->alg;

@@ -9,7 +9,9 @@
 #   - late by 3 s with coll_gpu_hang_error_seconds=1: ranks 0 and 1 give up with an error (one
 #     line each), the late rank gets an error too, nothing hangs; then the same for two-shot
 #     and ring allreduce and push, chain and tree bcast (every rank returns an error; which
-#     ranks give up and which see a peer's failure depends on the algorithm).
+#     ranks give up and which see a peer's failure depends on the algorithm);
+#   - the same bcasts with 2 ranks, where the late rank is the root (test_faults' bcast root is
+#     rank 1): rank 0 gives up waiting for the root's plan, every rank returns an error.
 . "$(dirname "$0")/../mpi/mpitest.sh"
 out=${TMPDIR:-/tmp}/coll_gpu_hang.$$
 trap 'rm -f "$out"' EXIT
@@ -24,7 +26,7 @@ run() {
     name=$1 uniform=$2 args=$3
     shift 3
     COLL_GPU_TEST_UNIFORM=$uniform COLL_GPU_MPIRUN_ARGS="$args $base" \
-        "$RUN_MPI" 3 "$prog" "$@" >"$out" 2>&1
+        "$RUN_MPI" "${np:-3}" "$prog" "$@" >"$out" 2>&1
     rc=$?
     if grep -q '^1\.\.0 # SKIP' "$out"; then
         grep '^1\.\.0 # SKIP' "$out" | head -1
@@ -84,5 +86,13 @@ for alg in push chain tree; do
         giveup 3 bcast
     grep -q 'gave up after [0-9]* s in MPI_Bcast on communicator 0 (call 2' "$out"
     t_ok $? "$alg bcast: a rank says it gave up on call 2"
+done
+np=2
+for alg in push pull chain; do
+    run "root never there, $alg bcast, 2 ranks" true \
+        "$giveup --mca coll_gpu_bcast_algorithm $alg" giveup 3 bcast
+    grep -q 'rank 0 gave up after [0-9]* s in MPI_Bcast on communicator 0 (call 2.* rank(s) 1 to enter' "$out"
+    t_ok $? "$alg bcast: rank 0 says it gave up on call 2 waiting for the root, rank 1"
+    report $?
 done
 t_done
