@@ -15,8 +15,8 @@
  *              scope); __syncthreads; every thread then acquires each flag itself, so its own
  *              loads of the peers' data are ordered after their stores
  *
- *   low-latency protocol (up to 32 KiB on 2-4 ranks): the fence of step 2 costs a round trip
- *   over NVLink; instead every 4 bytes travel with the flag in one 8-byte word
+ *   low-latency protocol (up to DEV_FUSED_LL_MAX = 16 KiB on 2-4 ranks): the fence of step 2
+ *   costs a round trip over NVLink; instead every 4 bytes travel with the flag in one 8-byte word
  *   1 push     word w = seq32 << 32 | sbuf bytes [4w, 4w + 4), one relaxed system-scope 8-byte
  *              store into the low-latency area `me` of every peer (no fence, no flag)
  *   3 wait     for every word of the range and every peer p: load the word (relaxed, system
@@ -413,7 +413,8 @@ extern "C" int dev_cuda_fused_allreduce_launch(const dev_fused_allreduce_t *a, i
     l.params.head = DEV_FUSED_HEAD_BYTES(a->nranks);
     l.params.ll_bytes = DEV_FUSED_LL_BYTES(a->nranks);
     /* every rank decides alike: from nranks and bytes */
-    l.params.ll = (a->nranks > 1 && 8 * ((bytes + 3) / 4) <= l.params.ll_bytes) ? 1 : 0;
+    l.params.ll = (a->nranks > 1 && bytes <= DEV_FUSED_LL_MAX
+                   && 8 * ((bytes + 3) / 4) <= l.params.ll_bytes) ? 1 : 0;
     l.params.seq32 = (unsigned) ((a->seq - 1) % 0xffffffffull) + 1;
     l.params.seq = (u64) a->seq;
     l.params.done = (u64 *) a->done;

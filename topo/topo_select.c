@@ -55,8 +55,8 @@ static const rule_t table[] = {
     /* ---- allreduce, peer access between all pairs, NVLink / NVSwitch, a GPU per rank ------
      * fused: one kernel, no host round trip; every rank pushes its data to all peers, so the
      * window falls as n grows, like one-shot's (the rows of teams sharing a GPU follow); up to
-     * 32 KiB on 2-4 ranks its data travel in low-latency words, with no fence.  The windows
-     * stay within one piece of the default 1 MiB slot.
+     * 16 KiB on 2-4 ranks its data travel in low-latency words, with no fence (dev.h).  The
+     * windows stay within one piece of the default 1 MiB slot.
      * From 128 MiB on 2 ranks the copy engines move both directions at ~390 GB/s each, more
      * than SM loads/stores (~370): two-shot by copy-engine pulls.  Expected on 2xH200 NV18
      * (not measured yet): fused 8 B ~9-10 us; twoshot_ce 512 MiB ~1.45 ms (~370 GB/s busbw). */
