@@ -1222,6 +1222,8 @@ static void print_closing(bench_t *B, bench_coll_t c, const size_t *sizes, int n
     for (k = 0; k < B->nbackends; ++k) {
         const backend_t *b = &B->backends[k];
         ran[k] = 0;
+        logsum[k] = 0; /* also for a backend that did not run: the geometric means skip it */
+        logn[k] = 0;
         for (s = 0; s < nsizes; ++s) {
             ran[k] |= res[s][k].done;
         }

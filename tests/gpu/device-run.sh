@@ -9,7 +9,8 @@
 #   sanitizer.txt compute-sanitizer memcheck of a short allreduce/bcast matrix run
 #   topo.txt      coll_gpu_topo on this machine (and its dump)
 #   bench-*.txt   run-gpu.sh's env, check and timing outputs; hostpath
-# Environment: COMMIT (recorded), NP (benchmark ranks, default 2), MAXBYTES (default 64M).
+# Environment: COMMIT (recorded), NP (benchmark ranks, default 2), MAXBYTES (default 16M),
+# ITERS (default 5), BENCH_TIMEOUT (seconds for the benchmark, default 170).
 set -u
 tarball=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 out=${OUT:-$PWD/device-out}
@@ -52,6 +53,8 @@ echo "make check rc=$?" >>"$out/check.txt"
 for f in tests/unit/*.log tests/gpu/*.log; do
     [ -f "$f" ] || continue
     echo "---- $f"; grep -E "^(ok|not ok|1\.\.|#)" "$f" | grep -vE "^ok" | head -40
+    # a failing test's own error lines (the TAP lines above do not carry them)
+    grep -q "^not ok" "$f" && grep -E "coll:gpu|rror" "$f" | grep -vE "^(ok|not ok|PASS|FAIL)" | head -15
     echo "ok lines: $(grep -c '^ok' "$f")"
 done >>"$out/check.txt" 2>&1
 "$src/tests/summary.sh" tests/test-suite.log >>"$out/check.txt" 2>&1
@@ -70,8 +73,8 @@ echo "topo rc=$?" >>"$out/topo.txt"
 cat "$out/topo-dump.txt" >>"$out/topo.txt" 2>/dev/null && rm -f "$out/topo-dump.txt"
 
 stamp "bench"
-NP=${NP:-2} MAXBYTES=${MAXBYTES:-16M} ITERS=5 WARMUP=2 HOSTPATH_ROUNDS=6 COMMIT=${COMMIT:-unknown} \
-    timeout 170 "$src/tests/bench/run-gpu.sh" "$build" "$work/bench" >"$out/bench-run.txt" 2>&1
+NP=${NP:-2} MAXBYTES=${MAXBYTES:-16M} ITERS=${ITERS:-5} WARMUP=${WARMUP:-2} HOSTPATH_ROUNDS=6 COMMIT=${COMMIT:-unknown} \
+    timeout "${BENCH_TIMEOUT:-170}" "$src/tests/bench/run-gpu.sh" "$build" "$work/bench" >"$out/bench-run.txt" 2>&1
 echo "run-gpu rc=$?" >>"$out/bench-run.txt"
 cat "$work/bench/env.txt" "$work/bench/check.txt" >"$out/bench-check.txt" 2>/dev/null
 cat "$work/bench/timing.txt" "$work/bench/hostpath.txt" >"$out/bench-timing.txt" 2>/dev/null
