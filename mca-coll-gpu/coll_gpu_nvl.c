@@ -74,16 +74,21 @@
  *   kernel:           push to peers | fence, flag(seq) | wait flags | reduce | done = seq
  *   (<= 16 KiB, 2-4 ranks:  push words carrying seq | wait words, unpack | reduce | done)
  *
- * copy-engine two-shot allreduce (large): the transfers are copy-engine pulls, which reach
- * ~390 GB/s a direction on NV18 against ~370 for SM loads, and leave the SMs to the reduce.
- * Rank r owns shard r (chunk_of).  Phase 1 pipelines pieces of the shard over two streams and
- * a local staging buffer of NVL_CE_DEPTH x (n-1) pieces:
- *   copy stream:    [wait reduced(k-D)] pull peers' piece k -> stage[k % D]; record copied(k)
- *   team stream:    [wait copied(k)] rbuf[k] = sbuf_0[k] op stage... (rank order); reduced(k)
- * then step(seq, 1): our shard is final and we read no peer's sbuf any more.  Phase 2, once
- * every rank reached step 1: pull every peer's shard of its rbuf into ours (copies spread over
- * both streams), then done for all.  In place, a peer's shard of our buffer is overwritten
- * only in phase 2, after every peer has read it.
+ * copy-engine two-shot allreduce (large): the transfers are copy-engine copies, which leave the
+ * SMs to the reduce.  Rank r owns shard r (chunk_of) and walks it in pieces through a local
+ * staging buffer of NVL_CE_DEPTH x (n-1) pieces, three streams deep:
+ *   pull stream:  [wait reduced(k-D)] pull peers' piece k of sbuf -> stage[k % D]; copied(k)
+ *   team stream:  [wait copied(k)] rbuf[k] = sbuf_0[k] op stage... (rank order); reduced(k)
+ *   push stream:  [wait reduced(k)] push rbuf[k] into every peer's rbuf
+ * so the reduce-scatter and the all-gather overlap piece by piece, with no step between ranks:
+ * a rank writes into a peer's buffer only the peer's copy of its own shard, which no other rank
+ * reads or writes in the call (in place too: that region of the peer's buffer is read only by
+ * this rank's pulls of the same piece, which precede its push).  Every shard is computed once
+ * and copied, so all ranks end bitwise identical.  done for all once the pushes have ended.
+ *   time ->        k=0      k=1      k=2
+ *   pull        p0       p1       p2
+ *   reduce               r0       r1       r2
+ *   push                          s0       s1       s2
  *
  * pull bcast: the root lends its buffer (export, arrive); every other rank pulls it with one
  * copy-engine copy and gives its done; the root returns once all are done.
@@ -102,12 +107,23 @@
 #include "coll_gpu.h"
 
 #define NVL_CHAIN_DEFAULT_CHUNK ((size_t) 2 << 20)
-/* copy-engine two-shot: pieces in flight, largest piece (the plan's chunk, 8 MiB by default,
- * coll_gpu_chunk_bytes above it) and staging budget */
+/* copy-engine two-shot: pieces in flight, largest piece (the plan's chunk, or
+ * coll_gpu_chunk_bytes) and staging budget */
 #define NVL_CE_DEPTH 2
-#define NVL_CE_PIECE_DEFAULT ((size_t) 8 << 20)
-#define NVL_CE_PIECE_MAX ((size_t) 32 << 20)
-#define NVL_CE_STAGE_MAX ((size_t) 64 << 20)
+/* copy streams: pulls of peers' pieces, pushes of finished ones */
+#define NVL_CE_STREAMS 2
+#define NVL_CE_PULL 0
+#define NVL_CE_PUSH 1
+/* Each piece costs ~15 us of gaps between the three streams (2xH200 NV18, 2026-12-01: 512 MiB
+ * took 2383 us in 4 MiB pieces, 1517 us in 32 MiB ones), and the pipeline wants two pieces at
+ * least: pieces are half a shard, at least NVL_CE_PIECE_MIN, at most the plan's chunk.  Busbw
+ * there, 2 ranks, by piece size: 64 MiB message 314 GB/s (16 MiB pieces) against 302 (32);
+ * 128 MiB 345 (32) against 337 (16) and 308 (64); 256 MiB 357 (64) against 350 (32); 512 MiB
+ * 358 (64), 352 (32), 340 (16). */
+#define NVL_CE_PIECE_MIN ((size_t) 16 << 20)
+#define NVL_CE_PIECE_DEFAULT ((size_t) 64 << 20)
+#define NVL_CE_PIECE_MAX ((size_t) 64 << 20)
+#define NVL_CE_STAGE_MAX ((size_t) 128 << 20)
 /* fused allreduce: host spins between looks at the peers' failure flags / the stream */
 #define NVL_FUSED_WATCH_SPINS 256
 #define NVL_FUSED_QUERY_SPINS 65536
@@ -192,7 +208,7 @@ typedef struct coll_gpu_nvl_state_t {
     uint64_t *done_host;                   /* fused: mapped word its kernel sets to seq */
     void *done_dev;                        /* the same word as kernels address it */
     uint64_t abandon[DEV_FUSED_MAX_BLOCKS * DEV_MULTI_MAX]; /* fused: flags that release */
-    dev_stream_t *copy;                    /* copy-engine two-shot: the pulls' stream */
+    dev_stream_t *copy[NVL_CE_STREAMS];    /* copy-engine two-shot: the pulls' streams */
     dev_event_t *copied[NVL_CE_DEPTH], *reduced[NVL_CE_DEPTH];
     void *stage;                           /* copy-engine two-shot: peers' pieces land here */
     size_t stage_bytes;
@@ -208,9 +224,11 @@ void mca_coll_gpu_nvl_release(coll_gpu_team_t *t)
     if (NULL != t->stream) {
         (void) dev_stream_sync(t->stream); /* nothing of ours may still use what goes now */
     }
-    if (NULL != st->copy) {
-        (void) dev_stream_sync(st->copy);
-        (void) dev_stream_destroy(st->copy);
+    for (int i = 0; i < NVL_CE_STREAMS; ++i) {
+        if (NULL != st->copy[i]) {
+            (void) dev_stream_sync(st->copy[i]);
+            (void) dev_stream_destroy(st->copy[i]);
+        }
     }
     for (int i = 0; i < NVL_CE_DEPTH; ++i) {
         if (NULL != st->copied[i]) {
@@ -267,8 +285,10 @@ static int nvl_ce_state(coll_gpu_team_t *t, size_t bytes, coll_gpu_nvl_state_t *
     if (DEV_OK != rc) {
         return rc;
     }
-    if (NULL == st->copy) {
-        rc = dev_stream_create(&st->copy);
+    for (int i = 0; DEV_OK == rc && i < NVL_CE_STREAMS; ++i) {
+        if (NULL == st->copy[i]) {
+            rc = dev_stream_create(&st->copy[i]);
+        }
     }
     for (int i = 0; DEV_OK == rc && i < NVL_CE_DEPTH; ++i) {
         if (NULL == st->copied[i]) {
@@ -281,7 +301,9 @@ static int nvl_ce_state(coll_gpu_team_t *t, size_t bytes, coll_gpu_nvl_state_t *
     if (DEV_OK == rc && st->stage_bytes < bytes) {
         if (NULL != st->stage) {
             (void) dev_stream_sync(t->stream);
-            (void) dev_stream_sync(st->copy);
+            for (int i = 0; i < NVL_CE_STREAMS; ++i) {
+                (void) dev_stream_sync(st->copy[i]);
+            }
             (void) dev_mem_free(st->stage);
             st->stage = NULL;
             st->stage_bytes = 0;
@@ -393,21 +415,22 @@ static int allreduce_twoshot_ce(coll_gpu_team_t *t, const void *sbuf, void *rbuf
     int n = t->size;
     coll_gpu_nvl_state_t *st = NULL;
     void *ps[COLL_GPU_TEAM_MAX], *pr[COLL_GPU_TEAM_MAX];
-    const char *psbuf[COLL_GPU_TEAM_MAX];
-    char *prbuf[COLL_GPU_TEAM_MAX];
     dev_launch_t launch = {0, nthreads}; /* the whole GPU for the local reduce */
-    size_t lo, hi, piece, npieces;
+    size_t lo, hi, piece, npieces, row_piece;
     int rc = OMPI_SUCCESS;
     bool arrived = false;
 
-    piece = (0 == piece_max) ? NVL_CE_PIECE_DEFAULT : piece_max;
+    chunk_of(count, n, t->rank, &lo, &hi);
+    piece = (hi - lo) * esize / 2; /* each rank cuts its own shard: no cut is shared */
+    piece = (piece > NVL_CE_PIECE_MIN) ? piece : NVL_CE_PIECE_MIN;
+    piece_max = (0 == piece_max) ? NVL_CE_PIECE_DEFAULT : piece_max;
+    piece = (piece < piece_max) ? piece : piece_max;
     piece = (piece < NVL_CE_PIECE_MAX) ? piece : NVL_CE_PIECE_MAX;
     if (piece * NVL_CE_DEPTH * (size_t) (n - 1) > NVL_CE_STAGE_MAX) {
         piece = NVL_CE_STAGE_MAX / NVL_CE_DEPTH / (size_t) (n - 1);
     }
     piece = piece / 4096 * 4096;
     piece = (piece < 4096) ? 4096 : piece; /* a multiple of every element size */
-    chunk_of(count, n, t->rank, &lo, &hi);
     {
         /* no more staging than this call needs, so small calls stay small */
         size_t shard = (hi - lo) * esize, want = (shard < piece) ? shard : piece;
@@ -420,76 +443,57 @@ static int allreduce_twoshot_ce(coll_gpu_team_t *t, const void *sbuf, void *rbuf
     if (OMPI_SUCCESS != rc) {
         goto out;
     }
-    for (int p = 0; p < n; ++p) {
-        psbuf[p] = ps[p];
-        prbuf[p] = pr[p];
-    }
 
-    /* phase 1: reduce-scatter, my shard, piece by piece */
     npieces = (hi - lo + piece - 1) / piece;
     COLL_GPU_VERBOSE(COLL_GPU_LOG_CALL,
                      "coll:gpu:allreduce (cid %d): rank %d: twoshot_ce, shard of %zu B in %zu "
                      "piece(s) of %zu B",
                      coll_gpu_comm_cid(comm), t->rank, (hi - lo) * esize, npieces, piece * esize);
-    {
-        /* the staging buffer holds NVL_CE_DEPTH rows of n-1 pieces; a row is reused once
-         * the reduce that read it has run */
-        size_t row_piece = st->stage_bytes / NVL_CE_DEPTH / (size_t) (n - 1);
-        for (size_t k = 0; k < npieces; ++k) {
-            int d = (int) (k % NVL_CE_DEPTH), j = 0;
-            size_t off = lo + k * piece, len = (hi - off < piece) ? hi - off : piece;
-            const void *srcs[COLL_GPU_TEAM_MAX];
-            void *dst = (char *) rbuf + off * esize;
-            if (k >= NVL_CE_DEPTH) {
-                NVL_CHECK(dev_stream_wait_event(st->copy, st->reduced[d]), "allreduce");
+    /* the staging buffer holds NVL_CE_DEPTH rows of n-1 pieces; a row is reused once the
+     * reduce that read it has run */
+    row_piece = st->stage_bytes / NVL_CE_DEPTH / (size_t) (n - 1);
+    for (size_t k = 0; k < npieces; ++k) {
+        int d = (int) (k % NVL_CE_DEPTH), j = 0;
+        size_t off = lo + k * piece, len = (hi - off < piece) ? hi - off : piece;
+        const void *srcs[COLL_GPU_TEAM_MAX];
+        void *dst = (char *) rbuf + off * esize;
+        if (k >= NVL_CE_DEPTH) {
+            NVL_CHECK(dev_stream_wait_event(st->copy[NVL_CE_PULL], st->reduced[d]), "allreduce");
+        }
+        for (int p = 0; p < n; ++p) {
+            char *to;
+            if (p == t->rank) {
+                srcs[p] = (const char *) sbuf + off * esize;
+                continue;
             }
-            for (int p = 0; p < n; ++p) {
-                char *to;
-                if (p == t->rank) {
-                    srcs[p] = (const char *) sbuf + off * esize;
-                    continue;
-                }
-                to = (char *) st->stage
-                     + ((size_t) d * (size_t) (n - 1) + (size_t) j++) * row_piece;
-                NVL_CHECK(dev_memcpy_async(to, psbuf[p] + off * esize, len * esize, st->copy),
-                          "allreduce");
-                srcs[p] = to;
-            }
-            NVL_CHECK(dev_event_record(st->copied[d], st->copy), "allreduce");
-            NVL_CHECK(dev_stream_wait_event(t->stream, st->copied[d]), "allreduce");
-            NVL_CHECK(dev_reduce_multi(&dst, 1, srcs, n, len, dt, op, &launch, t->stream),
+            to = (char *) st->stage + ((size_t) d * (size_t) (n - 1) + (size_t) j++) * row_piece;
+            NVL_CHECK(dev_memcpy_async(to, (const char *) ps[p] + off * esize, len * esize,
+                                       st->copy[NVL_CE_PULL]),
                       "allreduce");
-            NVL_CHECK(dev_event_record(st->reduced[d], t->stream), "allreduce");
+            srcs[p] = to;
         }
-    }
-    NVL_CHECK(dev_stream_sync(st->copy), "allreduce");
-    NVL_CHECK(dev_stream_sync(t->stream), "allreduce");
-    mca_coll_gpu_team_step(t, seq, 1);
-
-    /* phase 2: all-gather, once every shard is final and nobody reads an sbuf any more */
-    for (int p = 0; p < n; ++p) {
-        mca_coll_gpu_team_wait_step(t, p, seq, 1);
-        if (mca_coll_gpu_team_failed(t, p, seq)) {
-            mca_coll_gpu_team_fail(t, seq);
-            rc = OMPI_ERROR;
-            goto out;
-        }
-    }
-    for (int p = 0, j = 0; p < n; ++p) {
-        size_t plo, phi;
-        if (p == t->rank) {
-            continue;
-        }
-        chunk_of(count, n, p, &plo, &phi);
-        NVL_CHECK(dev_memcpy_async((char *) rbuf + plo * esize, prbuf[p] + plo * esize,
-                                   (phi - plo) * esize, (0 == j++ % 2) ? st->copy : t->stream),
+        NVL_CHECK(dev_event_record(st->copied[d], st->copy[NVL_CE_PULL]), "allreduce");
+        NVL_CHECK(dev_stream_wait_event(t->stream, st->copied[d]), "allreduce");
+        NVL_CHECK(dev_reduce_multi(&dst, 1, srcs, n, len, dt, op, &launch, t->stream),
                   "allreduce");
+        NVL_CHECK(dev_event_record(st->reduced[d], t->stream), "allreduce");
+        /* the finished piece to every peer (the peer's copy of our shard) */
+        NVL_CHECK(dev_stream_wait_event(st->copy[NVL_CE_PUSH], st->reduced[d]), "allreduce");
+        for (int p = 0; p < n; ++p) {
+            if (p != t->rank) {
+                NVL_CHECK(dev_memcpy_async((char *) pr[p] + off * esize, dst, len * esize,
+                                           st->copy[NVL_CE_PUSH]),
+                          "allreduce");
+            }
+        }
     }
-    NVL_CHECK(dev_stream_sync(st->copy), "allreduce");
-    NVL_CHECK(dev_stream_sync(t->stream), "allreduce");
+    /* the pushes waited for the reduces, which waited for the pulls */
+    NVL_CHECK(dev_stream_sync(st->copy[NVL_CE_PUSH]), "allreduce");
 out:
-    if (OMPI_SUCCESS != rc && NULL != st && NULL != st->copy) {
-        (void) dev_stream_sync(st->copy); /* nvl_finish_all drains the team stream */
+    for (int i = 0; OMPI_SUCCESS != rc && NULL != st && i < NVL_CE_STREAMS; ++i) {
+        if (NULL != st->copy[i]) {
+            (void) dev_stream_sync(st->copy[i]); /* nvl_finish_all drains the team stream */
+        }
     }
     return nvl_finish_all(t, seq, arrived, rc);
 }

@@ -57,9 +57,10 @@ static const rule_t table[] = {
      * window falls as n grows, like one-shot's (the rows of teams sharing a GPU follow); up to
      * 16 KiB on 2-4 ranks its data travel in low-latency words, with no fence (dev.h).  The
      * windows stay within one piece of the default 1 MiB slot.
-     * From 128 MiB on 2 ranks the copy engines move both directions at ~390 GB/s each, more
-     * than SM loads/stores (~370): two-shot by copy-engine pulls.  Expected on 2xH200 NV18
-     * (not measured yet): fused 8 B ~9-10 us; twoshot_ce 512 MiB ~1.45 ms (~370 GB/s busbw). */
+     * Above 64 MiB on 2 ranks, two-shot by copy engines (pull, reduce, push overlapped; its
+     * chunk is the largest piece, coll_gpu_nvl.c): on 2xH200 NV18 (2026-12-01, forced)
+     * 286-314 / 345 / 357 / 358 GB/s busbw at 64 / 128 / 256 / 512 MiB against 272 / 280 / 289
+     * / 293 for the SM two-shot.  Measured there too: fused 8 B ~14 us (floor ~8-9). */
     {TOPO_COLL_ALLREDUCE, G_NVLINK_PEERS, NEED_ALL, 2, 2, 256 * KiB, TOPO_AR_FUSED, 0, 32, 512,
      "latency-bound: one kernel pushes, flags and reduces, no host round trip"},
     {TOPO_COLL_ALLREDUCE, G_NVLINK_PEERS, NEED_ALL, 3, 4, 128 * KiB, TOPO_AR_FUSED, 0, 32, 512,
@@ -70,8 +71,8 @@ static const rule_t table[] = {
      512, "latency-bound: one kernel pushes, flags and reduces, no host round trip"},
     {TOPO_COLL_ALLREDUCE, G_NVLINK_PEERS, NEED_ALL, 2, 2, 64 * MiB, TOPO_AR_TWOSHOT, 0, 32, 512,
      "bandwidth-bound on an all-to-all fabric: reduce-scatter + all-gather by peer loads"},
-    {TOPO_COLL_ALLREDUCE, G_NVLINK_PEERS, NEED_ALL, 2, 2, ANY, TOPO_AR_TWOSHOT_CE, 8 * MiB, 32, 512,
-     "large on NVLink: two-shot by copy-engine pulls, overlapped with the local reduce"},
+    {TOPO_COLL_ALLREDUCE, G_NVLINK_PEERS, NEED_ALL, 2, 2, ANY, TOPO_AR_TWOSHOT_CE, 64 * MiB, 32,
+     512, "large on NVLink: two-shot by copy-engine pulls, overlapped with the local reduce"},
 
     /* ---- allreduce, peer access between all pairs, NVLink / NVSwitch / one GPU ----------
      * one-shot moves (n-1)*S per GPU in one step: best while latency dominates; two-shot moves
