@@ -89,7 +89,9 @@ def main():
         n = max(1, nbytes // 4)
         t = torch.empty((n,), device="cuda", dtype=torch.float32)
         c = cupy.empty((n,), dtype=cupy.float32)
-        ptr_buf = MPI.buffer.fromaddress(t.data_ptr(), n * 4)
+        # MPI.buffer from mpi4py 4, MPI.memory before
+        ptr_buf = getattr(MPI, "buffer", getattr(MPI, "memory", None)).fromaddress(t.data_ptr(),
+                                                                                  n * 4)
         cols = []
         for name, arr, call in (
             ("torch", t, lambda: comm.Allreduce(MPI.IN_PLACE, t)),

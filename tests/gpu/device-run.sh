@@ -2,13 +2,15 @@
 # device-run.sh TARBALL - the whole GPU-machine cycle in one call: build coll/gpu from a
 # `make dist` tarball against that machine's Open MPI, run the unit tests and the GPU tests
 # (cuda backend), a compute-sanitizer memcheck of a short run, the topology tool, the benchmark
-# and the host-path bench.  Everything lands in $OUT (at most 8 files):
+# and the host-path bench.  Everything lands in $OUT (at most 9 files):
 #   build.txt     configure summary, make and install output (tail)
 #   check.txt     make check of unit/ and gpu/ tests (TAP lines, each test's device record
 #                 "# device: rank N: ... backend cuda, device ...", the skips and the summary)
-#   sanitizer.txt compute-sanitizer memcheck of a short allreduce/bcast matrix run
+#   sanitizer.txt compute-sanitizer memcheck of a short allreduce/bcast matrix run, of the
+#                 memory-kinds test and of the different-layouts-of-one-signature test
 #   topo.txt      coll_gpu_topo on this machine (and its dump)
 #   bench-*.txt   run-gpu.sh's env, check and timing outputs; hostpath
+#   python.txt    python_bench.py (mpi4py with torch, CuPy and raw pointers), where available
 # Environment: COMMIT (recorded), NP (benchmark ranks, default 2), MAXBYTES (default 16M),
 # ITERS (default 5), BENCH_TIMEOUT (seconds for the benchmark, default 170).
 set -u
@@ -66,6 +68,16 @@ COLL_GPU_TEST_DEVICE=cuda COLL_GPU_TEST_UNIFORM=true COLL_GPU_TEST_FILTER="allre
     timeout 90 "$src/tests/run-mpi.sh" 2 compute-sanitizer --tool memcheck --error-exitcode 42 \
     "$build/tests/mpi/test_coll" --sections=types >>"$out/sanitizer.txt" 2>&1
 echo "sanitizer rc=$?" >>"$out/sanitizer.txt"
+# and the never-crash tests on cuda: every memory kind and address reuse between kinds (mixed
+# kinds per rank), ranks passing different layouts of one signature
+COLL_GPU_TEST_DEVICE=cuda COLL_GPU_TEST_UNIFORM=false timeout 150 "$src/tests/run-mpi.sh" 2 \
+    compute-sanitizer --tool memcheck --error-exitcode 42 "$build/tests/gpu/test_kinds_cuda" \
+    >>"$out/sanitizer.txt" 2>&1
+echo "sanitizer test_kinds_cuda rc=$?" >>"$out/sanitizer.txt"
+COLL_GPU_TEST_DEVICE=cuda COLL_GPU_TEST_UNIFORM=true COLL_GPU_MPIRUN_ARGS="--mca mpi_param_check 0" \
+    timeout 150 "$src/tests/run-mpi.sh" 2 compute-sanitizer --tool memcheck --error-exitcode 42 \
+    "$build/tests/mpi/test_signature" >>"$out/sanitizer.txt" 2>&1
+echo "sanitizer test_signature rc=$?" >>"$out/sanitizer.txt"
 
 stamp "topo" >"$out/topo.txt"
 timeout 60 "$work/inst/bin/coll_gpu_topo" --dump "$out/topo-dump.txt" >>"$out/topo.txt" 2>&1
@@ -78,4 +90,12 @@ NP=${NP:-2} MAXBYTES=${MAXBYTES:-16M} ITERS=${ITERS:-5} WARMUP=${WARMUP:-2} HOST
 echo "run-gpu rc=$?" >>"$out/bench-run.txt"
 cat "$work/bench/env.txt" "$work/bench/check.txt" >"$out/bench-check.txt" 2>/dev/null
 cat "$work/bench/timing.txt" "$work/bench/hostpath.txt" >"$out/bench-timing.txt" 2>/dev/null
+stamp "python" >"$out/python.txt"
+# mpi4py with torch and CuPy buffers (tests/bench/python_bench.py), where python3 has all three
+if python3 -c 'import mpi4py, torch, cupy' >>"$out/python.txt" 2>&1; then
+    COLL_GPU_TEST_DEVICE=cuda COLL_GPU_TEST_UNIFORM=true PYTHONUNBUFFERED=1 timeout 150 \
+        "$src/tests/run-mpi.sh" 2 python3 "$src/tests/bench/python_bench.py" --max 1M \
+        >>"$out/python.txt" 2>&1
+    echo "python_bench rc=$?" >>"$out/python.txt"
+fi
 stamp "done"
