@@ -310,6 +310,11 @@ static void case_queue(MPI_Comm dup)
         rc = MPI_Waitall(n, reqs, MPI_STATUSES_IGNORE);
     }
     for (int i = 0; i < n; ++i) {
+        if (MPI_REQUEST_NULL != reqs[i]) {
+            (void) MPI_Wait(&reqs[i], MPI_STATUS_IGNORE); /* left pending by an error */
+        }
+    }
+    for (int i = 0; i < n; ++i) {
         c[i].rc = (MPI_SUCCESS == c[i].rc) ? rc : c[i].rc;
         ok = call_check(&c[i], msg, sizeof(msg)) && ok;
     }
@@ -441,6 +446,11 @@ static void case_mixed(MPI_Comm dup)
     }
     rc = MPI_Waitall(8, reqs, MPI_STATUSES_IGNORE);
     for (int i = 0; i < 8; ++i) {
+        if (MPI_REQUEST_NULL != reqs[i]) {
+            (void) MPI_Wait(&reqs[i], MPI_STATUS_IGNORE); /* left pending by an error */
+        }
+    }
+    for (int i = 0; i < 8; ++i) {
         c[i].rc = (MPI_SUCCESS == c[i].rc) ? rc : c[i].rc;
         ok = call_check(&c[i], msg, sizeof(msg)) && ok;
     }
@@ -480,12 +490,15 @@ static void case_late(void)
     double ta = 0, tb = 0, t0;
     int ok;
 
+    /* the team is built by the first device call of the communicator (a collective host
+     * exchange, once): not the call measured */
+    ok = blocking_allreduce(MPI_COMM_WORLD, 1021, msg, sizeof(msg));
     MPI_Barrier(MPI_COMM_WORLD);
     if (size - 1 == rank) {
         usleep(1000000);
     }
     t0 = now();
-    ok = call_start(&a, OP_ALLREDUCE, MPI_COMM_WORLD, 1021, false, false, false, 0);
+    ok = call_start(&a, OP_ALLREDUCE, MPI_COMM_WORLD, 1021, false, false, false, 0) && ok;
     ta = now() - t0;
     t0 = now();
     ok = call_start(&b, OP_BCAST, MPI_COMM_WORLD, 65537, false, false, false, 0) && ok;
@@ -536,6 +549,13 @@ static void case_fail(MPI_Comm dup)
         reqs[i] = c[3 - i].req;
     }
     rc = MPI_Waitall(4, reqs, MPI_STATUSES_IGNORE);
+    /* Open MPI's MPI_Waitall returns at the first error and leaves the others pending
+     * (MPI_ERR_PENDING): wait for them before their buffers go */
+    for (int i = 0; i < 4; ++i) {
+        if (MPI_REQUEST_NULL != reqs[i]) {
+            (void) MPI_Wait(&reqs[i], MPI_STATUS_IGNORE);
+        }
+    }
     errs = 0;
     for (int i = 0; i < 4; ++i) {
         sts[i] = c[i].rc;
