@@ -370,8 +370,13 @@ static int step_fused(coll_gpu_async_t *r)
         /* fall through */
     case PH_ARRIVE: {
         size_t n = (r->count - r->off < r->per) ? r->count - r->off : r->per;
-        if (DEV_BACKEND_EMULATED == dev_backend() && !all_arrived(r)) {
-            return ASYNC_PENDING;
+        if (DEV_BACKEND_EMULATED == dev_backend()) {
+            if (!all_arrived(r)) {
+                return ASYNC_PENDING;
+            }
+            if (mca_coll_gpu_team_any_failed(t, r->seq)) {
+                return async_fail(r); /* a peer failed (or we gave up): no launch */
+            }
         }
         ASYNC_CHECK(r, mca_coll_gpu_nvl_fused_launch(t, r->seq,
                                                      (const char *) r->s.dev + r->off * r->esize,

@@ -7,6 +7,7 @@
 # have logged the forced algorithm (coll_gpu_verbose, one line per call, counted per rank
 # against the calls the program made) and none may have been staged; a ring plan, which has no
 # nonblocking form, must stage every iallreduce.  Then: a late rank (the calls return at once),
+# a long wait reported and given up (coll_gpu_hang_warn_seconds, coll_gpu_hang_error_seconds),
 # and a rank failing locally (COLL_GPU_TEST_FAIL_ASYNC: every rank gets an error, no hang).
 . "$(dirname "$0")/../mpi/mpitest.sh"
 COLL_GPU_TEST_UNIFORM=true
@@ -96,6 +97,21 @@ for np in $NBC_RANKS; do
         run "$np" "$1" "$2" late
         passed 2
         t_ok $? "$np ranks, $1/$2, last rank 1 s late: calls return at once, results right"
+        [ $rc -eq 0 ] || t_diag "$log"
+    done
+
+    # a long wait is reported once (coll_gpu_hang_warn_seconds), and given up with an error on
+    # every rank past coll_gpu_hang_error_seconds
+    run "$np" fused push "late 3" --mca coll_gpu_hang_warn_seconds 1
+    n=$(grep -c "rank 0 has waited [0-9]* s in a nonblocking iallreduce on communicator 0 (call [0-9]*) for its peers" "$log")
+    passed 2 && [ "$n" -eq 1 ]
+    t_ok $? "$np ranks, fused, last rank 3 s late, hang_warn_seconds 1: rank 0 reports the wait once ($n), results right"
+    [ $rc -eq 0 ] || t_diag "$log"
+    for ar in fused twoshot; do
+        run "$np" "$ar" push "giveup 3" --mca coll_gpu_hang_error_seconds 1
+        n=$(grep -c "rank 0 gives up a nonblocking iallreduce on communicator 0" "$log")
+        passed 2 && [ "$n" -eq 1 ]
+        t_ok $? "$np ranks, $ar, last rank 3 s late, hang_error_seconds 1: rank 0 gives up ($n), every rank's call and the next fail, host calls work"
         [ $rc -eq 0 ] || t_diag "$log"
     done
 

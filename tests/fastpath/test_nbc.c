@@ -17,8 +17,11 @@
  *                     run on world and on the dup, then MPI_Waitall
  *     freed           MPI_Request_free on a running call; later calls are right (left out
  *                     by "test_nbc all nofree": the staged path's libnbc refuses it)
- *   test_nbc late     the last rank enters 1 s after the others: rank 0's MPI_Iallreduce and
- *                     MPI_Ibcast return at once (well under 0.5 s), and the results are right
+ *   test_nbc late [S] the last rank enters S s (default 1) after the others: rank 0's
+ *                     MPI_Iallreduce and MPI_Ibcast return at once (well under 0.5 s), and the
+ *                     results are right
+ *   test_nbc giveup [S]  the last rank S s (default 3) late, coll_gpu_hang_error_seconds below S:
+ *                     every rank's call fails, and the next one; host collectives still work
  *   test_nbc fail     run with COLL_GPU_TEST_FAIL_ASYNC naming a rank: every rank's MPI_Wait
  *                     returns an error for allreduce and bcast, outstanding calls on world and
  *                     the dup all complete (with errors), a host collective works after
@@ -483,7 +486,7 @@ static double now(void)
     return (double) ts.tv_sec + 1e-9 * (double) ts.tv_nsec;
 }
 
-static void case_late(void)
+static void case_late(int seconds)
 {
     call_t a, b;
     char msg[256] = "";
@@ -495,7 +498,7 @@ static void case_late(void)
     ok = blocking_allreduce(MPI_COMM_WORLD, 1021, msg, sizeof(msg));
     MPI_Barrier(MPI_COMM_WORLD);
     if (size - 1 == rank) {
-        usleep(1000000);
+        sleep((unsigned) seconds);
     }
     t0 = now();
     ok = call_start(&a, OP_ALLREDUCE, MPI_COMM_WORLD, 1021, false, false, false, 0) && ok;
@@ -511,7 +514,7 @@ static void case_late(void)
     }
     ok = call_check(&a, msg, sizeof(msg)) && ok;
     ok = call_check(&b, msg, sizeof(msg)) && ok;
-    check_all(ok, msg, "late: the last rank 1 s late, results right");
+    check_all(ok, msg, "late: the last rank late, results right");
     if (0 == rank) {
         snprintf(msg, sizeof(msg), "MPI_Iallreduce took %.3f s, MPI_Ibcast %.3f s", ta, tb);
     }
@@ -519,6 +522,38 @@ static void case_late(void)
               "late: rank 0's MPI_Iallreduce and MPI_Ibcast return before the late rank "
               "enters (< 0.5 s each)");
     tap_diag("rank 0: MPI_Iallreduce returned after %.6f s, MPI_Ibcast after %.6f s", ta, tb);
+}
+
+/* The last rank sleeps before an allreduce that rank 0 gives up on (coll_gpu_hang_error_seconds
+ * below the sleep): every rank's call fails, the late one's too, and so does the next call of
+ * the team (the give-up stays); host collectives still work. */
+static void case_giveup(int seconds)
+{
+    call_t c;
+    char msg[256] = "";
+    int rc[2], errs = 0;
+
+    (void) blocking_allreduce(MPI_COMM_WORLD, 1021, msg, sizeof(msg)); /* the team first */
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (size - 1 == rank) {
+        sleep((unsigned) seconds);
+    }
+    for (int i = 0; i < 2; ++i) {
+        int made = call_start(&c, OP_ALLREDUCE, MPI_COMM_WORLD, 1021, false, false, false, 0);
+        rc[i] = made && MPI_SUCCESS == c.rc ? MPI_Wait(&c.req, MPI_STATUS_IGNORE) : c.rc;
+        errs += (MPI_SUCCESS != rc[i]);
+        (void) dev_mem_free(c.s);
+        (void) dev_mem_free(c.r);
+    }
+    snprintf(msg, sizeof(msg), "returned %d, then %d", rc[0], rc[1]);
+    check_all(2 == errs, msg, "giveup: the call a rank gave up on fails on every rank, the late "
+                              "one included, and so does the next");
+    {
+        int one = 1, sum = 0;
+        int hrc = MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+        snprintf(msg, sizeof(msg), "host allreduce returned %d, sum %d", hrc, sum);
+        check_all(MPI_SUCCESS == hrc && size == sum, msg, "giveup: a host allreduce works after");
+    }
 }
 
 static void case_fail(MPI_Comm dup)
@@ -596,7 +631,9 @@ int main(int argc, char **argv)
     MPI_Comm_dup(MPI_COMM_WORLD, &dup);
     MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
     if (0 == strcmp(mode, "late")) {
-        case_late();
+        case_late(2 < argc ? atoi(argv[2]) : 1);
+    } else if (0 == strcmp(mode, "giveup")) {
+        case_giveup(2 < argc ? atoi(argv[2]) : 3);
     } else if (0 == strcmp(mode, "fail")) {
         case_fail(dup);
     } else {
