@@ -18,6 +18,8 @@
  *                  together  MPI_Ixxx, launch, wait for the phase, MPI_Wait
  *                  overlap = (comm + compute - together) / min(comm, compute)
  *              1.0: the shorter one is hidden entirely; 0: nothing overlaps.
+ *              An nb row is followed by its time over its blocking twin's (mpi, mpi:ALG) when
+ *              the twin is listed before it in -B.
  * Buffers come from the device layer (kernels/dev.h): real GPU memory with the cuda backend,
  * host memory that host code cannot touch with the emulated one.
  *
@@ -1708,6 +1710,18 @@ static int run_collective(bench_t *B, bench_coll_t c, long long *total_wrong, in
             *total_wrong += results[s][k].wrong;
             ++*segments;
             print_row(B, c, sizes[s], total, b, &results[s][k]);
+            if (BK_NB == b->kind) {
+                /* the blocking twin (mpi for nb, mpi:ALG for nb:ALG) when it ran before */
+                char twin[64];
+                snprintf(twin, sizeof(twin), "mpi%s%s", '\0' != b->alg[0] ? ":" : "", b->alg);
+                for (int j = 0; j < k; ++j) {
+                    if (0 == strcmp(B->backends[j].name, twin) && results[s][j].done
+                        && results[s][j].mean_us > 0) {
+                        say("#   %s / %s time, %s %zu B: %.2f\n", b->name, twin, coll_names[c],
+                            sizes[s], results[s][k].mean_us / results[s][j].mean_us);
+                    }
+                }
+            }
             if (results[s][k].both_us > 0) {
                 const result_t *r = &results[s][k];
                 double shorter = r->mean_us < r->comp_us ? r->mean_us : r->comp_us;
