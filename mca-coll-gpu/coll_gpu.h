@@ -49,7 +49,9 @@ BEGIN_C_DECLS
     X(scatterv)
 
 /* The nonblocking collectives coll/gpu intercepts (all that carry data): device buffers are
- * staged through bounce memory owned by the request (coll_gpu_nonblocking.c). */
+ * staged through bounce memory owned by the request (coll_gpu_nonblocking.c), but for
+ * MPI_Iallreduce and MPI_Ibcast on a node team, which run its algorithms
+ * (coll_gpu_nvl_async.c). */
 #define COLL_GPU_FOREACH_INTERCEPTED_NB(X) \
     X(iallgather)                          \
     X(iallgatherv)                         \
