@@ -370,7 +370,10 @@ int mca_coll_gpu_ibcast(void *buf, int count, struct ompi_datatype_t *dtype, int
     coll_gpu_nb_t *x;
     int rc;
 
-    if (COLL_GPU_NONE == dir || mca_coll_gpu_is_host(mca_coll_gpu_classify(buf))) {
+    /* the kind of the memory the elements occupy, not of buf (as MPI_Bcast) */
+    if (COLL_GPU_NONE == dir
+        || mca_coll_gpu_is_host(
+            mca_coll_gpu_classify(mca_coll_gpu_data_start(buf, dtype, count)))) {
         return m->prev_ibcast.fn(buf, count, dtype, root, comm, request, m->prev_ibcast.module);
     }
     /* device buffers on every rank (coll_gpu_uniform_buffers): the node team's algorithms */
