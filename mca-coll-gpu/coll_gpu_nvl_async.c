@@ -5,7 +5,7 @@
  *
  * Which calls come here: device buffers, coll_gpu_uniform_buffers true (the nonblocking call
  * cannot agree on the kind first), and a plan from mca_coll_gpu_select that names the team
- * with an algorithm written below; every input of that choice is the same on all ranks (the
+ * (every algorithm of the blocking calls has a form below); every input of that choice is the same on all ranks (the
  * plan of an allreduce is a function of the byte count, and a bcast takes the team whatever its
  * byte count, then runs the root's plan, read from the root's record as the blocking call does).
  * Everything else stays on the staged nonblocking path (coll_gpu_nonblocking.c) on every rank.
@@ -35,6 +35,9 @@
  *   (in place)   | poll stream, done(seq)                                (no wait for others)
  *   two-shot     export sbuf, rbuf, arrive | wait arrive(all), map, reduce my shard into
  *                every rank's rbuf | poll stream | finish
+ *   ring         copy sbuf -> rbuf | poll stream, export rbuf, arrive, step 0 | for k = 1 ..
+ *                2n-2: wait both neighbours' step k-1, reduce (k < n) or copy chunk from the
+ *                left | poll stream, step k | finish
  *   bcast        publish record | (non-root) wait root's record: its plan and byte count
  *   push         root: arrive | as each peer arrives: map its buffer, copy | poll stream, done
  *                peer: export, arrive | wait root's done, done
@@ -47,7 +50,7 @@
  *
  * The emulated fused kernel runs on the calling thread and waits for its peers there: launched
  * before they arrived it would block the caller, so there it is launched once every rank has
- * arrived.  A copy-engine two-shot plan runs as the SM two-shot, a ring plan stays staged.
+ * arrived.  A copy-engine two-shot plan runs as the SM two-shot.
  * A rank whose buffer the team cannot use in place (gaps, managed or host memory, memory the
  * legacy IPC cannot export) goes through a device temporary owned by its request (the module's
  * are for the blocking calls, which may run while the request is queued).  A rank that fails
@@ -84,13 +87,15 @@ typedef enum {
     ALG_ONESHOT,
     ALG_ONESHOT_SCRATCH,
     ALG_TWOSHOT,
+    ALG_RING,
     ALG_BC_PUSH,
     ALG_BC_PULL,
     ALG_BC_CHAIN,
     ALG_BC_TREE,
     ALG_BC_AGREE,  /* bcast before the root's plan is known */
     ALG_BC_EMPTY,  /* bcast of 0 bytes: arrive, wait for all */
-    ALG_SIT_OUT,   /* failed here before the call: take part without data */
+    ALG_FINISH,    /* only the end is left: after a failure (or one before the call: then
+                   * the rank takes part without data), or after the ring's last step */
 } async_alg_t;
 
 /* Phases shared by the algorithms (each uses those it needs, in this order). */
@@ -147,7 +152,7 @@ typedef struct coll_gpu_async_t {
     void *peer_buf;                     /* pull, chain, tree: the buffer read */
     size_t off, per, cap;               /* fused: the piece at off, pieces of per elements */
     bool released;                      /* fused: our kernel's waits released (a peer failed) */
-    uint64_t nchunks, issued, complete; /* chain, tree */
+    uint64_t nchunks, issued, complete; /* chain, tree; ring: complete is the step */
     size_t chunk;
     int parent;
     bool has_child;
@@ -310,7 +315,7 @@ static int async_fail(coll_gpu_async_t *r)
     if (OMPI_SUCCESS == r->rc) {
         r->rc = OMPI_ERROR;
     }
-    r->alg = ALG_SIT_OUT;
+    r->alg = ALG_FINISH;
     r->phase = PH_START;
     return ASYNC_AGAIN;
 }
@@ -611,6 +616,97 @@ static int step_twoshot(coll_gpu_async_t *r)
     }
 }
 
+/* Ring allreduce (coll_gpu_nvl.c, allreduce_ring): step k = 1 .. 2n-2 once both neighbours
+ * completed step k-1; r->complete counts the steps done, r->peer_buf is the left's rbuf. */
+static int step_ring(coll_gpu_async_t *r)
+{
+    coll_gpu_team_t *t = r->team;
+    int n = t->size, pos = t->ring_pos[t->rank];
+    int left = t->ring_rank[(pos + n - 1) % n], right = t->ring_rank[(pos + 1) % n];
+    uint64_t k;
+    size_t lo, hi;
+    int c;
+
+    switch (r->phase) {
+    case PH_START:
+        r->seq = ++t->seq;
+        r->peer_buf = NULL;
+        if (r->s.dev != r->r.dev) {
+            ASYNC_CHECK(r, dev_memcpy_async(r->r.dev, r->s.dev, r->count * r->esize,
+                                            t->stream));
+        }
+        r->phase = PH_COPY;
+        /* fall through */
+    case PH_COPY: {
+        int q = dev_stream_query(t->stream);
+        if (1 == q) {
+            return ASYNC_PENDING;
+        }
+        ASYNC_CHECK(r, q);
+        ASYNC_CHECK(r, mca_coll_gpu_team_export(t, r->r.dev, &t->ctl->rank[t->rank].rbuf));
+        mca_coll_gpu_team_arrive(t, r->seq);
+        mca_coll_gpu_team_step(t, r->seq, 0);
+        r->arrived = true;
+        r->complete = 0;
+        r->phase = PH_MOVE;
+    }
+        /* fall through */
+    case PH_MOVE:
+        k = r->complete + 1;
+        if (!mca_coll_gpu_team_step_reached(t, left, r->seq, k - 1)
+            || !mca_coll_gpu_team_step_reached(t, right, r->seq, k - 1)) {
+            if (0 != t->abandoned) {
+                return async_fail(r); /* we gave up on a neighbour */
+            }
+            async_waiting(r, "its ring neighbours' steps");
+            return ASYNC_PENDING;
+        }
+        r->wait_start = 0.0;
+        if (mca_coll_gpu_team_failed(t, left, r->seq)
+            || mca_coll_gpu_team_failed(t, right, r->seq)) {
+            return async_fail(r);
+        }
+        if (NULL == r->peer_buf) {
+            ASYNC_CHECK(r, mca_coll_gpu_team_import(t, left, &t->ctl->rank[left].rbuf,
+                                                    &r->peer_buf));
+        }
+        c = (int) (((uint64_t) pos + (uint64_t) n * 2 - k) % (uint64_t) n);
+        chunk_of(r->count, n, c, &lo, &hi);
+        if (hi > lo) {
+            char *mine_c = (char *) r->r.dev + lo * r->esize;
+            char *left_c = (char *) r->peer_buf + lo * r->esize;
+            if (k < (uint64_t) n) {
+                void *dst = mine_c;
+                const void *srcs[2] = {mine_c, left_c};
+                ASYNC_CHECK(r, dev_reduce_multi(&dst, 1, srcs, 2, hi - lo, r->dt, r->op,
+                                                &r->launch, t->stream));
+            } else {
+                ASYNC_CHECK(r, dev_memcpy_async(mine_c, left_c, (hi - lo) * r->esize,
+                                                t->stream));
+            }
+        }
+        r->phase = PH_STREAM;
+        /* fall through */
+    case PH_STREAM: {
+        int q = dev_stream_query(t->stream);
+        if (1 == q) {
+            return ASYNC_PENDING;
+        }
+        ASYNC_CHECK(r, q);
+        mca_coll_gpu_team_step(t, r->seq, ++r->complete);
+        if (r->complete < (uint64_t) (2 * n - 2)) {
+            r->phase = PH_MOVE;
+            return ASYNC_AGAIN;
+        }
+        r->phase = PH_START; /* the finish, entered afresh */
+        r->alg = ALG_FINISH;
+        return ASYNC_AGAIN;
+    }
+    default:
+        return async_finish(r);
+    }
+}
+
 /* ---- bcast --------------------------------------------------------------------------------- */
 
 /* The root's end of a push bcast that failed, and every push peer's end: the root waits until
@@ -900,7 +996,7 @@ static int step_agree(coll_gpu_async_t *r)
         }
         r->seq = ++t->seq;
         mca_coll_gpu_team_fail(t, r->seq);
-        r->alg = ALG_SIT_OUT;
+        r->alg = ALG_FINISH;
         return ASYNC_AGAIN;
     }
     if (0 == r->bytes) {
@@ -958,6 +1054,8 @@ static int async_step(coll_gpu_async_t *r)
         return step_oneshot_scratch(r);
     case ALG_TWOSHOT:
         return step_twoshot(r);
+    case ALG_RING:
+        return step_ring(r);
     case ALG_BC_AGREE:
         return step_agree(r);
     case ALG_BC_EMPTY:
@@ -969,7 +1067,7 @@ static int async_step(coll_gpu_async_t *r)
     case ALG_BC_CHAIN:
     case ALG_BC_TREE:
         return step_pipelined(r);
-    case ALG_SIT_OUT:
+    case ALG_FINISH:
     default:
         if (PH_START == r->phase && 0 == r->seq) {
             /* failed before the call took a seq: take one, as nvl_sit_out does */
@@ -1367,8 +1465,10 @@ int mca_coll_gpu_async_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, voi
             plan.nblocks = 0;
         }
         alg = ALG_TWOSHOT;
+    } else if (TOPO_AR_RING == plan.alg) {
+        alg = ALG_RING;
     } else {
-        return OMPI_SUCCESS; /* the ring: staged, on every rank */
+        return OMPI_SUCCESS; /* no nonblocking form: staged, on every rank */
     }
     r = async_new(t, comm, name);
     if (NULL == r) {
@@ -1387,11 +1487,12 @@ int mca_coll_gpu_async_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, voi
     r->esize = dev_dtype_size(dt);
     r->launch.nblocks = plan.nblocks;
     r->launch.nthreads = plan.nthreads;
-    /* the receive buffer is mapped by peers in two-shot, the send buffer in one-shot (not in
-     * place) and two-shot; the fused kernel only reads and writes our own */
-    rc = buf_in(r, &r->r, rbuf, count, dtype, in_place, ALG_TWOSHOT == alg);
+    /* the receive buffer is mapped by peers in two-shot and ring, the send buffer in one-shot
+     * (not in place) and two-shot; the fused kernel only reads and writes our own */
+    rc = buf_in(r, &r->r, rbuf, count, dtype, in_place,
+                ALG_TWOSHOT == alg || ALG_RING == alg);
     if (OMPI_SUCCESS == rc && !in_place) {
-        rc = buf_in(r, &r->s, sbuf, count, dtype, true, ALG_FUSED != alg);
+        rc = buf_in(r, &r->s, sbuf, count, dtype, true, ALG_FUSED != alg && ALG_RING != alg);
     } else if (OMPI_SUCCESS == rc) {
         r->s = r->r;
         r->s.tmp = NULL; /* one temporary, owned by r->r */
@@ -1415,7 +1516,7 @@ int mca_coll_gpu_async_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, voi
             mca_coll_gpu_team_fail(t, r->seq);
             r->phase = PH_COPY; /* arrive, wait for all, own done */
         } else {
-            r->alg = ALG_SIT_OUT;
+            r->alg = ALG_FINISH;
         }
     }
     async_start(r, request);

@@ -5,8 +5,8 @@
 # MPI_Waitall in reverse order, MPI_Test loops, blocking calls interleaved, MPI_Request_free).
 # Each run forces an allreduce and a bcast algorithm; every nonblocking call of every rank must
 # have logged the forced algorithm (coll_gpu_verbose, one line per call, counted per rank
-# against the calls the program made) and none may have been staged; a ring plan, which has no
-# nonblocking form, must stage every iallreduce.  Then: a late rank (the calls return at once),
+# against the calls the program made) and none may have been staged; forced staging must stage
+# every call.  Then: a late rank (the calls return at once),
 # a long wait reported and given up (coll_gpu_hang_warn_seconds, coll_gpu_hang_error_seconds),
 # and a rank failing locally (COLL_GPU_TEST_FAIL_ASYNC: every rank gets an error, no hang).
 . "$(dirname "$0")/../mpi/mpitest.sh"
@@ -55,7 +55,8 @@ passed() {
 }
 
 for np in $NBC_RANKS; do
-    for pair in "fused push" "oneshot pull" "twoshot chain" "twoshot_ce tree" "auto auto" \
+    for pair in "fused push" "oneshot pull" "twoshot chain" "twoshot_ce tree" "ring push" \
+                "auto auto" \
                 "twoshot chain --mca coll_gpu_chunk_bytes 4096" \
                 "fused tree --mca coll_gpu_oneshot_slot_bytes 307200 --mca coll_gpu_chunk_bytes 4096"; do
         set -- $pair
@@ -84,12 +85,14 @@ for np in $NBC_RANKS; do
     passed 6 && [ "$many" -gt 0 ]
     t_ok $? "$np ranks, ibcast chain in 4 KiB chunks: right, $many rank-calls of 100+ chunks"
 
-    # a ring plan has no nonblocking form: every iallreduce staged, on every rank
-    run "$np" ring push "all nofree"
+    # forced staging: every iallreduce and ibcast staged (libnbc), on every rank
+    run "$np" staged staged "all nofree"
     passed 5
-    t_ok $? "$np ranks, ring/push: test_nbc's 5 checks pass (exit $rc)"
+    t_ok $? "$np ranks, staged/staged: test_nbc's 5 checks pass (exit $rc)"
     decided iallreduce 'staged (nonblocking)'
-    t_ok $? "$np ranks, ring: every iallreduce staged on every rank$dmsg"
+    t_ok $? "$np ranks, staged: every iallreduce staged on every rank$dmsg"
+    decided ibcast 'staged (nonblocking)'
+    t_ok $? "$np ranks, staged: every ibcast staged on every rank$dmsg"
 
     # a late rank: the calls return before it arrives
     for pair in "fused push" "twoshot pull" "oneshot tree"; do
@@ -116,7 +119,7 @@ for np in $NBC_RANKS; do
     done
 
     # a rank failing locally in every nonblocking call: errors everywhere, no hang
-    for pair in "fused push" "twoshot chain" "oneshot pull" "auto tree"; do
+    for pair in "fused push" "twoshot chain" "oneshot pull" "ring tree"; do
         set -- $pair
         COLL_GPU_TEST_FAIL_ASYNC=1 run "$np" "$1" "$2" fail
         passed 3
