@@ -5,10 +5,11 @@
  *
  * Which calls come here: device buffers, coll_gpu_uniform_buffers true (the nonblocking call
  * cannot agree on the kind first), and a plan from mca_coll_gpu_select that names the team
- * (every algorithm of the blocking calls has a form below); every input of that choice is the same on all ranks (the
- * plan of an allreduce is a function of the byte count, and a bcast takes the team whatever its
- * byte count, then runs the root's plan, read from the root's record as the blocking call does).
- * Everything else stays on the staged nonblocking path (coll_gpu_nonblocking.c) on every rank.
+ * (every algorithm of the blocking calls has a form below).  Every input of that choice is the
+ * same on all ranks: the plan of an allreduce is a function of the byte count, and a bcast
+ * takes the team whatever its byte count, then runs the root's plan, read from the root's
+ * record as the blocking call does.  Everything else stays on the staged nonblocking path
+ * (coll_gpu_nonblocking.c), on every rank.
  *
  * Requests of one team run one at a time, in issue order: the team's seq, its double-buffered
  * scratch and call records assume it.  A queue per team:
@@ -106,7 +107,7 @@ typedef enum {
     PH_MOVE,       /* issuing and polling the data movement */
     PH_STREAM,     /* waiting for our stream */
     PH_FINISH,     /* the end: done(seq) given, waiting for the others' */
-    PH_OWN_DONE,   /* push bcast / one-shot in place: the end without the others' done */
+    PH_OWN_DONE,   /* push bcast: the end without the others' done */
 } async_phase_t;
 
 /* A user buffer as the team path sees it: dense bytes in device memory, the user's or a
