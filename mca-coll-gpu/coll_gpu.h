@@ -298,6 +298,8 @@ void mca_coll_gpu_async_drain(coll_gpu_team_t *t);
 void mca_coll_gpu_async_poll(void);
 /* At team release: complete its calls, drop the progress callback with the last team. */
 void mca_coll_gpu_async_release(coll_gpu_team_t *t);
+/* At component close: the progress callback lives in this DSO, it must be gone before it. */
+void mca_coll_gpu_async_finalize(void);
 
 /* ---- selection (coll_gpu_select.c) ---- */
 /* The device-layer element type, op and element count of a reduction of count elements of

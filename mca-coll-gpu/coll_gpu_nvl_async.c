@@ -1361,6 +1361,16 @@ void mca_coll_gpu_async_release(coll_gpu_team_t *t)
     OPAL_THREAD_UNLOCK(&async_lock);
 }
 
+void mca_coll_gpu_async_finalize(void)
+{
+    /* every team is released by now (communicators go before the coll framework closes);
+     * this only guards against one that was not */
+    if (0 < async_team_users) {
+        (void) opal_progress_unregister(async_progress);
+        async_team_users = 0;
+    }
+}
+
 /* Queue r on its team and start it when it is the head. */
 static void async_start(coll_gpu_async_t *r, ompi_request_t **request)
 {
