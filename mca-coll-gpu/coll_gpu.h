@@ -49,7 +49,9 @@ BEGIN_C_DECLS
     X(scatterv)
 
 /* The nonblocking collectives coll/gpu intercepts (all that carry data): device buffers are
- * staged through bounce memory owned by the request (coll_gpu_nonblocking.c). */
+ * staged through bounce memory owned by the request (coll_gpu_nonblocking.c), but for
+ * MPI_Iallreduce and MPI_Ibcast on a node team, which run its algorithms
+ * (coll_gpu_nvl_async.c). */
 #define COLL_GPU_FOREACH_INTERCEPTED_NB(X) \
     X(iallgather)                          \
     X(iallgatherv)                         \
@@ -281,6 +283,37 @@ int mca_coll_gpu_nvl_bcast(coll_gpu_team_t *t, const topo_plan_t *plan, void *bu
 void mca_coll_gpu_nvl_release(coll_gpu_team_t *t);
 /* Bytes of one rank's piece in the fused allreduce's slot (0: the slot is too small for it). */
 size_t mca_coll_gpu_nvl_fused_cap(const coll_gpu_team_t *t);
+/* The fused allreduce for the nonblocking calls (coll_gpu_nvl_async.c): launch one piece of
+ * call seq on the team's stream without waiting (abandon: the emulated kernel's callback, dev.h);
+ * the mapped word the kernel sets to seq when it ends; release our kernel's waits for call seq
+ * (a peer failed). */
+int mca_coll_gpu_nvl_fused_launch(coll_gpu_team_t *t, uint64_t seq, const void *sbuf, void *rbuf,
+                                  size_t count, dev_dtype_t dt, dev_op_t op, size_t cap,
+                                  const dev_launch_t *launch, bool (*abandon)(void *ctx),
+                                  void *ctx);
+uint64_t *mca_coll_gpu_nvl_fused_word(coll_gpu_team_t *t);
+int mca_coll_gpu_nvl_fused_release(coll_gpu_team_t *t, uint64_t seq);
+
+/* ---- nonblocking fast path (coll_gpu_nvl_async.c) ---- */
+/* MPI_Iallreduce / MPI_Ibcast on device buffers through the node team, when the plan has a
+ * nonblocking form: *taken true and *request set (the call started); *taken false: the caller
+ * stages (the same on every rank).  coll_gpu_uniform_buffers must be true. */
+int mca_coll_gpu_async_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, void *rbuf,
+                                 int count, struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                                 struct ompi_communicator_t *comm, ompi_request_t **request,
+                                 bool *taken);
+int mca_coll_gpu_async_bcast(mca_coll_gpu_module_t *m, void *buf, int count,
+                             struct ompi_datatype_t *dtype, int root,
+                             struct ompi_communicator_t *comm, ompi_request_t **request,
+                             bool *taken);
+/* Before a blocking call on team t: complete its queued nonblocking calls (by progressing). */
+void mca_coll_gpu_async_drain(coll_gpu_team_t *t);
+/* From the waits of ours: move every team's queued calls (cheap when none are queued). */
+void mca_coll_gpu_async_poll(void);
+/* At team release: complete its calls, drop the progress callback with the last team. */
+void mca_coll_gpu_async_release(coll_gpu_team_t *t);
+/* At component close: the progress callback lives in this DSO, it must be gone before it. */
+void mca_coll_gpu_async_finalize(void);
 
 /* ---- selection (coll_gpu_select.c) ---- */
 /* The device-layer element type, op and element count of a reduction of count elements of

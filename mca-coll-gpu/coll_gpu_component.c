@@ -228,6 +228,7 @@ static int gpu_open(void)
 static int gpu_close(void)
 {
     mca_coll_gpu_host_watch_finalize();
+    mca_coll_gpu_async_finalize();
     mca_coll_gpu_gapfill_finalize();
     mca_coll_gpu_topo_finalize();
     mca_coll_gpu_memhooks_fini();

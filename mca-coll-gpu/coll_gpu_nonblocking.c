@@ -28,7 +28,9 @@
  * request does not take the request away before it completes (libnbc 4.1 refuses it with
  * MPI_ERR_REQUEST; a module that frees on completion frees after ompi_request_complete), so
  * the callback still runs, and its state is ours alone.
- * There is no GPU fast path for the nonblocking calls.  Intercommunicators follow the blocking
+ * MPI_Iallreduce and MPI_Ibcast on device buffers of a communicator with a node team take the
+ * team's algorithms instead, started here and completed by progress (coll_gpu_nvl_async.c),
+ * when their plan has a nonblocking form.  Intercommunicators follow the blocking
  * calls' rules (MPI_ROOT, MPI_PROC_NULL, blocks per rank of the remote group).  A failed copy
  * still starts the call with scratch (stage_in) and completes the request with the error.
  */
@@ -228,6 +230,20 @@ int mca_coll_gpu_iallreduce(const void *sbuf, void *rbuf, int count,
                             mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    bool taken = false;
+    int rc;
+
+    /* device buffers on every rank (coll_gpu_uniform_buffers): the node team's algorithms,
+     * when the plan has a nonblocking form (coll_gpu_nvl_async.c) */
+    if (!m->inter && mca_coll_gpu_component.uniform_buffers
+        && !mca_coll_gpu_both_host(mca_coll_gpu_data_start(sbuf, dtype, count),
+                                   mca_coll_gpu_data_start(rbuf, dtype, count))) {
+        rc = mca_coll_gpu_async_allreduce(m, sbuf, rbuf, count, dtype, op, comm, request,
+                                          &taken);
+        if (taken || OMPI_SUCCESS != rc) {
+            return rc;
+        }
+    }
     return nb_reduce_like("iallreduce", m->prev_iallreduce.fn, m->prev_iallreduce.module, sbuf,
                           rbuf, count, dtype, op, comm, request, m);
 }
@@ -354,8 +370,19 @@ int mca_coll_gpu_ibcast(void *buf, int count, struct ompi_datatype_t *dtype, int
     coll_gpu_nb_t *x;
     int rc;
 
-    if (COLL_GPU_NONE == dir || mca_coll_gpu_is_host(mca_coll_gpu_classify(buf))) {
+    /* the kind of the memory the elements occupy, not of buf (as MPI_Bcast) */
+    if (COLL_GPU_NONE == dir
+        || mca_coll_gpu_is_host(
+            mca_coll_gpu_classify(mca_coll_gpu_data_start(buf, dtype, count)))) {
         return m->prev_ibcast.fn(buf, count, dtype, root, comm, request, m->prev_ibcast.module);
+    }
+    /* device buffers on every rank (coll_gpu_uniform_buffers): the node team's algorithms */
+    if (!m->inter && mca_coll_gpu_component.uniform_buffers) {
+        bool taken = false;
+        rc = mca_coll_gpu_async_bcast(m, buf, count, dtype, root, comm, request, &taken);
+        if (taken || OMPI_SUCCESS != rc) {
+            return rc;
+        }
     }
     nb_log(name, comm, mca_coll_gpu_call_bytes(dtype, (size_t) count), dtype, NULL);
     rc = nb_stage(m, comm, name, NULL, COLL_GPU_LAYOUT(dtype, 0), COLL_GPU_NONE, buf,

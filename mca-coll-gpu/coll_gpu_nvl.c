@@ -218,6 +218,7 @@ void mca_coll_gpu_nvl_release(coll_gpu_team_t *t)
 {
     coll_gpu_nvl_state_t *st = t->nvl;
 
+    mca_coll_gpu_async_release(t); /* nonblocking calls end before what they use goes */
     if (NULL == st) {
         return;
     }
@@ -540,6 +541,7 @@ typedef struct {
 static bool nvl_fused_abandon(void *ctx)
 {
     nvl_watch_t *w = ctx;
+    mca_coll_gpu_async_poll(); /* a peer may wait for a nonblocking call of ours elsewhere */
     return mca_coll_gpu_team_any_failed(w->t, w->seq);
 }
 
@@ -620,6 +622,54 @@ out:
     }
     mca_coll_gpu_team_done(t, seq);
     return (OMPI_SUCCESS == rc && mca_coll_gpu_team_any_failed(t, seq)) ? OMPI_ERROR : rc;
+}
+
+int mca_coll_gpu_nvl_fused_launch(coll_gpu_team_t *t, uint64_t seq, const void *sbuf, void *rbuf,
+                                  size_t count, dev_dtype_t dt, dev_op_t op, size_t cap,
+                                  const dev_launch_t *launch, bool (*abandon)(void *ctx),
+                                  void *ctx)
+{
+    coll_gpu_nvl_state_t *st = NULL;
+    dev_fused_allreduce_t a;
+    int rc = nvl_fused_state(t, &st);
+
+    if (DEV_OK != rc) {
+        return rc;
+    }
+    memset(&a, 0, sizeof(a));
+    a.sbuf = sbuf;
+    a.rbuf = rbuf;
+    a.count = count;
+    a.dtype = dt;
+    a.op = op;
+    a.nranks = t->size;
+    a.rank = t->rank;
+    for (int p = 0; p < t->size; ++p) {
+        a.slot[p] = (char *) t->peer_scratch[p] + (seq & 1) * t->slot_bytes;
+    }
+    a.cap = cap;
+    a.seq = seq;
+    a.done = st->done_dev;
+    a.abandon = abandon;
+    a.abandon_ctx = ctx;
+    return dev_fused_allreduce(&a, launch, t->stream);
+}
+
+/* Valid once mca_coll_gpu_nvl_fused_launch succeeded on the team. */
+uint64_t *mca_coll_gpu_nvl_fused_word(coll_gpu_team_t *t)
+{
+    return t->nvl->done_host;
+}
+
+int mca_coll_gpu_nvl_fused_release(coll_gpu_team_t *t, uint64_t seq)
+{
+    coll_gpu_nvl_state_t *st = t->nvl;
+
+    for (size_t i = 0; i < sizeof(st->abandon) / sizeof(st->abandon[0]); ++i) {
+        st->abandon[i] = seq | DEV_FUSED_ABANDON;
+    }
+    return dev_memcpy((char *) t->scratch + (seq & 1) * t->slot_bytes, st->abandon,
+                      sizeof(st->abandon));
 }
 
 /* The fused allreduce, in pieces of a slot's share; every rank cuts the same pieces and
@@ -727,6 +777,7 @@ int mca_coll_gpu_nvl_allreduce(coll_gpu_team_t *t, const topo_plan_t *plan, cons
     const void *src = (MPI_IN_PLACE == sbuf) ? rbuf : sbuf;
     dev_launch_t launch = {plan->nblocks, plan->nthreads};
 
+    mca_coll_gpu_async_drain(t); /* nonblocking calls issued before this one end first */
     if (OMPI_SUCCESS != local_rc) {
         return nvl_sit_out(t, TOPO_AR_ONESHOT == plan->alg && MPI_IN_PLACE == sbuf, local_rc);
     }
@@ -963,12 +1014,15 @@ static bool bcast_any_mismatch(coll_gpu_team_t *t, uint64_t seq, size_t bytes)
 int mca_coll_gpu_nvl_bcast(coll_gpu_team_t *t, const topo_plan_t *plan, void *buf, size_t bytes,
                            int root, struct ompi_communicator_t *comm, int local_rc)
 {
-    uint64_t seq = t->seq + 1;
-    coll_gpu_call_t *mine = &t->ctl->rank[t->rank].call[seq & 1];
+    uint64_t seq;
+    coll_gpu_call_t *mine;
     topo_plan_t agreed = *plan;
     size_t root_bytes = bytes;
     int rc;
 
+    mca_coll_gpu_async_drain(t); /* nonblocking calls issued before this one end first */
+    seq = t->seq + 1;
+    mine = &t->ctl->rank[t->rank].call[seq & 1];
     mine->bytes = bytes;
     mine->alg = (int32_t) plan->alg;
     mine->chunk = plan->chunk_bytes;

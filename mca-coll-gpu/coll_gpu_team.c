@@ -567,6 +567,7 @@ coll_gpu_team_t *mca_coll_gpu_team_get(mca_coll_gpu_module_t *m, struct ompi_com
 static inline bool spin_pause(unsigned *spins)
 {
     if (++*spins > TEAM_SPINS_BEFORE_YIELD) {
+        mca_coll_gpu_async_poll(); /* our nonblocking calls on other teams move meanwhile */
         sched_yield();
         return 0 == (*spins % TEAM_CLOCK_EVERY);
     }

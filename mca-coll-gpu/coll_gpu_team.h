@@ -20,6 +20,7 @@
 #define MCA_COLL_GPU_TEAM_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "dev.h"
@@ -137,6 +138,12 @@ typedef struct coll_gpu_team_t {
     coll_gpu_export_entry_t exports[COLL_GPU_REGCACHE_ENTRIES];
     uint64_t clock;                          /* LRU time of the exports */
     struct coll_gpu_nvl_state_t *nvl;        /* coll_gpu_nvl.c's own state, made on first use */
+    /* Nonblocking calls on the team (coll_gpu_nvl_async.c): queued in issue order, the head
+     * running; the list of teams with a queue; whether a step of the head is running (a poll
+     * nested in it leaves the team alone), and whether the team ever queued one. */
+    struct coll_gpu_async_t *async_head, *async_tail;
+    struct coll_gpu_team_t *async_next;
+    bool async_listed, async_busy, async_used;
 } coll_gpu_team_t;
 
 #endif /* MCA_COLL_GPU_TEAM_H */

@@ -1,7 +1,8 @@
 #!/bin/sh
 # bench-smoke.sh - the benchmark's own correctness, not a timing: coll_gpu_bench in check mode
-# on the emulated device with 2 ranks (allreduce and bcast, 8 B to 64 KiB, backends mpi and
-# staged) must finish, print a table, and count no wrong element anywhere.  TAP output.
+# on the emulated device with 2 ranks (allreduce and bcast, 8 B to 64 KiB, backends mpi, staged
+# and nb with the overlap figure of -O, coll_gpu_uniform_buffers=true as the default) must
+# finish, print a table, and count no wrong element anywhere.  TAP output.
 set -u
 : "${top_builddir:=$(cd "$(dirname "$0")/../.." && pwd)}"
 : "${top_srcdir:=$(cd "$(dirname "$0")/../.." && pwd)}"
@@ -9,11 +10,11 @@ bench=$top_builddir/tests/coll_gpu_bench
 csv=bench-smoke.csv
 out=bench-smoke.out
 
-echo "1..6"
+echo "1..7"
 if [ ! -x "$bench" ]; then
     echo "not ok 1 - coll_gpu_bench is built ($bench)"
     echo "# the remaining checks need it"
-    for n in 2 3 4 5 6; do echo "not ok $n - skipped: no coll_gpu_bench"; done
+    for n in 2 3 4 5 6 7; do echo "not ok $n - skipped: no coll_gpu_bench"; done
     exit 1
 fi
 echo "ok 1 - coll_gpu_bench is built"
@@ -21,8 +22,10 @@ echo "ok 1 - coll_gpu_bench is built"
 rm -f "$csv" "$out"
 # a hang must not stall make check: mpirun ends the job after COLL_GPU_TEST_TIMEOUT seconds
 COLL_GPU_TEST_TIMEOUT=${COLL_GPU_TEST_TIMEOUT:-120} COLL_GPU_TEST_DEVICE=emulated \
+    COLL_GPU_TEST_UNIFORM=true \
     "$top_srcdir/tests/run-mpi.sh" 2 "$bench" -d emulated -C \
-    -c allreduce,bcast -b 8 -e 64K -n 2 -w 1 -B mpi,staged -s 12345 -p "$csv" >"$out" 2>&1
+    -c allreduce,bcast -b 8 -e 64K -n 2 -w 1 -B mpi,staged,nb -O 20 -s 12345 -p "$csv" \
+    >"$out" 2>&1
 rc=$?
 sed 's/^/# /' "$out"
 if [ $rc -eq 0 ]; then echo "ok 2 - exits 0"; else echo "not ok 2 - exits 0 (got $rc)"; fi
@@ -52,4 +55,15 @@ if grep -q "check: 0 wrong elements in total" "$out" && grep -q "busbw(GB/s)" "$
     echo "ok 6 - the table and the closing verdict are printed"
 else
     echo "not ok 6 - the table and the closing verdict are printed"
+fi
+
+# the nonblocking backend: a row per size and collective, each followed by its time over mpi's
+# and its overlap figure
+nb=$(awk -F, 'NR > 1 && $7 == "nb"' "$csv" 2>/dev/null | wc -l)
+ratio=$(grep -c "^#   nb / mpi time, [a-z]* [0-9]* B: [0-9.]*$" "$out")
+overlap=$(grep -c "^#   overlap nb [a-z]* [0-9]* B: comm [0-9.]* us, compute [0-9.]* us, together [0-9.]* us, overlap -*[0-9.]*$" "$out")
+if [ "$nb" -eq 28 ] && [ "$ratio" -eq 28 ] && [ "$overlap" -eq 28 ]; then
+    echo "ok 7 - nb: a row, a ratio to mpi and an overlap figure per size and collective (28)"
+else
+    echo "not ok 7 - nb: a row, a ratio to mpi and an overlap figure per size and collective (28: $nb, $ratio, $overlap)"
 fi

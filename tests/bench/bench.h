@@ -3,7 +3,8 @@
  *   bench_nccl.c   the nccl backend (NCCL called directly on the same device buffers), built only
  *                  when configure found NCCL and CUDA (COLL_GPU_BENCH_NCCL);
  *   bench_floor.cu the latency floor of the cuda device (one empty kernel plus host-observed
- *                  completion), built only with the cuda backend (COLL_GPU_BENCH_FLOOR).
+ *                  completion) and the GPU compute phase of the overlap figure, built only
+ *                  with the cuda backend (COLL_GPU_BENCH_FLOOR).
  * The main program never includes a CUDA or NCCL header: it sees only these declarations.
  */
 #ifndef COLL_GPU_BENCH_H
@@ -58,6 +59,11 @@ int bench_nccl_run(bench_nccl_t *ctx, bench_coll_t coll, const void *sbuf, void 
  * Returns 0, or -1 with the reason in why. */
 int bench_floor_measure(int ordinal, int reps, double *spin_us, double *sync_us, char *why,
                         size_t len);
+/* The compute phase of the overlap figure: a kernel of one warp that runs for us microseconds
+ * on a stream of its own (start returns at once), and the wait for its end.  0, or -1 with the
+ * reason in why. */
+int bench_compute_start(double us, char *why, size_t len);
+int bench_compute_wait(char *why, size_t len);
 
 #ifdef __cplusplus
 }

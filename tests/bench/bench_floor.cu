@@ -116,3 +116,40 @@ out:
     }
     return rc;
 }
+
+/* ---- the compute phase of the overlap figure (coll_gpu_bench -O) ------------------------- */
+
+/* One block of one warp spins until the global timer has advanced ns: a GPU phase of known
+ * length that leaves every other SM to whatever runs beside it (the collective's kernels). */
+__global__ void bench_compute_kernel(unsigned long long ns)
+{
+    unsigned long long start, now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+    do {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    } while (now - start < ns);
+}
+
+static cudaStream_t compute_stream;
+
+extern "C" int bench_compute_start(double us, char *why, size_t len)
+{
+    int rc = -1;
+    if (NULL == compute_stream) {
+        FLOOR_CHECK(cudaStreamCreateWithFlags(&compute_stream, cudaStreamNonBlocking));
+    }
+    bench_compute_kernel<<<1, 32, 0, compute_stream>>>((unsigned long long) (us * 1000.0));
+    FLOOR_CHECK(cudaGetLastError());
+    rc = 0;
+out:
+    return rc;
+}
+
+extern "C" int bench_compute_wait(char *why, size_t len)
+{
+    int rc = -1;
+    FLOOR_CHECK(cudaStreamSynchronize(compute_stream));
+    rc = 0;
+out:
+    return rc;
+}

@@ -7,7 +7,19 @@
  *   staged     the same call with coll/gpu forced onto its host staging path, by writing the
  *              MPI_T control variable coll_gpu_<collective>_algorithm (restored afterwards);
  *   mpi:ALG    the same, forcing any algorithm the control variable knows (oneshot, ring, ...);
- *   nccl       NCCL directly (bench_nccl.c), each call followed by cudaStreamSynchronize.
+ *   nccl       NCCL directly (bench_nccl.c), each call followed by cudaStreamSynchronize;
+ *   nb, nb:ALG the nonblocking call (MPI_Iallreduce, MPI_Ibcast, ...) followed at once by
+ *              MPI_Wait, through coll/gpu (algorithm forced as for mpi:ALG).  With -O US, each
+ *              size of an nb backend also measures how much of a GPU compute phase of US
+ *              microseconds (one warp spinning on the GPU's timer, bench_floor.cu; a host spin
+ *              on the emulated device) the call overlaps:
+ *                  comm      MPI_Ixxx + MPI_Wait                  (the timed calls above)
+ *                  compute   the phase alone: launch + wait
+ *                  together  MPI_Ixxx, launch, wait for the phase, MPI_Wait
+ *                  overlap = (comm + compute - together) / min(comm, compute)
+ *              1.0: the shorter one is hidden entirely; 0: nothing overlaps.
+ *              An nb row is followed by its time over its blocking twin's (mpi, mpi:ALG) when
+ *              the twin is listed before it in -B.
  * Buffers come from the device layer (kernels/dev.h): real GPU memory with the cuda backend,
  * host memory that host code cannot touch with the emulated one.
  *
@@ -139,6 +151,7 @@ typedef struct {
     int floor;
     uint64_t seed;
     int seed_given;
+    double overlap_us;
 } options_t;
 
 static void usage(FILE *f)
@@ -159,7 +172,10 @@ static void usage(FILE *f)
         "                  never fewer than 3 (default 2; 0: no cap)\n"
         "  -C              check mode: fresh random data, poisoned output, host reference,\n"
         "                  #wrong per size (elements, summed over ranks)\n"
-        "  -B LIST         backends, comma separated: mpi staged nccl mpi:ALGORITHM\n"
+        "  -B LIST         backends, comma separated: mpi staged nccl mpi:ALGORITHM nb\n"
+        "                  nb:ALGORITHM (nb: MPI_Ixxx + MPI_Wait)\n"
+        "  -O US           nb backends: also the overlap with a GPU compute phase of US\n"
+        "                  microseconds (default 0: not measured)\n"
         "                  (default: mpi,staged,nccl, those available)\n"
         "  -d DEVICE       cuda | emulated (default: cuda when a GPU is visible, else emulated)\n"
         "  -p FILE         write every row to FILE as CSV\n"
@@ -232,7 +248,7 @@ static int parse_options(int argc, char **argv, options_t *opt, char *err, size_
     opt->floor = 1;
 
     opterr = 0;
-    while (-1 != (c = getopt(argc, argv, "c:b:e:f:t:o:r:n:w:T:CB:d:p:Fs:h"))) {
+    while (-1 != (c = getopt(argc, argv, "c:b:e:f:t:o:r:n:w:T:CB:d:p:Fs:O:h"))) {
         switch (c) {
         case 'c': {
             char buf[256], *tok, *save = NULL;
@@ -333,6 +349,15 @@ static int parse_options(int argc, char **argv, options_t *opt, char *err, size_
             break;
         }
         case 'C': opt->check = 1; break;
+        case 'O': {
+            char *end = NULL;
+            opt->overlap_us = strtod(optarg, &end);
+            if (end == optarg || '\0' != *end || opt->overlap_us < 0) {
+                snprintf(err, len, "bad value '%s' for -O", optarg);
+                return -1;
+            }
+            break;
+        }
         case 'B':
             snprintf(opt->backends, sizeof(opt->backends), "%s", optarg);
             break;
@@ -685,7 +710,7 @@ static void cvar_read_string(const char *name, char *buf, size_t len)
 
 /* ---- backends -------------------------------------------------------------------------- */
 
-typedef enum { BK_MPI, BK_NCCL } backend_kind_t;
+typedef enum { BK_MPI, BK_NCCL, BK_NB } backend_kind_t;
 
 typedef struct {
     char name[48];
@@ -699,6 +724,7 @@ typedef struct {
 typedef struct {
     double mean_us, median_us, min_us;
     double busbw, algbw;
+    double comp_us, both_us; /* nb with -O: the compute phase alone, and call + phase */
     long long wrong;
     int iters;
     int done;
@@ -727,6 +753,59 @@ typedef struct {
     char nccl_why[WHY_LEN];
 } bench_t;
 
+/* Start the nonblocking form of collective c on the benchmark's buffers. */
+static int start_nb(bench_t *B, bench_coll_t c, size_t count, MPI_Request *req)
+{
+    MPI_Datatype t = type_mpi(B->opt.type->dev);
+    MPI_Op op = op_mpi(B->opt.op);
+    switch (c) {
+    case BENCH_ALLREDUCE:
+        return MPI_Iallreduce(B->dsend, B->drecv, (int) count, t, op, MPI_COMM_WORLD, req);
+    case BENCH_BCAST:
+        return MPI_Ibcast(B->drecv, (int) count, t, B->opt.root, MPI_COMM_WORLD, req);
+    case BENCH_ALLGATHER:
+        return MPI_Iallgather(B->dsend, (int) count, t, B->drecv, (int) count, t,
+                              MPI_COMM_WORLD, req);
+    case BENCH_REDUCE_SCATTER_BLOCK:
+        return MPI_Ireduce_scatter_block(B->dsend, B->drecv, (int) count, t, op,
+                                         MPI_COMM_WORLD, req);
+    default: return MPI_ERR_ARG;
+    }
+}
+
+/* The compute phase of the overlap figure: a kernel of us microseconds on the cuda device,
+ * a host spin as long on the emulated one (start spins, wait has nothing left to do). */
+static int compute_start(const bench_t *B, double us, char *why, size_t len)
+{
+#ifdef COLL_GPU_BENCH_FLOOR
+    if (DEV_BACKEND_CUDA == B->device) {
+        return bench_compute_start(us, why, len);
+    }
+#endif
+    (void) B;
+    (void) why;
+    (void) len;
+    {
+        double t0 = now_us();
+        while (now_us() - t0 < us) {
+        }
+    }
+    return 0;
+}
+
+static int compute_wait(const bench_t *B, char *why, size_t len)
+{
+#ifdef COLL_GPU_BENCH_FLOOR
+    if (DEV_BACKEND_CUDA == B->device) {
+        return bench_compute_wait(why, len);
+    }
+#endif
+    (void) B;
+    (void) why;
+    (void) len;
+    return 0;
+}
+
 /* One call of collective c on backend b; 0 or an error with its text in why. */
 static int run_once(bench_t *B, const backend_t *b, bench_coll_t c, size_t count, char *why,
                     size_t len)
@@ -743,6 +822,14 @@ static int run_once(bench_t *B, const backend_t *b, bench_coll_t c, size_t count
         return -1;
 #endif
     }
+    if (BK_NB == b->kind) {
+        MPI_Request req;
+        rc = start_nb(B, c, count, &req);
+        if (MPI_SUCCESS == rc) {
+            rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
+        }
+        goto done;
+    }
     switch (c) {
     case BENCH_ALLREDUCE:
         rc = MPI_Allreduce(B->dsend, B->drecv, (int) count, t, op, MPI_COMM_WORLD);
@@ -758,6 +845,7 @@ static int run_once(bench_t *B, const backend_t *b, bench_coll_t c, size_t count
         break;
     default: break;
     }
+done:
     if (MPI_SUCCESS != rc) {
         char msg[MPI_MAX_ERROR_STRING];
         n = 0;
@@ -851,7 +939,7 @@ static int run_segment(bench_t *B, backend_t *b, bench_coll_t c, size_t bytes, s
     size_t outn = 0;
     gen_t g;
     cvar_t *cv = &B->cvars[c];
-    int forced = BK_MPI == b->kind && '\0' != b->alg[0];
+    int forced = BK_NCCL != b->kind && '\0' != b->alg[0];
     double local[3], global[3];
 
     memset(res, 0, sizeof(*res));
@@ -941,6 +1029,46 @@ static int run_segment(bench_t *B, backend_t *b, bench_coll_t c, size_t bytes, s
 
     if (o->check) {
         wrong += verify(B, c, b, bytes, outn);
+    }
+
+    /* the overlap figure: the compute phase alone, then with the call around it */
+    if (BK_NB == b->kind && o->overlap_us > 0) {
+        double both[2] = {0, 0};
+        MPI_Request req;
+        MPI_Barrier(MPI_COMM_WORLD);
+        for (i = 0; i < iters && 0 == rc; ++i) {
+            t0 = now_us();
+            rc = compute_start(B, o->overlap_us, why, len);
+            rc = 0 == rc ? compute_wait(B, why, len) : rc;
+            both[0] += now_us() - t0;
+        }
+        if (!all_min(0 == rc)) {
+            goto fail;
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+        for (i = 0; i < iters && 0 == rc; ++i) {
+            t0 = now_us();
+            if (MPI_SUCCESS != start_nb(B, c, count, &req)) {
+                snprintf(why, len, "the nonblocking call failed to start");
+                rc = -1;
+                break;
+            }
+            rc = compute_start(B, o->overlap_us, why, len);
+            rc = 0 == rc ? compute_wait(B, why, len) : rc;
+            if (MPI_SUCCESS != MPI_Wait(&req, MPI_STATUS_IGNORE) && 0 == rc) {
+                snprintf(why, len, "MPI_Wait failed");
+                rc = -1;
+            }
+            both[1] += now_us() - t0;
+        }
+        if (!all_min(0 == rc)) {
+            goto fail;
+        }
+        both[0] /= iters;
+        both[1] /= iters;
+        MPI_Allreduce(MPI_IN_PLACE, both, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        res->comp_us = both[0];
+        res->both_us = both[1];
     }
 
     local[0] = 0;
@@ -1124,8 +1252,14 @@ static void setup_backends(bench_t *B)
         } else if (0 == strncmp(tok, "mpi:", 4) && '\0' != tok[4]) {
             b->kind = BK_MPI;
             snprintf(b->alg, sizeof(b->alg), "%s", tok + 4);
+        } else if (0 == strcmp(tok, "nb")) {
+            b->kind = BK_NB;
+        } else if (0 == strncmp(tok, "nb:", 3) && '\0' != tok[3]) {
+            b->kind = BK_NB;
+            snprintf(b->alg, sizeof(b->alg), "%s", tok + 3);
         } else {
-            say("# backend %s: unknown (mpi, staged, nccl, mpi:ALGORITHM): skipped\n", tok);
+            say("# backend %s: unknown (mpi, staged, nccl, mpi:ALGORITHM, nb, nb:ALGORITHM): "
+                "skipped\n", tok);
             continue;
         }
         ++B->nbackends;
@@ -1578,6 +1712,26 @@ static int run_collective(bench_t *B, bench_coll_t c, long long *total_wrong, in
             *total_wrong += results[s][k].wrong;
             ++*segments;
             print_row(B, c, sizes[s], total, b, &results[s][k]);
+            if (BK_NB == b->kind) {
+                /* the blocking twin (mpi for nb, mpi:ALG for nb:ALG) when it ran before */
+                char twin[64];
+                snprintf(twin, sizeof(twin), "mpi%s%s", '\0' != b->alg[0] ? ":" : "", b->alg);
+                for (int j = 0; j < k; ++j) {
+                    if (0 == strcmp(B->backends[j].name, twin) && results[s][j].done
+                        && results[s][j].mean_us > 0) {
+                        say("#   %s / %s time, %s %zu B: %.2f\n", b->name, twin, coll_names[c],
+                            sizes[s], results[s][k].mean_us / results[s][j].mean_us);
+                    }
+                }
+            }
+            if (results[s][k].both_us > 0) {
+                const result_t *r = &results[s][k];
+                double shorter = r->mean_us < r->comp_us ? r->mean_us : r->comp_us;
+                say("#   overlap %s %s %zu B: comm %.2f us, compute %.2f us, together %.2f us, "
+                    "overlap %.2f\n",
+                    b->name, coll_names[c], sizes[s], r->mean_us, r->comp_us, r->both_us,
+                    shorter > 0 ? (r->mean_us + r->comp_us - r->both_us) / shorter : 0.0);
+            }
         }
     }
     print_closing(B, c, sizes, n, results);

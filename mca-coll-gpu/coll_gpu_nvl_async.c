@@ -1,0 +1,1577 @@
+/*
+ * coll_gpu_nvl_async.c - MPI_Iallreduce and MPI_Ibcast on device buffers through the node team:
+ * the blocking fast path's algorithms (coll_gpu_nvl.c) as state machines, started at the call
+ * and completed by progress (opal_progress, hence MPI_Wait, MPI_Test and every blocking wait).
+ *
+ * Which calls come here: device buffers, coll_gpu_uniform_buffers true (the nonblocking call
+ * cannot agree on the kind first), and a plan from mca_coll_gpu_select that names the team
+ * (every algorithm of the blocking calls has a form below).  Every input of that choice is the
+ * same on all ranks: the plan of an allreduce is a function of the byte count, and a bcast
+ * takes the team whatever its byte count, then runs the root's plan, read from the root's
+ * record as the blocking call does.  Everything else stays on the staged nonblocking path
+ * (coll_gpu_nonblocking.c), on every rank.
+ *
+ * Requests of one team run one at a time, in issue order: the team's seq, its double-buffered
+ * scratch and call records assume it.  A queue per team:
+ *
+ *   MPI_Ixxx          request queued on its team; the head starts at once (export, arrive,
+ *                     for the fused allreduce on the cuda backend the kernel launch), returns
+ *   progress          every team with a queue: step its head until it waits on something;
+ *                     a head that ends completes its request and the next one starts
+ *   blocking call     on a team with queued requests: opal_progress until the queue is empty,
+ *                     then the blocking algorithm (mca_coll_gpu_async_drain)
+ *   any wait of ours  (the team's flag waits while they yield, the emulated fused kernel's
+ *                     wait): steps the other teams' heads too, so that a rank in a blocking
+ *                     call on one communicator still moves its requests on another, which its
+ *                     peers may be waiting for
+ *
+ * A step never blocks on a peer: it polls the control block's words (arrive, done, step, the
+ * bcast records), the stream (dev_stream_query) or the fused kernel's done word.  Schedules
+ * (each line: one step, which ends when what it waits for is there):
+ *
+ *   fused        [emulated: arrive, wait arrive(all)] launch (cuda: at once) | poll done word
+ *                | done(seq); next piece, one seq each
+ *   one-shot     export sbuf, arrive | wait arrive(all), map, reduce | poll stream | finish
+ *   one-shot     copy sbuf -> scratch[seq&1] | poll stream, arrive | wait arrive(all), reduce
+ *   (in place)   | poll stream, done(seq)                                (no wait for others)
+ *   two-shot     export sbuf, rbuf, arrive | wait arrive(all), map, reduce my shard into
+ *                every rank's rbuf | poll stream | finish
+ *   ring         copy sbuf -> rbuf | poll stream, export rbuf, arrive, step 0 | for k = 1 ..
+ *                2n-2: wait both neighbours' step k-1, reduce (k < n) or copy chunk from the
+ *                left | poll stream, step k | finish
+ *   bcast        publish record | (non-root) wait root's record: its plan and byte count
+ *   push         root: arrive | as each peer arrives: map its buffer, copy | poll stream, done
+ *                peer: export, arrive | wait root's done, done
+ *   pull         root: export, arrive | finish;  peer: arrive | wait root's arrive, map, copy
+ *                | poll stream | finish
+ *   chain, tree  export (with a child), arrive | wait parent's arrive, map | issue chunk copies
+ *                as the parent publishes them, publish those complete | finish
+ *   finish       (after a failure: arrive if not yet, drain our stream) done(seq) | wait
+ *                done(all); the call fails on every rank when any rank failed
+ *
+ * The emulated fused kernel runs on the calling thread and waits for its peers there: launched
+ * before they arrived it would block the caller, so there it is launched once every rank has
+ * arrived.  A copy-engine two-shot plan runs as the SM two-shot.
+ * A rank whose buffer the team cannot use in place (gaps, managed or host memory, memory the
+ * legacy IPC cannot export) goes through a device temporary owned by its request (the module's
+ * are for the blocking calls, which may run while the request is queued).  A rank that fails
+ * locally takes part without data (its peers fail the call instead of waiting); the waits
+ * respect coll_gpu_hang_warn_seconds and coll_gpu_hang_error_seconds as the blocking waits do.
+ */
+#include "ompi_config.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ompi/errhandler/errcode-internal.h"
+#include "ompi/mca/coll/base/coll_base_util.h"
+#include "ompi/request/request.h"
+#include "opal/datatype/opal_convertor.h"
+#include "opal/runtime/opal_progress.h"
+
+#include "coll_gpu.h"
+
+#define ASYNC_DEFAULT_CHUNK ((size_t) 2 << 20)  /* chain and tree, as the blocking calls */
+#define ASYNC_CLOCK_EVERY 1024                 /* polls between looks at the clock (hangs) */
+#define ASYNC_QUERY_EVERY 4096                 /* fused: polls between looks at the stream */
+
+/* What a step returns. */
+#define ASYNC_PENDING 0 /* waiting on a peer or the device: call again later */
+#define ASYNC_AGAIN 1   /* moved on: step again now */
+#define ASYNC_END 2     /* the call is over, r->rc holds its result */
+#define ASYNC_READY 3   /* stream_poll: the stream's work ended */
+
+typedef enum {
+    ALG_FUSED,
+    ALG_ONESHOT,
+    ALG_ONESHOT_SCRATCH,
+    ALG_TWOSHOT,
+    ALG_RING,
+    ALG_BC_PUSH,
+    ALG_BC_PULL,
+    ALG_BC_CHAIN,
+    ALG_BC_TREE,
+    ALG_BC_AGREE,  /* bcast before the root's plan is known */
+    ALG_BC_EMPTY,  /* bcast of 0 bytes: arrive, wait for all */
+    ALG_FINISH,    /* only the end is left: after a failure (or one before the call: then
+                   * the rank takes part without data), or after the ring's last step */
+} async_alg_t;
+
+/* Phases shared by the algorithms (each uses those it needs, in this order). */
+typedef enum {
+    PH_START = 0,
+    PH_ARRIVE,     /* waiting for the peers' arrive (or the root's record, or the parent's) */
+    PH_COPY,       /* waiting for a copy of ours to end (in-place one-shot's scratch copy) */
+    PH_MOVE,       /* issuing and polling the data movement */
+    PH_STREAM,     /* waiting for our stream */
+    PH_FINISH,     /* the end: done(seq) given, waiting for the others' */
+    PH_OWN_DONE,   /* push bcast: the end without the others' done */
+} async_phase_t;
+
+/* A user buffer as the team path sees it: dense bytes in device memory, the user's or a
+ * temporary of the request's. */
+typedef struct async_buf_t {
+    void *user;
+    int count;
+    struct ompi_datatype_t *dtype;
+    void *dev;        /* what the team path uses */
+    void *tmp;        /* the request's device temporary behind dev, or NULL */
+    size_t bytes;
+    bool dense;       /* the user's layout is dense (a plain copy), else packed */
+} async_buf_t;
+
+/* The request is a coll/base nonblocking request: Open MPI's MPI_I... bindings keep derived
+ * datatypes alive in its fields (ompi_coll_base_retain_datatypes), whatever the component. */
+typedef struct coll_gpu_async_t {
+    ompi_coll_base_nbc_request_t super;
+    struct coll_gpu_async_t *next;      /* in the team's queue */
+    coll_gpu_team_t *team;
+    struct ompi_communicator_t *comm;
+    const char *what;
+    async_alg_t alg;
+    bool bcast;
+    async_phase_t phase;
+    uint64_t seq;
+    int rc;
+    bool arrived;
+    bool user_freed;                    /* MPI_Request_free came first: free at completion */
+    /* the call */
+    async_buf_t s, r;                   /* allreduce: send (unused in place), receive; bcast: r */
+    bool in_place;
+    size_t count, esize;
+    dev_dtype_t dt;
+    dev_op_t op;
+    dev_launch_t launch;
+    size_t bytes;                       /* bcast: this rank's byte count */
+    int root;
+    topo_plan_t plan;                   /* bcast: ours, then the root's */
+    int local_rc;                       /* a failure before the call: sit out with it */
+    /* progress */
+    int next_peer;                      /* push root: the next peer to copy to */
+    void *peer_buf;                     /* pull, chain, tree: the buffer read */
+    size_t off, per, cap;               /* fused: the piece at off, pieces of per elements */
+    bool released;                      /* fused: our kernel's waits released (a peer failed) */
+    uint64_t nchunks, issued, complete; /* chain, tree; ring: complete is the step */
+    size_t chunk;
+    int parent;
+    bool has_child;
+    unsigned polls;
+    double wait_start;                  /* hang reports: first clock read of a long wait */
+} coll_gpu_async_t;
+
+static OBJ_CLASS_INSTANCE(coll_gpu_async_t, ompi_coll_base_nbc_request_t, NULL, NULL);
+
+/* Teams with queued requests (linked through async_next) and how many requests are queued in
+ * all: the polls from the waits cost one load while it is 0. */
+static coll_gpu_team_t *async_teams;
+static _Atomic int async_queued;
+static int async_team_users;            /* teams that ever queued: the progress callback */
+static opal_mutex_t async_lock = OPAL_MUTEX_STATIC_INIT;
+static _Thread_local int async_depth;   /* this thread is in async_progress (nested polls) */
+
+/* Test only: COLL_GPU_TEST_FAIL_ASYNC=<rank in MPI_COMM_WORLD> makes every nonblocking team
+ * call of that process fail locally before it moves data (it still takes part, as a rank whose
+ * device temporary cannot be had).  Read once. */
+static int async_test_fail = -2;
+
+static bool async_fail_injected(void)
+{
+    if (-2 == async_test_fail) {
+        const char *env = getenv("COLL_GPU_TEST_FAIL_ASYNC");
+        async_test_fail = (NULL != env && '\0' != env[0]) ? atoi(env) : -1;
+    }
+    return 0 <= async_test_fail && ompi_comm_rank(MPI_COMM_WORLD) == async_test_fail;
+}
+
+static double async_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double) ts.tv_sec + 1e-9 * (double) ts.tv_nsec;
+}
+
+/* ---- polled waits -------------------------------------------------------------------------- */
+
+static bool peer_arrived(coll_gpu_team_t *t, int p, uint64_t seq)
+{
+    return atomic_load(&t->ctl->rank[p].arrive) >= seq;
+}
+
+/* Past coll_gpu_hang_error_seconds this rank gives the call up, as the blocking waits do
+ * (coll_gpu_team.c, team_give_up): the mark stays for every later call of the team. */
+static void async_give_up(coll_gpu_team_t *t, uint64_t seq)
+{
+    if (0 == t->abandoned) {
+        t->abandoned = seq;
+        atomic_store(&t->ctl->rank[t->rank].abandoned, seq);
+    }
+    mca_coll_gpu_team_fail(t, seq);
+}
+
+/* A poll that found what it waits for missing: every ASYNC_CLOCK_EVERY such polls, report a
+ * long wait once and give up past the error time. */
+static void async_waiting(coll_gpu_async_t *r, const char *whom)
+{
+    mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
+    coll_gpu_team_t *t = r->team;
+    double now, waited;
+
+    if (0 != (++r->polls % ASYNC_CLOCK_EVERY)
+        || (0 >= c->hang_warn_seconds && 0 >= c->hang_error_seconds)) {
+        return;
+    }
+    now = async_now();
+    if (0.0 == r->wait_start) {
+        r->wait_start = now;
+        return;
+    }
+    waited = now - r->wait_start;
+    if (0 < c->hang_warn_seconds && waited >= (double) c->hang_warn_seconds
+        && t->warned_seq != r->seq) {
+        t->warned_seq = r->seq;
+        opal_output(0, "coll:gpu: rank %d has waited %d s in a nonblocking %s on communicator "
+                       "%d (call %" PRIu64 ") for %s",
+                    t->rank, (int) waited, r->what, t->cid, r->seq, whom);
+    }
+    if (0 < c->hang_error_seconds && waited >= (double) c->hang_error_seconds
+        && 0 == t->abandoned) {
+        opal_output(0, "coll:gpu: rank %d gives up a nonblocking %s on communicator %d (call "
+                       "%" PRIu64 ") after %d s waiting for %s: the call fails",
+                    t->rank, r->what, t->cid, r->seq, (int) waited, whom);
+        async_give_up(t, r->seq);
+    }
+}
+
+/* Is the word of peer p (arrive or done) at seq, or has this rank given up and p not entered
+ * the call (then it never touches our memory for it and sees the failure when it comes)? */
+static bool async_reached(coll_gpu_team_t *t, _Atomic uint64_t *word, int p, uint64_t seq)
+{
+    if (atomic_load_explicit(word, memory_order_acquire) >= seq) {
+        return true;
+    }
+    return 0 != t->abandoned && !peer_arrived(t, p, seq);
+}
+
+static bool all_arrived(coll_gpu_async_t *r)
+{
+    coll_gpu_team_t *t = r->team;
+    for (int p = 0; p < t->size; ++p) {
+        if (!async_reached(t, &t->ctl->rank[p].arrive, p, r->seq)) {
+            async_waiting(r, "its peers to enter the call");
+            return false;
+        }
+    }
+    r->wait_start = 0.0;
+    return true;
+}
+
+static bool all_done(coll_gpu_async_t *r)
+{
+    coll_gpu_team_t *t = r->team;
+    for (int p = 0; p < t->size; ++p) {
+        if (!async_reached(t, &t->ctl->rank[p].done, p, r->seq)) {
+            async_waiting(r, "its peers to finish the call");
+            return false;
+        }
+    }
+    r->wait_start = 0.0;
+    return true;
+}
+
+/* Our stream's work: ASYNC_READY when it ended, ASYNC_PENDING while it runs; a failure is
+ * reported and fails the call (ASYNC_AGAIN: the request now runs the finish). */
+static int async_fail(coll_gpu_async_t *r);
+static int stream_poll(coll_gpu_async_t *r)
+{
+    int q = dev_stream_query(r->team->stream);
+    if (1 == q) {
+        return ASYNC_PENDING;
+    }
+    if (DEV_OK != q) {
+        mca_coll_gpu_report_failure(r->what, r->comm, "the team's stream: %s",
+                                    dev_error_string());
+        return async_fail(r);
+    }
+    return ASYNC_READY;
+}
+
+/* Checked device call inside a step: on failure report it, fail the call through the team's
+ * flags and go to the finish (which still gives what peers wait for). */
+#define ASYNC_CHECK(r, call)                                                               \
+    do {                                                                                   \
+        int as_rc_ = (call);                                                               \
+        if (DEV_OK != as_rc_) {                                                            \
+            mca_coll_gpu_report_failure((r)->what, (r)->comm, "%s: %s", #call,             \
+                                        dev_error_string());                               \
+            return async_fail(r);                                                          \
+        }                                                                                  \
+    } while (0)
+
+/* Enter the finish after a failure of this rank (or a peer's, seen in the flags). */
+static int async_fail(coll_gpu_async_t *r)
+{
+    mca_coll_gpu_team_fail(r->team, r->seq);
+    if (OMPI_SUCCESS == r->rc) {
+        r->rc = OMPI_ERROR;
+    }
+    r->alg = ALG_FINISH;
+    r->phase = PH_START;
+    return ASYNC_AGAIN;
+}
+
+/* The end every algorithm but the fused, the in-place one-shot and the push bcast shares
+ * (nvl_finish_all in coll_gpu_nvl.c): arrive if a failure came first, drain our own copies and
+ * kernels after a failure (nothing of ours may touch peer memory once we are done), give our
+ * done, wait for everybody's; the call fails on every rank when any rank failed. */
+static int async_finish(coll_gpu_async_t *r)
+{
+    coll_gpu_team_t *t = r->team;
+
+    if (PH_FINISH != r->phase) {
+        if (!r->arrived) {
+            mca_coll_gpu_team_arrive(t, r->seq);
+            r->arrived = true;
+        }
+        if (OMPI_SUCCESS != r->rc) {
+            (void) dev_stream_sync(t->stream);
+        }
+        mca_coll_gpu_team_done(t, r->seq);
+        r->phase = PH_FINISH;
+    }
+    if (!all_done(r)) {
+        return ASYNC_PENDING;
+    }
+    if (OMPI_SUCCESS == r->rc && mca_coll_gpu_team_any_failed(t, r->seq)) {
+        r->rc = OMPI_ERROR;
+    }
+    return ASYNC_END;
+}
+
+/* ---- allreduce ----------------------------------------------------------------------------- */
+
+/* The emulated fused kernel waits on this thread: meanwhile the other teams' requests move
+ * (a peer may wait for one of them before it launches), and a failure anywhere releases it. */
+static bool fused_abandon(void *ctx)
+{
+    coll_gpu_async_t *r = ctx;
+    mca_coll_gpu_async_poll();
+    return mca_coll_gpu_team_any_failed(r->team, r->seq);
+}
+
+static int step_fused(coll_gpu_async_t *r)
+{
+    coll_gpu_team_t *t = r->team;
+    uint64_t *word;
+
+    switch (r->phase) {
+    case PH_START:
+        r->seq = ++t->seq;
+        r->released = false;
+        r->polls = 0;
+        mca_coll_gpu_team_arrive(t, r->seq);
+        r->arrived = true;
+        r->phase = PH_ARRIVE;
+        /* fall through */
+    case PH_ARRIVE: {
+        size_t n = (r->count - r->off < r->per) ? r->count - r->off : r->per;
+        if (DEV_BACKEND_EMULATED == dev_backend()) {
+            if (!all_arrived(r)) {
+                return ASYNC_PENDING;
+            }
+            if (mca_coll_gpu_team_any_failed(t, r->seq)) {
+                return async_fail(r); /* a peer failed (or we gave up): no launch */
+            }
+        }
+        ASYNC_CHECK(r, mca_coll_gpu_nvl_fused_launch(t, r->seq,
+                                                     (const char *) r->s.dev + r->off * r->esize,
+                                                     (char *) r->r.dev + r->off * r->esize, n,
+                                                     r->dt, r->op, r->cap, &r->launch,
+                                                     fused_abandon, r));
+        r->off += n;
+        r->phase = PH_MOVE;
+    }
+        /* fall through */
+    case PH_MOVE:
+        word = mca_coll_gpu_nvl_fused_word(t);
+        if (__atomic_load_n(word, __ATOMIC_ACQUIRE) != r->seq) {
+            if (!r->released && mca_coll_gpu_team_any_failed(t, r->seq)) {
+                /* a peer gave up, maybe before its launch: release our kernel's waits */
+                ASYNC_CHECK(r, mca_coll_gpu_nvl_fused_release(t, r->seq));
+                r->released = true;
+            }
+            if (0 == (++r->polls % ASYNC_QUERY_EVERY)) {
+                /* a kernel that faulted never sets the word: ask the stream now and then */
+                int q = dev_stream_query(t->stream);
+                ASYNC_CHECK(r, q < 0 ? q : DEV_OK);
+                if (DEV_OK == q && __atomic_load_n(word, __ATOMIC_ACQUIRE) != r->seq) {
+                    mca_coll_gpu_report_failure(r->what, r->comm,
+                                                "the fused kernel ended without its done word "
+                                                "(seq %" PRIu64 ")",
+                                                r->seq);
+                    return async_fail(r);
+                }
+            }
+            async_waiting(r, "its peers' data (fused kernel)");
+            return ASYNC_PENDING;
+        }
+        mca_coll_gpu_team_done(t, r->seq);
+        r->wait_start = 0.0;
+        if (mca_coll_gpu_team_any_failed(t, r->seq)) {
+            r->rc = OMPI_ERROR;
+            return ASYNC_END;
+        }
+        if (r->off < r->count) {
+            r->phase = PH_START; /* the next piece, its own seq */
+            return ASYNC_AGAIN;
+        }
+        return ASYNC_END;
+    default:
+        return ASYNC_END;
+    }
+}
+
+static int step_oneshot(coll_gpu_async_t *r)
+{
+    int s;
+    coll_gpu_team_t *t = r->team;
+    coll_gpu_ctl_rank_t *me;
+    const void *srcs[COLL_GPU_TEAM_MAX];
+    void *dst;
+
+    switch (r->phase) {
+    case PH_START:
+        r->seq = ++t->seq;
+        me = &t->ctl->rank[t->rank];
+        ASYNC_CHECK(r, mca_coll_gpu_team_export(t, r->s.dev, &me->sbuf));
+        mca_coll_gpu_team_arrive(t, r->seq);
+        r->arrived = true;
+        r->phase = PH_ARRIVE;
+        /* fall through */
+    case PH_ARRIVE:
+        if (!all_arrived(r)) {
+            return ASYNC_PENDING;
+        }
+        if (mca_coll_gpu_team_any_failed(t, r->seq)) {
+            return async_fail(r);
+        }
+        for (int p = 0; p < t->size; ++p) {
+            void *s = r->s.dev;
+            if (p != t->rank) {
+                ASYNC_CHECK(r, mca_coll_gpu_team_import(t, p, &t->ctl->rank[p].sbuf, &s));
+            }
+            srcs[p] = s;
+        }
+        dst = r->r.dev;
+        ASYNC_CHECK(r, dev_reduce_multi(&dst, 1, srcs, t->size, r->count, r->dt, r->op,
+                                        &r->launch, t->stream));
+        r->phase = PH_STREAM;
+        /* fall through */
+    case PH_STREAM:
+        s = stream_poll(r);
+        return (ASYNC_READY == s) ? async_finish(r) : s;
+    default:
+        return async_finish(r);
+    }
+}
+
+/* In place: peers read our input from our scratch (our buffer is being overwritten); ends at
+ * our own done, as the blocking call does. */
+static int step_oneshot_scratch(coll_gpu_async_t *r)
+{
+    coll_gpu_team_t *t = r->team;
+    size_t slot_off;
+    const void *srcs[COLL_GPU_TEAM_MAX];
+    void *dst;
+
+    slot_off = (r->seq & 1) * t->slot_bytes + COLL_GPU_SLOT_RESERVED(t->size);
+    switch (r->phase) {
+    case PH_START:
+        r->seq = ++t->seq;
+        slot_off = (r->seq & 1) * t->slot_bytes + COLL_GPU_SLOT_RESERVED(t->size);
+        if (DEV_OK != dev_memcpy_async((char *) t->scratch + slot_off, r->r.dev,
+                                       r->count * r->esize, t->stream)) {
+            mca_coll_gpu_report_failure(r->what, r->comm, "copy into the scratch: %s",
+                                        dev_error_string());
+            mca_coll_gpu_team_fail(t, r->seq);
+            r->rc = OMPI_ERROR;
+        }
+        r->phase = PH_COPY;
+        /* fall through */
+    case PH_COPY:
+        if (OMPI_SUCCESS == r->rc) {
+            int q = dev_stream_query(t->stream);
+            if (1 == q) {
+                return ASYNC_PENDING;
+            }
+            if (DEV_OK != q) {
+                mca_coll_gpu_report_failure(r->what, r->comm, "copy into the scratch: %s",
+                                            dev_error_string());
+                mca_coll_gpu_team_fail(t, r->seq);
+                r->rc = OMPI_ERROR;
+            }
+        }
+        mca_coll_gpu_team_arrive(t, r->seq);
+        r->arrived = true;
+        r->phase = PH_ARRIVE;
+        /* fall through */
+    case PH_ARRIVE:
+        if (!all_arrived(r)) {
+            return ASYNC_PENDING;
+        }
+        if (OMPI_SUCCESS != r->rc || mca_coll_gpu_team_any_failed(t, r->seq)) {
+            r->rc = (OMPI_SUCCESS != r->rc) ? r->rc : OMPI_ERROR;
+            mca_coll_gpu_team_done(t, r->seq);
+            return ASYNC_END;
+        }
+        for (int p = 0; p < t->size; ++p) {
+            srcs[p] = (const char *) t->peer_scratch[p] + slot_off;
+        }
+        dst = r->r.dev;
+        if (DEV_OK != dev_reduce_multi(&dst, 1, srcs, t->size, r->count, r->dt, r->op,
+                                       &r->launch, t->stream)) {
+            mca_coll_gpu_report_failure(r->what, r->comm, "one-shot reduction: %s",
+                                        dev_error_string());
+            r->rc = OMPI_ERROR;
+            (void) dev_stream_sync(t->stream);
+            mca_coll_gpu_team_done(t, r->seq);
+            return ASYNC_END;
+        }
+        r->phase = PH_STREAM;
+        /* fall through */
+    case PH_STREAM: {
+        int q = dev_stream_query(t->stream);
+        if (1 == q) {
+            return ASYNC_PENDING;
+        }
+        if (DEV_OK != q) {
+            mca_coll_gpu_report_failure(r->what, r->comm, "one-shot reduction: %s",
+                                        dev_error_string());
+            r->rc = OMPI_ERROR;
+        }
+        mca_coll_gpu_team_done(t, r->seq);
+        return ASYNC_END;
+    }
+    default:
+        return ASYNC_END;
+    }
+}
+
+/* The elements [*lo, *hi) rank r owns in a two-shot of count elements over n ranks (the same
+ * cut as coll_gpu_nvl.c's). */
+static void chunk_of(size_t count, int n, int r, size_t *lo, size_t *hi)
+{
+    size_t base = count / (size_t) n, extra = count % (size_t) n;
+    *lo = (size_t) r * base + ((size_t) r < extra ? (size_t) r : extra);
+    *hi = *lo + base + ((size_t) r < extra ? 1 : 0);
+}
+
+static int step_twoshot(coll_gpu_async_t *r)
+{
+    int s;
+    coll_gpu_team_t *t = r->team;
+    coll_gpu_ctl_rank_t *me;
+    const void *srcs[COLL_GPU_TEAM_MAX];
+    void *dsts[COLL_GPU_TEAM_MAX];
+    size_t lo, hi;
+
+    switch (r->phase) {
+    case PH_START:
+        r->seq = ++t->seq;
+        me = &t->ctl->rank[t->rank];
+        ASYNC_CHECK(r, mca_coll_gpu_team_export(t, r->s.dev, &me->sbuf));
+        ASYNC_CHECK(r, mca_coll_gpu_team_export(t, r->r.dev, &me->rbuf));
+        mca_coll_gpu_team_arrive(t, r->seq);
+        r->arrived = true;
+        r->phase = PH_ARRIVE;
+        /* fall through */
+    case PH_ARRIVE:
+        if (!all_arrived(r)) {
+            return ASYNC_PENDING;
+        }
+        if (mca_coll_gpu_team_any_failed(t, r->seq)) {
+            return async_fail(r);
+        }
+        chunk_of(r->count, t->size, t->rank, &lo, &hi);
+        for (int p = 0; p < t->size; ++p) {
+            void *s = r->s.dev, *d = r->r.dev;
+            if (p != t->rank) {
+                ASYNC_CHECK(r, mca_coll_gpu_team_import(t, p, &t->ctl->rank[p].sbuf, &s));
+                ASYNC_CHECK(r, mca_coll_gpu_team_import(t, p, &t->ctl->rank[p].rbuf, &d));
+            }
+            srcs[p] = (const char *) s + lo * r->esize;
+            dsts[p] = (char *) d + lo * r->esize;
+        }
+        if (hi > lo) {
+            ASYNC_CHECK(r, dev_reduce_multi(dsts, t->size, srcs, t->size, hi - lo, r->dt, r->op,
+                                            &r->launch, t->stream));
+        }
+        r->phase = PH_STREAM;
+        /* fall through */
+    case PH_STREAM:
+        s = stream_poll(r);
+        return (ASYNC_READY == s) ? async_finish(r) : s;
+    default:
+        return async_finish(r);
+    }
+}
+
+/* Ring allreduce (coll_gpu_nvl.c, allreduce_ring): step k = 1 .. 2n-2 once both neighbours
+ * completed step k-1; r->complete counts the steps done, r->peer_buf is the left's rbuf. */
+static int step_ring(coll_gpu_async_t *r)
+{
+    coll_gpu_team_t *t = r->team;
+    int n = t->size, pos = t->ring_pos[t->rank];
+    int left = t->ring_rank[(pos + n - 1) % n], right = t->ring_rank[(pos + 1) % n];
+    uint64_t k;
+    size_t lo, hi;
+    int c;
+
+    switch (r->phase) {
+    case PH_START:
+        r->seq = ++t->seq;
+        r->peer_buf = NULL;
+        if (r->s.dev != r->r.dev) {
+            ASYNC_CHECK(r, dev_memcpy_async(r->r.dev, r->s.dev, r->count * r->esize,
+                                            t->stream));
+        }
+        r->phase = PH_COPY;
+        /* fall through */
+    case PH_COPY: {
+        int q = dev_stream_query(t->stream);
+        if (1 == q) {
+            return ASYNC_PENDING;
+        }
+        ASYNC_CHECK(r, q);
+        ASYNC_CHECK(r, mca_coll_gpu_team_export(t, r->r.dev, &t->ctl->rank[t->rank].rbuf));
+        mca_coll_gpu_team_arrive(t, r->seq);
+        mca_coll_gpu_team_step(t, r->seq, 0);
+        r->arrived = true;
+        r->complete = 0;
+        r->phase = PH_MOVE;
+    }
+        /* fall through */
+    case PH_MOVE:
+        k = r->complete + 1;
+        if (!mca_coll_gpu_team_step_reached(t, left, r->seq, k - 1)
+            || !mca_coll_gpu_team_step_reached(t, right, r->seq, k - 1)) {
+            if (0 != t->abandoned) {
+                return async_fail(r); /* we gave up on a neighbour */
+            }
+            async_waiting(r, "its ring neighbours' steps");
+            return ASYNC_PENDING;
+        }
+        r->wait_start = 0.0;
+        if (mca_coll_gpu_team_failed(t, left, r->seq)
+            || mca_coll_gpu_team_failed(t, right, r->seq)) {
+            return async_fail(r);
+        }
+        if (NULL == r->peer_buf) {
+            ASYNC_CHECK(r, mca_coll_gpu_team_import(t, left, &t->ctl->rank[left].rbuf,
+                                                    &r->peer_buf));
+        }
+        c = (int) (((uint64_t) pos + (uint64_t) n * 2 - k) % (uint64_t) n);
+        chunk_of(r->count, n, c, &lo, &hi);
+        if (hi > lo) {
+            char *mine_c = (char *) r->r.dev + lo * r->esize;
+            char *left_c = (char *) r->peer_buf + lo * r->esize;
+            if (k < (uint64_t) n) {
+                void *dst = mine_c;
+                const void *srcs[2] = {mine_c, left_c};
+                ASYNC_CHECK(r, dev_reduce_multi(&dst, 1, srcs, 2, hi - lo, r->dt, r->op,
+                                                &r->launch, t->stream));
+            } else {
+                ASYNC_CHECK(r, dev_memcpy_async(mine_c, left_c, (hi - lo) * r->esize,
+                                                t->stream));
+            }
+        }
+        r->phase = PH_STREAM;
+        /* fall through */
+    case PH_STREAM: {
+        int q = dev_stream_query(t->stream);
+        if (1 == q) {
+            return ASYNC_PENDING;
+        }
+        ASYNC_CHECK(r, q);
+        mca_coll_gpu_team_step(t, r->seq, ++r->complete);
+        if (r->complete < (uint64_t) (2 * n - 2)) {
+            r->phase = PH_MOVE;
+            return ASYNC_AGAIN;
+        }
+        r->phase = PH_START; /* the finish, entered afresh */
+        r->alg = ALG_FINISH;
+        return ASYNC_AGAIN;
+    }
+    default:
+        return async_finish(r);
+    }
+}
+
+/* ---- bcast --------------------------------------------------------------------------------- */
+
+/* The root's end of a push bcast that failed, and every push peer's end: the root waits until
+ * every peer has entered the call, a peer until the root is done (bcast_wait_push). */
+static int push_end(coll_gpu_async_t *r)
+{
+    coll_gpu_team_t *t = r->team;
+
+    if (t->rank == r->root) {
+        if (!all_arrived(r)) {
+            return ASYNC_PENDING;
+        }
+    } else if (!async_reached(t, &t->ctl->rank[r->root].done, r->root, r->seq)) {
+        async_waiting(r, "the root to finish the call");
+        return ASYNC_PENDING;
+    }
+    mca_coll_gpu_team_done(t, r->seq);
+    if (t->rank != r->root && OMPI_SUCCESS == r->rc
+        && mca_coll_gpu_team_failed(t, r->root, r->seq)) {
+        r->rc = OMPI_ERROR;
+    }
+    return ASYNC_END;
+}
+
+static int step_push(coll_gpu_async_t *r)
+{
+    coll_gpu_team_t *t = r->team;
+
+    if (PH_OWN_DONE == r->phase) {
+        return push_end(r);
+    }
+    if (t->rank != r->root) {
+        /* where the data must go; a failed export still arrives (the root fails the call) */
+        r->seq = ++t->seq;
+        if (DEV_OK != mca_coll_gpu_team_export(t, r->r.dev, &t->ctl->rank[t->rank].rbuf)) {
+            mca_coll_gpu_report_failure(r->what, r->comm, "export of the buffer: %s",
+                                        dev_error_string());
+            mca_coll_gpu_team_fail(t, r->seq);
+            r->rc = OMPI_ERROR;
+        }
+        mca_coll_gpu_team_arrive(t, r->seq);
+        r->arrived = true;
+        r->phase = PH_OWN_DONE;
+        return push_end(r);
+    }
+    switch (r->phase) {
+    case PH_START:
+        r->seq = ++t->seq;
+        mca_coll_gpu_team_arrive(t, r->seq);
+        r->arrived = true;
+        r->next_peer = 0;
+        r->phase = PH_MOVE;
+        /* fall through */
+    case PH_MOVE:
+        /* copy to each peer as it arrives, in rank order */
+        for (; r->next_peer < t->size; ++r->next_peer) {
+            int p = r->next_peer;
+            void *dst;
+            if (p == t->rank) {
+                continue;
+            }
+            if (!async_reached(t, &t->ctl->rank[p].arrive, p, r->seq)) {
+                async_waiting(r, "its peers to enter the call");
+                return ASYNC_PENDING;
+            }
+            if (mca_coll_gpu_team_failed(t, p, r->seq)
+                || DEV_OK != mca_coll_gpu_team_import(t, p, &t->ctl->rank[p].rbuf, &dst)
+                || DEV_OK != dev_memcpy_async(dst, r->r.dev, r->bytes, t->stream)) {
+                if (!mca_coll_gpu_team_failed(t, p, r->seq)) {
+                    mca_coll_gpu_report_failure(r->what, r->comm, "copy to rank %d: %s", p,
+                                                dev_error_string());
+                }
+                mca_coll_gpu_team_fail(t, r->seq);
+                r->rc = OMPI_ERROR;
+                (void) dev_stream_sync(t->stream); /* copies issued end before done */
+                r->phase = PH_OWN_DONE;
+                return ASYNC_AGAIN;
+            }
+        }
+        r->wait_start = 0.0;
+        r->phase = PH_STREAM;
+        /* fall through */
+    case PH_STREAM: {
+        int q = dev_stream_query(t->stream);
+        if (1 == q) {
+            return ASYNC_PENDING;
+        }
+        if (DEV_OK != q) {
+            mca_coll_gpu_report_failure(r->what, r->comm, "copies to the peers: %s",
+                                        dev_error_string());
+            mca_coll_gpu_team_fail(t, r->seq);
+            r->rc = OMPI_ERROR;
+            r->phase = PH_OWN_DONE;
+            return ASYNC_AGAIN;
+        }
+        mca_coll_gpu_team_done(t, r->seq);
+        return ASYNC_END;
+    }
+    default:
+        return ASYNC_END;
+    }
+}
+
+static int step_pull(coll_gpu_async_t *r)
+{
+    int s;
+    coll_gpu_team_t *t = r->team;
+
+    switch (r->phase) {
+    case PH_START:
+        r->seq = ++t->seq;
+        if (t->rank == r->root) {
+            ASYNC_CHECK(r, mca_coll_gpu_team_export(t, r->r.dev, &t->ctl->rank[t->rank].rbuf));
+            mca_coll_gpu_team_arrive(t, r->seq);
+            r->arrived = true;
+            return async_finish(r);
+        }
+        mca_coll_gpu_team_arrive(t, r->seq);
+        r->arrived = true;
+        r->phase = PH_ARRIVE;
+        /* fall through */
+    case PH_ARRIVE:
+        if (!async_reached(t, &t->ctl->rank[r->root].arrive, r->root, r->seq)) {
+            async_waiting(r, "the root to enter the call");
+            return ASYNC_PENDING;
+        }
+        if (mca_coll_gpu_team_failed(t, r->root, r->seq)) {
+            return async_fail(r);
+        }
+        ASYNC_CHECK(r, mca_coll_gpu_team_import(t, r->root, &t->ctl->rank[r->root].rbuf,
+                                                &r->peer_buf));
+        ASYNC_CHECK(r, dev_memcpy_async(r->r.dev, r->peer_buf, r->bytes, t->stream));
+        r->phase = PH_STREAM;
+        /* fall through */
+    case PH_STREAM:
+        s = stream_poll(r);
+        return (ASYNC_READY == s) ? async_finish(r) : s;
+    default:
+        return async_finish(r);
+    }
+}
+
+/* Chain and tree (coll_gpu_nvl.c, bcast_pipelined): positions along the ring from the root. */
+static int step_pipelined(coll_gpu_async_t *r)
+{
+    coll_gpu_team_t *t = r->team;
+    bool tree = (ALG_BC_TREE == r->alg);
+    int n = t->size, root_pos, at, parent_at;
+
+    switch (r->phase) {
+    case PH_START:
+        r->seq = ++t->seq;
+        root_pos = t->ring_pos[r->root];
+        at = (t->ring_pos[t->rank] - root_pos + n) % n;
+        parent_at = tree ? (at - 1) / 2 : at - 1;
+        r->has_child = tree ? (2 * at + 1 < n) : (at < n - 1);
+        r->parent = (0 == at) ? -1 : t->ring_rank[(parent_at + root_pos) % n];
+        r->chunk = (0 == r->plan.chunk_bytes) ? ASYNC_DEFAULT_CHUNK : r->plan.chunk_bytes;
+        if ((r->bytes + r->chunk - 1) / r->chunk > COLL_GPU_STEP_FAILED - 1) {
+            r->chunk = (r->bytes + COLL_GPU_STEP_FAILED - 2) / (COLL_GPU_STEP_FAILED - 1);
+        }
+        r->nchunks = (r->bytes + r->chunk - 1) / r->chunk;
+        r->issued = r->complete = 0;
+        COLL_GPU_VERBOSE(COLL_GPU_LOG_CALL,
+                         "coll:gpu:%s (cid %d): rank %d: %s position %d from root %d, parent "
+                         "%d, %" PRIu64 " chunk(s) of %zu B (nonblocking)",
+                         r->what, t->cid, t->rank, tree ? "tree" : "chain", at, r->root,
+                         r->parent, r->nchunks, r->chunk);
+        if (r->has_child) {
+            ASYNC_CHECK(r, mca_coll_gpu_team_export(t, r->r.dev, &t->ctl->rank[t->rank].rbuf));
+        }
+        mca_coll_gpu_team_arrive(t, r->seq);
+        r->arrived = true;
+        if (r->parent < 0) {
+            mca_coll_gpu_team_step(t, r->seq, r->nchunks); /* the root's data is all there */
+            return async_finish(r);
+        }
+        mca_coll_gpu_team_step(t, r->seq, 0);
+        r->phase = PH_ARRIVE;
+        /* fall through */
+    case PH_ARRIVE:
+        if (!async_reached(t, &t->ctl->rank[r->parent].arrive, r->parent, r->seq)) {
+            async_waiting(r, "its parent to enter the call");
+            return ASYNC_PENDING;
+        }
+        if (mca_coll_gpu_team_failed(t, r->parent, r->seq)) {
+            return async_fail(r);
+        }
+        ASYNC_CHECK(r, mca_coll_gpu_team_import(t, r->parent, &t->ctl->rank[r->parent].rbuf,
+                                                &r->peer_buf));
+        r->phase = PH_MOVE;
+        /* fall through */
+    case PH_MOVE: {
+        bool moved = false;
+        /* enqueue every chunk the parent has finished, up to the depth */
+        while (r->issued < r->nchunks && r->issued - r->complete < COLL_GPU_CHAIN_DEPTH
+               && mca_coll_gpu_team_step_reached(t, r->parent, r->seq, r->issued + 1)) {
+            size_t off = (size_t) r->issued * r->chunk;
+            size_t len = (r->bytes - off < r->chunk) ? r->bytes - off : r->chunk;
+            if (mca_coll_gpu_team_failed(t, r->parent, r->seq)) {
+                return async_fail(r);
+            }
+            ASYNC_CHECK(r, dev_memcpy_async((char *) r->r.dev + off,
+                                            (const char *) r->peer_buf + off, len, t->stream));
+            ASYNC_CHECK(r, dev_event_record(t->events[r->issued % COLL_GPU_CHAIN_DEPTH],
+                                            t->stream));
+            ++r->issued;
+            moved = true;
+        }
+        /* publish the copies that completed, in order */
+        while (r->complete < r->issued) {
+            int q = dev_event_query(t->events[r->complete % COLL_GPU_CHAIN_DEPTH]);
+            if (1 == q) {
+                break;
+            }
+            ASYNC_CHECK(r, q);
+            ++r->complete;
+            mca_coll_gpu_team_step(t, r->seq, r->complete);
+            moved = true;
+        }
+        if (r->complete < r->nchunks) {
+            if (!moved) {
+                /* a parent that failed jumps its step past the call (seen above); one that
+                 * hangs is given up on here */
+                if (0 != t->abandoned) {
+                    return async_fail(r);
+                }
+                async_waiting(r, "its parent's chunks");
+            } else {
+                r->wait_start = 0.0;
+            }
+            return moved ? ASYNC_AGAIN : ASYNC_PENDING;
+        }
+        return async_finish(r);
+    }
+    default:
+        return async_finish(r);
+    }
+}
+
+/* Before anything moves, every rank publishes its byte count and plan, and every non-root
+ * waits for the root's (mca_coll_gpu_nvl_bcast): the root's plan is the call's; a byte count
+ * other than the root's sits the call out with MPI_ERR_TRUNCATE. */
+static int step_agree(coll_gpu_async_t *r)
+{
+    coll_gpu_team_t *t = r->team;
+    uint64_t seq = t->seq + 1;
+    const coll_gpu_call_t *at_root = &t->ctl->rank[r->root].call[seq & 1];
+    size_t root_bytes;
+
+    if (PH_START == r->phase) {
+        coll_gpu_call_t *mine = &t->ctl->rank[t->rank].call[seq & 1];
+        mine->bytes = r->bytes;
+        mine->alg = (int32_t) r->plan.alg;
+        mine->chunk = r->plan.chunk_bytes;
+        atomic_store_explicit(&mine->seq, seq, memory_order_release);
+        r->phase = PH_ARRIVE;
+    }
+    if (t->rank != r->root) {
+        if (seq != atomic_load_explicit(&at_root->seq, memory_order_acquire)) {
+            return ASYNC_PENDING; /* the root has not entered the call yet */
+        }
+        root_bytes = at_root->bytes;
+        r->plan.alg = at_root->alg;
+        r->plan.chunk_bytes = at_root->chunk;
+        if (root_bytes != r->bytes) {
+            COLL_GPU_VERBOSE(COLL_GPU_LOG_CALL,
+                             "coll:gpu:%s (cid %d): rank %d: %zu B here, %zu B at root %d: "
+                             "truncation, no data moved",
+                             r->what, t->cid, t->rank, r->bytes, root_bytes, r->root);
+            if (OMPI_SUCCESS == r->local_rc) {
+                r->local_rc = MPI_ERR_TRUNCATE;
+            }
+        }
+    }
+    r->phase = PH_START;
+    if (OMPI_SUCCESS != r->local_rc) {
+        r->rc = r->local_rc;
+        if (TOPO_BC_PUSH == r->plan.alg) {
+            r->seq = ++t->seq;
+            mca_coll_gpu_team_fail(t, r->seq);
+            mca_coll_gpu_team_arrive(t, r->seq);
+            r->arrived = true;
+            r->alg = ALG_BC_PUSH;
+            r->phase = PH_OWN_DONE;
+            return ASYNC_AGAIN;
+        }
+        r->seq = ++t->seq;
+        mca_coll_gpu_team_fail(t, r->seq);
+        r->alg = ALG_FINISH;
+        return ASYNC_AGAIN;
+    }
+    if (0 == r->bytes) {
+        r->alg = ALG_BC_EMPTY;
+    } else if (TOPO_BC_PULL == r->plan.alg) {
+        r->alg = ALG_BC_PULL;
+    } else if (TOPO_BC_CHAIN == r->plan.alg) {
+        r->alg = ALG_BC_CHAIN;
+    } else if (TOPO_BC_TREE == r->plan.alg) {
+        r->alg = ALG_BC_TREE;
+    } else {
+        r->alg = ALG_BC_PUSH;
+    }
+    return ASYNC_AGAIN;
+}
+
+/* A bcast of nothing: its seq is consumed, and no rank may end it before every rank entered
+ * it (the double-buffered scratch and records rely on that). */
+static int step_empty(coll_gpu_async_t *r)
+{
+    if (PH_START == r->phase) {
+        r->seq = ++r->team->seq;
+        mca_coll_gpu_team_arrive(r->team, r->seq);
+        r->arrived = true;
+        r->phase = PH_ARRIVE;
+    }
+    if (!all_arrived(r)) {
+        return ASYNC_PENDING;
+    }
+    mca_coll_gpu_team_done(r->team, r->seq);
+    return ASYNC_END;
+}
+
+/* Did a peer bring another byte count than the root's to bcast seq? */
+static bool bcast_any_mismatch(coll_gpu_team_t *t, uint64_t seq, size_t bytes)
+{
+    for (int p = 0; p < t->size; ++p) {
+        const coll_gpu_call_t *c = &t->ctl->rank[p].call[seq & 1];
+        if (seq == atomic_load_explicit(&c->seq, memory_order_acquire) && c->bytes != bytes) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* One step of a request; ASYNC_END when it is over. */
+static int async_step(coll_gpu_async_t *r)
+{
+    switch (r->alg) {
+    case ALG_FUSED:
+        return step_fused(r);
+    case ALG_ONESHOT:
+        return step_oneshot(r);
+    case ALG_ONESHOT_SCRATCH:
+        return step_oneshot_scratch(r);
+    case ALG_TWOSHOT:
+        return step_twoshot(r);
+    case ALG_RING:
+        return step_ring(r);
+    case ALG_BC_AGREE:
+        return step_agree(r);
+    case ALG_BC_EMPTY:
+        return step_empty(r);
+    case ALG_BC_PUSH:
+        return step_push(r);
+    case ALG_BC_PULL:
+        return step_pull(r);
+    case ALG_BC_CHAIN:
+    case ALG_BC_TREE:
+        return step_pipelined(r);
+    case ALG_FINISH:
+    default:
+        if (PH_START == r->phase && 0 == r->seq) {
+            /* failed before the call took a seq: take one, as nvl_sit_out does */
+            r->seq = ++r->team->seq;
+            mca_coll_gpu_team_fail(r->team, r->seq);
+        }
+        return async_finish(r);
+    }
+}
+
+/* ---- buffers ------------------------------------------------------------------------------- */
+
+/* Pack (to_dev) or unpack count x dtype between the user's layout and b->tmp, through host
+ * memory of the request's own: the span copied out (gaps kept), the convertor, one copy. */
+static int buf_convert(async_buf_t *b, bool to_dev)
+{
+    ptrdiff_t lo;
+    size_t len, max = b->bytes;
+    char *span, *dense;
+    opal_convertor_t conv;
+    struct iovec iov;
+    uint32_t niov = 1;
+    int rc = OMPI_ERROR, crc;
+
+    mca_coll_gpu_span(b->dtype, (size_t) b->count, &lo, &len);
+    span = malloc(len);
+    dense = malloc(b->bytes);
+    if (NULL == span || NULL == dense) {
+        goto out;
+    }
+    if (DEV_OK != dev_memcpy(span, (char *) b->user + lo, len)
+        || (!to_dev && DEV_OK != dev_memcpy(dense, b->tmp, b->bytes))) {
+        goto out;
+    }
+    OBJ_CONSTRUCT(&conv, opal_convertor_t);
+    crc = to_dev ? opal_convertor_copy_and_prepare_for_send(ompi_mpi_local_convertor,
+                                                            &b->dtype->super, (size_t) b->count,
+                                                            span - lo, 0, &conv)
+                 : opal_convertor_copy_and_prepare_for_recv(ompi_mpi_local_convertor,
+                                                            &b->dtype->super, (size_t) b->count,
+                                                            span - lo, 0, &conv);
+    iov.iov_base = dense;
+    iov.iov_len = b->bytes;
+    if (OPAL_SUCCESS == crc) {
+        crc = to_dev ? opal_convertor_pack(&conv, &iov, &niov, &max)
+                     : opal_convertor_unpack(&conv, &iov, &niov, &max);
+    }
+    OBJ_DESTRUCT(&conv);
+    if (1 != crc || max != b->bytes) {
+        goto out;
+    }
+    if (to_dev ? DEV_OK == dev_memcpy(b->tmp, dense, b->bytes)
+               : DEV_OK == dev_memcpy((char *) b->user + lo, span, len)) {
+        rc = OMPI_SUCCESS;
+    }
+out:
+    free(span);
+    free(dense);
+    return rc;
+}
+
+/* The team path's view of count x dtype at user (coll_gpu_adapt.c's rules: in place when dense
+ * device memory, that the IPC can export when peers map it (exported); else a device temporary
+ * of the request's, filled when copy_in).  A failure is reported; b->dev is then NULL. */
+static int buf_in(coll_gpu_async_t *r, async_buf_t *b, const void *user, int count,
+                  struct ompi_datatype_t *dtype, bool copy_in, bool exported)
+{
+    ptrdiff_t lo;
+    size_t len;
+    int rc = OMPI_SUCCESS;
+
+    b->user = (void *) user;
+    b->count = count;
+    b->dtype = dtype;
+    b->bytes = mca_coll_gpu_call_bytes(dtype, (size_t) count);
+    b->tmp = NULL;
+    mca_coll_gpu_span(dtype, (size_t) count, &lo, &len);
+    b->dev = (char *) user + lo;
+    b->dense = (0 == count)
+               || (len == b->bytes && ompi_datatype_is_contiguous_memory_layout(dtype, count));
+    if (0 == b->bytes
+        || (b->dense && DEV_MEM_DEVICE == mca_coll_gpu_classify(b->dev)
+            && (!exported || dev_mem_ipc_capable(b->dev)))) {
+        return OMPI_SUCCESS;
+    }
+    if (DEV_OK != dev_mem_alloc(&b->tmp, b->bytes)) {
+        mca_coll_gpu_report_failure(r->what, r->comm, "cannot allocate a %zu B device "
+                                    "temporary: %s", b->bytes, dev_error_string());
+        b->tmp = b->dev = NULL;
+        return OMPI_ERR_OUT_OF_RESOURCE;
+    }
+    b->dev = b->tmp;
+    if (copy_in) {
+        rc = b->dense ? (DEV_OK == dev_memcpy(b->tmp, (char *) user + lo, b->bytes) ? OMPI_SUCCESS
+                                                                                   : OMPI_ERROR)
+                      : buf_convert(b, true);
+        if (OMPI_SUCCESS != rc) {
+            mca_coll_gpu_report_failure(r->what, r->comm, "copy of %zu B into a device "
+                                        "temporary: %s", b->bytes, dev_error_string());
+        }
+    }
+    return rc;
+}
+
+/* After the call: the temporary back into the user's layout (copy_out), and freed. */
+static int buf_out(coll_gpu_async_t *r, async_buf_t *b, bool copy_out)
+{
+    int rc = OMPI_SUCCESS;
+
+    if (NULL == b->tmp) {
+        return OMPI_SUCCESS;
+    }
+    if (copy_out) {
+        ptrdiff_t lo;
+        size_t len;
+        mca_coll_gpu_span(b->dtype, (size_t) b->count, &lo, &len);
+        rc = b->dense ? (DEV_OK == dev_memcpy((char *) b->user + lo, b->tmp, b->bytes)
+                             ? OMPI_SUCCESS
+                             : OMPI_ERROR)
+                      : buf_convert(b, false);
+        if (OMPI_SUCCESS != rc) {
+            mca_coll_gpu_report_failure(r->what, r->comm, "copy of %zu B from a device "
+                                        "temporary: %s", b->bytes, dev_error_string());
+        }
+    }
+    (void) dev_mem_free(b->tmp);
+    b->tmp = NULL;
+    return rc;
+}
+
+/* ---- requests and queues ------------------------------------------------------------------- */
+
+static int async_req_free(ompi_request_t **req)
+{
+    coll_gpu_async_t *r = (coll_gpu_async_t *) *req;
+
+    if (!REQUEST_COMPLETE(&r->super.super)) {
+        /* MPI_Request_free on a call still running: it ends (peers need us), then goes */
+        r->user_freed = true;
+    } else {
+        OMPI_REQUEST_FINI(&r->super.super);
+        OBJ_RELEASE(r);
+    }
+    *req = MPI_REQUEST_NULL;
+    return OMPI_SUCCESS;
+}
+
+static int async_req_cancel(ompi_request_t *req, int complete)
+{
+    (void) req;
+    (void) complete;
+    return OMPI_SUCCESS; /* a collective cannot be cancelled: the call runs to its end */
+}
+
+/* The end of a request: results out of the temporaries, the status, completion. */
+static void async_complete(coll_gpu_async_t *r)
+{
+    bool freed = r->user_freed;
+    int rc = r->rc;
+
+    if (r->bcast && OMPI_SUCCESS != rc && r->team->rank == r->root && 0 != r->seq
+        && bcast_any_mismatch(r->team, r->seq, r->bytes)) {
+        rc = MPI_ERR_TRUNCATE;
+    }
+    /* the result goes out where it was written: every allreduce rank, the bcast non-roots */
+    rc = mca_coll_gpu_first_error(rc, buf_out(r, &r->r, OMPI_SUCCESS == rc
+                                                          && !(r->bcast
+                                                               && r->team->rank == r->root)));
+    (void) buf_out(r, &r->s, false);
+    COLL_GPU_VERBOSE(COLL_GPU_LOG_CALL, "coll:gpu:%s (cid %d): rank %d: call %" PRIu64
+                     " complete (%d)", r->what, r->team->cid, r->team->rank, r->seq, rc);
+    r->super.super.req_status.MPI_ERROR = (OMPI_SUCCESS == rc) ? MPI_SUCCESS
+                                                         : ompi_errcode_get_mpi_code(rc);
+    ompi_request_complete(&r->super.super, true);
+    if (freed) {
+        OMPI_REQUEST_FINI(&r->super.super);
+        OBJ_RELEASE(r);
+    }
+}
+
+/* Step the head of t's queue until it waits; start the next when it ends.  Returns how many
+ * requests completed.  Called with async_lock held (or nested in a poll of this thread). */
+static int team_progress(coll_gpu_team_t *t)
+{
+    int completed = 0;
+
+    if (t->async_busy) {
+        return 0; /* a poll nested in this team's own step (the emulated fused kernel's wait) */
+    }
+    t->async_busy = true;
+    while (NULL != t->async_head) {
+        coll_gpu_async_t *r = t->async_head;
+        int s = async_step(r);
+        if (ASYNC_PENDING == s) {
+            break;
+        }
+        if (ASYNC_AGAIN == s) {
+            continue;
+        }
+        t->async_head = r->next;
+        if (NULL == t->async_head) {
+            t->async_tail = NULL;
+        }
+        atomic_fetch_sub(&async_queued, 1);
+        async_complete(r);
+        ++completed;
+    }
+    t->async_busy = false;
+    return completed;
+}
+
+/* Unlink the teams whose queue is empty. */
+static void teams_prune(void)
+{
+    coll_gpu_team_t **pp = &async_teams;
+    while (NULL != *pp) {
+        if (NULL == (*pp)->async_head) {
+            coll_gpu_team_t *t = *pp;
+            *pp = t->async_next;
+            t->async_next = NULL;
+            t->async_listed = false;
+        } else {
+            pp = &(*pp)->async_next;
+        }
+    }
+}
+
+static bool async_enter(void)
+{
+    if (0 < async_depth) {
+        ++async_depth; /* nested in our own progress on this thread: the lock is ours */
+        return true;
+    }
+    if (OPAL_THREAD_TRYLOCK(&async_lock)) {
+        return false; /* another thread is at it */
+    }
+    async_depth = 1;
+    return true;
+}
+
+static void async_leave(void)
+{
+    if (0 == --async_depth) {
+        OPAL_THREAD_UNLOCK(&async_lock);
+    }
+}
+
+/* opal_progress callback: every team's head. */
+static int async_progress(void)
+{
+    int completed = 0;
+
+    if (0 == atomic_load_explicit(&async_queued, memory_order_relaxed) || !async_enter()) {
+        return 0;
+    }
+    for (coll_gpu_team_t *t = async_teams; NULL != t; t = t->async_next) {
+        completed += team_progress(t);
+    }
+    if (1 == async_depth) {
+        teams_prune();
+    }
+    async_leave();
+    return completed;
+}
+
+void mca_coll_gpu_async_poll(void)
+{
+    (void) async_progress();
+}
+
+void mca_coll_gpu_async_drain(coll_gpu_team_t *t)
+{
+    while (NULL != t->async_head) {
+        opal_progress();
+    }
+}
+
+void mca_coll_gpu_async_release(coll_gpu_team_t *t)
+{
+    if (!t->async_used) {
+        return;
+    }
+    mca_coll_gpu_async_drain(t);
+    OPAL_THREAD_LOCK(&async_lock);
+    teams_prune();
+    if (0 == --async_team_users) {
+        (void) opal_progress_unregister(async_progress);
+    }
+    t->async_used = false;
+    OPAL_THREAD_UNLOCK(&async_lock);
+}
+
+void mca_coll_gpu_async_finalize(void)
+{
+    /* every team is released by now (communicators go before the coll framework closes);
+     * this only guards against one that was not */
+    if (0 < async_team_users) {
+        (void) opal_progress_unregister(async_progress);
+        async_team_users = 0;
+    }
+}
+
+/* Queue r on its team and start it when it is the head. */
+static void async_start(coll_gpu_async_t *r, ompi_request_t **request)
+{
+    coll_gpu_team_t *t = r->team;
+
+    *request = &r->super.super;
+    OPAL_THREAD_LOCK(&async_lock);
+    if (!t->async_used) {
+        t->async_used = true;
+        if (0 == async_team_users++) {
+            (void) opal_progress_register(async_progress);
+        }
+    }
+    r->next = NULL;
+    if (NULL == t->async_tail) {
+        t->async_head = r;
+    } else {
+        t->async_tail->next = r;
+    }
+    t->async_tail = r;
+    atomic_fetch_add(&async_queued, 1);
+    if (!t->async_listed) {
+        t->async_listed = true;
+        t->async_next = async_teams;
+        async_teams = t;
+    }
+    OPAL_THREAD_UNLOCK(&async_lock);
+    if (t->async_head == r && async_enter()) {
+        (void) team_progress(t); /* the head starts at the call */
+        async_leave();
+    }
+}
+
+static coll_gpu_async_t *async_new(coll_gpu_team_t *t, struct ompi_communicator_t *comm,
+                                   const char *what)
+{
+    coll_gpu_async_t *r = OBJ_NEW(coll_gpu_async_t);
+
+    if (NULL == r) {
+        return NULL;
+    }
+    OMPI_REQUEST_INIT(&r->super.super, false);
+    r->super.super.req_type = OMPI_REQUEST_COLL;
+    r->super.super.req_state = OMPI_REQUEST_ACTIVE;
+    r->super.super.req_free = async_req_free;
+    r->super.super.req_cancel = async_req_cancel;
+    r->super.super.req_mpi_object.comm = comm;
+    r->super.super.req_status.MPI_SOURCE = MPI_ANY_SOURCE;
+    r->super.super.req_status.MPI_TAG = MPI_ANY_TAG;
+    r->super.super.req_status.MPI_ERROR = MPI_SUCCESS;
+    r->super.super.req_status._cancelled = 0;
+    r->super.super.req_status._ucount = 0;
+    r->next = NULL;
+    r->team = t;
+    r->comm = comm;
+    r->what = what;
+    r->phase = PH_START;
+    r->seq = 0;
+    r->rc = OMPI_SUCCESS;
+    r->local_rc = OMPI_SUCCESS;
+    r->arrived = r->user_freed = r->released = r->bcast = false;
+    r->polls = 0;
+    r->wait_start = 0.0;
+    memset(&r->s, 0, sizeof(r->s));
+    memset(&r->r, 0, sizeof(r->r));
+    return r;
+}
+
+/* ---- entries ------------------------------------------------------------------------------- */
+
+int mca_coll_gpu_async_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, void *rbuf,
+                                 int count, struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                                 struct ompi_communicator_t *comm, ompi_request_t **request,
+                                 bool *taken)
+{
+    static const char *const name = "iallreduce";
+    size_t bytes = mca_coll_gpu_call_bytes(dtype, (size_t) count);
+    bool in_place = (MPI_IN_PLACE == sbuf);
+    const char *not_capable;
+    coll_gpu_async_t *r;
+    coll_gpu_team_t *t;
+    topo_plan_t plan;
+    dev_dtype_t dt = DEV_T_UINT8;
+    dev_op_t dop = DEV_OP_SUM;
+    size_t nelems = 0;
+    async_alg_t alg;
+    int rc;
+
+    *taken = false;
+    not_capable = mca_coll_gpu_map_reduction(dtype, (size_t) count, op, &dt, &dop, &nelems);
+    t = mca_coll_gpu_select(m, comm, TOPO_COLL_ALLREDUCE, bytes, not_capable, &plan);
+    if (NULL == t) {
+        return OMPI_SUCCESS;
+    }
+    /* the plan is the same on every rank: so is what follows */
+    if (TOPO_AR_FUSED == plan.alg) {
+        alg = ALG_FUSED;
+    } else if (TOPO_AR_ONESHOT == plan.alg) {
+        alg = in_place ? ALG_ONESHOT_SCRATCH : ALG_ONESHOT;
+    } else if (TOPO_AR_TWOSHOT == plan.alg || TOPO_AR_TWOSHOT_CE == plan.alg) {
+        if (TOPO_AR_TWOSHOT_CE == plan.alg) {
+            plan.alg = TOPO_AR_TWOSHOT; /* its nonblocking form moves by SM loads */
+            plan.nblocks = 0;
+        }
+        alg = ALG_TWOSHOT;
+    } else if (TOPO_AR_RING == plan.alg) {
+        alg = ALG_RING;
+    } else {
+        return OMPI_SUCCESS; /* no nonblocking form: staged, on every rank */
+    }
+    r = async_new(t, comm, name);
+    if (NULL == r) {
+        /* nowhere to keep the call: no rank can take part without a request, so the others
+         * would wait; this is as fatal as the request allocation of any component */
+        mca_coll_gpu_report_failure(name, comm, "out of host memory for a request");
+        return OMPI_ERR_OUT_OF_RESOURCE;
+    }
+    *taken = true;
+    mca_coll_gpu_log_plan(name, comm, bytes, dtype, op, TOPO_COLL_ALLREDUCE, t, &plan);
+    r->alg = alg;
+    r->in_place = in_place;
+    r->count = nelems;
+    r->dt = dt;
+    r->op = dop;
+    r->esize = dev_dtype_size(dt);
+    r->launch.nblocks = plan.nblocks;
+    r->launch.nthreads = plan.nthreads;
+    /* the receive buffer is mapped by peers in two-shot and ring, the send buffer in one-shot
+     * (not in place) and two-shot; the fused kernel only reads and writes our own */
+    rc = buf_in(r, &r->r, rbuf, count, dtype, in_place,
+                ALG_TWOSHOT == alg || ALG_RING == alg);
+    if (OMPI_SUCCESS == rc && !in_place) {
+        rc = buf_in(r, &r->s, sbuf, count, dtype, true, ALG_FUSED != alg && ALG_RING != alg);
+    } else if (OMPI_SUCCESS == rc) {
+        r->s = r->r;
+        r->s.tmp = NULL; /* one temporary, owned by r->r */
+    }
+    if (OMPI_SUCCESS == rc && async_fail_injected()) {
+        mca_coll_gpu_report_failure(name, comm, "COLL_GPU_TEST_FAIL_ASYNC (test only): taking "
+                                    "part without data");
+        rc = OMPI_ERROR;
+    }
+    if (ALG_FUSED == alg) {
+        r->cap = mca_coll_gpu_nvl_fused_cap(t);
+        r->per = r->cap / r->esize;
+        r->off = 0;
+    }
+    if (OMPI_SUCCESS != rc) {
+        /* take part without data, as the blocking call's nvl_sit_out: one-shot in place ends
+         * at its own done */
+        r->rc = rc;
+        if (ALG_ONESHOT_SCRATCH == alg) {
+            r->seq = ++t->seq;
+            mca_coll_gpu_team_fail(t, r->seq);
+            r->phase = PH_COPY; /* arrive, wait for all, own done */
+        } else {
+            r->alg = ALG_FINISH;
+        }
+    }
+    async_start(r, request);
+    return OMPI_SUCCESS;
+}
+
+int mca_coll_gpu_async_bcast(mca_coll_gpu_module_t *m, void *buf, int count,
+                             struct ompi_datatype_t *dtype, int root,
+                             struct ompi_communicator_t *comm, ompi_request_t **request,
+                             bool *taken)
+{
+    static const char *const name = "ibcast";
+    size_t bytes = mca_coll_gpu_call_bytes(dtype, (size_t) count);
+    bool is_root = (ompi_comm_rank(comm) == root);
+    coll_gpu_async_t *r;
+    coll_gpu_team_t *t;
+    topo_plan_t plan;
+    int rc;
+
+    *taken = false;
+    t = mca_coll_gpu_select(m, comm, TOPO_COLL_BCAST, bytes, NULL, &plan);
+    if (NULL == t) {
+        return OMPI_SUCCESS;
+    }
+    r = async_new(t, comm, name);
+    if (NULL == r) {
+        mca_coll_gpu_report_failure(name, comm, "out of host memory for a request");
+        return OMPI_ERR_OUT_OF_RESOURCE;
+    }
+    *taken = true;
+    mca_coll_gpu_log_plan(name, comm, bytes, dtype, NULL, TOPO_COLL_BCAST, t, &plan);
+    r->alg = ALG_BC_AGREE;
+    r->bcast = true;
+    r->plan = plan;
+    r->bytes = bytes;
+    r->root = root;
+    /* a push root's buffer is only read, never mapped (its IPC capability is not asked) */
+    rc = buf_in(r, &r->r, buf, count, dtype, is_root, !(is_root && TOPO_BC_PUSH == plan.alg));
+    if (OMPI_SUCCESS == rc && async_fail_injected()) {
+        mca_coll_gpu_report_failure(name, comm, "COLL_GPU_TEST_FAIL_ASYNC (test only): taking "
+                                    "part without data");
+        rc = OMPI_ERROR;
+    }
+    r->local_rc = rc;
+    async_start(r, request);
+    return OMPI_SUCCESS;
+}
