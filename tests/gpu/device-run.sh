@@ -2,7 +2,7 @@
 # device-run.sh TARBALL - the whole GPU-machine cycle in one call: build coll/gpu from a
 # `make dist` tarball against that machine's Open MPI, run the unit tests and the GPU tests
 # (cuda backend), a compute-sanitizer memcheck of a short run, the topology tool, the benchmark
-# and the host-path bench.  Everything lands in $OUT (at most 9 files):
+# and the host-path bench.  Everything lands in $OUT (at most 10 files):
 #   build.txt     configure summary, make and install output (tail)
 #   check.txt     make check of unit/ and gpu/ tests (TAP lines, each test's device record
 #                 "# device: rank N: ... backend cuda, device ...", the skips and the summary)
@@ -10,6 +10,7 @@
 #                 memory-kinds test and of the different-layouts-of-one-signature test
 #   topo.txt      coll_gpu_topo on this machine (and its dump)
 #   bench-*.txt   run-gpu.sh's env, check and timing outputs; hostpath
+#   bench-nb.txt  the nonblocking calls against the blocking ones, and their overlap with compute
 #   python.txt    python_bench.py (mpi4py with torch, CuPy and raw pointers), where available
 # Environment: COMMIT (recorded), NP (benchmark ranks, default 2), MAXBYTES (default 16M),
 # ITERS (default 5), BENCH_TIMEOUT (seconds for the benchmark, default 170).
@@ -90,6 +91,17 @@ NP=${NP:-2} MAXBYTES=${MAXBYTES:-16M} ITERS=${ITERS:-5} WARMUP=${WARMUP:-2} HOST
 echo "run-gpu rc=$?" >>"$out/bench-run.txt"
 cat "$work/bench/env.txt" "$work/bench/check.txt" >"$out/bench-check.txt" 2>/dev/null
 cat "$work/bench/timing.txt" "$work/bench/hostpath.txt" >"$out/bench-timing.txt" 2>/dev/null
+# the nonblocking fast path: MPI_Ixxx + MPI_Wait against the blocking call, and how much of a
+# 100 us GPU compute phase a call overlaps (coll_gpu_bench -O)
+stamp "nonblocking" >"$out/bench-nb.txt"
+(export OMPI_MCA_mca_base_component_path="$build/mca-coll-gpu/component:$(ompi_info --parsable --path pkglibdir | cut -d: -f3-)" \
+    OMPI_MCA_coll=gpu,tuned,basic,libnbc OMPI_MCA_coll_gpu_device=cuda OMPI_MCA_btl=self,vader \
+    OMPI_MCA_pml=ob1 OMPI_MCA_osc=^ucx OMPI_MCA_btl_vader_single_copy_mechanism=none
+ timeout 120 mpirun -np 2 --bind-to none --map-by slot "$build/tests/coll_gpu_bench" -d cuda \
+    -c allreduce,bcast -t float -o sum -b 8 -e 64M -f 8 -B mpi,nb,nccl -n 20 -w 5 -T 2 -O 100 \
+    -F) >>"$out/bench-nb.txt" 2>&1
+echo "nonblocking bench rc=$?" >>"$out/bench-nb.txt"
+
 stamp "python" >"$out/python.txt"
 # mpi4py with torch and CuPy buffers (tests/bench/python_bench.py), where python3 has all three
 if python3 -c 'import mpi4py, torch, cupy' >>"$out/python.txt" 2>&1; then
