@@ -60,6 +60,10 @@ static int bcast_device(void *buf, int count, struct ompi_datatype_t *dtype, int
     topo_plan_t plan;
     int rc, local_rc;
 
+    /* a communicator across nodes: the node team inside each node, UCX between them */
+    if (all_device && mca_coll_gpu_hier_usable(m, comm, TOPO_COLL_BCAST)) {
+        return mca_coll_gpu_hier_bcast(m, comm, buf, count, dtype, root);
+    }
     team = mca_coll_gpu_select(m, comm, TOPO_COLL_BCAST, bytes,
                                all_device ? NULL : "memory kind: host memory on some rank",
                                &plan);
