@@ -312,7 +312,8 @@ static int hier_setup(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm
     COLL_GPU_VERBOSE(COLL_GPU_LOG_QUERY, "coll:gpu:%s (cid %d): rank %d: %d nodes, node rank %d "
                      "of %d, leader %d; %s", what, coll_gpu_comm_cid(comm), rank, h->nnodes,
                      node_rank, ompi_comm_size(h->node_comm), leader_rank,
-                     mca_coll_gpu_ucx_describe());
+                     (NULL != h->leader_comm) ? mca_coll_gpu_ucx_describe()
+                                              : "no UCX on this rank (not a leader)");
     return OMPI_SUCCESS;
 }
 

@@ -7,6 +7,8 @@
 #     2 GPUs as 2 nodes are, gpu/hier_cuda.sh): test_hier right on
 #     every case, and the verbose log shows the hierarchical path via UCX on every rank, and no
 #     device allreduce or bcast staged instead;
+#   2 x 2 again with UCX_TLS=tcp: the leaders' traffic over TCP on loopback;
+#   test_hier_threads: two threads in hierarchical calls on two communicators at once;
 #   UCX_TLS naming no transport: the leaders cannot connect; the log says so once and every
 #     case is still right (staged between the leaders);
 #   coll_gpu_test_fail_ucx: one leader's UCX sends fail in the first call; its peer gives up
@@ -75,6 +77,36 @@ for cfg in "4 2 2x2" "4 3 2+1+1" "3 2 2+1" "2 2 1+1"; do
     [ "$h" -eq $(( $1 * calls )) ] && [ "$n" -eq $(( $2 * calls )) ] && [ "$s" -eq 0 ] \
         || ranklogs | grep 'coll:gpu:\(allreduce\|bcast\)' | head -3 | sed 's/^/#   /'
 done
+
+# the same over TCP on loopback only (UCX's shared-memory transports left out)
+UCX_TLS=tcp
+export UCX_TLS
+run 4 2 "UCX_TLS=tcp, 2x2" -x UCX_TLS
+unset UCX_TLS
+n=$(ranklogs | grep -c 'hierarchical: 2 nodes, .*leaders via UCX (UCX [0-9.]*, UCX_TLS=tcp,')
+[ "$n" -eq $(( 2 * 2 * (36 + 3 * 4) )) ]
+t_ok $? "UCX_TLS=tcp: every node leader logs the exchange via UCX over tcp for every call ($n lines)"
+
+# two threads, each with its own communicator, in hierarchical calls at the same time
+# (MPI_THREAD_MULTIPLE): the leaders' messages of the two must not mix
+rm -rf "$logs"
+COLL_GPU_MPIRUN_ARGS="--output-filename $logs --mca coll_gpu_verbose 10 --mca coll_gpu_emulate_nodes 2 \
+--mca coll_gpu_ucx_chunk_bytes $COLL_GPU_HIER_CHUNK ${COLL_GPU_MPIRUN_ARGS:-}" \
+    "$RUN_MPI" 4 "$MPI_TESTS/test_hier_threads" "$COLL_GPU_HIER_CHUNK" >"$out" 2>&1
+rc=$?
+why=$(t_skipped "$out")
+if [ "$rc" -eq 0 ] && [ -n "$why" ]; then
+    t_skip "two threads on two communicators" "$why"
+else
+    tap=$(cat "$logs"/*/rank.0/stdout 2>/dev/null)
+    [ "$rc" -eq 0 ] && ! echo "$tap" | grep -q '^not ok' && echo "$tap" | grep -q '^1\.\.2$'
+    ok=$?
+    t_ok "$ok" "two threads on two communicators: both threads' results right (exit $rc)"
+    [ "$ok" -eq 0 ] || t_diag "$out" 30
+    n=$(ranklogs | grep 'leaders via UCX' | grep -o '(cid [0-9]*)' | sort -u | wc -l)
+    [ "$n" -eq 2 ]
+    t_ok $? "two threads on two communicators: both went via UCX ($n communicators in the log)"
+fi
 
 # UCX that cannot connect: no transport by that name
 UCX_TLS=no_such_transport
