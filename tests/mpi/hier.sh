@@ -62,9 +62,10 @@ staged() { ranklogs | grep -c 'coll:gpu:\(allreduce\|bcast\) .*-> staged'; }
 for cfg in "4 2 2x2" "4 3 2+1+1" "3 2 2+1" "2 2 1+1"; do
     set -- $cfg
     run "$1" "$2" "$3 ranks/nodes ($1 ranks, emulate_nodes=$2)"
-    # every rank logs every call (2 communicators x (36 allreduce + 3 bcast per root)); every
-    # node leader (one per node) says how the leaders exchanged
-    calls=$(( 2 * (36 + 3 * $1) ))
+    # every rank logs every call (2 communicators x (36 allreduce + 3 bcast per root), then 12
+    # allreduce on communicators made and freed); every node leader (one per node) says how
+    # the leaders exchanged
+    calls=$(( 2 * (36 + 3 * $1) + 12 ))
     h=$(ranklogs | grep -c 'coll:gpu:.* -> hierarchical: '"$2"' nodes')
     n=$(via_ucx)
     s=$(staged)
@@ -84,7 +85,7 @@ export UCX_TLS
 run 4 2 "UCX_TLS=tcp, 2x2" -x UCX_TLS
 unset UCX_TLS
 n=$(ranklogs | grep -c 'hierarchical: 2 nodes, .*leaders via UCX (UCX [0-9.]*, UCX_TLS=tcp,')
-[ "$n" -eq $(( 2 * 2 * (36 + 3 * 4) )) ]
+[ "$n" -eq $(( 2 * (2 * (36 + 3 * 4) + 12) )) ]
 t_ok $? "UCX_TLS=tcp: every node leader logs the exchange via UCX over tcp for every call ($n lines)"
 
 # two threads, each with its own communicator, in hierarchical calls at the same time

@@ -10,12 +10,16 @@
  *              order of the sum is exact), MPI_2INT minloc; counts 1, 1000 and several
  *              pipeline chunks plus a remainder; out of place and MPI_IN_PLACE
  *   bcast      bytes and doubles from every root, counts 1 and several chunks
+ * and then communicators made, used and freed twelve times: results right, and no more file
+ * descriptors open after the last than after the second (UCX endpoints over TCP hold sockets).
  * Inputs are fresh random data per case (every rank can regenerate every rank's input, so
  * each computes the reference itself); outputs are poisoned first.
  *
  * Usage: test_hier [chunk_bytes]  (the coll_gpu_ucx_chunk_bytes the run uses, to size the
  * "several chunks" cases; default 4096)
  */
+#include <dirent.h>
+
 #include "mpitest.h"
 
 static uint64_t mix(uint64_t *s)
@@ -245,6 +249,77 @@ static void run_all(MPI_Comm comm, const char *cname, size_t chunk)
     }
 }
 
+/* Open file descriptors of this process (UCX's TCP endpoints each hold a socket). */
+static int open_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *e;
+    int n = 0;
+
+    if (NULL == d) {
+        return -1;
+    }
+    while (NULL != (e = readdir(d))) {
+        n += ('.' != e->d_name[0]);
+    }
+    closedir(d);
+    return n;
+}
+
+/* Communicators made, used across nodes and freed, again and again: each must give back what
+ * its first hierarchical call made (sub-communicators, UCX endpoints): the process holds no
+ * more file descriptors after the last cycle than after the second. */
+static void test_cycles(size_t chunk)
+{
+    enum { CYCLES = 12 };
+    size_t count = (2 * chunk + 8) / 4;
+    int32_t *mine = malloc(count * 4), *exp = malloc(count * 4), *got = malloc(count * 4);
+    char diag[MT_DIAG_LEN] = "";
+    int ok = 1, fds_after2 = -1, fds_last = -1;
+
+    mt_set_case("communicator cycles");
+    for (int c = 0; c < CYCLES; ++c) {
+        MPI_Comm comm;
+        void *buf = mt_mem_alloc(MT_MEM_DEVICE, count * 4);
+        int32_t v;
+
+        for (size_t i = 0; i < count; ++i) {
+            mine[i] = (int32_t) ((size_t) mt_rank * 131 + i * 7 + (size_t) c);
+            v = 0;
+            for (int r = 0; r < mt_size; ++r) {
+                v += (int32_t) ((size_t) r * 131 + i * 7 + (size_t) c);
+            }
+            exp[i] = v;
+        }
+        MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+        if (NULL == buf || 0 != mt_mem_put(MT_MEM_DEVICE, buf, mine, count * 4)
+            || MPI_SUCCESS != MPI_Allreduce(MPI_IN_PLACE, buf, (int) count, MPI_INT32_T,
+                                            MPI_SUM, comm)
+            || 0 != mt_mem_get(MT_MEM_DEVICE, got, buf, count * 4)
+            || 0 != memcmp(got, exp, count * 4)) {
+            mt_diag_add(diag, "cycle %d: allreduce wrong or failed; ", c);
+            ok = 0;
+        }
+        MPI_Comm_free(&comm);
+        mt_mem_free(MT_MEM_DEVICE, buf);
+        if (1 == c) {
+            fds_after2 = open_fds();
+        }
+    }
+    fds_last = open_fds();
+    if (fds_last > fds_after2) {
+        mt_diag_add(diag, "%d file descriptors open after cycle 2, %d after cycle %d", fds_after2,
+                    fds_last, CYCLES);
+        ok = 0;
+    }
+    mt_check(ok, diag, "%d communicators made, used across nodes and freed: results right, no "
+             "file descriptor kept (%d after cycle 2, %d after the last)", CYCLES, fds_after2,
+             fds_last);
+    free(mine);
+    free(exp);
+    free(got);
+}
+
 int main(int argc, char **argv)
 {
     char why[300];
@@ -264,5 +339,6 @@ int main(int argc, char **argv)
     MPI_Comm_set_errhandler(rev, MPI_ERRORS_RETURN);
     run_all(rev, "reversed", chunk);
     MPI_Comm_free(&rev);
+    test_cycles(chunk);
     return mt_finish();
 }
