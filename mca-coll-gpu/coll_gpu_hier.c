@@ -489,6 +489,7 @@ static int pipe_run(pipe_t *pp)
     slot_t slots[HIER_DEPTH_MAX];
     uint64_t nchunks = (pp->bytes + h->chunk - 1) / h->chunk, next = 0, done = 0;
     double last = MPI_Wtime();
+    unsigned spins = 0;
     bool fail_sends = false;
     int rc = OMPI_SUCCESS;
 
@@ -545,12 +546,16 @@ static int pipe_run(pipe_t *pp)
         mca_coll_gpu_ucx_progress();
         if (moved) {
             last = MPI_Wtime();
+            spins = 0;
         } else if (0 < c->ucx_timeout_seconds
                    && MPI_Wtime() - last > (double) c->ucx_timeout_seconds) {
             COLL_GPU_VERBOSE(COLL_GPU_LOG_ERROR, "coll:gpu:hier: no UCX progress for %d s "
                              "(coll_gpu_ucx_timeout_seconds): giving the transfer up",
                              c->ucx_timeout_seconds);
             rc = OMPI_ERR_TIMEOUT;
+        } else {
+            /* a polite spin: yields the core after a while (oversubscribed nodes) */
+            mca_coll_gpu_team_pause(&spins);
         }
     }
     for (int s = 0; s < h->depth; ++s) {
