@@ -143,6 +143,7 @@ typedef struct mca_coll_gpu_component_t {
     int ucx_depth;              /* chunks in flight per leader */
     int ucx_timeout_seconds;    /* a leader with no UCX progress this long gives up; 0: never */
     int test_fail_ucx;          /* testing only: this rank's UCX sends fail once; -1: off */
+    bool test_fail_ucx_silent;  /* testing only: ... and it does not tell the other leaders */
 
     /* state */
     int output;                 /* opal_output stream for verbose logging */

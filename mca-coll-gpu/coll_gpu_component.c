@@ -241,6 +241,11 @@ static int gpu_register(void)
         "the UCX sends of the first call across nodes on each communicator fail after the first "
         "one, as after an endpoint error; -1: off", MCA_BASE_VAR_TYPE_INT, NULL, 0, 0,
         OPAL_INFO_LVL_9, MCA_BASE_VAR_SCOPE_ALL_EQ, &mca_coll_gpu_component.test_fail_ucx);
+    (void) mca_base_component_var_register(
+        c, "test_fail_ucx_silent", "Testing only: the leader of coll_gpu_test_fail_ucx does not "
+        "tell the other leaders that its transfers failed (only coll_gpu_ucx_timeout_seconds "
+        "then ends their wait)", MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_9,
+        MCA_BASE_VAR_SCOPE_ALL_EQ, &mca_coll_gpu_component.test_fail_ucx_silent);
 
     return OMPI_SUCCESS;
 }

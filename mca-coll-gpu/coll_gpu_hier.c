@@ -43,8 +43,9 @@
  * (membership, coll_gpu_emulate_nodes), the agreed setup, the parameters (all ALL_EQ).  A leader
  * that fails locally (a device copy, an allocation) keeps to the message schedule without its
  * data, so that no peer waits for it, and reports the failure in the agreement; a UCX failure
- * stops that leader's transfers, and its peers give up waiting after
- * coll_gpu_ucx_timeout_seconds (0: never).  Either way the leaders then redo the inter-node step
+ * stops that leader's transfers and it tells the other leaders through Open MPI's point-to-point
+ * layer, so that they stop waiting too (coll_gpu_ucx_timeout_seconds bounds a wait on a peer
+ * that stopped without a word).  Either way the leaders then redo the inter-node step
  * through the host (staged, Open MPI's point-to-point layer) and the call returns the right
  * result; UCX stays off on that communicator afterwards.
  */
@@ -53,10 +54,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ompi/mca/pml/pml.h"
+
 #include "coll_gpu.h"
 #include "coll_gpu_ucx.h"
 
 #define HIER_DEPTH_MAX 16
+/* The point-to-point tag of a leader's notice that its UCX transfers failed, on the leaders'
+ * communicator (which only coll/gpu uses, so any tag is ours). */
+#define HIER_ABORT_TAG 4242
+/* Idle turns of the progress loop between two looks for that notice. */
+#define HIER_ABORT_POLL 64
 
 typedef enum { HIER_UNTRIED = 0, HIER_READY = 1, HIER_FAILED = -1 } hier_state_t;
 
@@ -478,9 +486,33 @@ static int step_test(pipe_t *pp, int s, slot_t *sl)
 }
 
 /*
+ * A leader whose UCX transfers failed tells every other leader through Open MPI's point-to-point
+ * layer (which still works), so that none waits for a message that will not come: each leader
+ * listens for that notice while its transfers run.  After the first failure the leaders agree
+ * to leave UCX off on the communicator, so a notice that arrives too late for its call is never
+ * taken for a later one's.
+ */
+static void abort_notify(coll_gpu_hier_t *h)
+{
+    static int one = 1;
+    int me = ompi_comm_rank(h->leader_comm), nl = ompi_comm_size(h->leader_comm);
+
+    for (int i = 0; i < nl; ++i) {
+        ompi_request_t *req = NULL;
+
+        if (i != me
+            && OMPI_SUCCESS == MCA_PML_CALL(isend(&one, 1, MPI_INT, i, HIER_ABORT_TAG,
+                                                  MCA_PML_BASE_SEND_STANDARD, h->leader_comm,
+                                                  &req))) {
+            (void) ompi_request_free(&req); /* completes on its own: 4 bytes, eager */
+        }
+    }
+}
+
+/*
  * Run the chunks of one call through the slots.  Returns OMPI_SUCCESS when every step completed
  * (pp->degraded says whether the data is right), or the UCX failure (then every request of ours
- * is given up: receives cancelled, sends left to UCX).
+ * is given up: receives cancelled, sends left to UCX), its own or a peer's (its notice).
  */
 static int pipe_run(pipe_t *pp)
 {
@@ -489,11 +521,18 @@ static int pipe_run(pipe_t *pp)
     slot_t slots[HIER_DEPTH_MAX];
     uint64_t nchunks = (pp->bytes + h->chunk - 1) / h->chunk, next = 0, done = 0;
     double last = MPI_Wtime();
-    unsigned spins = 0;
-    bool fail_sends = false;
-    int rc = OMPI_SUCCESS;
+    unsigned spins = 0, idle = 0;
+    bool fail_sends = false, told = false;
+    ompi_request_t *notice = NULL;
+    int notice_buf = 0, rc = OMPI_SUCCESS;
 
     memset(slots, 0, sizeof(slots));
+    /* listen for a peer's failure notice (without it, only coll_gpu_ucx_timeout_seconds ends
+     * a wait on a peer whose transfers stopped) */
+    if (OMPI_SUCCESS != MCA_PML_CALL(irecv(&notice_buf, 1, MPI_INT, MPI_ANY_SOURCE,
+                                           HIER_ABORT_TAG, h->leader_comm, &notice))) {
+        notice = NULL;
+    }
     /* testing only: this leader's sends fail, as after an endpoint error, in its first call on
      * the communicator */
     if (0 <= c->test_fail_ucx && !h->test_failed
@@ -553,10 +592,28 @@ static int pipe_run(pipe_t *pp)
                              "(coll_gpu_ucx_timeout_seconds): giving the transfer up",
                              c->ucx_timeout_seconds);
             rc = OMPI_ERR_TIMEOUT;
+        } else if (NULL != notice && 0 == ++idle % HIER_ABORT_POLL) {
+            int arrived = 0;
+
+            (void) ompi_request_test(&notice, &arrived, MPI_STATUS_IGNORE);
+            if (arrived) {
+                notice = NULL;
+                told = true;
+                COLL_GPU_VERBOSE(COLL_GPU_LOG_ERROR, "coll:gpu:hier: another leader's UCX "
+                                 "transfers failed: giving this one's up");
+                rc = OMPI_ERR_UNREACH;
+            }
         } else {
             /* a polite spin: yields the core after a while (oversubscribed nodes) */
             mca_coll_gpu_team_pause(&spins);
         }
+    }
+    if (OMPI_SUCCESS != rc && !told && !(fail_sends && c->test_fail_ucx_silent)) {
+        abort_notify(h);
+    }
+    if (NULL != notice && MPI_REQUEST_NULL != notice) {
+        (void) ompi_request_cancel(notice);
+        (void) ompi_request_wait(&notice, MPI_STATUS_IGNORE);
     }
     for (int s = 0; s < h->depth; ++s) {
         if (slots[s].busy) {

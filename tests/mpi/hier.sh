@@ -11,8 +11,10 @@
 #   test_hier_threads: two threads in hierarchical calls on two communicators at once;
 #   UCX_TLS naming no transport: the leaders cannot connect; the log says so once and every
 #     case is still right (staged between the leaders);
-#   coll_gpu_test_fail_ucx: one leader's UCX sends fail in the first call; its peer gives up
-#     after coll_gpu_ucx_timeout_seconds; the fallback is logged and every case is right.
+#   coll_gpu_test_fail_ucx: one leader's UCX sends fail in the first call; it tells its peer,
+#     which stops waiting; the fallback is logged and every case is right; and again without
+#     the notice (coll_gpu_test_fail_ucx_silent), the peer giving up after
+#     coll_gpu_ucx_timeout_seconds.
 # Skipped when coll/gpu was built without UCX.  COLL_GPU_HIER_CHUNK sets the pipeline chunk
 # (default 4096 B; the cases' sizes follow it).
 . "$(dirname "$0")/mpitest.sh"
@@ -120,10 +122,20 @@ n=$(via_ucx)
 [ "$n" -eq 0 ]
 t_ok $? "UCX_TLS=no_such_transport: no call claims the UCX path ($n lines)"
 
-# a leader's UCX sends fail in its first call (world rank 2 leads the second node of world)
-run 4 2 "coll_gpu_test_fail_ucx=2" --mca coll_gpu_test_fail_ucx 2 --mca coll_gpu_ucx_timeout_seconds 2
+# a leader's UCX sends fail in its first call (world rank 2 leads the second node of world):
+# it tells the other leader, who stops waiting (no timeout set: without the notice it would
+# wait for ever); then the same failure without the notice, ended by the timeout
+run 4 2 "coll_gpu_test_fail_ucx=2" --mca coll_gpu_test_fail_ucx 2
 grep -q 'the UCX transfer between node leaders failed' "$out"
 t_ok $? "coll_gpu_test_fail_ucx: the fallback is logged"
+grep -q "another leader's UCX transfers failed" "$out"
+t_ok $? "coll_gpu_test_fail_ucx: the other leader stopped waiting on the failing one's notice"
 grep -q 'leaders. step staged through Open MPI.s point-to-point layer (fallback)' "$out"
 t_ok $? "coll_gpu_test_fail_ucx: the failed call was redone through the point-to-point layer"
+run 4 2 "coll_gpu_test_fail_ucx=2, silent, 2 s timeout" --mca coll_gpu_test_fail_ucx 2 \
+    --mca coll_gpu_test_fail_ucx_silent 1 --mca coll_gpu_ucx_timeout_seconds 2
+grep -q 'no UCX progress for 2 s' "$out"
+t_ok $? "coll_gpu_test_fail_ucx_silent: the other leader gave up after the timeout"
+grep -q 'leaders. step staged through Open MPI.s point-to-point layer (fallback)' "$out"
+t_ok $? "coll_gpu_test_fail_ucx_silent: the failed call was redone through the point-to-point layer"
 t_done
