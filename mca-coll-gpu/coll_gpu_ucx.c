@@ -40,7 +40,7 @@ static int ucx_rc = OMPI_ERR_NOT_AVAILABLE;
 static ucp_context_h ucx_context;
 static ucp_worker_h ucx_worker;
 static bool ucx_cuda;
-static char ucx_desc[200] = "UCX (not initialised)";
+static char ucx_desc[256] = "UCX (not initialised)";
 
 bool mca_coll_gpu_ucx_built(void)
 {
@@ -109,7 +109,8 @@ static int ucx_init(void)
     }
     snprintf(ucx_desc, sizeof(ucx_desc), "UCX %s, UCX_TLS=%s, CUDA memory %s",
              ucp_get_version_string(), (NULL != tls) ? tls : "(all)",
-             ucx_cuda ? "supported" : "not supported (host staging)");
+             ucx_cuda ? "supported by UCX (not used yet: chunks staged through host memory)"
+                      : "not supported by UCX (chunks staged through host memory)");
     COLL_GPU_VERBOSE(COLL_GPU_LOG_QUERY, "coll:gpu:ucx: context and worker ready: %s",
                      ucx_desc);
 out:
