@@ -5,7 +5,9 @@
  *   device (or managed) buffer, a team    -> the node team: push, chain or tree from the root
  *                                            (coll_gpu_nvl.c); a rank whose layout has gaps, or
  *                                            whose memory the team cannot map, packs into a
- *                                            device temporary first (coll_gpu_adapt.c)
+ *                                            device temporary first (coll_gpu_adapt.c); on a
+ *                                            communicator across nodes, the node teams and
+ *                                            UCX between them (coll_gpu_hier.c)
  *   anything else                         -> host staging: the root copies its data in, the
  *                                            others copy the result out
  * The path decision follows coll_gpu_allreduce.c (coll_gpu_uniform_buffers).  On an

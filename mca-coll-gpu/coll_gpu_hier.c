@@ -361,7 +361,13 @@ bool mca_coll_gpu_hier_usable(mca_coll_gpu_module_t *m, struct ompi_communicator
 
 /* What a chunk's step does on the device (in its slot's stream) and over UCX (together). */
 typedef enum { DEV_NONE = 0, DEV_LOAD, DEV_COMBINE, DEV_STORE } step_dev_t;
-typedef enum { NET_NONE = 0, NET_RECV_PREV, NET_SEND_NEXT, NET_RECV_NEXT, NET_SEND_PREV } step_net_t;
+typedef enum {
+    NET_NONE = 0,
+    NET_RECV_PREV,
+    NET_SEND_NEXT,
+    NET_RECV_NEXT,
+    NET_SEND_PREV
+} step_net_t;
 
 typedef struct {
     step_dev_t dev;

@@ -297,8 +297,9 @@ void mca_coll_gpu_ucx_comm_destroy(coll_gpu_ucx_comm_t *uc)
          * so nothing is lost; a peer that is gone costs a bounded wait, not a hang */
         st = wait_bounded(ucp_ep_close_nbx(uc->eps[i], &p));
         if (UCS_OK != st) {
-            COLL_GPU_VERBOSE(COLL_GPU_LOG_ERROR, "coll:gpu:ucx: closing the endpoint to rank %d: %s",
-                             i, ucs_status_string(st));
+            COLL_GPU_VERBOSE(COLL_GPU_LOG_ERROR,
+                             "coll:gpu:ucx: closing the endpoint to rank %d: %s", i,
+                             ucs_status_string(st));
         }
         uc->eps[i] = NULL;
     }
