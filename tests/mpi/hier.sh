@@ -7,7 +7,8 @@
 #     2 GPUs as 2 nodes are, gpu/hier_cuda.sh): test_hier right on
 #     every case, and the verbose log shows the hierarchical path via UCX on every rank, and no
 #     device allreduce or bcast staged instead;
-#   2 x 2 again with UCX_TLS=tcp: the leaders' traffic over TCP on loopback;
+#   2 x 2 again with coll_gpu_uniform_buffers=true (the default; run-mpi.sh sets false), and
+#   with UCX_TLS=tcp: the leaders' traffic over TCP on loopback;
 #   test_hier_threads: two threads in hierarchical calls on two communicators at once;
 #   UCX_TLS naming no transport: the leaders cannot connect; the log says so once and every
 #     case is still right (staged between the leaders);
@@ -80,6 +81,16 @@ for cfg in "4 2 2x2" "4 3 2+1+1" "3 2 2+1" "2 2 1+1"; do
     [ "$h" -eq $(( $1 * calls )) ] && [ "$n" -eq $(( $2 * calls )) ] && [ "$s" -eq 0 ] \
         || ranklogs | grep 'coll:gpu:\(allreduce\|bcast\)' | head -3 | sed 's/^/#   /'
 done
+
+# the default coll_gpu_uniform_buffers=true (run-mpi.sh sets false: the runs above agree on
+# the buffers' kind first)
+COLL_GPU_TEST_UNIFORM=true
+export COLL_GPU_TEST_UNIFORM
+run 4 2 "2x2 with coll_gpu_uniform_buffers=true"
+unset COLL_GPU_TEST_UNIFORM
+n=$(via_ucx)
+[ "$n" -eq $(( 2 * (2 * (36 + 3 * 4) + 12) )) ]
+t_ok $? "coll_gpu_uniform_buffers=true: every node leader logs the exchange via UCX ($n lines)"
 
 # the same over TCP on loopback only (UCX's shared-memory transports left out)
 UCX_TLS=tcp
