@@ -231,6 +231,13 @@ static int gpu_register(void)
         MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_ALL_EQ,
         &mca_coll_gpu_component.ucx_depth);
     (void) mca_base_component_var_register(
+        c, "ucx_device_direct", "Hand device buffers to UCX directly (no host copies) where "
+        "every node leader has a GPU and a UCX that moves CUDA memory (ucp_context_query: "
+        "UCS_MEMORY_TYPE_CUDA, e.g. the libucx-cu13 wheel; Debian's UCX cannot); else, and by "
+        "default, chunks are staged through pinned host memory.  Not yet verified on a GPU",
+        MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_ALL_EQ,
+        &mca_coll_gpu_component.ucx_device_direct);
+    (void) mca_base_component_var_register(
         c, "ucx_timeout_seconds", "A node leader whose UCX transfers have not moved for this "
         "long (seconds) gives the transfer up: the leaders then redo the step through Open "
         "MPI's point-to-point layer and UCX stays off on that communicator; 0 (default): wait "

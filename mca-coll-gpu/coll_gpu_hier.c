@@ -35,6 +35,10 @@
  *                  recv H from p+1
  *                  send H to p-1 and R <- H (together)
  *
+ * With coll_gpu_ucx_device_direct (agreed at setup: every leader has a GPU and a UCX that moves
+ * CUDA memory) the messages leave from and land in device memory (P, R, D) and the host copies
+ * go: p = 0 sends P and receives R; the others receive D, reduce R = P op D, send R, and so on.
+ *
  * Every leader reduces the chunks in the same order (P of leader 0 first), and the last one's
  * result is what all receive: every rank ends with the same bits.  The bcast chain is the second
  * half: recv H from the previous leader, send H to the next and R <- H together.
@@ -73,6 +77,7 @@ struct coll_gpu_hier_t {
     int nnodes;                        /* for the log line */
     hier_state_t state;
     bool ucx_broken;                   /* a call's UCX step failed (agreed): staged from now */
+    bool direct;                       /* device memory straight to UCX (agreed at setup) */
     struct ompi_communicator_t *node_comm, *leader_comm;
     int *leader_of;                    /* comm rank -> leader-comm rank of its node's leader */
     int *node_rank_of;                 /* comm rank -> its rank in its node communicator */
@@ -230,7 +235,8 @@ static int hier_setup(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm
     coll_gpu_hier_t *h = m->hier;
     int size = ompi_comm_size(comm), rank = ompi_comm_rank(comm);
     int n = (1 < mca_coll_gpu_component.emulate_nodes) ? mca_coll_gpu_component.emulate_nodes : 1;
-    int color = -1, node_rank, leader_rank = -1, ok = 1, all_ok = 0, rc;
+    int color = -1, node_rank, leader_rank = -1, rc;
+    int ok[2] = {1, 1}, all_ok[2] = {0, 0}; /* set up; direct path wanted and possible */
     int mine[3], *cards = NULL;
 
     /* the pipeline's shape, from parameters of scope ALL_EQ */
@@ -295,19 +301,30 @@ static int hier_setup(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm
     free(cards);
     if (NULL != h->leader_comm) {
         /* every leader takes part in the exchange, whatever its local state */
-        ok = (OMPI_SUCCESS == mca_coll_gpu_ucx_comm_create(h->leader_comm, &h->ucx));
-        if (ok && OMPI_SUCCESS != hier_alloc_slots(h)) {
+        ok[0] = (OMPI_SUCCESS == mca_coll_gpu_ucx_comm_create(h->leader_comm, &h->ucx));
+        if (ok[0] && OMPI_SUCCESS != hier_alloc_slots(h)) {
             COLL_GPU_VERBOSE(COLL_GPU_LOG_ERROR, "coll:gpu:%s (cid %d): rank %d: no memory for "
                              "the UCX pipeline's slots (%s)", what, coll_gpu_comm_cid(comm),
                              rank, dev_error_string());
-            ok = 0;
+            ok[0] = 0;
+        }
+        /* device memory straight to UCX: asked for, a real GPU, and UCX that moves CUDA
+         * memory, on every leader */
+        ok[1] = mca_coll_gpu_component.ucx_device_direct && mca_coll_gpu_ucx_device_memory()
+                && DEV_BACKEND_CUDA == dev_backend();
+        if (mca_coll_gpu_component.ucx_device_direct && !ok[1]) {
+            COLL_GPU_VERBOSE(COLL_GPU_LOG_QUERY, "coll:gpu:%s (cid %d): rank %d: "
+                             "coll_gpu_ucx_device_direct: not here (%s, %s backend): chunks "
+                             "staged through host memory", what, coll_gpu_comm_cid(comm), rank,
+                             mca_coll_gpu_ucx_describe(), dev_backend_name(dev_backend()));
         }
     }
-    rc = m->prev_allreduce.fn(&ok, &all_ok, 1, MPI_INT, MPI_MIN, comm, m->prev_allreduce.module);
+    rc = m->prev_allreduce.fn(ok, all_ok, 2, MPI_INT, MPI_MIN, comm, m->prev_allreduce.module);
     if (OMPI_SUCCESS != rc) {
         return rc;
     }
-    if (!all_ok) {
+    h->direct = (1 == all_ok[1]);
+    if (!all_ok[0]) {
         if (0 == rank) {
             opal_output(0, "coll:gpu:%s (cid %d): the UCX connection between the %d nodes could "
                         "not be set up (%s; see coll_gpu_verbose 1 for the cause on each rank): "
@@ -360,7 +377,13 @@ bool mca_coll_gpu_hier_usable(mca_coll_gpu_module_t *m, struct ompi_communicator
 /* ---- the leaders' pipeline -------------------------------------------------------------- */
 
 /* What a chunk's step does on the device (in its slot's stream) and over UCX (together). */
-typedef enum { DEV_NONE = 0, DEV_LOAD, DEV_COMBINE, DEV_STORE } step_dev_t;
+typedef enum {
+    DEV_NONE = 0,
+    DEV_LOAD,     /* H <- P */
+    DEV_COMBINE,  /* D <- H; R = P op D; H <- R */
+    DEV_STORE,    /* R <- H */
+    DEV_REDUCE    /* R = P op D (direct: D came from UCX) */
+} step_dev_t;
 typedef enum {
     NET_NONE = 0,
     NET_RECV_PREV,
@@ -369,9 +392,14 @@ typedef enum {
     NET_SEND_PREV
 } step_net_t;
 
+/* Which memory a step's message leaves from or lands in: the slot's pinned host memory, the
+ * slot's device memory, or the chunk of P or R itself (the direct path). */
+typedef enum { BUF_HOST = 0, BUF_DTMP, BUF_SRC, BUF_OUT } step_buf_t;
+
 typedef struct {
     step_dev_t dev;
     step_net_t net;
+    step_buf_t buf;
 } step_t;
 
 #define PHASE_UP 0
@@ -392,6 +420,7 @@ typedef struct {
     dev_dtype_t dt;
     dev_op_t op;
     bool degraded;              /* a local failure: keep the message schedule, skip the device */
+    bool direct;                /* messages from and to device memory (h->direct) */
 } pipe_t;
 
 typedef struct {
@@ -411,6 +440,8 @@ static int step_start(pipe_t *pp, int s, slot_t *sl)
     char *ds = h->dtmp + (size_t) s * h->chunk;
     dev_stream_t *q = h->stream[s];
     int rc = DEV_OK;
+    char *buf;
+    bool dev;
 
     sl->dev_pending = false;
     memset(&sl->net, 0, sizeof(sl->net));
@@ -432,6 +463,10 @@ static int step_start(pipe_t *pp, int s, slot_t *sl)
         case DEV_STORE:
             rc = dev_memcpy_async(pp->out + off, hs, len, q);
             break;
+        case DEV_REDUCE:
+            rc = dev_reduce(pp->out + off, pp->src + off, ds, len / pp->esize, pp->dt, pp->op,
+                            q);
+            break;
         default:
             break;
         }
@@ -446,23 +481,30 @@ static int step_start(pipe_t *pp, int s, slot_t *sl)
             sl->dev_pending = true;
         }
     }
+    /* a leader without its data (degraded) keeps the schedule with its host slot */
+    dev = pp->direct && !pp->degraded && BUF_HOST != st->buf;
+    buf = !dev                    ? hs
+          : (BUF_DTMP == st->buf) ? ds
+          : (BUF_SRC == st->buf)  ? (char *) pp->src + off
+                                  : pp->out + off;
+
     switch (st->net) {
     case NET_RECV_PREV:
-        return mca_coll_gpu_ucx_irecv(h->ucx, hs, len,
+        return mca_coll_gpu_ucx_irecv(h->ucx, buf, len,
                                       mca_coll_gpu_ucx_tag(pp->cid, pp->seq, pp->phase_fwd,
-                                                           sl->chunk), &sl->net);
+                                                           sl->chunk), dev, &sl->net);
     case NET_SEND_NEXT:
-        return mca_coll_gpu_ucx_isend(h->ucx, pp->next, hs, len,
+        return mca_coll_gpu_ucx_isend(h->ucx, pp->next, buf, len,
                                       mca_coll_gpu_ucx_tag(pp->cid, pp->seq, pp->phase_fwd,
-                                                           sl->chunk), &sl->net);
+                                                           sl->chunk), dev, &sl->net);
     case NET_RECV_NEXT:
-        return mca_coll_gpu_ucx_irecv(h->ucx, hs, len,
+        return mca_coll_gpu_ucx_irecv(h->ucx, buf, len,
                                       mca_coll_gpu_ucx_tag(pp->cid, pp->seq, PHASE_DOWN,
-                                                           sl->chunk), &sl->net);
+                                                           sl->chunk), dev, &sl->net);
     case NET_SEND_PREV:
-        return mca_coll_gpu_ucx_isend(h->ucx, pp->prev, hs, len,
+        return mca_coll_gpu_ucx_isend(h->ucx, pp->prev, buf, len,
                                       mca_coll_gpu_ucx_tag(pp->cid, pp->seq, PHASE_DOWN,
-                                                           sl->chunk), &sl->net);
+                                                           sl->chunk), dev, &sl->net);
     default:
         return OMPI_SUCCESS;
     }
@@ -756,7 +798,10 @@ static void describe_ucx(coll_gpu_hier_t *h, char *buf, size_t len)
     } else if (h->ucx_broken) {
         snprintf(buf, len, "staged through Open MPI's point-to-point layer (UCX failed earlier)");
     } else {
-        snprintf(buf, len, "via UCX (%s), chunk %zu B, depth %d", mca_coll_gpu_ucx_describe(),
+        snprintf(buf, len, "via UCX (%s), %s, chunk %zu B, depth %d",
+                 mca_coll_gpu_ucx_describe(),
+                 h->direct ? "device memory straight to UCX"
+                           : "chunks staged through pinned host memory",
                  h->chunk, h->depth);
     }
 }
@@ -794,13 +839,30 @@ int mca_coll_gpu_hier_allreduce(mca_coll_gpu_module_t *m, struct ompi_communicat
                                 dev_dtype_t dt, dev_op_t dop, size_t nelems)
 {
     static const char *const what = "allreduce";
-    static const step_t first[] = {{DEV_LOAD, NET_NONE}, {DEV_NONE, NET_SEND_NEXT},
-                                   {DEV_NONE, NET_RECV_NEXT}, {DEV_STORE, NET_NONE}};
-    static const step_t middle[] = {{DEV_NONE, NET_RECV_PREV}, {DEV_COMBINE, NET_NONE},
-                                    {DEV_NONE, NET_SEND_NEXT}, {DEV_NONE, NET_RECV_NEXT},
-                                    {DEV_STORE, NET_SEND_PREV}};
-    static const step_t last[] = {{DEV_NONE, NET_RECV_PREV}, {DEV_COMBINE, NET_NONE},
-                                  {DEV_NONE, NET_SEND_PREV}};
+    /* staged through the slots' pinned host memory */
+    static const step_t first[] = {{DEV_LOAD, NET_NONE, BUF_HOST},
+                                   {DEV_NONE, NET_SEND_NEXT, BUF_HOST},
+                                   {DEV_NONE, NET_RECV_NEXT, BUF_HOST},
+                                   {DEV_STORE, NET_NONE, BUF_HOST}};
+    static const step_t middle[] = {{DEV_NONE, NET_RECV_PREV, BUF_HOST},
+                                    {DEV_COMBINE, NET_NONE, BUF_HOST},
+                                    {DEV_NONE, NET_SEND_NEXT, BUF_HOST},
+                                    {DEV_NONE, NET_RECV_NEXT, BUF_HOST},
+                                    {DEV_STORE, NET_SEND_PREV, BUF_HOST}};
+    static const step_t last[] = {{DEV_NONE, NET_RECV_PREV, BUF_HOST},
+                                  {DEV_COMBINE, NET_NONE, BUF_HOST},
+                                  {DEV_NONE, NET_SEND_PREV, BUF_HOST}};
+    /* the direct path: messages from and to device memory, no host copies */
+    static const step_t first_d[] = {{DEV_NONE, NET_SEND_NEXT, BUF_SRC},
+                                     {DEV_NONE, NET_RECV_NEXT, BUF_OUT}};
+    static const step_t middle_d[] = {{DEV_NONE, NET_RECV_PREV, BUF_DTMP},
+                                      {DEV_REDUCE, NET_NONE, BUF_HOST},
+                                      {DEV_NONE, NET_SEND_NEXT, BUF_OUT},
+                                      {DEV_NONE, NET_RECV_NEXT, BUF_OUT},
+                                      {DEV_NONE, NET_SEND_PREV, BUF_OUT}};
+    static const step_t last_d[] = {{DEV_NONE, NET_RECV_PREV, BUF_DTMP},
+                                    {DEV_REDUCE, NET_NONE, BUF_HOST},
+                                    {DEV_NONE, NET_SEND_PREV, BUF_OUT}};
     coll_gpu_hier_t *h = m->hier;
     size_t esize = dev_dtype_size(dt), bytes = nelems * esize;
     char inter[300];
@@ -858,8 +920,14 @@ int mca_coll_gpu_hier_allreduce(mca_coll_gpu_module_t *m, struct ompi_communicat
             pp.prev = pos - 1;
             pp.next = (pos + 1 < nl) ? pos + 1 : -1;
             pp.phase_fwd = PHASE_UP;
-            pp.prog = (0 == pos) ? first : (nl - 1 == pos) ? last : middle;
-            pp.nsteps = (0 == pos) ? 4 : (nl - 1 == pos) ? 3 : 5;
+            pp.direct = h->direct;
+            if (h->direct) {
+                pp.prog = (0 == pos) ? first_d : (nl - 1 == pos) ? last_d : middle_d;
+                pp.nsteps = (0 == pos) ? 2 : (nl - 1 == pos) ? 3 : 5;
+            } else {
+                pp.prog = (0 == pos) ? first : (nl - 1 == pos) ? last : middle;
+                pp.nsteps = (0 == pos) ? 4 : (nl - 1 == pos) ? 3 : 5;
+            }
             pp.src = h->saved;
             pp.out = a.dev;
             pp.bytes = bytes;
@@ -908,9 +976,17 @@ int mca_coll_gpu_hier_bcast(mca_coll_gpu_module_t *m, struct ompi_communicator_t
                             int count, struct ompi_datatype_t *dtype, int root)
 {
     static const char *const what = "bcast";
-    static const step_t first[] = {{DEV_LOAD, NET_NONE}, {DEV_NONE, NET_SEND_NEXT}};
-    static const step_t middle[] = {{DEV_NONE, NET_RECV_PREV}, {DEV_STORE, NET_SEND_NEXT}};
-    static const step_t last[] = {{DEV_NONE, NET_RECV_PREV}, {DEV_STORE, NET_NONE}};
+    static const step_t first[] = {{DEV_LOAD, NET_NONE, BUF_HOST},
+                                   {DEV_NONE, NET_SEND_NEXT, BUF_HOST}};
+    static const step_t middle[] = {{DEV_NONE, NET_RECV_PREV, BUF_HOST},
+                                    {DEV_STORE, NET_SEND_NEXT, BUF_HOST}};
+    static const step_t last[] = {{DEV_NONE, NET_RECV_PREV, BUF_HOST},
+                                  {DEV_STORE, NET_NONE, BUF_HOST}};
+    /* the direct path */
+    static const step_t first_d[] = {{DEV_NONE, NET_SEND_NEXT, BUF_OUT}};
+    static const step_t middle_d[] = {{DEV_NONE, NET_RECV_PREV, BUF_OUT},
+                                      {DEV_NONE, NET_SEND_NEXT, BUF_OUT}};
+    static const step_t last_d[] = {{DEV_NONE, NET_RECV_PREV, BUF_OUT}};
     coll_gpu_hier_t *h = m->hier;
     size_t bytes = mca_coll_gpu_call_bytes(dtype, (size_t) count);
     char inter[300];
@@ -954,8 +1030,14 @@ int mca_coll_gpu_hier_bcast(mca_coll_gpu_module_t *m, struct ompi_communicator_t
             pp.prev = (0 == q) ? -1 : (pos - 1 + nl) % nl;
             pp.next = (nl - 1 == q) ? -1 : (pos + 1) % nl;
             pp.phase_fwd = PHASE_BCAST;
-            pp.prog = (0 == q) ? first : (nl - 1 == q) ? last : middle;
-            pp.nsteps = 2;
+            pp.direct = h->direct;
+            if (h->direct) {
+                pp.prog = (0 == q) ? first_d : (nl - 1 == q) ? last_d : middle_d;
+                pp.nsteps = (0 == q || nl - 1 == q) ? 1 : 2;
+            } else {
+                pp.prog = (0 == q) ? first : (nl - 1 == q) ? last : middle;
+                pp.nsteps = 2;
+            }
             pp.src = a.dev;
             pp.out = a.dev;
             pp.bytes = bytes;

@@ -109,8 +109,7 @@ static int ucx_init(void)
     }
     snprintf(ucx_desc, sizeof(ucx_desc), "UCX %s, UCX_TLS=%s, CUDA memory %s",
              ucp_get_version_string(), (NULL != tls) ? tls : "(all)",
-             ucx_cuda ? "supported by UCX (not used yet: chunks staged through host memory)"
-                      : "not supported by UCX (chunks staged through host memory)");
+             ucx_cuda ? "supported by UCX" : "not supported by UCX");
     COLL_GPU_VERBOSE(COLL_GPU_LOG_QUERY, "coll:gpu:ucx: context and worker ready: %s",
                      ucx_desc);
 out:
@@ -308,13 +307,18 @@ void mca_coll_gpu_ucx_comm_destroy(coll_gpu_ucx_comm_t *uc)
 }
 
 int mca_coll_gpu_ucx_isend(coll_gpu_ucx_comm_t *uc, int peer, const void *buf, size_t len,
-                           uint64_t tag, coll_gpu_ucx_req_t *r)
+                           uint64_t tag, bool device, coll_gpu_ucx_req_t *r)
 {
     ucp_request_param_t p;
     ucs_status_ptr_t sp;
 
     memset(r, 0, sizeof(*r));
     memset(&p, 0, sizeof(p));
+    if (device) {
+        /* said, not detected: UCX skips its memory-type lookup */
+        p.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMORY_TYPE;
+        p.memory_type = UCS_MEMORY_TYPE_CUDA;
+    }
     if (0 > peer || peer >= uc->size || NULL == uc->eps[peer]) {
         return r->status = OMPI_ERR_BAD_PARAM;
     }
@@ -327,7 +331,7 @@ int mca_coll_gpu_ucx_isend(coll_gpu_ucx_comm_t *uc, int peer, const void *buf, s
 }
 
 int mca_coll_gpu_ucx_irecv(coll_gpu_ucx_comm_t *uc, void *buf, size_t len, uint64_t tag,
-                           coll_gpu_ucx_req_t *r)
+                           bool device, coll_gpu_ucx_req_t *r)
 {
     ucp_request_param_t p;
     ucs_status_ptr_t sp;
@@ -337,6 +341,10 @@ int mca_coll_gpu_ucx_irecv(coll_gpu_ucx_comm_t *uc, void *buf, size_t len, uint6
     memset(&p, 0, sizeof(p));
     /* always a request, so that the length that arrived can be checked */
     p.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+    if (device) {
+        p.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMORY_TYPE;
+        p.memory_type = UCS_MEMORY_TYPE_CUDA;
+    }
     sp = ucp_tag_recv_nbx(ucx_worker, buf, len, tag, UINT64_MAX, &p);
     if (UCS_PTR_IS_ERR(sp)) {
         return r->status = ucx_error("ucp_tag_recv_nbx", UCS_PTR_STATUS(sp));
@@ -428,17 +436,17 @@ void mca_coll_gpu_ucx_comm_destroy(coll_gpu_ucx_comm_t *uc)
 }
 
 int mca_coll_gpu_ucx_isend(coll_gpu_ucx_comm_t *uc, int peer, const void *buf, size_t len,
-                           uint64_t tag, coll_gpu_ucx_req_t *r)
+                           uint64_t tag, bool device, coll_gpu_ucx_req_t *r)
 {
-    (void) uc, (void) peer, (void) buf, (void) len, (void) tag;
+    (void) uc, (void) peer, (void) buf, (void) len, (void) tag, (void) device;
     r->req = NULL;
     return r->status = OMPI_ERR_NOT_AVAILABLE;
 }
 
 int mca_coll_gpu_ucx_irecv(coll_gpu_ucx_comm_t *uc, void *buf, size_t len, uint64_t tag,
-                           coll_gpu_ucx_req_t *r)
+                           bool device, coll_gpu_ucx_req_t *r)
 {
-    (void) uc, (void) buf, (void) len, (void) tag;
+    (void) uc, (void) buf, (void) len, (void) tag, (void) device;
     r->req = NULL;
     return r->status = OMPI_ERR_NOT_AVAILABLE;
 }
