@@ -55,6 +55,7 @@
  */
 #include "ompi_config.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -760,19 +761,27 @@ static int leaders_staged(mca_coll_gpu_module_t *m, struct ompi_communicator_t *
     if (OMPI_SUCCESS != rc) {
         return rc;
     }
-    if (reduce) {
-        rc = h->leader_comm->c_coll->coll_allreduce(MPI_IN_PLACE, mca_coll_gpu_view(&st),
-                                                    (int) nelems, mpi_type_of(dt), op,
+    /* in pieces of at most INT_MAX elements (MPI counts are ints; a message may be larger) */
+    for (size_t done = 0, esize = reduce ? bytes / nelems : 1, n;
+         OMPI_SUCCESS == rc && done < (reduce ? nelems : bytes); done += n) {
+        char *at = (char *) mca_coll_gpu_view(&st) + done * esize;
+
+        n = (reduce ? nelems : bytes) - done;
+        n = (n > (size_t) INT_MAX) ? (size_t) INT_MAX : n;
+        if (reduce) {
+            rc = h->leader_comm->c_coll->coll_allreduce(MPI_IN_PLACE, at, (int) n,
+                                                        mpi_type_of(dt), op, h->leader_comm,
+                                                        h->leader_comm->c_coll
+                                                            ->coll_allreduce_module);
+        } else {
+            rc = h->leader_comm->c_coll->coll_bcast(at, (int) n, MPI_BYTE, root_leader,
                                                     h->leader_comm,
-                                                    h->leader_comm->c_coll
-                                                        ->coll_allreduce_module);
-    } else {
-        rc = h->leader_comm->c_coll->coll_bcast(mca_coll_gpu_view(&st), (int) bytes, MPI_BYTE,
-                                                root_leader, h->leader_comm,
-                                                h->leader_comm->c_coll->coll_bcast_module);
+                                                    h->leader_comm->c_coll->coll_bcast_module);
+        }
     }
-    return mca_coll_gpu_unstage(m, &st, rc, (reduce || !is_root) ? COLL_GPU_WRITE : COLL_GPU_NONE,
-                                comm, what);
+    return mca_coll_gpu_unstage(m, &st, rc,
+                                (reduce || !is_root) ? COLL_GPU_WRITE : COLL_GPU_NONE, comm,
+                                what);
 }
 
 static void log_path(const char *what, struct ompi_communicator_t *comm, size_t bytes,
