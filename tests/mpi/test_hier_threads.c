@@ -16,6 +16,10 @@
 #define NTHREADS 2
 #define ITERS 20
 
+/* The device the main thread works on: a new thread starts on device 0 (CUDA's current device
+ * is per thread), so each worker sets it first. */
+static int main_device;
+
 typedef struct {
     int id;
     MPI_Comm comm;
@@ -45,10 +49,21 @@ static void *worker(void *arg)
 {
     worker_t *w = arg;
     size_t bytes = w->count * 4;
-    int32_t *exp = malloc(bytes), *tmp = malloc(bytes), *got = malloc(bytes);
-    void *sbuf = mt_mem_alloc(MT_MEM_DEVICE, bytes), *rbuf = mt_mem_alloc(MT_MEM_DEVICE, bytes);
+    int32_t *exp, *tmp, *got;
+    void *sbuf, *rbuf;
     int rc;
 
+    if (DEV_OK != dev_set_device(main_device)) {
+        mt_diag_add(w->diag, "thread %d: dev_set_device(%d): %s", w->id, main_device,
+                    dev_error_string());
+        w->ok = 0;
+        return NULL;
+    }
+    exp = malloc(bytes);
+    tmp = malloc(bytes);
+    got = malloc(bytes);
+    sbuf = mt_mem_alloc(MT_MEM_DEVICE, bytes);
+    rbuf = mt_mem_alloc(MT_MEM_DEVICE, bytes);
     w->ok = NULL != exp && NULL != tmp && NULL != got && NULL != sbuf && NULL != rbuf;
     for (int it = 0; w->ok && it < ITERS; ++it) {
         int root = it % mt_size;
@@ -120,6 +135,9 @@ int main(int argc, char **argv)
     }
     if (!mt_device_open(why, sizeof(why))) {
         mt_skip_all(why);
+    }
+    if (DEV_OK != dev_current_device(&main_device)) {
+        main_device = 0;
     }
     tap_diag("%d ranks, %d threads, device buffers, chunk %zu B", mt_size, NTHREADS, chunk);
     for (int t = 0; t < NTHREADS; ++t) {
