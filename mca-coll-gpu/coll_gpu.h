@@ -139,6 +139,14 @@ typedef struct mca_coll_gpu_component_t {
     int hang_warn_seconds;      /* a wait of ours reports once past this; 0: never */
     int hang_error_seconds;     /* a team flag wait gives up past this (error); 0: never */
     int test_fail_team;         /* testing only: this rank's team scratch allocation fails */
+    /* across nodes (coll_gpu_hier.c, coll_gpu_ucx.c) */
+    int emulate_nodes;          /* split one host's ranks into this many nodes; 0, 1: off */
+    size_t ucx_chunk_bytes;     /* the leaders' pipeline chunk */
+    int ucx_depth;              /* chunks in flight per leader */
+    bool ucx_device_direct;     /* device memory straight to UCX where it can (else staged) */
+    int ucx_timeout_seconds;    /* a leader with no UCX progress this long gives up; 0: never */
+    int test_fail_ucx;          /* testing only: this rank's UCX sends fail once; -1: off */
+    bool test_fail_ucx_silent;  /* testing only: ... and it does not tell the other leaders */
 
     /* state */
     int output;                 /* opal_output stream for verbose logging */
@@ -169,6 +177,9 @@ typedef struct coll_gpu_bounce_t {
     size_t size;
 } coll_gpu_bounce_t;
 
+/* The hierarchical path across nodes (coll_gpu_hier.c), made on first use. */
+typedef struct coll_gpu_hier_t coll_gpu_hier_t;
+
 typedef struct mca_coll_gpu_module_t {
     mca_coll_base_module_t super;
 
@@ -193,6 +204,8 @@ typedef struct mca_coll_gpu_module_t {
 
     /* The node team for the fast path, built on the first call that can use it. */
     coll_gpu_team_t *team;
+    /* The sub-communicators and UCX endpoints of a communicator spanning nodes. */
+    coll_gpu_hier_t *hier;
 
     /* Modules created to fill slots nothing else provides (see coll_gpu_gapfill.c). */
     mca_coll_base_module_t *gap_modules[4];
@@ -265,6 +278,22 @@ void mca_coll_gpu_ipcmap_release(coll_gpu_ipcmap_hold_t *hold, bool close_now);
 /* Close every unheld mapping of owner's allocations (a team with that peer is going away). */
 void mca_coll_gpu_ipcmap_forget(uint64_t owner);
 void mca_coll_gpu_ipcmap_finalize(void);
+
+/* ---- across nodes (coll_gpu_hier.c) ---- */
+/* Does comm span nodes (real ones, or coll_gpu_emulate_nodes)?  The same on every rank; a
+ * communicator that does never gets a node team (coll_gpu_select.c). */
+bool mca_coll_gpu_hier_spans(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm);
+/* Can this call take the hierarchical path (collective on the first call: builds the
+ * sub-communicators and the UCX endpoints)?  The same answer on every rank. */
+bool mca_coll_gpu_hier_usable(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                              topo_coll_t coll);
+int mca_coll_gpu_hier_allreduce(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                                const void *sbuf, void *rbuf, int count,
+                                struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                                dev_dtype_t dt, dev_op_t dop, size_t nelems);
+int mca_coll_gpu_hier_bcast(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm, void *buf,
+                            int count, struct ompi_datatype_t *dtype, int root);
+void mca_coll_gpu_hier_release(mca_coll_gpu_module_t *m);
 
 /* ---- fast path (coll_gpu_nvl.c) ---- */
 /* local_rc: OMPI_SUCCESS, or what failed on this rank before the call (its buffers could not be

@@ -3,7 +3,8 @@
  *
  *   host buffers on this rank          -> the saved module, untouched (the hot path)
  *   device buffers, GPU-capable call   -> the node team: one-shot, two-shot or ring
- *                                         (coll_gpu_nvl.c)
+ *                                         (coll_gpu_nvl.c); on a communicator across nodes,
+ *                                         the node teams and UCX between them (coll_gpu_hier.c)
  *   anything else                      -> host staging (coll_gpu_stage.c)
  *
  * "Every rank takes the same path": the decision uses only what all ranks share (count, the
@@ -46,6 +47,12 @@ static int allreduce_device(const void *sbuf, void *rbuf, int count,
 
     if (all_device) {
         not_capable = mca_coll_gpu_map_reduction(dtype, (size_t) count, op, &dt, &dop, &nelems);
+    }
+    /* a communicator across nodes: the node team inside each node, UCX between them */
+    if (NULL == not_capable && 0 < nelems
+        && mca_coll_gpu_hier_usable(m, comm, TOPO_COLL_ALLREDUCE)) {
+        return mca_coll_gpu_hier_allreduce(m, comm, sbuf, rbuf, count, dtype, op, dt, dop,
+                                           nelems);
     }
     team = mca_coll_gpu_select(m, comm, TOPO_COLL_ALLREDUCE, bytes, not_capable, &plan);
     mca_coll_gpu_log_plan(allreduce_name, comm, bytes, dtype, op, TOPO_COLL_ALLREDUCE, team,

@@ -5,7 +5,9 @@
  *   device (or managed) buffer, a team    -> the node team: push, chain or tree from the root
  *                                            (coll_gpu_nvl.c); a rank whose layout has gaps, or
  *                                            whose memory the team cannot map, packs into a
- *                                            device temporary first (coll_gpu_adapt.c)
+ *                                            device temporary first (coll_gpu_adapt.c); on a
+ *                                            communicator across nodes, the node teams and
+ *                                            UCX between them (coll_gpu_hier.c)
  *   anything else                         -> host staging: the root copies its data in, the
  *                                            others copy the result out
  * The path decision follows coll_gpu_allreduce.c (coll_gpu_uniform_buffers).  On an
@@ -60,6 +62,10 @@ static int bcast_device(void *buf, int count, struct ompi_datatype_t *dtype, int
     topo_plan_t plan;
     int rc, local_rc;
 
+    /* a communicator across nodes: the node team inside each node, UCX between them */
+    if (all_device && mca_coll_gpu_hier_usable(m, comm, TOPO_COLL_BCAST)) {
+        return mca_coll_gpu_hier_bcast(m, comm, buf, count, dtype, root);
+    }
     team = mca_coll_gpu_select(m, comm, TOPO_COLL_BCAST, bytes,
                                all_device ? NULL : "memory kind: host memory on some rank",
                                &plan);

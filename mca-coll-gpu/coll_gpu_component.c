@@ -11,6 +11,7 @@
 #include "opal/util/show_help.h"
 
 #include "coll_gpu.h"
+#include "coll_gpu_ucx.h"
 
 static int gpu_register(void);
 static int gpu_open(void);
@@ -48,6 +49,9 @@ __attribute__((visibility("default"))) mca_coll_gpu_component_t mca_coll_gpu_com
     .hang_warn_seconds = 60,
     .hang_error_seconds = 0,
     .test_fail_team = -1,
+    .ucx_chunk_bytes = 1UL << 20,
+    .ucx_depth = 4,
+    .test_fail_ucx = -1,
     .output = -1,
 };
 
@@ -211,6 +215,44 @@ static int gpu_register(void)
         "device scratch allocation fails (as if out of device memory), so that the failed "
         "setup can be tested; -1: off", MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_9,
         MCA_BASE_VAR_SCOPE_ALL_EQ, &mca_coll_gpu_component.test_fail_team);
+    /* across nodes: coll_gpu_hier.c and coll_gpu_ucx.c */
+    (void) mca_base_component_var_register(
+        c, "emulate_nodes", "Split the ranks of one host into this many nodes (blocks of "
+        "MPI_COMM_WORLD ranks: rank r is on node r * N / size), so that the paths across nodes "
+        "(node teams per node, UCX between node leaders) run on one machine; 0 or 1: off",
+        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_ALL_EQ,
+        &mca_coll_gpu_component.emulate_nodes);
+    (void) mca_base_component_var_register(
+        c, "ucx_chunk_bytes", "Chunk of the pipeline between node leaders over UCX (bytes, "
+        "rounded down to a multiple of 16)", MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0,
+        OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_ALL_EQ, &mca_coll_gpu_component.ucx_chunk_bytes);
+    (void) mca_base_component_var_register(
+        c, "ucx_depth", "Chunks in flight per node leader in the pipeline over UCX (1-16)",
+        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_ALL_EQ,
+        &mca_coll_gpu_component.ucx_depth);
+    (void) mca_base_component_var_register(
+        c, "ucx_device_direct", "Hand device buffers to UCX directly (no host copies) where "
+        "every node leader has a GPU and a UCX that moves CUDA memory (ucp_context_query: "
+        "UCS_MEMORY_TYPE_CUDA, e.g. the libucx-cu13 wheel; Debian's UCX cannot); else, and by "
+        "default, chunks are staged through pinned host memory.  Not yet verified on a GPU",
+        MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_ALL_EQ,
+        &mca_coll_gpu_component.ucx_device_direct);
+    (void) mca_base_component_var_register(
+        c, "ucx_timeout_seconds", "A node leader whose UCX transfers have not moved for this "
+        "long (seconds) gives the transfer up: the leaders then redo the step through Open "
+        "MPI's point-to-point layer and UCX stays off on that communicator; 0 (default): wait "
+        "for ever (a slow peer is not an error)", MCA_BASE_VAR_TYPE_INT, NULL, 0, 0,
+        OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_ALL_EQ, &mca_coll_gpu_component.ucx_timeout_seconds);
+    (void) mca_base_component_var_register(
+        c, "test_fail_ucx", "Testing only: on this rank of MPI_COMM_WORLD, when it leads a node, "
+        "the UCX sends of the first call across nodes on each communicator fail after the first "
+        "one, as after an endpoint error; -1: off", MCA_BASE_VAR_TYPE_INT, NULL, 0, 0,
+        OPAL_INFO_LVL_9, MCA_BASE_VAR_SCOPE_ALL_EQ, &mca_coll_gpu_component.test_fail_ucx);
+    (void) mca_base_component_var_register(
+        c, "test_fail_ucx_silent", "Testing only: the leader of coll_gpu_test_fail_ucx does not "
+        "tell the other leaders that its transfers failed (only coll_gpu_ucx_timeout_seconds "
+        "then ends their wait)", MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_9,
+        MCA_BASE_VAR_SCOPE_ALL_EQ, &mca_coll_gpu_component.test_fail_ucx_silent);
 
     return OMPI_SUCCESS;
 }
@@ -229,6 +271,7 @@ static int gpu_close(void)
 {
     mca_coll_gpu_host_watch_finalize();
     mca_coll_gpu_async_finalize();
+    mca_coll_gpu_ucx_finalize();
     mca_coll_gpu_gapfill_finalize();
     mca_coll_gpu_topo_finalize();
     mca_coll_gpu_memhooks_fini();

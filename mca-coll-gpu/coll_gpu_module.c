@@ -65,6 +65,7 @@ static void gpu_module_release(mca_coll_gpu_module_t *module)
     }
     module->n_gap_modules = 0;
     mca_coll_gpu_team_destroy(module);
+    mca_coll_gpu_hier_release(module);
     mca_coll_gpu_bounce_release(module);
     mca_coll_gpu_adapt_release(module);
 }

@@ -212,6 +212,13 @@ coll_gpu_team_t *mca_coll_gpu_select(mca_coll_gpu_module_t *m, struct ompi_commu
         snprintf(plan->reason, sizeof(plan->reason), "nothing to exchange between GPUs");
         return NULL;
     }
+    /* a team serves one node: a communicator across nodes (real or emulated) never gets one
+     * (coll_gpu_hier.c takes it when UCX is there) */
+    if (mca_coll_gpu_hier_spans(m, comm)) {
+        snprintf(plan->reason, sizeof(plan->reason), "spans nodes, no UCX path (not built, not "
+                                                     "set up, or staging forced)");
+        return NULL;
+    }
     t = mca_coll_gpu_team_get(m, comm, topo_coll_name(coll));
     if (NULL == t) {
         snprintf(plan->reason, sizeof(plan->reason), "no node team (ranks off node, or IPC "

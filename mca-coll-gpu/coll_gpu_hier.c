@@ -1,0 +1,1080 @@
+/*
+ * coll_gpu_hier.c - MPI_Allreduce and MPI_Bcast on device buffers of a communicator that spans
+ * nodes (real ones, or the emulated nodes of coll_gpu_emulate_nodes): the node's own path
+ * inside each node, UCX (coll_gpu_ucx.c) between one leader per node.
+ *
+ * Sub-communicators are built lazily on the first such call, the way coll/han does it (every
+ * rank creates them in the same order, inside a collective call): the node communicator (the
+ * ranks of one node; its collectives are coll/gpu's, so device buffers take its node team) and
+ * the leaders' communicator (node rank 0 of every node, ordered by rank).  The leaders then
+ * connect over UCX, and every rank agrees on the outcome: a failure anywhere leaves the
+ * communicator on the staged path for good, on every rank.
+ *
+ *   allreduce                               bcast
+ *   1. node allreduce (node team)           1. bcast inside the root's node, from the root
+ *   2. leaders: chain reduce up, chain      2. leaders: pipelined chain from the root's leader
+ *      bcast down, pipelined (below)        3. bcast inside every other node, from its leader
+ *   3. leaders agree the UCX step worked    (2 ends with the same agreement and fallback)
+ *      (else: host allreduce between
+ *      leaders through Open MPI's
+ *      point-to-point layer, from the
+ *      node result each leader kept)
+ *   4. node bcast from the leader
+ *
+ * The leaders' pipeline moves the message in chunks (coll_gpu_ucx_chunk_bytes), with
+ * coll_gpu_ucx_depth chunks in flight per leader, each in a slot of pinned host memory, a slot
+ * of device memory and a stream of its own.  Per chunk, leader p of L (P: the node result kept
+ * by the leader, R: the receive buffer, H/D: the slot's host and device memory):
+ *
+ *   p = 0          p in (0, L-1)                        p = L-1
+ *   H <- P (D2H)   recv H from p-1                      recv H from p-1
+ *   send H to p+1  D <- H; R = P op D; H <- R (one       D <- H; R = P op D; H <- R
+ *   recv H from    stream: H2D, reduce on the device,   send H to p-1
+ *     p+1            D2H)
+ *   R <- H (H2D)   send H to p+1
+ *                  recv H from p+1
+ *                  send H to p-1 and R <- H (together)
+ *
+ * With coll_gpu_ucx_device_direct (agreed at setup: every leader has a GPU and a UCX that moves
+ * CUDA memory) the messages leave from and land in device memory (P, R, D) and the host copies
+ * go: p = 0 sends P and receives R; the others receive D, reduce R = P op D, send R, and so on.
+ *
+ * Every leader reduces the chunks in the same order (P of leader 0 first), and the last one's
+ * result is what all receive: every rank ends with the same bits.  The bcast chain is the second
+ * half: recv H from the previous leader, send H to the next and R <- H together.
+ *
+ * What every rank decides alone must be the same on all: whether the communicator spans nodes
+ * (membership, coll_gpu_emulate_nodes), the agreed setup, the parameters (all ALL_EQ).  A leader
+ * that fails locally (a device copy, an allocation) keeps to the message schedule without its
+ * data, so that no peer waits for it, and reports the failure in the agreement; a UCX failure
+ * stops that leader's transfers and it tells the other leaders through Open MPI's point-to-point
+ * layer, so that they stop waiting too (coll_gpu_ucx_timeout_seconds bounds a wait on a peer
+ * that stopped without a word).  Either way the leaders then redo the inter-node step
+ * through the host (staged, Open MPI's point-to-point layer) and the call returns the right
+ * result; UCX stays off on that communicator afterwards.
+ */
+#include "ompi_config.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ompi/mca/pml/pml.h"
+
+#include "coll_gpu.h"
+#include "coll_gpu_ucx.h"
+
+#define HIER_DEPTH_MAX 16
+/* The point-to-point tag of a leader's notice that its UCX transfers failed, on the leaders'
+ * communicator (which only coll/gpu uses, so any tag is ours). */
+#define HIER_ABORT_TAG 4242
+/* Idle turns of the progress loop between two looks for that notice. */
+#define HIER_ABORT_POLL 64
+
+typedef enum { HIER_UNTRIED = 0, HIER_READY = 1, HIER_FAILED = -1 } hier_state_t;
+
+struct coll_gpu_hier_t {
+    bool spans_known, spans;
+    int nnodes;                        /* for the log line */
+    hier_state_t state;
+    bool ucx_broken;                   /* a call's UCX step failed (agreed): staged from now */
+    bool direct;                       /* device memory straight to UCX (agreed at setup) */
+    struct ompi_communicator_t *node_comm, *leader_comm;
+    int *leader_of;                    /* comm rank -> leader-comm rank of its node's leader */
+    int *node_rank_of;                 /* comm rank -> its rank in its node communicator */
+    coll_gpu_ucx_comm_t *ucx;          /* leaders only */
+    uint64_t seq;                      /* hierarchical calls made (leaders) */
+    bool test_failed;                  /* coll_gpu_test_fail_ucx has fired on this communicator */
+    /* the pipeline's slots (leaders) */
+    int depth;
+    size_t chunk;
+    char *host;                        /* depth x chunk, pinned */
+    char *dtmp;                        /* depth x chunk, device */
+    dev_stream_t *stream[HIER_DEPTH_MAX];
+    dev_event_t *event[HIER_DEPTH_MAX];
+    void *saved;                       /* the node result kept for a fallback (allreduce) */
+    size_t saved_bytes;
+};
+
+/* The emulated node of a process: its rank in MPI_COMM_WORLD cut into coll_gpu_emulate_nodes
+ * blocks (rank r on node r * N / size: 3 ranks on 2 nodes are ranks 0, 1 on node 0 and rank 2
+ * on node 1).  From the process name, so the same on every rank that asks about it. */
+static int emulated_node(struct ompi_proc_t *proc)
+{
+    int n = mca_coll_gpu_component.emulate_nodes;
+    int world = ompi_comm_size(&ompi_mpi_comm_world.comm);
+
+    if (1 >= n || 0 >= world) {
+        return 0;
+    }
+    return (int) (((int64_t) proc->super.proc_name.vpid * n) / world);
+}
+
+/* Does proc share this process' real node?  (Open MPI knows from the launch.) */
+static bool on_my_node(struct ompi_proc_t *proc)
+{
+    return proc == ompi_proc_local() || OPAL_PROC_ON_LOCAL_NODE(proc->super.proc_flags);
+}
+
+static coll_gpu_hier_t *hier_get(mca_coll_gpu_module_t *m)
+{
+    if (NULL == m->hier) {
+        m->hier = calloc(1, sizeof(*m->hier));
+    }
+    return m->hier;
+}
+
+bool mca_coll_gpu_hier_spans(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm)
+{
+    coll_gpu_hier_t *h = hier_get(m);
+    int size = ompi_comm_size(comm);
+    int mine;
+
+    if (NULL == h) {
+        return false; /* cannot happen in practice; the team path then decides as before */
+    }
+    if (h->spans_known) {
+        return h->spans;
+    }
+    h->spans_known = true;
+    h->spans = false;
+    if (OMPI_COMM_IS_INTER(comm) || 2 > size) {
+        return false;
+    }
+    /* every rank sees a peer off its node as soon as two ranks sit on different nodes, and the
+     * emulated node of every member is a function of its name: the answer is the same on all */
+    mine = emulated_node(ompi_proc_local());
+    for (int i = 0; i < size; ++i) {
+        struct ompi_proc_t *proc = ompi_comm_peer_lookup(comm, i);
+        if (!on_my_node(proc) || emulated_node(proc) != mine) {
+            h->spans = true;
+            break;
+        }
+    }
+    return h->spans;
+}
+
+static void hier_free_slots(coll_gpu_hier_t *h)
+{
+    for (int s = 0; s < HIER_DEPTH_MAX; ++s) {
+        if (NULL != h->event[s]) {
+            (void) dev_event_destroy(h->event[s]);
+            h->event[s] = NULL;
+        }
+        if (NULL != h->stream[s]) {
+            (void) dev_stream_destroy(h->stream[s]);
+            h->stream[s] = NULL;
+        }
+    }
+    if (NULL != h->host) {
+        (void) dev_host_free(h->host);
+        h->host = NULL;
+    }
+    if (NULL != h->dtmp) {
+        (void) dev_mem_free(h->dtmp);
+        h->dtmp = NULL;
+    }
+    if (NULL != h->saved) {
+        (void) dev_mem_free(h->saved);
+        h->saved = NULL;
+        h->saved_bytes = 0;
+    }
+}
+
+void mca_coll_gpu_hier_release(mca_coll_gpu_module_t *m)
+{
+    coll_gpu_hier_t *h = m->hier;
+
+    if (NULL == h) {
+        return;
+    }
+    m->hier = NULL;
+    mca_coll_gpu_ucx_comm_destroy(h->ucx);
+    hier_free_slots(h);
+    if (NULL != h->leader_comm) {
+        (void) ompi_comm_free(&h->leader_comm);
+    }
+    if (NULL != h->node_comm) {
+        (void) ompi_comm_free(&h->node_comm);
+    }
+    free(h->leader_of);
+    free(h->node_rank_of);
+    free(h);
+}
+
+/* The pipeline's slots of a leader (h->chunk x h->depth). */
+static int hier_alloc_slots(coll_gpu_hier_t *h)
+{
+    if (DEV_OK != dev_host_alloc((void **) &h->host, h->chunk * (size_t) h->depth)) {
+        h->host = NULL;
+        return OMPI_ERR_OUT_OF_RESOURCE;
+    }
+    if (DEV_OK != dev_mem_alloc((void **) &h->dtmp, h->chunk * (size_t) h->depth)) {
+        h->dtmp = NULL;
+        return OMPI_ERR_OUT_OF_RESOURCE;
+    }
+    for (int s = 0; s < h->depth; ++s) {
+        if (DEV_OK != dev_stream_create(&h->stream[s])) {
+            h->stream[s] = NULL;
+            return OMPI_ERR_OUT_OF_RESOURCE;
+        }
+        if (DEV_OK != dev_event_create(&h->event[s])) {
+            h->event[s] = NULL;
+            return OMPI_ERR_OUT_OF_RESOURCE;
+        }
+    }
+    return OMPI_SUCCESS;
+}
+
+/*
+ * Build the sub-communicators and the leaders' UCX endpoints (collective over comm, on the first
+ * device call that needs them).  Every rank ends in the same state: READY, or FAILED for good.
+ */
+static int hier_setup(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                      const char *what)
+{
+    coll_gpu_hier_t *h = m->hier;
+    int size = ompi_comm_size(comm), rank = ompi_comm_rank(comm);
+    int n = (1 < mca_coll_gpu_component.emulate_nodes) ? mca_coll_gpu_component.emulate_nodes : 1;
+    int color = -1, node_rank, leader_rank = -1, rc;
+    int ok[2] = {1, 1}, all_ok[2] = {0, 0}; /* set up; direct path wanted and possible */
+    int mine[3], *cards = NULL;
+
+    /* the pipeline's shape, from parameters of scope ALL_EQ */
+    h->depth = mca_coll_gpu_component.ucx_depth;
+    h->depth = (1 > h->depth) ? 1 : (HIER_DEPTH_MAX < h->depth) ? HIER_DEPTH_MAX : h->depth;
+    /* a multiple of 16 B, so that a chunk holds whole elements of every type */
+    h->chunk = mca_coll_gpu_component.ucx_chunk_bytes & ~(size_t) 15;
+    h->chunk = (16 > h->chunk) ? 16 : h->chunk;
+    /* the node: the lowest rank on my real node, times the emulated node */
+    for (int i = 0; i < size && 0 > color; ++i) {
+        struct ompi_proc_t *proc = ompi_comm_peer_lookup(comm, i);
+        if (on_my_node(proc) && emulated_node(proc) == emulated_node(ompi_proc_local())) {
+            color = i * n + emulated_node(ompi_proc_local());
+        }
+    }
+    rc = ompi_comm_split(comm, color, rank, &h->node_comm, false);
+    if (OMPI_SUCCESS != rc) {
+        h->node_comm = NULL;
+        return rc; /* an MPI failure of the split itself: Open MPI reported it on every rank */
+    }
+    node_rank = ompi_comm_rank(h->node_comm);
+    rc = ompi_comm_split(comm, (0 == node_rank) ? 0 : MPI_UNDEFINED, rank, &h->leader_comm,
+                         false);
+    if (OMPI_SUCCESS != rc) {
+        h->leader_comm = NULL;
+        return rc;
+    }
+    if (&ompi_mpi_comm_null.comm == h->leader_comm) {
+        h->leader_comm = NULL;
+    }
+    if (NULL != h->leader_comm) {
+        leader_rank = ompi_comm_rank(h->leader_comm);
+    }
+    /* who leads whom: (node color, node rank, leader rank) of every rank */
+    cards = malloc(sizeof(int) * 3 * (size_t) size);
+    h->leader_of = malloc(sizeof(int) * (size_t) size);
+    h->node_rank_of = malloc(sizeof(int) * (size_t) size);
+    if (NULL == cards || NULL == h->leader_of || NULL == h->node_rank_of) {
+        free(cards);
+        return OMPI_ERR_OUT_OF_RESOURCE; /* local: the caller still agrees */
+    }
+    mine[0] = color;
+    mine[1] = node_rank;
+    mine[2] = leader_rank;
+    rc = m->prev_allgather.fn(mine, 3, MPI_INT, cards, 3, MPI_INT, comm,
+                              m->prev_allgather.module);
+    if (OMPI_SUCCESS != rc) {
+        free(cards);
+        return rc;
+    }
+    h->nnodes = 0;
+    for (int i = 0; i < size; ++i) {
+        h->node_rank_of[i] = cards[3 * i + 1];
+        h->leader_of[i] = -1;
+        for (int j = 0; j < size; ++j) {
+            if (cards[3 * j] == cards[3 * i] && 0 == cards[3 * j + 1]) {
+                h->leader_of[i] = cards[3 * j + 2];
+            }
+        }
+        h->nnodes += (0 == cards[3 * i + 1]);
+    }
+    free(cards);
+    if (NULL != h->leader_comm) {
+        /* every leader takes part in the exchange, whatever its local state */
+        ok[0] = (OMPI_SUCCESS == mca_coll_gpu_ucx_comm_create(h->leader_comm, &h->ucx));
+        if (ok[0] && OMPI_SUCCESS != hier_alloc_slots(h)) {
+            COLL_GPU_VERBOSE(COLL_GPU_LOG_ERROR, "coll:gpu:%s (cid %d): rank %d: no memory for "
+                             "the UCX pipeline's slots (%s)", what, coll_gpu_comm_cid(comm),
+                             rank, dev_error_string());
+            ok[0] = 0;
+        }
+        /* device memory straight to UCX: asked for, a real GPU, and UCX that moves CUDA
+         * memory, on every leader */
+        ok[1] = mca_coll_gpu_component.ucx_device_direct && mca_coll_gpu_ucx_device_memory()
+                && DEV_BACKEND_CUDA == dev_backend();
+        if (mca_coll_gpu_component.ucx_device_direct && !ok[1]) {
+            COLL_GPU_VERBOSE(COLL_GPU_LOG_QUERY, "coll:gpu:%s (cid %d): rank %d: "
+                             "coll_gpu_ucx_device_direct: not here (%s, %s backend): chunks "
+                             "staged through host memory", what, coll_gpu_comm_cid(comm), rank,
+                             mca_coll_gpu_ucx_describe(), dev_backend_name(dev_backend()));
+        }
+    }
+    rc = m->prev_allreduce.fn(ok, all_ok, 2, MPI_INT, MPI_MIN, comm, m->prev_allreduce.module);
+    if (OMPI_SUCCESS != rc) {
+        return rc;
+    }
+    h->direct = (1 == all_ok[1]);
+    if (!all_ok[0]) {
+        if (0 == rank) {
+            opal_output(0, "coll:gpu:%s (cid %d): the UCX connection between the %d nodes could "
+                        "not be set up (%s; see coll_gpu_verbose 1 for the cause on each rank): "
+                        "device buffers on this communicator are staged through Open MPI's "
+                        "point-to-point layer", what, coll_gpu_comm_cid(comm), h->nnodes,
+                        mca_coll_gpu_ucx_describe());
+        }
+        return OMPI_ERR_NOT_AVAILABLE;
+    }
+    COLL_GPU_VERBOSE(COLL_GPU_LOG_QUERY, "coll:gpu:%s (cid %d): rank %d: %d nodes, node rank %d "
+                     "of %d, leader %d; %s", what, coll_gpu_comm_cid(comm), rank, h->nnodes,
+                     node_rank, ompi_comm_size(h->node_comm), leader_rank,
+                     (NULL != h->leader_comm) ? mca_coll_gpu_ucx_describe()
+                                              : "no UCX on this rank (not a leader)");
+    return OMPI_SUCCESS;
+}
+
+/* Is the hierarchical path ready on comm (set up on first use)?  The same answer on all ranks. */
+static bool hier_ready(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                       const char *what)
+{
+    coll_gpu_hier_t *h = m->hier;
+
+    if (HIER_UNTRIED == h->state) {
+        int rc = hier_setup(m, comm, what);
+        h->state = (OMPI_SUCCESS == rc) ? HIER_READY : HIER_FAILED;
+        if (HIER_FAILED == h->state) {
+            mca_coll_gpu_ucx_comm_destroy(h->ucx);
+            h->ucx = NULL;
+            hier_free_slots(h);
+        }
+    }
+    return HIER_READY == h->state;
+}
+
+bool mca_coll_gpu_hier_usable(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                              topo_coll_t coll)
+{
+    mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
+    int forced = (TOPO_COLL_ALLREDUCE == coll) ? c->allreduce_algorithm : c->bcast_algorithm;
+    int staged = (TOPO_COLL_ALLREDUCE == coll) ? TOPO_AR_STAGED : TOPO_BC_STAGED;
+
+    /* all of it the same on every rank: the membership, the build, the parameters */
+    if (!mca_coll_gpu_hier_spans(m, comm) || !mca_coll_gpu_ucx_built() || staged == forced) {
+        return false;
+    }
+    return hier_ready(m, comm, topo_coll_name(coll));
+}
+
+/* ---- the leaders' pipeline -------------------------------------------------------------- */
+
+/* What a chunk's step does on the device (in its slot's stream) and over UCX (together). */
+typedef enum {
+    DEV_NONE = 0,
+    DEV_LOAD,     /* H <- P */
+    DEV_COMBINE,  /* D <- H; R = P op D; H <- R */
+    DEV_STORE,    /* R <- H */
+    DEV_REDUCE    /* R = P op D (direct: D came from UCX) */
+} step_dev_t;
+typedef enum {
+    NET_NONE = 0,
+    NET_RECV_PREV,
+    NET_SEND_NEXT,
+    NET_RECV_NEXT,
+    NET_SEND_PREV
+} step_net_t;
+
+/* Which memory a step's message leaves from or lands in: the slot's pinned host memory, the
+ * slot's device memory, or the chunk of P or R itself (the direct path). */
+typedef enum { BUF_HOST = 0, BUF_DTMP, BUF_SRC, BUF_OUT } step_buf_t;
+
+typedef struct {
+    step_dev_t dev;
+    step_net_t net;
+    step_buf_t buf;
+} step_t;
+
+#define PHASE_UP 0
+#define PHASE_DOWN 1
+#define PHASE_BCAST 2
+
+typedef struct {
+    coll_gpu_hier_t *h;
+    uint32_t cid;
+    uint64_t seq;
+    int prev, next;             /* leader ranks, -1 at the ends */
+    int phase_fwd;              /* the phase of messages sent to next (PHASE_UP or _BCAST) */
+    const step_t *prog;
+    int nsteps;
+    const char *src;            /* DEV_LOAD and DEV_COMBINE's P: device memory */
+    char *out;                  /* DEV_COMBINE and DEV_STORE's R: device memory */
+    size_t bytes, esize;
+    dev_dtype_t dt;
+    dev_op_t op;
+    bool degraded;              /* a local failure: keep the message schedule, skip the device */
+    bool direct;                /* messages from and to device memory (h->direct) */
+} pipe_t;
+
+typedef struct {
+    bool busy, dev_pending;
+    int step;
+    uint64_t chunk;
+    coll_gpu_ucx_req_t net;
+} slot_t;
+
+static int step_start(pipe_t *pp, int s, slot_t *sl)
+{
+    coll_gpu_hier_t *h = pp->h;
+    const step_t *st = &pp->prog[sl->step];
+    size_t off = (size_t) sl->chunk * h->chunk;
+    size_t len = (pp->bytes - off < h->chunk) ? pp->bytes - off : h->chunk;
+    char *hs = h->host + (size_t) s * h->chunk;
+    char *ds = h->dtmp + (size_t) s * h->chunk;
+    dev_stream_t *q = h->stream[s];
+    int rc = DEV_OK;
+    char *buf;
+    bool dev;
+
+    sl->dev_pending = false;
+    memset(&sl->net, 0, sizeof(sl->net));
+    if (DEV_NONE != st->dev && !pp->degraded) {
+        switch (st->dev) {
+        case DEV_LOAD:
+            rc = dev_memcpy_async(hs, pp->src + off, len, q);
+            break;
+        case DEV_COMBINE:
+            rc = dev_memcpy_async(ds, hs, len, q);
+            if (DEV_OK == rc) {
+                rc = dev_reduce(pp->out + off, pp->src + off, ds, len / pp->esize, pp->dt,
+                                pp->op, q);
+            }
+            if (DEV_OK == rc) {
+                rc = dev_memcpy_async(hs, pp->out + off, len, q);
+            }
+            break;
+        case DEV_STORE:
+            rc = dev_memcpy_async(pp->out + off, hs, len, q);
+            break;
+        case DEV_REDUCE:
+            rc = dev_reduce(pp->out + off, pp->src + off, ds, len / pp->esize, pp->dt, pp->op,
+                            q);
+            break;
+        default:
+            break;
+        }
+        if (DEV_OK == rc) {
+            rc = dev_event_record(h->event[s], q);
+        }
+        if (DEV_OK != rc) {
+            COLL_GPU_VERBOSE(COLL_GPU_LOG_ERROR, "coll:gpu:hier: a device copy or reduction of "
+                             "chunk %" PRIu64 " failed: %s", sl->chunk, dev_error_string());
+            pp->degraded = true; /* keep sending and receiving, without data */
+        } else {
+            sl->dev_pending = true;
+        }
+    }
+    /* a leader without its data (degraded) keeps the schedule with its host slot */
+    dev = pp->direct && !pp->degraded && BUF_HOST != st->buf;
+    buf = !dev                    ? hs
+          : (BUF_DTMP == st->buf) ? ds
+          : (BUF_SRC == st->buf)  ? (char *) pp->src + off
+                                  : pp->out + off;
+
+    switch (st->net) {
+    case NET_RECV_PREV:
+        return mca_coll_gpu_ucx_irecv(h->ucx, buf, len,
+                                      mca_coll_gpu_ucx_tag(pp->cid, pp->seq, pp->phase_fwd,
+                                                           sl->chunk), dev, &sl->net);
+    case NET_SEND_NEXT:
+        return mca_coll_gpu_ucx_isend(h->ucx, pp->next, buf, len,
+                                      mca_coll_gpu_ucx_tag(pp->cid, pp->seq, pp->phase_fwd,
+                                                           sl->chunk), dev, &sl->net);
+    case NET_RECV_NEXT:
+        return mca_coll_gpu_ucx_irecv(h->ucx, buf, len,
+                                      mca_coll_gpu_ucx_tag(pp->cid, pp->seq, PHASE_DOWN,
+                                                           sl->chunk), dev, &sl->net);
+    case NET_SEND_PREV:
+        return mca_coll_gpu_ucx_isend(h->ucx, pp->prev, buf, len,
+                                      mca_coll_gpu_ucx_tag(pp->cid, pp->seq, PHASE_DOWN,
+                                                           sl->chunk), dev, &sl->net);
+    default:
+        return OMPI_SUCCESS;
+    }
+}
+
+/* 0: the step is done; 1: in flight; < 0: a UCX failure. */
+static int step_test(pipe_t *pp, int s, slot_t *sl)
+{
+    int rc = mca_coll_gpu_ucx_test(&sl->net);
+
+    if (0 > rc) {
+        return rc;
+    }
+    if (sl->dev_pending) {
+        int q = dev_event_query(pp->h->event[s]);
+        if (1 == q) {
+            return 1;
+        }
+        sl->dev_pending = false;
+        if (DEV_OK != q) {
+            COLL_GPU_VERBOSE(COLL_GPU_LOG_ERROR, "coll:gpu:hier: a device step of chunk %" PRIu64
+                             " failed: %s", sl->chunk, dev_error_string());
+            pp->degraded = true;
+        }
+    }
+    return rc;
+}
+
+/*
+ * A leader whose UCX transfers failed tells every other leader through Open MPI's point-to-point
+ * layer (which still works), so that none waits for a message that will not come: each leader
+ * listens for that notice while its transfers run.  After the first failure the leaders agree
+ * to leave UCX off on the communicator, so a notice that arrives too late for its call is never
+ * taken for a later one's.
+ */
+static void abort_notify(coll_gpu_hier_t *h)
+{
+    static int one = 1;
+    int me = ompi_comm_rank(h->leader_comm), nl = ompi_comm_size(h->leader_comm);
+
+    for (int i = 0; i < nl; ++i) {
+        ompi_request_t *req = NULL;
+
+        if (i != me
+            && OMPI_SUCCESS == MCA_PML_CALL(isend(&one, 1, MPI_INT, i, HIER_ABORT_TAG,
+                                                  MCA_PML_BASE_SEND_STANDARD, h->leader_comm,
+                                                  &req))) {
+            (void) ompi_request_free(&req); /* completes on its own: 4 bytes, eager */
+        }
+    }
+}
+
+/*
+ * Run the chunks of one call through the slots.  Returns OMPI_SUCCESS when every step completed
+ * (pp->degraded says whether the data is right), or the UCX failure (then every request of ours
+ * is given up: receives cancelled, sends left to UCX), its own or a peer's (its notice).
+ */
+static int pipe_run(pipe_t *pp)
+{
+    coll_gpu_hier_t *h = pp->h;
+    mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
+    slot_t slots[HIER_DEPTH_MAX];
+    uint64_t nchunks = (pp->bytes + h->chunk - 1) / h->chunk, next = 0, done = 0;
+    double last = MPI_Wtime();
+    unsigned spins = 0, idle = 0;
+    bool fail_sends = false, told = false;
+    ompi_request_t *notice = NULL;
+    int notice_buf = 0, rc = OMPI_SUCCESS;
+
+    memset(slots, 0, sizeof(slots));
+    /* listen for a peer's failure notice (without it, only coll_gpu_ucx_timeout_seconds ends
+     * a wait on a peer whose transfers stopped) */
+    if (OMPI_SUCCESS != MCA_PML_CALL(irecv(&notice_buf, 1, MPI_INT, MPI_ANY_SOURCE,
+                                           HIER_ABORT_TAG, h->leader_comm, &notice))) {
+        notice = NULL;
+    }
+    /* testing only: this leader's sends fail, as after an endpoint error, in its first call on
+     * the communicator */
+    if (0 <= c->test_fail_ucx && !h->test_failed
+        && c->test_fail_ucx == ompi_comm_rank(&ompi_mpi_comm_world.comm)) {
+        h->test_failed = true;
+        fail_sends = true;
+    }
+    while (done < nchunks && OMPI_SUCCESS == rc) {
+        bool moved = false;
+
+        for (int s = 0; s < h->depth && OMPI_SUCCESS == rc; ++s) {
+            slot_t *sl = &slots[s];
+            int t;
+
+            if (!sl->busy) {
+                if (next >= nchunks) {
+                    continue;
+                }
+                sl->busy = true;
+                sl->chunk = next++;
+                sl->step = 0;
+                moved = true;
+                rc = step_start(pp, s, sl);
+                continue;
+            }
+            t = step_test(pp, s, sl);
+            if (1 == t) {
+                continue;
+            }
+            if (0 > t) {
+                rc = t;
+                break;
+            }
+            moved = true;
+            if (++sl->step == pp->nsteps) {
+                sl->busy = false;
+                ++done;
+                continue;
+            }
+            if (fail_sends
+                && (NET_SEND_NEXT == pp->prog[sl->step].net
+                    || NET_SEND_PREV == pp->prog[sl->step].net)) {
+                COLL_GPU_VERBOSE(COLL_GPU_LOG_ERROR, "coll:gpu:hier: coll_gpu_test_fail_ucx: "
+                                 "this rank's UCX sends fail from now on");
+                rc = OMPI_ERR_UNREACH;
+                break;
+            }
+            rc = step_start(pp, s, sl);
+        }
+        mca_coll_gpu_ucx_progress();
+        if (moved) {
+            last = MPI_Wtime();
+            spins = 0;
+        } else if (0 < c->ucx_timeout_seconds
+                   && MPI_Wtime() - last > (double) c->ucx_timeout_seconds) {
+            COLL_GPU_VERBOSE(COLL_GPU_LOG_ERROR, "coll:gpu:hier: no UCX progress for %d s "
+                             "(coll_gpu_ucx_timeout_seconds): giving the transfer up",
+                             c->ucx_timeout_seconds);
+            rc = OMPI_ERR_TIMEOUT;
+        } else if (NULL != notice && 0 == ++idle % HIER_ABORT_POLL) {
+            int arrived = 0;
+
+            (void) ompi_request_test(&notice, &arrived, MPI_STATUS_IGNORE);
+            if (arrived) {
+                notice = NULL;
+                told = true;
+                COLL_GPU_VERBOSE(COLL_GPU_LOG_ERROR, "coll:gpu:hier: another leader's UCX "
+                                 "transfers failed: giving this one's up");
+                rc = OMPI_ERR_UNREACH;
+            }
+        } else {
+            /* a polite spin: yields the core after a while (oversubscribed nodes) */
+            mca_coll_gpu_team_pause(&spins);
+        }
+    }
+    if (OMPI_SUCCESS != rc && !told && !(fail_sends && c->test_fail_ucx_silent)) {
+        abort_notify(h);
+    }
+    if (NULL != notice && MPI_REQUEST_NULL != notice) {
+        (void) ompi_request_cancel(notice);
+        (void) ompi_request_wait(&notice, MPI_STATUS_IGNORE);
+    }
+    for (int s = 0; s < h->depth; ++s) {
+        if (slots[s].busy) {
+            mca_coll_gpu_ucx_abandon(&slots[s].net);
+            if (slots[s].dev_pending) {
+                (void) dev_event_sync(h->event[s]);
+            }
+        }
+    }
+    return rc;
+}
+
+/* The MPI datatype of the dense elements the pipeline reduces (the fallback's host allreduce). */
+static struct ompi_datatype_t *mpi_type_of(dev_dtype_t dt)
+{
+    switch (dt) {
+    case DEV_T_INT8: return MPI_INT8_T;
+    case DEV_T_UINT8: return MPI_UINT8_T;
+    case DEV_T_INT16: return MPI_INT16_T;
+    case DEV_T_UINT16: return MPI_UINT16_T;
+    case DEV_T_INT32: return MPI_INT32_T;
+    case DEV_T_UINT32: return MPI_UINT32_T;
+    case DEV_T_INT64: return MPI_INT64_T;
+    case DEV_T_UINT64: return MPI_UINT64_T;
+    case DEV_T_FLOAT: return MPI_FLOAT;
+    case DEV_T_DOUBLE: return MPI_DOUBLE;
+    case DEV_T_CFLOAT: return MPI_C_FLOAT_COMPLEX;
+    case DEV_T_CDOUBLE: return MPI_C_DOUBLE_COMPLEX;
+    case DEV_T_BOOL: return MPI_C_BOOL;
+    case DEV_T_2INT: return MPI_2INT;
+    case DEV_T_FLOAT_INT: return MPI_FLOAT_INT;
+    default: return NULL;
+    }
+}
+
+/*
+ * After the pipeline, or in its place: did every leader have its data (data_ok), and did every
+ * leader's UCX transfer complete (net_ok)?  One host allreduce (MIN) over the leaders.  A UCX
+ * failure on any leader switches UCX off on this communicator for good (all leaders see it).
+ */
+static int leaders_agree(coll_gpu_hier_t *h, const char *what, struct ompi_communicator_t *comm,
+                         bool data_ok, bool net_ok, bool *all_data_ok, bool *all_net_ok)
+{
+    int in[2] = {data_ok ? 1 : 0, net_ok ? 1 : 0}, out[2] = {0, 0}, rc;
+
+    rc = h->leader_comm->c_coll->coll_allreduce(in, out, 2, MPI_INT, MPI_MIN, h->leader_comm,
+                                                h->leader_comm->c_coll->coll_allreduce_module);
+    *all_data_ok = (OMPI_SUCCESS == rc && 1 == out[0]);
+    *all_net_ok = (OMPI_SUCCESS == rc && 1 == out[1]);
+    if (OMPI_SUCCESS == rc && !*all_net_ok && !h->ucx_broken) {
+        h->ucx_broken = true;
+        if (0 == ompi_comm_rank(h->leader_comm)) {
+            opal_output(0, "coll:gpu:%s (cid %d): the UCX transfer between node leaders failed "
+                        "(see coll_gpu_verbose 1 for the cause): this call and every later one "
+                        "on this communicator are staged through Open MPI's point-to-point "
+                        "layer between the leaders", what, coll_gpu_comm_cid(comm));
+        }
+    }
+    return rc;
+}
+
+/* The leader's outcome to the rest of its node (a host bcast of one int), so that every rank
+ * of the call returns an error when any leader failed; true when the node's data step may
+ * follow. */
+static bool node_status(coll_gpu_hier_t *h, int *rc)
+{
+    int failed = (OMPI_SUCCESS == *rc) ? 0 : 1;
+    int brc = h->node_comm->c_coll->coll_bcast(&failed, 1, MPI_INT, 0, h->node_comm,
+                                               h->node_comm->c_coll->coll_bcast_module);
+
+    if (OMPI_SUCCESS != brc) {
+        *rc = mca_coll_gpu_first_error(*rc, brc);
+        return false;
+    }
+    if (failed && OMPI_SUCCESS == *rc) {
+        *rc = OMPI_ERROR; /* our leader (or another node's) failed: the result is not there */
+    }
+    return 0 == failed;
+}
+
+/* The inter-node step through the host, between leaders: the fallback, and the path once UCX
+ * broke on this communicator.  buf: the leader's dense data in device memory (every leader has
+ * it: leaders_agree said so). */
+static int leaders_staged(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                          const char *what, void *buf, size_t bytes, size_t nelems,
+                          dev_dtype_t dt, struct ompi_op_t *op, int root_leader)
+{
+    coll_gpu_hier_t *h = m->hier;
+    bool reduce = (NULL != op);
+    bool is_root = (ompi_comm_rank(h->leader_comm) == root_leader);
+    coll_gpu_staged_t st;
+    int rc;
+
+    rc = mca_coll_gpu_stage_in(m, -1, buf, DEV_MEM_DEVICE, 0, bytes, reduce || is_root, comm,
+                               what, &st);
+    if (OMPI_SUCCESS != rc) {
+        return rc;
+    }
+    /* in pieces of at most INT_MAX elements (MPI counts are ints; a message may be larger) */
+    for (size_t done = 0, esize = reduce ? bytes / nelems : 1, n;
+         OMPI_SUCCESS == rc && done < (reduce ? nelems : bytes); done += n) {
+        char *at = (char *) mca_coll_gpu_view(&st) + done * esize;
+
+        n = (reduce ? nelems : bytes) - done;
+        n = (n > (size_t) INT_MAX) ? (size_t) INT_MAX : n;
+        if (reduce) {
+            rc = h->leader_comm->c_coll->coll_allreduce(MPI_IN_PLACE, at, (int) n,
+                                                        mpi_type_of(dt), op, h->leader_comm,
+                                                        h->leader_comm->c_coll
+                                                            ->coll_allreduce_module);
+        } else {
+            rc = h->leader_comm->c_coll->coll_bcast(at, (int) n, MPI_BYTE, root_leader,
+                                                    h->leader_comm,
+                                                    h->leader_comm->c_coll->coll_bcast_module);
+        }
+    }
+    return mca_coll_gpu_unstage(m, &st, rc,
+                                (reduce || !is_root) ? COLL_GPU_WRITE : COLL_GPU_NONE, comm,
+                                what);
+}
+
+static void log_path(const char *what, struct ompi_communicator_t *comm, size_t bytes,
+                     struct ompi_datatype_t *dtype, struct ompi_op_t *op, coll_gpu_hier_t *h,
+                     const char *inter)
+{
+    char path[400];
+
+    if (opal_output_get_verbosity(mca_coll_gpu_component.output) < COLL_GPU_LOG_CALL) {
+        return;
+    }
+    snprintf(path, sizeof(path), "hierarchical: %d nodes, node step on %d rank(s), leaders %s",
+             h->nnodes, ompi_comm_size(h->node_comm), inter);
+    mca_coll_gpu_log_call(what, comm, bytes, dtype, op, path);
+}
+
+static void describe_ucx(coll_gpu_hier_t *h, char *buf, size_t len)
+{
+    if (NULL == h->leader_comm) {
+        /* only the leaders know how their exchange went (UCX, or its fallback) */
+        snprintf(buf, len, "exchange between the other ranks (this rank is in the node steps "
+                 "only)");
+    } else if (h->ucx_broken) {
+        snprintf(buf, len, "staged through Open MPI's point-to-point layer (UCX failed earlier)");
+    } else {
+        snprintf(buf, len, "via UCX (%s), %s, chunk %zu B, depth %d",
+                 mca_coll_gpu_ucx_describe(),
+                 h->direct ? "device memory straight to UCX"
+                           : "chunks staged through pinned host memory",
+                 h->chunk, h->depth);
+    }
+}
+
+/* A node of one rank: its result is its input.  Copies sbuf into rbuf on the device when both
+ * are dense (true, *rc the outcome); false when the layout needs the node communicator's own
+ * path (gaps), which handles any layout.  MPI_IN_PLACE: nothing to do. */
+static bool dense_copy(struct ompi_communicator_t *comm, const void *sbuf, void *rbuf, int count,
+                       struct ompi_datatype_t *dtype, int *rc)
+{
+    ptrdiff_t lb, extent;
+    size_t size;
+
+    *rc = OMPI_SUCCESS;
+    if (MPI_IN_PLACE == sbuf) {
+        return true;
+    }
+    ompi_datatype_get_extent(dtype, &lb, &extent);
+    ompi_datatype_type_size(dtype, &size);
+    if (!ompi_datatype_is_contiguous_memory_layout(dtype, count) || 0 != lb
+        || (size_t) extent != size) {
+        return false;
+    }
+    if (DEV_OK != dev_memcpy(rbuf, sbuf, size * (size_t) count)) {
+        mca_coll_gpu_report_failure("allreduce", comm, "a device copy of the input failed (%s)",
+                                    dev_error_string());
+        *rc = OMPI_ERROR;
+    }
+    return true;
+}
+
+int mca_coll_gpu_hier_allreduce(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                                const void *sbuf, void *rbuf, int count,
+                                struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                                dev_dtype_t dt, dev_op_t dop, size_t nelems)
+{
+    static const char *const what = "allreduce";
+    /* staged through the slots' pinned host memory */
+    static const step_t first[] = {{DEV_LOAD, NET_NONE, BUF_HOST},
+                                   {DEV_NONE, NET_SEND_NEXT, BUF_HOST},
+                                   {DEV_NONE, NET_RECV_NEXT, BUF_HOST},
+                                   {DEV_STORE, NET_NONE, BUF_HOST}};
+    static const step_t middle[] = {{DEV_NONE, NET_RECV_PREV, BUF_HOST},
+                                    {DEV_COMBINE, NET_NONE, BUF_HOST},
+                                    {DEV_NONE, NET_SEND_NEXT, BUF_HOST},
+                                    {DEV_NONE, NET_RECV_NEXT, BUF_HOST},
+                                    {DEV_STORE, NET_SEND_PREV, BUF_HOST}};
+    static const step_t last[] = {{DEV_NONE, NET_RECV_PREV, BUF_HOST},
+                                  {DEV_COMBINE, NET_NONE, BUF_HOST},
+                                  {DEV_NONE, NET_SEND_PREV, BUF_HOST}};
+    /* the direct path: messages from and to device memory, no host copies */
+    static const step_t first_d[] = {{DEV_NONE, NET_SEND_NEXT, BUF_SRC},
+                                     {DEV_NONE, NET_RECV_NEXT, BUF_OUT}};
+    static const step_t middle_d[] = {{DEV_NONE, NET_RECV_PREV, BUF_DTMP},
+                                      {DEV_REDUCE, NET_NONE, BUF_HOST},
+                                      {DEV_NONE, NET_SEND_NEXT, BUF_OUT},
+                                      {DEV_NONE, NET_RECV_NEXT, BUF_OUT},
+                                      {DEV_NONE, NET_SEND_PREV, BUF_OUT}};
+    static const step_t last_d[] = {{DEV_NONE, NET_RECV_PREV, BUF_DTMP},
+                                    {DEV_REDUCE, NET_NONE, BUF_HOST},
+                                    {DEV_NONE, NET_SEND_PREV, BUF_OUT}};
+    coll_gpu_hier_t *h = m->hier;
+    size_t esize = dev_dtype_size(dt), bytes = nelems * esize;
+    char inter[300];
+    coll_gpu_adapt_t a;
+    int rc, local_rc = OMPI_SUCCESS;
+
+    describe_ucx(h, inter, sizeof(inter));
+    log_path(what, comm, bytes, dtype, op, h, inter);
+    /* 1. inside the node: coll/gpu's allreduce on the node communicator (its team); a node of
+     * one rank only copies its input (a local matter: no peer is involved) */
+    if (1 < ompi_comm_size(h->node_comm) || !dense_copy(comm, sbuf, rbuf, count, dtype, &rc)) {
+        rc = h->node_comm->c_coll->coll_allreduce(sbuf, rbuf, count, dtype, op, h->node_comm,
+                                                  h->node_comm->c_coll->coll_allreduce_module);
+    }
+    if (NULL != h->leader_comm) {
+        int pos = ompi_comm_rank(h->leader_comm), nl = ompi_comm_size(h->leader_comm);
+        int net_rc = OMPI_ERR_NOT_AVAILABLE;
+        bool data_ok, net_ok;
+        pipe_t pp;
+
+        /* 2. between the leaders: the dense result of the node in device memory (the user's
+         * buffer when it is that already), and a copy kept for the fallback */
+        local_rc = rc;
+        a.dev = NULL;
+        if (OMPI_SUCCESS == local_rc) {
+            local_rc = mca_coll_gpu_adapt_in(m, comm, what, 1, rbuf, count, dtype, true, false,
+                                             &a);
+        }
+        if (OMPI_SUCCESS == local_rc && h->saved_bytes < bytes) {
+            if (NULL != h->saved) {
+                (void) dev_mem_free(h->saved);
+            }
+            h->saved_bytes = 0;
+            if (DEV_OK != dev_mem_alloc(&h->saved, bytes)) {
+                h->saved = NULL;
+                local_rc = OMPI_ERR_OUT_OF_RESOURCE;
+            } else {
+                h->saved_bytes = bytes;
+            }
+        }
+        if (OMPI_SUCCESS == local_rc && DEV_OK != dev_memcpy(h->saved, a.dev, bytes)) {
+            local_rc = OMPI_ERROR;
+        }
+        if (OMPI_SUCCESS != local_rc) {
+            mca_coll_gpu_report_failure(what, comm, "the node's result could not be prepared "
+                                        "for the leaders' exchange (%s)", dev_error_string());
+        }
+        if (!h->ucx_broken) {
+            /* a leader without its data still keeps to the schedule (degraded), so that no
+             * peer waits for it */
+            memset(&pp, 0, sizeof(pp));
+            pp.h = h;
+            pp.cid = ompi_comm_get_cid(comm);
+            pp.seq = h->seq++;
+            pp.prev = pos - 1;
+            pp.next = (pos + 1 < nl) ? pos + 1 : -1;
+            pp.phase_fwd = PHASE_UP;
+            pp.direct = h->direct;
+            if (h->direct) {
+                pp.prog = (0 == pos) ? first_d : (nl - 1 == pos) ? last_d : middle_d;
+                pp.nsteps = (0 == pos) ? 2 : (nl - 1 == pos) ? 3 : 5;
+            } else {
+                pp.prog = (0 == pos) ? first : (nl - 1 == pos) ? last : middle;
+                pp.nsteps = (0 == pos) ? 4 : (nl - 1 == pos) ? 3 : 5;
+            }
+            pp.src = h->saved;
+            pp.out = a.dev;
+            pp.bytes = bytes;
+            pp.esize = esize;
+            pp.dt = dt;
+            pp.op = dop;
+            pp.degraded = (OMPI_SUCCESS != local_rc);
+            net_rc = pipe_run(&pp);
+            if (pp.degraded && OMPI_SUCCESS == local_rc) {
+                local_rc = OMPI_ERROR; /* a device step failed (logged) */
+            }
+        }
+        /* 3. every leader must have had its data and finished its transfers */
+        rc = leaders_agree(h, what, comm, OMPI_SUCCESS == local_rc, OMPI_SUCCESS == net_rc,
+                           &data_ok, &net_ok);
+        if (OMPI_SUCCESS == rc && !data_ok) {
+            rc = OMPI_ERROR; /* some leader had no data: the call fails on every rank */
+        } else if (OMPI_SUCCESS == rc && !net_ok) {
+            /* redo the step through the host from the node results the leaders kept */
+            if (OMPI_ERR_NOT_AVAILABLE != net_rc
+                && DEV_OK != dev_memcpy(a.dev, h->saved, bytes)) {
+                local_rc = OMPI_ERROR;
+            }
+            rc = leaders_staged(m, comm, what, a.dev, bytes, nelems, dt, op, -1);
+            if (OMPI_SUCCESS == rc) {
+                COLL_GPU_VERBOSE(COLL_GPU_LOG_CALL, "coll:gpu:%s (cid %d): rank %d: leaders' "
+                                 "step staged through Open MPI's point-to-point layer%s", what,
+                                 coll_gpu_comm_cid(comm), ompi_comm_rank(comm),
+                                 (OMPI_ERR_NOT_AVAILABLE != net_rc) ? " (fallback)" : "");
+            }
+        }
+        if (OMPI_SUCCESS == rc && OMPI_SUCCESS == local_rc) {
+            rc = mca_coll_gpu_adapt_out(m, comm, what, &a, true);
+        }
+        rc = mca_coll_gpu_first_error(local_rc, rc);
+    }
+    /* 4. the outcome, then the result, from the leader to its node */
+    if (1 == ompi_comm_size(h->node_comm) || !node_status(h, &rc)) {
+        return rc;
+    }
+    return h->node_comm->c_coll->coll_bcast(rbuf, count, dtype, 0, h->node_comm,
+                                            h->node_comm->c_coll->coll_bcast_module);
+}
+
+int mca_coll_gpu_hier_bcast(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm, void *buf,
+                            int count, struct ompi_datatype_t *dtype, int root)
+{
+    static const char *const what = "bcast";
+    static const step_t first[] = {{DEV_LOAD, NET_NONE, BUF_HOST},
+                                   {DEV_NONE, NET_SEND_NEXT, BUF_HOST}};
+    static const step_t middle[] = {{DEV_NONE, NET_RECV_PREV, BUF_HOST},
+                                    {DEV_STORE, NET_SEND_NEXT, BUF_HOST}};
+    static const step_t last[] = {{DEV_NONE, NET_RECV_PREV, BUF_HOST},
+                                  {DEV_STORE, NET_NONE, BUF_HOST}};
+    /* the direct path */
+    static const step_t first_d[] = {{DEV_NONE, NET_SEND_NEXT, BUF_OUT}};
+    static const step_t middle_d[] = {{DEV_NONE, NET_RECV_PREV, BUF_OUT},
+                                      {DEV_NONE, NET_SEND_NEXT, BUF_OUT}};
+    static const step_t last_d[] = {{DEV_NONE, NET_RECV_PREV, BUF_OUT}};
+    coll_gpu_hier_t *h = m->hier;
+    size_t bytes = mca_coll_gpu_call_bytes(dtype, (size_t) count);
+    char inter[300];
+    coll_gpu_adapt_t a;
+    int rc = OMPI_SUCCESS, local_rc = OMPI_SUCCESS, root_leader;
+    bool root_node;
+
+    describe_ucx(h, inter, sizeof(inter));
+    log_path(what, comm, bytes, dtype, NULL, h, inter);
+    root_leader = h->leader_of[root];
+    root_node = (h->leader_of[ompi_comm_rank(comm)] == root_leader);
+    /* 1. the root's node gets the data from the root */
+    if (root_node && 1 < ompi_comm_size(h->node_comm)) {
+        rc = h->node_comm->c_coll->coll_bcast(buf, count, dtype, h->node_rank_of[root],
+                                              h->node_comm,
+                                              h->node_comm->c_coll->coll_bcast_module);
+    }
+    if (NULL != h->leader_comm) {
+        int pos = ompi_comm_rank(h->leader_comm), nl = ompi_comm_size(h->leader_comm);
+        int q = (pos - root_leader + nl) % nl;
+        int net_rc = OMPI_ERR_NOT_AVAILABLE;
+        bool data_ok, net_ok;
+        pipe_t pp;
+
+        /* 2. the chain of leaders from the root's */
+        local_rc = rc;
+        a.dev = NULL;
+        if (OMPI_SUCCESS == local_rc) {
+            local_rc = mca_coll_gpu_adapt_in(m, comm, what, 0, buf, count, dtype, root_node,
+                                             false, &a);
+        }
+        if (OMPI_SUCCESS != local_rc) {
+            mca_coll_gpu_report_failure(what, comm, "the buffer could not be prepared for the "
+                                        "leaders' exchange (%s)", dev_error_string());
+        }
+        if (!h->ucx_broken) {
+            memset(&pp, 0, sizeof(pp));
+            pp.h = h;
+            pp.cid = ompi_comm_get_cid(comm);
+            pp.seq = h->seq++;
+            pp.prev = (0 == q) ? -1 : (pos - 1 + nl) % nl;
+            pp.next = (nl - 1 == q) ? -1 : (pos + 1) % nl;
+            pp.phase_fwd = PHASE_BCAST;
+            pp.direct = h->direct;
+            if (h->direct) {
+                pp.prog = (0 == q) ? first_d : (nl - 1 == q) ? last_d : middle_d;
+                pp.nsteps = (0 == q || nl - 1 == q) ? 1 : 2;
+            } else {
+                pp.prog = (0 == q) ? first : (nl - 1 == q) ? last : middle;
+                pp.nsteps = 2;
+            }
+            pp.src = a.dev;
+            pp.out = a.dev;
+            pp.bytes = bytes;
+            pp.esize = 1;
+            pp.degraded = (OMPI_SUCCESS != local_rc);
+            net_rc = (0 < bytes) ? pipe_run(&pp) : OMPI_SUCCESS;
+            if (pp.degraded && OMPI_SUCCESS == local_rc) {
+                local_rc = OMPI_ERROR;
+            }
+        }
+        rc = leaders_agree(h, what, comm, OMPI_SUCCESS == local_rc, OMPI_SUCCESS == net_rc,
+                           &data_ok, &net_ok);
+        if (OMPI_SUCCESS == rc && !data_ok) {
+            rc = OMPI_ERROR;
+        } else if (OMPI_SUCCESS == rc && !net_ok && 0 < bytes) {
+            /* the root's leader still has the data: the chain again, through the host */
+            rc = leaders_staged(m, comm, what, a.dev, bytes, 0, DEV_T_UINT8, NULL,
+                                root_leader);
+        }
+        if (OMPI_SUCCESS == rc && OMPI_SUCCESS == local_rc) {
+            rc = mca_coll_gpu_adapt_out(m, comm, what, &a, !root_node);
+        }
+        rc = mca_coll_gpu_first_error(local_rc, rc);
+    }
+    /* 3. the outcome to every node, and the data to every other node, from its leader */
+    if (1 < ompi_comm_size(h->node_comm) && node_status(h, &rc) && !root_node) {
+        rc = h->node_comm->c_coll->coll_bcast(buf, count, dtype, 0, h->node_comm,
+                                              h->node_comm->c_coll->coll_bcast_module);
+    }
+    return rc;
+}

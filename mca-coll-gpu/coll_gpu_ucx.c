@@ -1,0 +1,482 @@
+/*
+ * coll_gpu_ucx.c - coll/gpu's own UCX (UCP) layer for the hierarchical allreduce and bcast
+ * (coll_gpu_hier.c): one context and worker per process, endpoints per communicator made by an
+ * exchange of worker addresses, tagged nonblocking sends and receives.  See coll_gpu_ucx.h.
+ *
+ * Every UCX status is checked where it is returned and turned into an OMPI error code with the
+ * UCX reason logged at COLL_GPU_LOG_ERROR; the caller (coll_gpu_hier.c) makes every rank of the
+ * call agree on the fallback.
+ */
+#include "ompi_config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "ompi/runtime/mpiruntime.h"
+#include "opal/threads/mutex.h"
+
+#include "coll_gpu.h"
+#include "coll_gpu_ucx.h"
+
+uint64_t mca_coll_gpu_ucx_tag(uint32_t cid, uint64_t seq, int phase, uint64_t chunk)
+{
+    return ((uint64_t) (cid & 0xffffffu) << 40) | ((seq & 0xffffu) << 24)
+           | ((uint64_t) (phase & 3) << 22) | (chunk & 0x3fffffu);
+}
+
+#ifdef COLL_GPU_HAVE_UCX
+
+#include <ucp/api/ucp.h>
+
+struct coll_gpu_ucx_comm_t {
+    int size, rank;
+    ucp_ep_h *eps;   /* per rank of the communicator; NULL for this rank */
+};
+
+/* The process' UCP context and worker, made once (ucx_init), under ucx_lock. */
+static opal_mutex_t ucx_lock = OPAL_MUTEX_STATIC_INIT;
+static bool ucx_tried;
+static int ucx_rc = OMPI_ERR_NOT_AVAILABLE;
+static ucp_context_h ucx_context;
+static ucp_worker_h ucx_worker;
+static bool ucx_cuda;
+static char ucx_desc[256] = "UCX (not initialised)";
+
+bool mca_coll_gpu_ucx_built(void)
+{
+    return true;
+}
+
+static int ucx_error(const char *what, ucs_status_t st)
+{
+    COLL_GPU_VERBOSE(COLL_GPU_LOG_ERROR, "coll:gpu:ucx: %s failed: %s", what,
+                     ucs_status_string(st));
+    return OMPI_ERROR;
+}
+
+/* Make the context and worker once.  The worker serves every thread that MPI lets in at once:
+ * MPI_THREAD_MULTIPLE needs UCS_THREAD_MODE_MULTI; below it, calls are serialized. */
+static int ucx_init(void)
+{
+    ucp_params_t params;
+    ucp_worker_params_t wparams;
+    ucp_context_attr_t attr;
+    ucp_config_t *config = NULL;
+    ucs_status_t st;
+    const char *tls = getenv("UCX_TLS");
+    int rc = OMPI_SUCCESS;
+
+    OPAL_THREAD_LOCK(&ucx_lock);
+    if (ucx_tried) {
+        rc = ucx_rc;
+        OPAL_THREAD_UNLOCK(&ucx_lock);
+        return rc;
+    }
+    ucx_tried = true;
+    st = ucp_config_read(NULL, NULL, &config);
+    if (UCS_OK != st) {
+        rc = ucx_error("ucp_config_read", st);
+        goto out;
+    }
+    memset(&params, 0, sizeof(params));
+    params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
+    params.features = UCP_FEATURE_TAG;
+    params.mt_workers_shared = ompi_mpi_thread_multiple ? 1 : 0;
+    st = ucp_init(&params, config, &ucx_context);
+    ucp_config_release(config);
+    if (UCS_OK != st) {
+        ucx_context = NULL;
+        rc = ucx_error("ucp_init", st);
+        goto out;
+    }
+    memset(&attr, 0, sizeof(attr));
+    attr.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
+    st = ucp_context_query(ucx_context, &attr);
+    if (UCS_OK != st) {
+        rc = ucx_error("ucp_context_query", st);
+        goto out;
+    }
+    ucx_cuda = 0 != (attr.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA));
+    memset(&wparams, 0, sizeof(wparams));
+    wparams.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    wparams.thread_mode = ompi_mpi_thread_multiple ? UCS_THREAD_MODE_MULTI
+                                                   : UCS_THREAD_MODE_SERIALIZED;
+    st = ucp_worker_create(ucx_context, &wparams, &ucx_worker);
+    if (UCS_OK != st) {
+        ucx_worker = NULL;
+        rc = ucx_error("ucp_worker_create", st);
+        goto out;
+    }
+    snprintf(ucx_desc, sizeof(ucx_desc), "UCX %s, UCX_TLS=%s, CUDA memory %s",
+             ucp_get_version_string(), (NULL != tls) ? tls : "(all)",
+             ucx_cuda ? "supported by UCX" : "not supported by UCX");
+    COLL_GPU_VERBOSE(COLL_GPU_LOG_QUERY, "coll:gpu:ucx: context and worker ready: %s",
+                     ucx_desc);
+out:
+    if (OMPI_SUCCESS != rc && NULL != ucx_context) {
+        ucp_cleanup(ucx_context);
+        ucx_context = NULL;
+    }
+    ucx_rc = rc;
+    OPAL_THREAD_UNLOCK(&ucx_lock);
+    return rc;
+}
+
+bool mca_coll_gpu_ucx_device_memory(void)
+{
+    return OMPI_SUCCESS == ucx_rc && ucx_cuda;
+}
+
+const char *mca_coll_gpu_ucx_describe(void)
+{
+    return ucx_desc;
+}
+
+void mca_coll_gpu_ucx_progress(void)
+{
+    (void) ucp_worker_progress(ucx_worker);
+}
+
+/* Through the communicator's own allgather (host buffers: the module below coll/gpu). */
+static int host_allgather(struct ompi_communicator_t *comm, const void *in, void *out,
+                          int count, struct ompi_datatype_t *dtype)
+{
+    return comm->c_coll->coll_allgather(in, count, dtype, out, count, dtype, comm,
+                                        comm->c_coll->coll_allgather_module);
+}
+
+/*
+ * Exchange worker addresses over comm and connect to every peer.  Every rank takes part in both
+ * allgathers whatever happened locally (a rank without UCX contributes an empty address), so
+ * that no rank waits for one that gave up; a rank learns from the lengths whether every peer
+ * has an address.  The endpoints are made locally: their failure is this rank's alone, and the
+ * caller agrees on the outcome with every rank of the call.
+ */
+int mca_coll_gpu_ucx_comm_create(struct ompi_communicator_t *comm, coll_gpu_ucx_comm_t **out)
+{
+    int size = ompi_comm_size(comm), rank = ompi_comm_rank(comm);
+    ucp_address_t *addr = NULL;
+    size_t addr_len = 0;
+    int mylen = 0, maxlen = 0, rc, local_rc;
+    int *lens = NULL;
+    char *mine = NULL, *all = NULL;
+    coll_gpu_ucx_comm_t *uc = NULL;
+    ucs_status_t st;
+
+    *out = NULL;
+    local_rc = ucx_init();
+    if (OMPI_SUCCESS == local_rc) {
+        st = ucp_worker_get_address(ucx_worker, &addr, &addr_len);
+        if (UCS_OK != st) {
+            addr = NULL;
+            local_rc = ucx_error("ucp_worker_get_address", st);
+        } else if (addr_len > (size_t) INT32_MAX) {
+            local_rc = OMPI_ERR_BAD_PARAM;
+        } else {
+            mylen = (int) addr_len;
+        }
+    }
+    lens = calloc((size_t) size, sizeof(int));
+    if (NULL == lens) {
+        rc = OMPI_ERR_OUT_OF_RESOURCE;
+        goto out;
+    }
+    rc = host_allgather(comm, &mylen, lens, 1, MPI_INT);
+    if (OMPI_SUCCESS != rc) {
+        goto out;
+    }
+    for (int i = 0; i < size; ++i) {
+        maxlen = (lens[i] > maxlen) ? lens[i] : maxlen;
+    }
+    /* every rank saw the same lengths: all give up together when one has no address */
+    for (int i = 0; i < size; ++i) {
+        if (0 == lens[i]) {
+            COLL_GPU_VERBOSE(COLL_GPU_LOG_ERROR,
+                             "coll:gpu:ucx (cid %d): rank %d has no UCX worker address",
+                             (int) ompi_comm_get_cid(comm), i);
+            rc = OMPI_ERR_NOT_AVAILABLE;
+            goto out;
+        }
+    }
+    mine = calloc(1, (size_t) maxlen);
+    all = calloc((size_t) size, (size_t) maxlen);
+    /* an allocation failure here is local: take part with zeros, then fail */
+    if (NULL != mine && NULL != all) {
+        memcpy(mine, addr, addr_len);
+    }
+    rc = host_allgather(comm, (NULL != mine && NULL != all) ? mine : (void *) &mylen,
+                        (NULL != all) ? all : (void *) &mylen,
+                        (NULL != mine && NULL != all) ? maxlen : 0, MPI_BYTE);
+    if (NULL == mine || NULL == all) {
+        rc = OMPI_ERR_OUT_OF_RESOURCE;
+    }
+    if (OMPI_SUCCESS != rc) {
+        goto out;
+    }
+    uc = calloc(1, sizeof(*uc));
+    if (NULL == uc || NULL == (uc->eps = calloc((size_t) size, sizeof(ucp_ep_h)))) {
+        rc = OMPI_ERR_OUT_OF_RESOURCE;
+        goto out;
+    }
+    uc->size = size;
+    uc->rank = rank;
+    for (int i = 0; i < size; ++i) {
+        ucp_ep_params_t ep;
+
+        if (i == rank) {
+            continue;
+        }
+        memset(&ep, 0, sizeof(ep));
+        ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
+        ep.address = (const ucp_address_t *) (all + (size_t) i * (size_t) maxlen);
+        st = ucp_ep_create(ucx_worker, &ep, &uc->eps[i]);
+        if (UCS_OK != st) {
+            uc->eps[i] = NULL;
+            rc = ucx_error("ucp_ep_create", st);
+            goto out;
+        }
+    }
+    *out = uc;
+    uc = NULL;
+out:
+    if (OMPI_SUCCESS == rc) {
+        rc = local_rc;
+    }
+    if (NULL != addr) {
+        ucp_worker_release_address(ucx_worker, addr);
+    }
+    mca_coll_gpu_ucx_comm_destroy(uc);
+    if (OMPI_SUCCESS != rc && NULL != *out) {
+        mca_coll_gpu_ucx_comm_destroy(*out);
+        *out = NULL;
+    }
+    free(lens);
+    free(mine);
+    free(all);
+    return rc;
+}
+
+/* Wait for a UCP request a bounded time (teardown must not hang on a peer that is gone). */
+static ucs_status_t wait_bounded(void *req)
+{
+    ucs_status_t st = UCS_INPROGRESS;
+    double end = MPI_Wtime() + 10.0;
+
+    if (NULL == req) {
+        return UCS_OK;
+    }
+    if (UCS_PTR_IS_ERR(req)) {
+        return UCS_PTR_STATUS(req);
+    }
+    while (UCS_INPROGRESS == (st = ucp_request_check_status(req)) && MPI_Wtime() < end) {
+        (void) ucp_worker_progress(ucx_worker);
+    }
+    if (UCS_INPROGRESS == st) {
+        /* leave it to UCX: it is released with the worker */
+        return UCS_ERR_TIMED_OUT;
+    }
+    ucp_request_free(req);
+    return st;
+}
+
+void mca_coll_gpu_ucx_comm_destroy(coll_gpu_ucx_comm_t *uc)
+{
+    if (NULL == uc) {
+        return;
+    }
+    for (int i = 0; NULL != uc->eps && i < uc->size; ++i) {
+        ucp_request_param_t p;
+        ucs_status_t st;
+
+        if (NULL == uc->eps[i]) {
+            continue;
+        }
+        memset(&p, 0, sizeof(p));
+        /* a flushing close: every send of ours has completed by now (the calls wait for them),
+         * so nothing is lost; a peer that is gone costs a bounded wait, not a hang */
+        st = wait_bounded(ucp_ep_close_nbx(uc->eps[i], &p));
+        if (UCS_OK != st) {
+            COLL_GPU_VERBOSE(COLL_GPU_LOG_ERROR,
+                             "coll:gpu:ucx: closing the endpoint to rank %d: %s", i,
+                             ucs_status_string(st));
+        }
+        uc->eps[i] = NULL;
+    }
+    free(uc->eps);
+    free(uc);
+}
+
+int mca_coll_gpu_ucx_isend(coll_gpu_ucx_comm_t *uc, int peer, const void *buf, size_t len,
+                           uint64_t tag, bool device, coll_gpu_ucx_req_t *r)
+{
+    ucp_request_param_t p;
+    ucs_status_ptr_t sp;
+
+    memset(r, 0, sizeof(*r));
+    memset(&p, 0, sizeof(p));
+    if (device) {
+        /* said, not detected: UCX skips its memory-type lookup */
+        p.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMORY_TYPE;
+        p.memory_type = UCS_MEMORY_TYPE_CUDA;
+    }
+    if (0 > peer || peer >= uc->size || NULL == uc->eps[peer]) {
+        return r->status = OMPI_ERR_BAD_PARAM;
+    }
+    sp = ucp_tag_send_nbx(uc->eps[peer], buf, len, tag, &p);
+    if (UCS_PTR_IS_ERR(sp)) {
+        return r->status = ucx_error("ucp_tag_send_nbx", UCS_PTR_STATUS(sp));
+    }
+    r->req = sp; /* NULL: sent already */
+    return OMPI_SUCCESS;
+}
+
+int mca_coll_gpu_ucx_irecv(coll_gpu_ucx_comm_t *uc, void *buf, size_t len, uint64_t tag,
+                           bool device, coll_gpu_ucx_req_t *r)
+{
+    ucp_request_param_t p;
+    ucs_status_ptr_t sp;
+
+    (void) uc;
+    memset(r, 0, sizeof(*r));
+    memset(&p, 0, sizeof(p));
+    /* always a request, so that the length that arrived can be checked */
+    p.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+    if (device) {
+        p.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMORY_TYPE;
+        p.memory_type = UCS_MEMORY_TYPE_CUDA;
+    }
+    sp = ucp_tag_recv_nbx(ucx_worker, buf, len, tag, UINT64_MAX, &p);
+    if (UCS_PTR_IS_ERR(sp)) {
+        return r->status = ucx_error("ucp_tag_recv_nbx", UCS_PTR_STATUS(sp));
+    }
+    r->req = sp;
+    r->expect = len;
+    return OMPI_SUCCESS;
+}
+
+int mca_coll_gpu_ucx_test(coll_gpu_ucx_req_t *r)
+{
+    ucs_status_t st;
+
+    if (NULL == r->req) {
+        return r->status;
+    }
+    if (0 < r->expect) {
+        ucp_tag_recv_info_t info;
+
+        st = ucp_tag_recv_request_test(r->req, &info);
+        if (UCS_INPROGRESS == st) {
+            return 1;
+        }
+        if (UCS_OK == st && info.length != r->expect) {
+            COLL_GPU_VERBOSE(COLL_GPU_LOG_ERROR,
+                             "coll:gpu:ucx: a message of %zu B where %zu B were expected",
+                             (size_t) info.length, r->expect);
+            r->status = MPI_ERR_TRUNCATE;
+        }
+    } else {
+        st = ucp_request_check_status(r->req);
+        if (UCS_INPROGRESS == st) {
+            return 1;
+        }
+    }
+    ucp_request_free(r->req);
+    r->req = NULL;
+    if (UCS_OK != st) {
+        r->status = ucx_error(0 < r->expect ? "a tagged receive" : "a tagged send", st);
+    }
+    return r->status;
+}
+
+void mca_coll_gpu_ucx_abandon(coll_gpu_ucx_req_t *r)
+{
+    if (NULL == r->req) {
+        return;
+    }
+    if (0 < r->expect) {
+        ucp_request_cancel(ucx_worker, r->req);
+    }
+    (void) wait_bounded(r->req);
+    r->req = NULL;
+}
+
+void mca_coll_gpu_ucx_finalize(void)
+{
+    OPAL_THREAD_LOCK(&ucx_lock);
+    if (NULL != ucx_worker) {
+        ucp_worker_destroy(ucx_worker);
+        ucx_worker = NULL;
+    }
+    if (NULL != ucx_context) {
+        ucp_cleanup(ucx_context);
+        ucx_context = NULL;
+    }
+    ucx_tried = false;
+    ucx_rc = OMPI_ERR_NOT_AVAILABLE;
+    OPAL_THREAD_UNLOCK(&ucx_lock);
+}
+
+#else /* !COLL_GPU_HAVE_UCX: the hierarchical path is never taken */
+
+bool mca_coll_gpu_ucx_built(void)
+{
+    return false;
+}
+
+int mca_coll_gpu_ucx_comm_create(struct ompi_communicator_t *comm, coll_gpu_ucx_comm_t **out)
+{
+    (void) comm;
+    *out = NULL;
+    return OMPI_ERR_NOT_AVAILABLE;
+}
+
+void mca_coll_gpu_ucx_comm_destroy(coll_gpu_ucx_comm_t *uc)
+{
+    (void) uc;
+}
+
+int mca_coll_gpu_ucx_isend(coll_gpu_ucx_comm_t *uc, int peer, const void *buf, size_t len,
+                           uint64_t tag, bool device, coll_gpu_ucx_req_t *r)
+{
+    (void) uc, (void) peer, (void) buf, (void) len, (void) tag, (void) device;
+    r->req = NULL;
+    return r->status = OMPI_ERR_NOT_AVAILABLE;
+}
+
+int mca_coll_gpu_ucx_irecv(coll_gpu_ucx_comm_t *uc, void *buf, size_t len, uint64_t tag,
+                           bool device, coll_gpu_ucx_req_t *r)
+{
+    (void) uc, (void) buf, (void) len, (void) tag, (void) device;
+    r->req = NULL;
+    return r->status = OMPI_ERR_NOT_AVAILABLE;
+}
+
+int mca_coll_gpu_ucx_test(coll_gpu_ucx_req_t *r)
+{
+    return r->status;
+}
+
+void mca_coll_gpu_ucx_abandon(coll_gpu_ucx_req_t *r)
+{
+    (void) r;
+}
+
+void mca_coll_gpu_ucx_progress(void)
+{
+}
+
+bool mca_coll_gpu_ucx_device_memory(void)
+{
+    return false;
+}
+
+const char *mca_coll_gpu_ucx_describe(void)
+{
+    return "UCX (not built)";
+}
+
+void mca_coll_gpu_ucx_finalize(void)
+{
+}
+
+#endif /* COLL_GPU_HAVE_UCX */

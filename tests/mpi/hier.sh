@@ -1,0 +1,152 @@
+#!/bin/sh
+# hier.sh - MPI_Allreduce and MPI_Bcast on device buffers across emulated nodes
+# (coll_gpu_emulate_nodes): node teams inside each node, UCX between the node leaders
+# (coll_gpu_hier.c, coll_gpu_ucx.c), UCX over shared memory or TCP on this host.
+#
+#   2 nodes x 2 ranks, 3 nodes of 2 + 1 + 1 ranks, 2 nodes of 2 + 1 and of 1 + 1 ranks (what
+#     2 GPUs as 2 nodes are, gpu/hier_cuda.sh): test_hier right on
+#     every case, and the verbose log shows the hierarchical path via UCX on every rank, and no
+#     device allreduce or bcast staged instead;
+#   2 x 2 again with coll_gpu_uniform_buffers=true (the default; run-mpi.sh sets false), and
+#   with UCX_TLS=tcp: the leaders' traffic over TCP on loopback;
+#   test_hier_threads: two threads in hierarchical calls on two communicators at once;
+#   UCX_TLS naming no transport: the leaders cannot connect; the log says so once and every
+#     case is still right (staged between the leaders);
+#   coll_gpu_test_fail_ucx: one leader's UCX sends fail in the first call; it tells its peer,
+#     which stops waiting; the fallback is logged and every case is right; and again without
+#     the notice (coll_gpu_test_fail_ucx_silent), the peer giving up after
+#     coll_gpu_ucx_timeout_seconds.
+# Skipped when coll/gpu was built without UCX.  COLL_GPU_HIER_CHUNK sets the pipeline chunk
+# (default 4096 B; the cases' sizes follow it).
+. "$(dirname "$0")/mpitest.sh"
+out=${TMPDIR:-/tmp}/coll_gpu_hier.$$
+logs=${TMPDIR:-/tmp}/coll_gpu_hier_logs.$$
+trap 'rm -rf "$out" "$logs"' EXIT
+: "${COLL_GPU_HIER_CHUNK:=4096}"
+
+if ! "$RUN_MPI" --exec ompi_info --param coll gpu --level 9 2>/dev/null \
+        | grep -q 'coll_gpu_emulate_nodes'; then
+    echo "1..0 # SKIP coll/gpu has no coll_gpu_emulate_nodes parameter"
+    exit 0
+fi
+if ! grep -q '^#define COLL_GPU_HAVE_UCX 1' "$top_builddir/coll_gpu_config.h" 2>/dev/null; then
+    echo "1..0 # SKIP coll/gpu was built without UCX"
+    exit 0
+fi
+
+# run NP NODES LABEL [MPIRUN ARGS...]: test_hier under those settings, output in $out, and each
+# rank's stderr apart under $logs (the log lines of different ranks may run together in $out)
+run() {
+    np=$1 nodes=$2 label=$3
+    shift 3
+    rm -rf "$logs"
+    COLL_GPU_MPIRUN_ARGS="--output-filename $logs --mca coll_gpu_verbose 10 --mca coll_gpu_emulate_nodes $nodes \
+--mca coll_gpu_ucx_chunk_bytes $COLL_GPU_HIER_CHUNK --mca coll_gpu_ucx_depth 3 $* \
+${COLL_GPU_MPIRUN_ARGS:-}" "$RUN_MPI" "$np" "$MPI_TESTS/test_hier" "$COLL_GPU_HIER_CHUNK" \
+        >"$out" 2>&1
+    rc=$?
+    t_ok "$rc" "$label: test_hier exits 0 (exit $rc)"
+    # rank 0's TAP, from its own stdout
+    tap=$(cat "$logs"/*/rank.0/stdout 2>/dev/null)
+    ! echo "$tap" | grep -q '^not ok' && echo "$tap" | grep -q '^1\.\.[1-9]'
+    ok=$?
+    t_ok "$ok" "$label: every case matches the reference ($(echo "$tap" | grep -c '^ok') ok, \
+$(echo "$tap" | grep -c '^not ok') not ok)"
+    [ "$rc" -eq 0 ] && [ "$ok" -eq 0 ] || t_diag "$out" 40
+}
+
+# the number of log lines, over every rank's own log, of the hierarchical path via UCX, and of
+# staged device calls
+ranklogs() { cat "$logs"/*/rank.*/stderr 2>/dev/null; }
+via_ucx() { ranklogs | grep -c 'hierarchical: [0-9]* nodes, .*leaders via UCX'; }
+staged() { ranklogs | grep -c 'coll:gpu:\(allreduce\|bcast\) .*-> staged'; }
+
+# np nodes label
+for cfg in "4 2 2x2" "4 3 2+1+1" "3 2 2+1" "2 2 1+1"; do
+    set -- $cfg
+    run "$1" "$2" "$3 ranks/nodes ($1 ranks, emulate_nodes=$2)"
+    # every rank logs every call (2 communicators x (36 allreduce + 3 bcast per root), then 12
+    # allreduce on communicators made and freed); every node leader (one per node) says how
+    # the leaders exchanged
+    calls=$(( 2 * (36 + 3 * $1) + 12 ))
+    h=$(ranklogs | grep -c 'coll:gpu:.* -> hierarchical: '"$2"' nodes')
+    n=$(via_ucx)
+    s=$(staged)
+    [ "$h" -eq $(( $1 * calls )) ]
+    t_ok $? "$3: every rank logs the hierarchical path for every call ($h of $(( $1 * calls )) lines)"
+    [ "$n" -eq $(( $2 * calls )) ]
+    t_ok $? "$3: every node leader logs the exchange via UCX for every call ($n of $(( $2 * calls )) lines)"
+    [ "$s" -eq 0 ]
+    t_ok $? "$3: no device allreduce or bcast staged instead ($s lines)"
+    [ "$h" -eq $(( $1 * calls )) ] && [ "$n" -eq $(( $2 * calls )) ] && [ "$s" -eq 0 ] \
+        || ranklogs | grep 'coll:gpu:\(allreduce\|bcast\)' | head -3 | sed 's/^/#   /'
+done
+
+# the default coll_gpu_uniform_buffers=true (run-mpi.sh sets false: the runs above agree on
+# the buffers' kind first)
+COLL_GPU_TEST_UNIFORM=true
+export COLL_GPU_TEST_UNIFORM
+run 4 2 "2x2 with coll_gpu_uniform_buffers=true"
+unset COLL_GPU_TEST_UNIFORM
+n=$(via_ucx)
+[ "$n" -eq $(( 2 * (2 * (36 + 3 * 4) + 12) )) ]
+t_ok $? "coll_gpu_uniform_buffers=true: every node leader logs the exchange via UCX ($n lines)"
+
+# the same over TCP on loopback only (UCX's shared-memory transports left out)
+UCX_TLS=tcp
+export UCX_TLS
+run 4 2 "UCX_TLS=tcp, 2x2" -x UCX_TLS
+unset UCX_TLS
+n=$(ranklogs | grep -c 'hierarchical: 2 nodes, .*leaders via UCX (UCX [0-9.]*, UCX_TLS=tcp,')
+[ "$n" -eq $(( 2 * (2 * (36 + 3 * 4) + 12) )) ]
+t_ok $? "UCX_TLS=tcp: every node leader logs the exchange via UCX over tcp for every call ($n lines)"
+
+# two threads, each with its own communicator, in hierarchical calls at the same time
+# (MPI_THREAD_MULTIPLE): the leaders' messages of the two must not mix
+rm -rf "$logs"
+COLL_GPU_MPIRUN_ARGS="--output-filename $logs --mca coll_gpu_verbose 10 --mca coll_gpu_emulate_nodes 2 \
+--mca coll_gpu_ucx_chunk_bytes $COLL_GPU_HIER_CHUNK ${COLL_GPU_MPIRUN_ARGS:-}" \
+    "$RUN_MPI" 4 "$MPI_TESTS/test_hier_threads" "$COLL_GPU_HIER_CHUNK" >"$out" 2>&1
+rc=$?
+why=$(t_skipped "$out")
+if [ "$rc" -eq 0 ] && [ -n "$why" ]; then
+    t_skip "two threads on two communicators" "$why"
+else
+    tap=$(cat "$logs"/*/rank.0/stdout 2>/dev/null)
+    [ "$rc" -eq 0 ] && ! echo "$tap" | grep -q '^not ok' && echo "$tap" | grep -q '^1\.\.2$'
+    ok=$?
+    t_ok "$ok" "two threads on two communicators: both threads' results right (exit $rc)"
+    [ "$ok" -eq 0 ] || t_diag "$out" 30
+    n=$(ranklogs | grep 'leaders via UCX' | grep -o '(cid [0-9]*)' | sort -u | wc -l)
+    [ "$n" -eq 2 ]
+    t_ok $? "two threads on two communicators: both went via UCX ($n communicators in the log)"
+fi
+
+# UCX that cannot connect: no transport by that name
+UCX_TLS=no_such_transport
+export UCX_TLS
+run 4 2 "UCX_TLS=no_such_transport" -x UCX_TLS
+unset UCX_TLS
+grep -q 'UCX connection between the 2 nodes could not be set up' "$out"
+t_ok $? "UCX_TLS=no_such_transport: the failed setup is logged"
+n=$(via_ucx)
+[ "$n" -eq 0 ]
+t_ok $? "UCX_TLS=no_such_transport: no call claims the UCX path ($n lines)"
+
+# a leader's UCX sends fail in its first call (world rank 2 leads the second node of world):
+# it tells the other leader, who stops waiting (no timeout set: without the notice it would
+# wait for ever); then the same failure without the notice, ended by the timeout
+run 4 2 "coll_gpu_test_fail_ucx=2" --mca coll_gpu_test_fail_ucx 2
+grep -q 'the UCX transfer between node leaders failed' "$out"
+t_ok $? "coll_gpu_test_fail_ucx: the fallback is logged"
+grep -q "another leader's UCX transfers failed" "$out"
+t_ok $? "coll_gpu_test_fail_ucx: the other leader stopped waiting on the failing one's notice"
+grep -q 'leaders. step staged through Open MPI.s point-to-point layer (fallback)' "$out"
+t_ok $? "coll_gpu_test_fail_ucx: the failed call was redone through the point-to-point layer"
+run 4 2 "coll_gpu_test_fail_ucx=2, silent, 2 s timeout" --mca coll_gpu_test_fail_ucx 2 \
+    --mca coll_gpu_test_fail_ucx_silent 1 --mca coll_gpu_ucx_timeout_seconds 2
+grep -q 'no UCX progress for 2 s' "$out"
+t_ok $? "coll_gpu_test_fail_ucx_silent: the other leader gave up after the timeout"
+grep -q 'leaders. step staged through Open MPI.s point-to-point layer (fallback)' "$out"
+t_ok $? "coll_gpu_test_fail_ucx_silent: the failed call was redone through the point-to-point layer"
+t_done
