@@ -57,10 +57,12 @@ static const rule_t table[] = {
      * window falls as n grows, like one-shot's (the rows of teams sharing a GPU follow); up to
      * 16 KiB on 2-4 ranks its data travel in low-latency words, with no fence (dev.h).  The
      * windows stay within one piece of the default 1 MiB slot.
-     * Above 64 MiB on 2 ranks, two-shot by copy engines (pull, reduce, push overlapped; its
+     * Above 32 MiB on 2 ranks, two-shot by copy engines (pull, reduce, push overlapped; its
      * chunk is the largest piece, coll_gpu_nvl.c): on 2xH200 NV18 (2026-12-01, forced)
      * 286-314 / 345 / 357 / 358 GB/s busbw at 64 / 128 / 256 / 512 MiB against 272 / 280 / 289
-     * / 293 for the SM two-shot.  Measured there too: fused 8 B ~14 us (floor ~8-9). */
+     * / 293 for the SM two-shot; at 32 MiB the SM two-shot is ahead (252 against 239 GB/s, and
+     * 1.12 against 1.01 x NCCL's busbw in another run).  Measured there too: fused 8 B ~14 us
+     * (floor ~8-9). */
     {TOPO_COLL_ALLREDUCE, G_NVLINK_PEERS, NEED_ALL, 2, 2, 256 * KiB, TOPO_AR_FUSED, 0, 32, 512,
      "latency-bound: one kernel pushes, flags and reduces, no host round trip"},
     {TOPO_COLL_ALLREDUCE, G_NVLINK_PEERS, NEED_ALL, 3, 4, 128 * KiB, TOPO_AR_FUSED, 0, 32, 512,
@@ -69,7 +71,7 @@ static const rule_t table[] = {
      "latency-bound: one kernel pushes, flags and reduces, no host round trip"},
     {TOPO_COLL_ALLREDUCE, G_NVLINK_PEERS, NEED_ALL, 9, INT32_MAX, 32 * KiB, TOPO_AR_FUSED, 0, 32,
      512, "latency-bound: one kernel pushes, flags and reduces, no host round trip"},
-    {TOPO_COLL_ALLREDUCE, G_NVLINK_PEERS, NEED_ALL, 2, 2, 64 * MiB, TOPO_AR_TWOSHOT, 0, 32, 512,
+    {TOPO_COLL_ALLREDUCE, G_NVLINK_PEERS, NEED_ALL, 2, 2, 32 * MiB, TOPO_AR_TWOSHOT, 0, 32, 512,
      "bandwidth-bound on an all-to-all fabric: reduce-scatter + all-gather by peer loads"},
     {TOPO_COLL_ALLREDUCE, G_NVLINK_PEERS, NEED_ALL, 2, 2, ANY, TOPO_AR_TWOSHOT_CE, 64 * MiB, 32,
      512, "large on NVLink: two-shot by copy-engine pulls, overlapped with the local reduce"},

@@ -87,10 +87,10 @@ static void check_table_points(void)
     tap_ok(TOPO_AR_FUSED == pick(AR, 8, 2, TOPO_LINK_NVL, true, true) &&
                TOPO_AR_FUSED == pick(AR, 256 * KiB, 2, TOPO_LINK_NVL, true, true) &&
                TOPO_AR_TWOSHOT == pick(AR, 256 * KiB + 4, 2, TOPO_LINK_NVL, true, true) &&
-               TOPO_AR_TWOSHOT == pick(AR, 64 * MiB, 2, TOPO_LINK_NVL, true, true) &&
-               TOPO_AR_TWOSHOT_CE == pick(AR, 64 * MiB + 4, 2, TOPO_LINK_NVL, true, true) &&
+               TOPO_AR_TWOSHOT == pick(AR, 32 * MiB, 2, TOPO_LINK_NVL, true, true) &&
+               TOPO_AR_TWOSHOT_CE == pick(AR, 32 * MiB + 4, 2, TOPO_LINK_NVL, true, true) &&
                TOPO_AR_TWOSHOT_CE == pick(AR, 1024 * MiB, 2, TOPO_LINK_NVL, true, true),
-           "NV18, 2 ranks: fused up to 256 KiB, twoshot to 64 MiB, twoshot_ce above");
+           "NV18, 2 ranks: fused up to 256 KiB, twoshot to 32 MiB, twoshot_ce above");
     tap_ok(TOPO_BC_PUSH == pick(BC, 64 * KiB, 2, TOPO_LINK_NVL, true, true) &&
                TOPO_BC_PULL == pick(BC, 64 * KiB + 8, 2, TOPO_LINK_NVL, true, true) &&
                TOPO_BC_PULL == pick(BC, 1024 * MiB, 2, TOPO_LINK_NVL, true, true),
