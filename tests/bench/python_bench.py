@@ -98,11 +98,12 @@ def main():
             ("cupy", c, lambda: comm.Allreduce(MPI.IN_PLACE, c)),
             ("pointer", t, lambda: comm.Allreduce(MPI.IN_PLACE, [ptr_buf, MPI.FLOAT])),
         ):
-            arr.fill(rank + 1)
+            fill = arr.fill if name == "cupy" else arr.fill_  # CuPy's fill, torch's fill_
+            fill(rank + 1)
             torch.cuda.synchronize()
             us = timed(call, args.iters, args.warmup)
             # check: one more call on known data
-            arr.fill(rank + 1)
+            fill(rank + 1)
             torch.cuda.synchronize()
             call()
             torch.cuda.synchronize()
