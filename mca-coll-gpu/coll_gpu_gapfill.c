@@ -63,8 +63,8 @@ static const char *const provider_names[] = {"self", "inter", "basic", "libnbc"}
 typedef struct gap_provider_t {
     bool tried;
     void *dl;                                   /* the provider's DSO */
-    const mca_coll_base_component_2_0_0_t *component;
-    const mca_coll_base_component_2_0_0_t *opened; /* open_component succeeded: close it at the end */
+    const coll_gpu_base_component_t *component;
+    const coll_gpu_base_component_t *opened; /* open_component succeeded: close it at the end */
 } gap_provider_t;
 
 static gap_provider_t providers[N_PROVIDERS];
@@ -96,17 +96,37 @@ static bool framework_has(const char *name)
     return false;
 }
 
-/* Find the provider's DSO in the component repository, load it, register its parameters, open
- * it and run its init_query.  Leaves p->component NULL when that is not possible. */
+/* The provider when it is built into libmpi (Debian's 5.0 packages build every coll component
+ * in; 4.1's are DSOs): the framework's static list holds every built-in component, also those
+ * the user's component list left out. */
+static const coll_gpu_base_component_t *provider_static(const char *name)
+{
+    const mca_base_component_t **sc = ompi_coll_base_framework.framework_static_components;
+
+    for (int i = 0; NULL != sc && NULL != sc[i]; ++i) {
+        if (0 == strcmp(sc[i]->mca_component_name, name)) {
+            return (const coll_gpu_base_component_t *) sc[i];
+        }
+    }
+    return NULL;
+}
+
+/* Find the provider among the built-in components, else its DSO in the component repository
+ * (then load it), register its parameters, open it and run its init_query.  Leaves
+ * p->component NULL when that is not possible. */
 static void provider_load(gap_provider_t *p, const char *name)
 {
     opal_list_t *items = NULL;
     mca_base_component_repository_item_t *ri, *found = NULL;
-    const mca_coll_base_component_2_0_0_t *component;
+    const coll_gpu_base_component_t *component;
     char symbol[128];
     char path[4096];
 
     p->tried = true;
+    component = provider_static(name);
+    if (NULL != component) {
+        goto check;
+    }
     if (OPAL_SUCCESS != mca_base_component_repository_get_components(&ompi_coll_base_framework,
                                                                      &items)
         || NULL == items) {
@@ -136,7 +156,8 @@ static void provider_load(gap_provider_t *p, const char *name)
         return;
     }
     snprintf(symbol, sizeof(symbol), "mca_coll_%s_component", name);
-    component = (const mca_coll_base_component_2_0_0_t *) dlsym(p->dl, symbol);
+    component = (const coll_gpu_base_component_t *) dlsym(p->dl, symbol);
+check:
     if (NULL == component
         || 0 != strcmp(component->collm_version.mca_type_name, "coll")
         || component->collm_version.mca_type_major_version
@@ -144,10 +165,13 @@ static void provider_load(gap_provider_t *p, const char *name)
         || component->collm_version.mca_type_minor_version
                != mca_coll_gpu_component.super.collm_version.mca_type_minor_version
         || NULL == component->collm_comm_query) {
-        COLL_GPU_VERBOSE(COLL_GPU_LOG_ERROR, "coll:gpu:gapfill: %s is not a usable coll component",
-                         found->ri_path);
-        dlclose(p->dl);
-        p->dl = NULL;
+        COLL_GPU_VERBOSE(COLL_GPU_LOG_ERROR,
+                         "coll:gpu:gapfill: coll/%s (%s) is not a usable coll component", name,
+                         NULL != found ? found->ri_path : "built in");
+        if (NULL != p->dl) {
+            dlclose(p->dl);
+            p->dl = NULL;
+        }
         return;
     }
     if (NULL != component->collm_version.mca_register_component_params
