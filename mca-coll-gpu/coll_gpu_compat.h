@@ -55,6 +55,19 @@ typedef mca_coll_base_module_2_4_0_t coll_gpu_base_module_t;
 #error "coll/gpu supports the Open MPI 4.1 and 5.0 series (see configure)"
 #endif
 
+/* The persistent collectives coll/gpu takes (coll_gpu_persistent.c): MPI-4's MPI_<coll>_init
+ * on 5.0.  4.1 has the slots too (for its MPIX_ extension), but coll/gpu leaves them to the
+ * component below it there, as before. */
+#if COLL_GPU_OMPI_5
+#    define COLL_GPU_FOREACH_INTERCEPTED_INIT(X)                                           \
+        X(allgather_init) X(allgatherv_init) X(allreduce_init) X(alltoall_init)            \
+        X(alltoallv_init) X(alltoallw_init) X(bcast_init) X(exscan_init) X(gather_init)    \
+        X(gatherv_init) X(reduce_init) X(reduce_scatter_init) X(reduce_scatter_block_init) \
+        X(scan_init) X(scatter_init) X(scatterv_init)
+#else
+#    define COLL_GPU_FOREACH_INTERCEPTED_INIT(X)
+#endif
+
 /* The communicator id printed in log lines (4.1: the context id; 5.0: the local cid). */
 static inline int coll_gpu_comm_cid(ompi_communicator_t *comm)
 {
