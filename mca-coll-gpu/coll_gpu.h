@@ -194,7 +194,7 @@ typedef struct mca_coll_gpu_module_t {
     coll_gpu_team_t *team;
 
     /* Modules created to fill slots nothing else provides (see coll_gpu_gapfill.c). */
-    mca_coll_base_module_t *gap_modules[4];
+    mca_coll_base_module_t *gap_modules[5]; /* one per provider (coll_gpu_gapfill.c) */
     int n_gap_modules;
 } mca_coll_gpu_module_t;
 

@@ -68,6 +68,21 @@ typedef mca_coll_base_module_2_4_0_t coll_gpu_base_module_t;
 #    define COLL_GPU_FOREACH_INTERCEPTED_INIT(X)
 #endif
 
+/* The fault-tolerance agreement slots (ULFM's MPIX_Comm_agree, MPIX_Comm_iagree) of 5.0 builds
+ * with FT support: filled by coll/ftagree, and needed only while FT is enabled at run time
+ * (mpirun --with-ft ulfm); coll_gpu_gapfill.c fills them when the component list leaves them
+ * empty, as it does the other slots.  None on 4.1. */
+#if COLL_GPU_OMPI_5 && OPAL_ENABLE_FT_MPI
+#    include "ompi/runtime/params.h"
+#    define COLL_GPU_FOREACH_FT_SLOT(X) X(agree) X(iagree)
+#    define COLL_GPU_FT_ENABLED() (ompi_ftmpi_enabled)
+#    define COLL_GPU_FT_PROVIDERS , "ftagree"
+#else
+#    define COLL_GPU_FOREACH_FT_SLOT(X)
+#    define COLL_GPU_FT_ENABLED() (false)
+#    define COLL_GPU_FT_PROVIDERS
+#endif
+
 /* The communicator id printed in log lines (4.1: the context id; 5.0: the local cid). */
 static inline int coll_gpu_comm_cid(ompi_communicator_t *comm)
 {

@@ -10,11 +10,13 @@
  * communicator's own selection provides), coll/basic (blocking, neighborhood, and the
  * intercommunicator ones coll/inter lacks) and coll/libnbc (nonblocking, intercommunicators
  * included, with its progress engine) -- from the component repository, as the framework would
- * have had they been listed, and installs their functions in the empty slots, in that order.
+ * have had they been listed, and installs their functions in the empty slots, in that order;
+ * on Open MPI 5.0 with fault tolerance enabled (mpirun --with-ft ulfm) also coll/ftagree for the
+ * agreement slots (MPIX_Comm_agree, MPIX_Comm_iagree), which nothing else provides.
  * Nothing is loaded when no slot is empty (the default component list).
  *
- * Open MPI 4.1 lets the framework copy a module's pointers after enable; a slot that our own
- * module leaves NULL is not touched by it, so the provider's function and module are written
+ * Open MPI 4.1 and 5.0 let the framework copy a module's pointers after enable; a slot that our
+ * own module leaves NULL is not touched by it, so the provider's function and module are written
  * into the empty slot directly, with one reference per slot, which the framework's teardown
  * releases slot by slot exactly as for modules it installed itself.
  */
@@ -55,10 +57,18 @@
 
 /* The providers, in the order they are asked: self serves one-process communicators (where
  * some of basic's algorithms are broken in 4.1, e.g. MPI_Exscan), inter the intercommunicators
- * (ahead of basic, as its higher priority would put it), basic the blocking and neighborhood
- * collectives, libnbc the nonblocking ones.  module->gap_modules has room for each. */
-static const char *const provider_names[] = {"self", "inter", "basic", "libnbc"};
+ * (ahead of basic, as its higher priority would put it), on 5.0 with fault tolerance ftagree
+ * the agreement (ahead of basic, whose agreement ignores failures, as ftagree's higher priority
+ * would put it; ftagree declines where fault tolerance is off), basic the blocking and
+ * neighborhood collectives, libnbc the nonblocking ones.  module->gap_modules has room for
+ * each. */
+static const char *const provider_names[] = {"self", "inter" COLL_GPU_FT_PROVIDERS, "basic",
+                                             "libnbc"};
 #define N_PROVIDERS (int) (sizeof(provider_names) / sizeof(provider_names[0]))
+_Static_assert(sizeof(provider_names) / sizeof(provider_names[0])
+                   <= sizeof(((mca_coll_gpu_module_t *) 0)->gap_modules)
+                          / sizeof(((mca_coll_gpu_module_t *) 0)->gap_modules[0]),
+               "one gap_modules entry per provider");
 
 typedef struct gap_provider_t {
     bool tried;
@@ -77,6 +87,10 @@ static bool has_gap(struct ompi_communicator_t *comm)
     COLL_GPU_FOREACH_SLOT(COLL_GPU_GAP)
     if (!OMPI_COMM_IS_INTER(comm)) {
         COLL_GPU_FOREACH_INTRA_ONLY_SLOT(COLL_GPU_GAP)
+    }
+    /* 5.0 with fault tolerance enabled: MPIX_Comm_agree calls its slot unchecked */
+    if (COLL_GPU_FT_ENABLED()) {
+        COLL_GPU_FOREACH_FT_SLOT(COLL_GPU_GAP)
     }
 #undef COLL_GPU_GAP
     return false;
@@ -228,6 +242,7 @@ int mca_coll_gpu_gapfill(mca_coll_gpu_module_t *module, struct ompi_communicator
     }
         COLL_GPU_FOREACH_SLOT(COLL_GPU_FILL)
         COLL_GPU_FOREACH_INTRA_ONLY_SLOT(COLL_GPU_FILL)
+        COLL_GPU_FOREACH_FT_SLOT(COLL_GPU_FILL)
 #undef COLL_GPU_FILL
         COLL_GPU_VERBOSE(COLL_GPU_LOG_QUERY, "coll:gpu:gapfill (cid %d): coll/%s fills %d slots",
                          coll_gpu_comm_cid(comm), provider_names[i], filled);

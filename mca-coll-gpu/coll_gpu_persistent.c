@@ -433,8 +433,9 @@ int mca_coll_gpu_reduce_init(const void *sbuf, void *rbuf, int count,
     static const char *const name = "reduce_init";
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
     bool is_root = mca_coll_gpu_is_root(comm, root);
-    coll_gpu_dir_t sdir = (is_root && MPI_IN_PLACE == sbuf) ? COLL_GPU_NONE
-                                                              : pers_other_dir(root, COLL_GPU_READ);
+    coll_gpu_dir_t sdir = (is_root && MPI_IN_PLACE == sbuf)
+                              ? COLL_GPU_NONE
+                              : pers_other_dir(root, COLL_GPU_READ);
     coll_gpu_dir_t rdir = !is_root ? COLL_GPU_NONE
                           : (MPI_IN_PLACE == sbuf) ? COLL_GPU_READWRITE : COLL_GPU_WRITE;
     coll_gpu_pers_t *p;
@@ -675,8 +676,9 @@ int mca_coll_gpu_scatter_init(const void *sbuf, int scount, struct ompi_datatype
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
     bool is_root = mca_coll_gpu_is_root(comm, root);
     coll_gpu_dir_t sdir = is_root ? COLL_GPU_READ : COLL_GPU_NONE;
-    coll_gpu_dir_t rdir = (is_root && MPI_IN_PLACE == rbuf) ? COLL_GPU_NONE
-                                                              : pers_other_dir(root, COLL_GPU_WRITE);
+    coll_gpu_dir_t rdir = (is_root && MPI_IN_PLACE == rbuf)
+                              ? COLL_GPU_NONE
+                              : pers_other_dir(root, COLL_GPU_WRITE);
     size_t stotal = (size_t) scount * (size_t) mca_coll_gpu_peers(comm);
     coll_gpu_pers_t *p;
     int rc;
@@ -707,8 +709,9 @@ int mca_coll_gpu_scatterv_init(const void *sbuf, const int *scounts, const int *
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
     bool is_root = mca_coll_gpu_is_root(comm, root);
     coll_gpu_dir_t sdir = is_root ? COLL_GPU_READ : COLL_GPU_NONE;
-    coll_gpu_dir_t rdir = (is_root && MPI_IN_PLACE == rbuf) ? COLL_GPU_NONE
-                                                              : pers_other_dir(root, COLL_GPU_WRITE);
+    coll_gpu_dir_t rdir = (is_root && MPI_IN_PLACE == rbuf)
+                              ? COLL_GPU_NONE
+                              : pers_other_dir(root, COLL_GPU_WRITE);
     coll_gpu_pers_t *p;
     int rc;
 

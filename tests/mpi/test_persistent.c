@@ -50,7 +50,8 @@ static const char *const coll_names[C_COUNT] = {
 /* The value of element j of rank r's input at start it: every rank can compute every input. */
 static int32_t val(int r, int it, int j)
 {
-    uint64_t z = 0x9E3779B97F4A7C15ull * (uint64_t) (r + 1) + 0xBF58476D1CE4E5B9ull * (uint64_t) (it + 7)
+    uint64_t z = 0x9E3779B97F4A7C15ull * (uint64_t) (r + 1)
+                 + 0xBF58476D1CE4E5B9ull * (uint64_t) (it + 7)
                  + 0x94D049BB133111EBull * (uint64_t) (j + 3);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
