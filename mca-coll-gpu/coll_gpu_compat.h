@@ -64,8 +64,15 @@ typedef mca_coll_base_module_2_4_0_t coll_gpu_base_module_t;
         X(alltoallv_init) X(alltoallw_init) X(bcast_init) X(exscan_init) X(gather_init)    \
         X(gatherv_init) X(reduce_init) X(reduce_scatter_init) X(reduce_scatter_block_init) \
         X(scan_init) X(scatter_init) X(scatterv_init)
+/* on an intercommunicator: all but the scans, which MPI defines on intracommunicators only */
+#    define COLL_GPU_FOREACH_INTER_INIT(X)                                                 \
+        X(allgather_init) X(allgatherv_init) X(allreduce_init) X(alltoall_init)            \
+        X(alltoallv_init) X(alltoallw_init) X(bcast_init) X(gather_init) X(gatherv_init)   \
+        X(reduce_init) X(reduce_scatter_init) X(reduce_scatter_block_init) X(scatter_init) \
+        X(scatterv_init)
 #else
 #    define COLL_GPU_FOREACH_INTERCEPTED_INIT(X)
+#    define COLL_GPU_FOREACH_INTER_INIT(X)
 #endif
 
 /* The fault-tolerance agreement slots (ULFM's MPIX_Comm_agree, MPIX_Comm_iagree) of 5.0 builds

@@ -160,6 +160,7 @@ mca_coll_base_module_t *mca_coll_gpu_comm_query(struct ompi_communicator_t *comm
 #define COLL_GPU_SET_ENTRY(name) module->super.coll_##name = mca_coll_gpu_##name;
     if (module->inter) {
         COLL_GPU_FOREACH_INTER(COLL_GPU_SET_ENTRY)
+        COLL_GPU_FOREACH_INTER_INIT(COLL_GPU_SET_ENTRY)
     } else {
         COLL_GPU_FOREACH_INTERCEPTED(COLL_GPU_SET_ENTRY)
         COLL_GPU_FOREACH_INTERCEPTED_NB(COLL_GPU_SET_ENTRY)

@@ -2,7 +2,7 @@
  * coll_gpu_persistent.c - MPI-4's persistent collectives on device buffers (Open MPI 5.0):
  * MPI_Allgather(v)_init, MPI_Allreduce_init, MPI_Alltoall(v,w)_init, MPI_Bcast_init,
  * MPI_Exscan_init, MPI_Gather(v)_init, MPI_Reduce_init, MPI_Reduce_scatter(_block)_init,
- * MPI_Scan_init, MPI_Scatter(v)_init, on intracommunicators.
+ * MPI_Scan_init, MPI_Scatter(v)_init, on intra- and intercommunicators.
  *
  * The component below coll/gpu (libnbc in 5.0) builds a schedule at init time and runs it at
  * every MPI_Start; its schedule reads and writes the buffers it was given with host loads and
@@ -24,10 +24,12 @@
  * usual); coll/gpu only puts its start and free functions in front of the module's, keeps the
  * module's, and puts them back before the module's free gives the request object back to its
  * free list.  Staging is local to each rank: ranks may mix host and device buffers in one call.
+ * Intercommunicators follow the nonblocking calls' rules (MPI_ROOT, MPI_PROC_NULL, blocks per
+ * rank of the remote group; no scans there).
  * A failed copy still starts the collective with what the bounce memory holds (the peers would
  * wait for this rank otherwise) and completes the request with the error.  Host buffers on
  * both sides go straight to the saved module, untouched.  There is no GPU fast path for them
- * yet; intercommunicators and the neighborhood _init calls are left to the saved module.
+ * yet; the neighborhood _init calls are left to the saved module.
  */
 #include "ompi_config.h"
 
@@ -360,10 +362,14 @@ static void pers_log(const char *what, struct ompi_communicator_t *comm, size_t 
 }
 
 /* The direction of the buffer that the non-root ranks of a rooted call use (the send buffer
- * of a gather or reduce, the receive buffer of a scatter): none on idle ranks. */
-static coll_gpu_dir_t pers_other_dir(int root, coll_gpu_dir_t dir)
+ * of a gather or reduce, the receive buffer of a scatter): none at an intercommunicator's root
+ * (MPI_ROOT) or at the idle ranks of its group (MPI_PROC_NULL). */
+static coll_gpu_dir_t pers_other_dir(struct ompi_communicator_t *comm, int root,
+                                     coll_gpu_dir_t dir)
 {
-    return mca_coll_gpu_is_idle(root) ? COLL_GPU_NONE : dir;
+    return (mca_coll_gpu_is_idle(root) || (OMPI_COMM_IS_INTER(comm) && MPI_ROOT == root))
+               ? COLL_GPU_NONE
+               : dir;
 }
 
 /* ---- reductions -------------------------------------------------------------------------- */
@@ -435,7 +441,7 @@ int mca_coll_gpu_reduce_init(const void *sbuf, void *rbuf, int count,
     bool is_root = mca_coll_gpu_is_root(comm, root);
     coll_gpu_dir_t sdir = (is_root && MPI_IN_PLACE == sbuf)
                               ? COLL_GPU_NONE
-                              : pers_other_dir(root, COLL_GPU_READ);
+                              : pers_other_dir(comm, root, COLL_GPU_READ);
     coll_gpu_dir_t rdir = !is_root ? COLL_GPU_NONE
                           : (MPI_IN_PLACE == sbuf) ? COLL_GPU_READWRITE : COLL_GPU_WRITE;
     coll_gpu_pers_t *p;
@@ -558,7 +564,7 @@ int mca_coll_gpu_gather_init(const void *sbuf, int scount, struct ompi_datatype_
     static const char *const name = "gather_init";
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
     bool is_root = mca_coll_gpu_is_root(comm, root);
-    coll_gpu_dir_t sdir = pers_other_dir(root, COLL_GPU_READ);
+    coll_gpu_dir_t sdir = pers_other_dir(comm, root, COLL_GPU_READ);
     coll_gpu_dir_t rdir = !is_root ? COLL_GPU_NONE
                           : (MPI_IN_PLACE == sbuf) ? COLL_GPU_READWRITE : COLL_GPU_WRITE;
     size_t rtotal = (size_t) rcount * (size_t) mca_coll_gpu_peers(comm);
@@ -589,7 +595,7 @@ int mca_coll_gpu_gatherv_init(const void *sbuf, int scount, struct ompi_datatype
     static const char *const name = "gatherv_init";
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
     bool is_root = mca_coll_gpu_is_root(comm, root);
-    coll_gpu_dir_t sdir = pers_other_dir(root, COLL_GPU_READ);
+    coll_gpu_dir_t sdir = pers_other_dir(comm, root, COLL_GPU_READ);
     coll_gpu_dir_t rdir = !is_root ? COLL_GPU_NONE
                           : (MPI_IN_PLACE == sbuf) ? COLL_GPU_READWRITE : COLL_GPU_WRITE;
     coll_gpu_pers_t *p;
@@ -678,7 +684,7 @@ int mca_coll_gpu_scatter_init(const void *sbuf, int scount, struct ompi_datatype
     coll_gpu_dir_t sdir = is_root ? COLL_GPU_READ : COLL_GPU_NONE;
     coll_gpu_dir_t rdir = (is_root && MPI_IN_PLACE == rbuf)
                               ? COLL_GPU_NONE
-                              : pers_other_dir(root, COLL_GPU_WRITE);
+                              : pers_other_dir(comm, root, COLL_GPU_WRITE);
     size_t stotal = (size_t) scount * (size_t) mca_coll_gpu_peers(comm);
     coll_gpu_pers_t *p;
     int rc;
@@ -711,7 +717,7 @@ int mca_coll_gpu_scatterv_init(const void *sbuf, const int *scounts, const int *
     coll_gpu_dir_t sdir = is_root ? COLL_GPU_READ : COLL_GPU_NONE;
     coll_gpu_dir_t rdir = (is_root && MPI_IN_PLACE == rbuf)
                               ? COLL_GPU_NONE
-                              : pers_other_dir(root, COLL_GPU_WRITE);
+                              : pers_other_dir(comm, root, COLL_GPU_WRITE);
     coll_gpu_pers_t *p;
     int rc;
 

@@ -7,6 +7,9 @@
  *
  * Usage: test_persistent dev     every rank's buffers in device memory
  *        test_persistent mixed   even ranks device, odd ranks host memory
+ *        test_persistent inter   an intercommunicator of the first and second half of the
+ *                                ranks: allreduce, bcast, reduce, allgather, gather, scatter,
+ *                                alltoall (roots MPI_ROOT / MPI_PROC_NULL in the first half)
  *
  * Without coll/gpu's persistent path the component below it (libnbc) runs its schedule on the
  * device pointers: on the emulated device, whose memory the host cannot touch, the program
@@ -363,6 +366,211 @@ static int init(coll_t c, const case_t *k, int P, int me, void *sbuf, void *rbuf
     }
 }
 
+/* ---- intercommunicators ------------------------------------------------------------------ */
+
+/* The intercommunicator cases: MPI_COMM_WORLD split into a first half (group A, where the
+ * rooted calls have their root) and the rest (group B). */
+typedef enum {
+    I_ALLREDUCE,
+    I_BCAST,
+    I_REDUCE,
+    I_ALLGATHER,
+    I_GATHER,
+    I_SCATTER,
+    I_ALLTOALL,
+    I_COUNT
+} icoll_t;
+
+static const char *const icoll_names[I_COUNT] = {
+    "MPI_Allreduce_init", "MPI_Bcast_init", "MPI_Reduce_init", "MPI_Allgather_init",
+    "MPI_Gather_init",    "MPI_Scatter_init", "MPI_Alltoall_init"};
+
+/* One intercommunicator case on rank `me` of MPI_COMM_WORLD; local rank lr in group in_a (A)
+ * or B; remote rank r has world rank rw0 + r.  Returns the TAP verdict's inputs. */
+static void run_inter_case(icoll_t c, MPI_Comm inter, int in_a, int lr, int nremote, int rw0,
+                           int aw0, char *diag, int *ok_out, int *starts_out)
+{
+    mt_mem_t kind = MT_MEM_DEVICE;
+    size_t sn = 0, rn = 0;
+    int me = mt_rank, ok = 1, starts_ok = 0, rc, root;
+    void *sbuf = NULL, *rbuf = NULL;
+    MPI_Request req = MPI_REQUEST_NULL;
+    int32_t *sin, *rin, *rexp;
+
+    /* rooted calls: the root is A's local rank 0 */
+    root = in_a ? (0 == lr ? MPI_ROOT : MPI_PROC_NULL) : 0;
+    switch (c) {
+    case I_ALLREDUCE: sn = N; rn = N; break;
+    case I_BCAST: rn = (in_a && 0 != lr) ? 0 : N; break;
+    case I_REDUCE: sn = in_a ? 0 : N; rn = (MPI_ROOT == root) ? N : 0; break;
+    case I_ALLGATHER: sn = N; rn = (size_t) nremote * N; break;
+    case I_GATHER: sn = in_a ? 0 : N; rn = (MPI_ROOT == root) ? (size_t) nremote * N : 0; break;
+    case I_SCATTER: sn = (MPI_ROOT == root) ? (size_t) nremote * N : 0; rn = in_a ? 0 : N; break;
+    case I_ALLTOALL: sn = (size_t) nremote * N; rn = (size_t) nremote * N; break;
+    default: break;
+    }
+    if (0 < sn) {
+        sbuf = mt_mem_alloc(kind, sn * 4);
+        ok = ok && NULL != sbuf;
+    }
+    if (0 < rn) {
+        rbuf = mt_mem_alloc(kind, rn * 4);
+        ok = ok && NULL != rbuf;
+    }
+    if (!mt_agree(ok)) {
+        *ok_out = 0;
+        *starts_out = 0;
+        mt_diag_add(diag, "allocation failed");
+        mt_mem_free(kind, sbuf);
+        mt_mem_free(kind, rbuf);
+        return;
+    }
+    switch (c) {
+    case I_ALLREDUCE:
+        rc = MPI_Allreduce_init(sbuf, rbuf, N, MPI_INT, MPI_SUM, inter, MPI_INFO_NULL, &req);
+        break;
+    case I_BCAST:
+        rc = MPI_Bcast_init(rbuf, N, MPI_INT, root, inter, MPI_INFO_NULL, &req);
+        break;
+    case I_REDUCE:
+        rc = MPI_Reduce_init(sbuf, rbuf, N, MPI_INT, MPI_SUM, root, inter, MPI_INFO_NULL, &req);
+        break;
+    case I_ALLGATHER:
+        rc = MPI_Allgather_init(sbuf, N, MPI_INT, rbuf, N, MPI_INT, inter, MPI_INFO_NULL, &req);
+        break;
+    case I_GATHER:
+        rc = MPI_Gather_init(sbuf, N, MPI_INT, rbuf, N, MPI_INT, root, inter, MPI_INFO_NULL,
+                             &req);
+        break;
+    case I_SCATTER:
+        rc = MPI_Scatter_init(sbuf, N, MPI_INT, rbuf, N, MPI_INT, root, inter, MPI_INFO_NULL,
+                              &req);
+        break;
+    default:
+        rc = MPI_Alltoall_init(sbuf, N, MPI_INT, rbuf, N, MPI_INT, inter, MPI_INFO_NULL, &req);
+        break;
+    }
+    if (MPI_SUCCESS != rc) {
+        mt_diag_add(diag, "%s: %s; ", icoll_names[c], mt_mpi_error(rc));
+        ok = 0;
+    }
+    sin = calloc(sn + 1, 4);
+    rin = calloc(rn + 1, 4);
+    rexp = calloc(rn + 1, 4);
+    for (int it = 0; MPI_REQUEST_NULL != req && it < STARTS; ++it) {
+        int start_ok = 1;
+        for (size_t j = 0; j < sn; ++j) {
+            sin[j] = val(me, it, (int) j);
+        }
+        for (size_t j = 0; j < rn; ++j) {
+            rin[j] = POISON;
+            rexp[j] = POISON;
+        }
+        switch (c) {
+        case I_ALLREDUCE: case I_REDUCE: /* the remote group's sum */
+            for (int i = 0; 0 < rn && i < N; ++i) {
+                int32_t v = 0;
+                for (int r = 0; r < nremote; ++r) {
+                    v += val(rw0 + r, it, i);
+                }
+                rexp[i] = v;
+            }
+            break;
+        case I_BCAST:
+            for (int i = 0; 0 < rn && i < N; ++i) {
+                rexp[i] = val(aw0, it, i);
+                if (MPI_ROOT == root) {
+                    rin[i] = rexp[i];
+                }
+            }
+            break;
+        case I_ALLGATHER: case I_GATHER:
+            for (int r = 0; 0 < rn && r < nremote; ++r) {
+                for (int i = 0; i < N; ++i) {
+                    rexp[r * N + i] = val(rw0 + r, it, i);
+                }
+            }
+            break;
+        case I_SCATTER:
+            for (int i = 0; 0 < rn && i < N; ++i) {
+                rexp[i] = val(aw0, it, lr * N + i);
+            }
+            break;
+        default: /* alltoall: block r from remote rank r, its block for me */
+            for (int r = 0; r < nremote; ++r) {
+                for (int i = 0; i < N; ++i) {
+                    rexp[r * N + i] = val(rw0 + r, it, lr * N + i);
+                }
+            }
+            break;
+        }
+        if ((0 < sn && 0 != mt_mem_put(kind, sbuf, sin, sn * 4))
+            || (0 < rn && 0 != mt_mem_put(kind, rbuf, rin, rn * 4))) {
+            start_ok = 0;
+        }
+        rc = MPI_Start(&req);
+        if (MPI_SUCCESS == rc) {
+            rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
+        }
+        if (MPI_SUCCESS != rc) {
+            mt_diag_add(diag, "start %d: %s; ", it, mt_mpi_error(rc));
+            start_ok = 0;
+        }
+        if (start_ok && 0 < rn && 0 != mt_mem_get(kind, rin, rbuf, rn * 4)) {
+            start_ok = 0;
+        }
+        for (size_t j = 0; start_ok && j < rn; ++j) {
+            if (rin[j] != rexp[j]) {
+                mt_diag_add(diag, "start %d: element %zu: expected %d got %d; ", it, j,
+                            (int) rexp[j], (int) rin[j]);
+                start_ok = 0;
+            }
+        }
+        starts_ok += start_ok;
+        ok = ok && start_ok;
+    }
+    if (MPI_REQUEST_NULL != req && MPI_SUCCESS != MPI_Request_free(&req)) {
+        mt_diag_add(diag, "MPI_Request_free failed; ");
+        ok = 0;
+    }
+    free(sin);
+    free(rin);
+    free(rexp);
+    mt_mem_free(kind, sbuf);
+    mt_mem_free(kind, rbuf);
+    *ok_out = ok;
+    *starts_out = starts_ok;
+}
+
+static int run_inter(void)
+{
+    int na = mt_size / 2, in_a = mt_rank < na, lr, nremote, rw0;
+    MPI_Comm local, inter;
+    char diag[MT_DIAG_LEN];
+
+    if (mt_size < 2) {
+        mt_skip_all("an intercommunicator needs 2 ranks or more");
+    }
+    MPI_Comm_split(MPI_COMM_WORLD, in_a, mt_rank, &local);
+    MPI_Intercomm_create(local, 0, MPI_COMM_WORLD, in_a ? na : 0, 77, &inter);
+    MPI_Comm_rank(local, &lr);
+    MPI_Comm_remote_size(inter, &nremote);
+    rw0 = in_a ? na : 0;
+    tap_diag("%d ranks: an intercommunicator of %d and %d, device buffers, %d starts per request",
+             mt_size, na, mt_size - na, STARTS);
+    for (int ci = 0; ci < I_COUNT; ++ci) {
+        int ok = 0, starts_ok = 0;
+        mt_set_case(icoll_names[ci]);
+        diag[0] = '\0';
+        run_inter_case((icoll_t) ci, inter, in_a, lr, nremote, rw0, 0, diag, &ok, &starts_ok);
+        mt_check(ok, diag, "%s on an intercommunicator, device buffers: %d of %d starts right",
+                 icoll_names[ci], starts_ok, STARTS);
+    }
+    MPI_Comm_free(&inter);
+    MPI_Comm_free(&local);
+    return mt_finish();
+}
+
 int main(int argc, char **argv)
 {
     int mixed = 0;
@@ -377,6 +585,9 @@ int main(int argc, char **argv)
     }
     if (mt_size > 64) {
         mt_skip_all("more than 64 ranks");
+    }
+    if (argc > 1 && 0 == strcmp(argv[1], "inter")) {
+        return run_inter();
     }
     tap_diag("%d ranks, %s buffers, %d starts per request", mt_size,
              mixed ? "device (even ranks) and host (odd ranks)" : "device", STARTS);
