@@ -175,6 +175,7 @@ typedef struct mca_coll_gpu_module_t {
     COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR(COLL_GPU_DECLARE_SAVED_NEIGHBOR)
     COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR_NB(COLL_GPU_DECLARE_SAVED_NEIGHBOR)
     COLL_GPU_FOREACH_INTERCEPTED_INIT(COLL_GPU_DECLARE_SAVED) /* 5.0 only (coll_gpu_compat.h) */
+    COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR_INIT(COLL_GPU_DECLARE_SAVED_NEIGHBOR) /* 5.0 only */
 
     bool enabled;               /* enable() saved the fallbacks above */
     /* Inside one of our calls that agrees on the path (coll_gpu_uniform_buffers false): the

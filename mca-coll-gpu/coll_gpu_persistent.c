@@ -2,7 +2,8 @@
  * coll_gpu_persistent.c - MPI-4's persistent collectives on device buffers (Open MPI 5.0):
  * MPI_Allgather(v)_init, MPI_Allreduce_init, MPI_Alltoall(v,w)_init, MPI_Bcast_init,
  * MPI_Exscan_init, MPI_Gather(v)_init, MPI_Reduce_init, MPI_Reduce_scatter(_block)_init,
- * MPI_Scan_init, MPI_Scatter(v)_init, on intra- and intercommunicators.
+ * MPI_Scan_init, MPI_Scatter(v)_init, on intra- and intercommunicators, and
+ * MPI_Neighbor_allgather(v)_init, MPI_Neighbor_alltoall(v,w)_init.
  *
  * The component below coll/gpu (libnbc in 5.0) builds a schedule at init time and runs it at
  * every MPI_Start; its schedule reads and writes the buffers it was given with host loads and
@@ -29,13 +30,14 @@
  * A failed copy still starts the collective with what the bounce memory holds (the peers would
  * wait for this rank otherwise) and completes the request with the error.  Host buffers on
  * both sides go straight to the saved module, untouched.  There is no GPU fast path for them
- * yet; the neighborhood _init calls are left to the saved module.
+ * yet.
  */
 #include "ompi_config.h"
 
 #include <stdlib.h>
 
 #include "ompi/errhandler/errcode-internal.h"
+#include "ompi/mca/topo/base/base.h"
 #include "ompi/request/request.h"
 
 #include "coll_gpu.h"
@@ -835,5 +837,180 @@ int mca_coll_gpu_alltoallw_init(const void *sbuf, const int *scounts, const int 
     rc = m->prev_alltoallw_init.fn(in_place ? MPI_IN_PLACE : pers_sview(p), scounts, sdisps,
                                    sdtypes, pers_rview(p), rcounts, rdisps, rdtypes, comm, info,
                                    request, m->prev_alltoallw_init.module);
+    return pers_attach(p, rc, request);
+}
+
+/* ---- neighborhood collectives -------------------------------------------------------------- */
+
+/* The number of blocks a rank receives (indegree) and sends (outdegree) on comm; false when
+ * comm has no topology (then the saved module answers the erroneous call). */
+static bool pers_degrees(struct ompi_communicator_t *comm, int *indegree, int *outdegree)
+{
+    *indegree = 0;
+    *outdegree = 0;
+    return OMPI_COMM_IS_TOPO(comm)
+           && OMPI_SUCCESS == mca_topo_base_neighbor_count(comm, indegree, outdegree);
+}
+
+/* The receive buffers of the neighborhood calls are read and written: a block from an
+ * MPI_PROC_NULL neighbor (the edges of a non-periodic cartesian topology) is not written and
+ * must keep what it held. */
+int mca_coll_gpu_neighbor_allgather_init(const void *sbuf, int scount,
+                                         struct ompi_datatype_t *sdtype, void *rbuf, int rcount,
+                                         struct ompi_datatype_t *rdtype,
+                                         struct ompi_communicator_t *comm,
+                                         struct ompi_info_t *info, ompi_request_t **request,
+                                         mca_coll_base_module_t *module)
+{
+    static const char *const name = "neighbor_allgather_init";
+    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    coll_gpu_pers_t *p;
+    int indeg, outdeg, rc;
+
+    if (mca_coll_gpu_both_host(sbuf, rbuf) || !pers_degrees(comm, &indeg, &outdeg)) {
+        return m->prev_neighbor_allgather_init.fn(sbuf, scount, sdtype, rbuf, rcount, rdtype,
+                                                  comm, info, request,
+                                                  m->prev_neighbor_allgather_init.module);
+    }
+    pers_log(name, comm, mca_coll_gpu_call_bytes(rdtype, (size_t) rcount * (size_t) indeg),
+             rdtype, NULL);
+    rc = pers_stage(m, comm, name, sbuf, COLL_GPU_LAYOUT(sdtype, scount), COLL_GPU_READ, rbuf,
+                    COLL_GPU_LAYOUT(rdtype, (size_t) rcount * (size_t) indeg),
+                    COLL_GPU_READWRITE, &p);
+    if (OMPI_SUCCESS != rc) {
+        return rc;
+    }
+    rc = m->prev_neighbor_allgather_init.fn(pers_sview(p), scount, sdtype, pers_rview(p), rcount,
+                                            rdtype, comm, info, request,
+                                            m->prev_neighbor_allgather_init.module);
+    return pers_attach(p, rc, request);
+}
+
+int mca_coll_gpu_neighbor_allgatherv_init(const void *sbuf, int scount,
+                                          struct ompi_datatype_t *sdtype, void *rbuf,
+                                          const int *rcounts, const int *disps,
+                                          struct ompi_datatype_t *rdtype,
+                                          struct ompi_communicator_t *comm,
+                                          struct ompi_info_t *info, ompi_request_t **request,
+                                          mca_coll_base_module_t *module)
+{
+    static const char *const name = "neighbor_allgatherv_init";
+    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    coll_gpu_pers_t *p;
+    int indeg, outdeg, rc;
+
+    if (mca_coll_gpu_both_host(sbuf, rbuf) || !pers_degrees(comm, &indeg, &outdeg)) {
+        return m->prev_neighbor_allgatherv_init.fn(sbuf, scount, sdtype, rbuf, rcounts, disps,
+                                                   rdtype, comm, info, request,
+                                                   m->prev_neighbor_allgatherv_init.module);
+    }
+    pers_log(name, comm, mca_coll_gpu_call_bytes(sdtype, (size_t) scount), sdtype, NULL);
+    rc = pers_stage(m, comm, name, sbuf, COLL_GPU_LAYOUT(sdtype, scount), COLL_GPU_READ, rbuf,
+                    COLL_GPU_LAYOUT_V(rdtype, indeg, rcounts, disps), COLL_GPU_READWRITE, &p);
+    if (OMPI_SUCCESS != rc) {
+        return rc;
+    }
+    rc = m->prev_neighbor_allgatherv_init.fn(pers_sview(p), scount, sdtype, pers_rview(p),
+                                             rcounts, disps, rdtype, comm, info, request,
+                                             m->prev_neighbor_allgatherv_init.module);
+    return pers_attach(p, rc, request);
+}
+
+int mca_coll_gpu_neighbor_alltoall_init(const void *sbuf, int scount,
+                                        struct ompi_datatype_t *sdtype, void *rbuf, int rcount,
+                                        struct ompi_datatype_t *rdtype,
+                                        struct ompi_communicator_t *comm,
+                                        struct ompi_info_t *info, ompi_request_t **request,
+                                        mca_coll_base_module_t *module)
+{
+    static const char *const name = "neighbor_alltoall_init";
+    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    coll_gpu_pers_t *p;
+    int indeg, outdeg, rc;
+
+    if (mca_coll_gpu_both_host(sbuf, rbuf) || !pers_degrees(comm, &indeg, &outdeg)) {
+        return m->prev_neighbor_alltoall_init.fn(sbuf, scount, sdtype, rbuf, rcount, rdtype,
+                                                 comm, info, request,
+                                                 m->prev_neighbor_alltoall_init.module);
+    }
+    pers_log(name, comm, mca_coll_gpu_call_bytes(rdtype, (size_t) rcount * (size_t) indeg),
+             rdtype, NULL);
+    rc = pers_stage(m, comm, name, sbuf,
+                    COLL_GPU_LAYOUT(sdtype, (size_t) scount * (size_t) outdeg), COLL_GPU_READ,
+                    rbuf, COLL_GPU_LAYOUT(rdtype, (size_t) rcount * (size_t) indeg),
+                    COLL_GPU_READWRITE, &p);
+    if (OMPI_SUCCESS != rc) {
+        return rc;
+    }
+    rc = m->prev_neighbor_alltoall_init.fn(pers_sview(p), scount, sdtype, pers_rview(p), rcount,
+                                           rdtype, comm, info, request,
+                                           m->prev_neighbor_alltoall_init.module);
+    return pers_attach(p, rc, request);
+}
+
+int mca_coll_gpu_neighbor_alltoallv_init(const void *sbuf, const int *scounts,
+                                         const int *sdisps, struct ompi_datatype_t *sdtype,
+                                         void *rbuf, const int *rcounts, const int *rdisps,
+                                         struct ompi_datatype_t *rdtype,
+                                         struct ompi_communicator_t *comm,
+                                         struct ompi_info_t *info, ompi_request_t **request,
+                                         mca_coll_base_module_t *module)
+{
+    static const char *const name = "neighbor_alltoallv_init";
+    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    coll_gpu_pers_t *p;
+    int indeg, outdeg, rc;
+
+    if (mca_coll_gpu_both_host(sbuf, rbuf) || !pers_degrees(comm, &indeg, &outdeg)) {
+        return m->prev_neighbor_alltoallv_init.fn(sbuf, scounts, sdisps, sdtype, rbuf, rcounts,
+                                                  rdisps, rdtype, comm, info, request,
+                                                  m->prev_neighbor_alltoallv_init.module);
+    }
+    pers_log(name, comm, 0, rdtype, NULL);
+    rc = pers_stage(m, comm, name, sbuf, COLL_GPU_LAYOUT_V(sdtype, outdeg, scounts, sdisps),
+                    COLL_GPU_READ, rbuf, COLL_GPU_LAYOUT_V(rdtype, indeg, rcounts, rdisps),
+                    COLL_GPU_READWRITE, &p);
+    if (OMPI_SUCCESS != rc) {
+        return rc;
+    }
+    rc = m->prev_neighbor_alltoallv_init.fn(pers_sview(p), scounts, sdisps, sdtype,
+                                            pers_rview(p), rcounts, rdisps, rdtype, comm, info,
+                                            request, m->prev_neighbor_alltoallv_init.module);
+    return pers_attach(p, rc, request);
+}
+
+int mca_coll_gpu_neighbor_alltoallw_init(const void *sbuf, const int *scounts,
+                                         const MPI_Aint *sdisps,
+                                         struct ompi_datatype_t *const *sdtypes, void *rbuf,
+                                         const int *rcounts, const MPI_Aint *rdisps,
+                                         struct ompi_datatype_t *const *rdtypes,
+                                         struct ompi_communicator_t *comm,
+                                         struct ompi_info_t *info, ompi_request_t **request,
+                                         mca_coll_base_module_t *module)
+{
+    static const char *const name = "neighbor_alltoallw_init";
+    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    dev_mem_kind_t skind = mca_coll_gpu_classify(sbuf), rkind = mca_coll_gpu_classify(rbuf);
+    coll_gpu_pers_t *p;
+    ptrdiff_t slo, rlo;
+    size_t slen, rlen;
+    int indeg, outdeg, rc;
+
+    if ((mca_coll_gpu_is_host(skind) && mca_coll_gpu_is_host(rkind))
+        || !pers_degrees(comm, &indeg, &outdeg)) {
+        return m->prev_neighbor_alltoallw_init.fn(sbuf, scounts, sdisps, sdtypes, rbuf, rcounts,
+                                                  rdisps, rdtypes, comm, info, request,
+                                                  m->prev_neighbor_alltoallw_init.module);
+    }
+    pers_log(name, comm, 0, NULL, NULL);
+    mca_coll_gpu_span_w_aint(outdeg, scounts, sdisps, sdtypes, &slo, &slen);
+    mca_coll_gpu_span_w_aint(indeg, rcounts, rdisps, rdtypes, &rlo, &rlen);
+    rc = pers_stage_spans(m, comm, name, sbuf, skind, slo, slen, rbuf, rkind, rlo, rlen, &p);
+    if (OMPI_SUCCESS != rc) {
+        return rc;
+    }
+    rc = m->prev_neighbor_alltoallw_init.fn(pers_sview(p), scounts, sdisps, sdtypes,
+                                            pers_rview(p), rcounts, rdisps, rdtypes, comm, info,
+                                            request, m->prev_neighbor_alltoallw_init.module);
     return pers_attach(p, rc, request);
 }

@@ -82,6 +82,40 @@ int mca_coll_gpu_alltoallw_init(const void *sbuf, const int *scounts, const int 
                                 struct ompi_datatype_t *const *rdtypes,
                                 struct ompi_communicator_t *comm, struct ompi_info_t *info,
                                 ompi_request_t **request, mca_coll_base_module_t *module);
+int mca_coll_gpu_neighbor_allgather_init(const void *sbuf, int scount,
+                                         struct ompi_datatype_t *sdtype, void *rbuf, int rcount,
+                                         struct ompi_datatype_t *rdtype,
+                                         struct ompi_communicator_t *comm,
+                                         struct ompi_info_t *info, ompi_request_t **request,
+                                         mca_coll_base_module_t *module);
+int mca_coll_gpu_neighbor_allgatherv_init(const void *sbuf, int scount,
+                                          struct ompi_datatype_t *sdtype, void *rbuf,
+                                          const int *rcounts, const int *disps,
+                                          struct ompi_datatype_t *rdtype,
+                                          struct ompi_communicator_t *comm,
+                                          struct ompi_info_t *info, ompi_request_t **request,
+                                          mca_coll_base_module_t *module);
+int mca_coll_gpu_neighbor_alltoall_init(const void *sbuf, int scount,
+                                        struct ompi_datatype_t *sdtype, void *rbuf, int rcount,
+                                        struct ompi_datatype_t *rdtype,
+                                        struct ompi_communicator_t *comm,
+                                        struct ompi_info_t *info, ompi_request_t **request,
+                                        mca_coll_base_module_t *module);
+int mca_coll_gpu_neighbor_alltoallv_init(const void *sbuf, const int *scounts,
+                                         const int *sdisps, struct ompi_datatype_t *sdtype,
+                                         void *rbuf, const int *rcounts, const int *rdisps,
+                                         struct ompi_datatype_t *rdtype,
+                                         struct ompi_communicator_t *comm,
+                                         struct ompi_info_t *info, ompi_request_t **request,
+                                         mca_coll_base_module_t *module);
+int mca_coll_gpu_neighbor_alltoallw_init(const void *sbuf, const int *scounts,
+                                         const MPI_Aint *sdisps,
+                                         struct ompi_datatype_t *const *sdtypes, void *rbuf,
+                                         const int *rcounts, const MPI_Aint *rdisps,
+                                         struct ompi_datatype_t *const *rdtypes,
+                                         struct ompi_communicator_t *comm,
+                                         struct ompi_info_t *info, ompi_request_t **request,
+                                         mca_coll_base_module_t *module);
 
 END_C_DECLS
 

@@ -7,6 +7,9 @@
  *
  * Usage: test_persistent dev     every rank's buffers in device memory
  *        test_persistent mixed   even ranks device, odd ranks host memory
+ *        test_persistent neighbor  the neighborhood collectives on a periodic and a
+ *                                non-periodic 1-D cartesian topology (MPI_PROC_NULL blocks
+ *                                keep their poison)
  *        test_persistent inter   an intercommunicator of the first and second half of the
  *                                ranks: allreduce, bcast, reduce, allgather, gather, scatter,
  *                                alltoall (roots MPI_ROOT / MPI_PROC_NULL in the first half)
@@ -571,6 +574,202 @@ static int run_inter(void)
     return mt_finish();
 }
 
+/* ---- neighborhood collectives ------------------------------------------------------------ */
+
+/* On a 1-D cartesian topology every rank has two neighbors, left (block 0) and right (block 1);
+ * without periods the ends have MPI_PROC_NULL there, whose blocks must keep their poison. */
+typedef enum {
+    NB_ALLGATHER,
+    NB_ALLGATHERV,
+    NB_ALLTOALL,
+    NB_ALLTOALLV,
+    NB_ALLTOALLW,
+    NB_COUNT
+} ncoll_t;
+
+static const char *const ncoll_names[NB_COUNT] = {
+    "MPI_Neighbor_allgather_init", "MPI_Neighbor_allgatherv_init", "MPI_Neighbor_alltoall_init",
+    "MPI_Neighbor_alltoallv_init", "MPI_Neighbor_alltoallw_init"};
+
+static int nb_scount(int r) /* allgatherv: what rank r sends */
+{
+    return N + r % 3;
+}
+
+static int nb_count(int s, int k) /* alltoallv/w: what rank s sends to its neighbor k */
+{
+    return 1 + (s + k) % 3;
+}
+
+static void run_neighbor_case(ncoll_t c, MPI_Comm cart, int periodic, char *diag, int *ok_out,
+                              int *starts_out)
+{
+    mt_mem_t kind = MT_MEM_DEVICE;
+    int me = mt_rank, P = mt_size, ok = 1, starts_ok = 0, rc;
+    int nbr[2], scounts[2], sdispls[2], rcounts[2], rdispls[2];
+    MPI_Aint sdispa[2], rdispa[2];
+    MPI_Datatype types[2] = {MPI_INT, MPI_INT};
+    size_t sn = 0, rn = 0;
+    void *sbuf, *rbuf;
+    int32_t *sin, *rin, *rexp;
+    MPI_Request req = MPI_REQUEST_NULL;
+
+    nbr[0] = periodic ? (me + P - 1) % P : (0 < me ? me - 1 : MPI_PROC_NULL);
+    nbr[1] = periodic ? (me + 1) % P : (me + 1 < P ? me + 1 : MPI_PROC_NULL);
+    for (int k = 0; k < 2; ++k) {
+        switch (c) {
+        case NB_ALLGATHER: case NB_ALLTOALL:
+            scounts[k] = N;
+            rcounts[k] = N;
+            break;
+        case NB_ALLGATHERV:
+            scounts[k] = nb_scount(me);
+            rcounts[k] = MPI_PROC_NULL == nbr[k] ? 1 : nb_scount(nbr[k]);
+            break;
+        default: /* from my neighbor k, the block it sends to its neighbor 1 - k (me) */
+            scounts[k] = nb_count(me, k);
+            rcounts[k] = MPI_PROC_NULL == nbr[k] ? 1 : nb_count(nbr[k], 1 - k);
+            break;
+        }
+    }
+    /* the v and w calls with GAP ints of poison between the blocks, the others dense */
+    {
+        int gap = (NB_ALLGATHER == c || NB_ALLTOALL == c) ? 0 : GAP;
+        sdispls[0] = 0;
+        sdispls[1] = (NB_ALLGATHER == c || NB_ALLGATHERV == c) ? 0 : scounts[0] + gap;
+        rdispls[0] = 0;
+        rdispls[1] = rcounts[0] + gap;
+    }
+    sn = (NB_ALLGATHER == c || NB_ALLGATHERV == c) ? (size_t) scounts[0]
+                                                  : (size_t) (sdispls[1] + scounts[1]);
+    rn = (size_t) (rdispls[1] + rcounts[1]);
+    for (int k = 0; k < 2; ++k) {
+        sdispa[k] = (MPI_Aint) sdispls[k] * 4;
+        rdispa[k] = (MPI_Aint) rdispls[k] * 4;
+    }
+    sbuf = mt_mem_alloc(kind, sn * 4);
+    rbuf = mt_mem_alloc(kind, rn * 4);
+    if (!mt_agree(NULL != sbuf && NULL != rbuf)) {
+        mt_diag_add(diag, "allocation failed");
+        *ok_out = 0;
+        *starts_out = 0;
+        mt_mem_free(kind, sbuf);
+        mt_mem_free(kind, rbuf);
+        return;
+    }
+    switch (c) {
+    case NB_ALLGATHER:
+        rc = MPI_Neighbor_allgather_init(sbuf, N, MPI_INT, rbuf, N, MPI_INT, cart, MPI_INFO_NULL,
+                                         &req);
+        break;
+    case NB_ALLGATHERV:
+        rc = MPI_Neighbor_allgatherv_init(sbuf, scounts[0], MPI_INT, rbuf, rcounts, rdispls,
+                                          MPI_INT, cart, MPI_INFO_NULL, &req);
+        break;
+    case NB_ALLTOALL:
+        rc = MPI_Neighbor_alltoall_init(sbuf, N, MPI_INT, rbuf, N, MPI_INT, cart, MPI_INFO_NULL,
+                                        &req);
+        break;
+    case NB_ALLTOALLV:
+        rc = MPI_Neighbor_alltoallv_init(sbuf, scounts, sdispls, MPI_INT, rbuf, rcounts,
+                                         rdispls, MPI_INT, cart, MPI_INFO_NULL, &req);
+        break;
+    default:
+        rc = MPI_Neighbor_alltoallw_init(sbuf, scounts, sdispa, types, rbuf, rcounts, rdispa,
+                                         types, cart, MPI_INFO_NULL, &req);
+        break;
+    }
+    if (MPI_SUCCESS != rc) {
+        mt_diag_add(diag, "%s: %s; ", ncoll_names[c], mt_mpi_error(rc));
+        ok = 0;
+    }
+    sin = calloc(sn + 1, 4);
+    rin = calloc(rn + 1, 4);
+    rexp = calloc(rn + 1, 4);
+    for (int it = 0; MPI_REQUEST_NULL != req && it < STARTS; ++it) {
+        int start_ok = 1;
+        /* element i of the block for neighbor k: val(me, it, 100 * k + i) (allgather: k = 0) */
+        for (size_t j = 0; j < sn; ++j) {
+            sin[j] = POISON;
+        }
+        for (int k = 0; k < 2; ++k) {
+            for (int i = 0; i < scounts[k]; ++i) {
+                int kk = (NB_ALLGATHER == c || NB_ALLGATHERV == c) ? 0 : k;
+                sin[sdispls[k] + i] = val(me, it, 100 * kk + i);
+            }
+        }
+        for (size_t j = 0; j < rn; ++j) {
+            rin[j] = POISON;
+            rexp[j] = POISON;
+        }
+        for (int k = 0; k < 2; ++k) {
+            int kk = (NB_ALLGATHER == c || NB_ALLGATHERV == c) ? 0 : 1 - k;
+            for (int i = 0; MPI_PROC_NULL != nbr[k] && i < rcounts[k]; ++i) {
+                rexp[rdispls[k] + i] = val(nbr[k], it, 100 * kk + i);
+            }
+        }
+        if (0 != mt_mem_put(kind, sbuf, sin, sn * 4)
+            || 0 != mt_mem_put(kind, rbuf, rin, rn * 4)) {
+            start_ok = 0;
+        }
+        rc = MPI_Start(&req);
+        if (MPI_SUCCESS == rc) {
+            rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
+        }
+        if (MPI_SUCCESS != rc) {
+            mt_diag_add(diag, "start %d: %s; ", it, mt_mpi_error(rc));
+            start_ok = 0;
+        }
+        if (start_ok && 0 != mt_mem_get(kind, rin, rbuf, rn * 4)) {
+            start_ok = 0;
+        }
+        for (size_t j = 0; start_ok && j < rn; ++j) {
+            if (rin[j] != rexp[j]) {
+                mt_diag_add(diag, "start %d: element %zu: expected %d got %d; ", it, j,
+                            (int) rexp[j], (int) rin[j]);
+                start_ok = 0;
+            }
+        }
+        starts_ok += start_ok;
+        ok = ok && start_ok;
+    }
+    if (MPI_REQUEST_NULL != req && MPI_SUCCESS != MPI_Request_free(&req)) {
+        mt_diag_add(diag, "MPI_Request_free failed; ");
+        ok = 0;
+    }
+    free(sin);
+    free(rin);
+    free(rexp);
+    mt_mem_free(kind, sbuf);
+    mt_mem_free(kind, rbuf);
+    *ok_out = ok;
+    *starts_out = starts_ok;
+}
+
+static int run_neighbor(void)
+{
+    char diag[MT_DIAG_LEN];
+
+    tap_diag("%d ranks on a 1-D cartesian topology, device buffers, %d starts per request",
+             mt_size, STARTS);
+    for (int periodic = 1; periodic >= 0; --periodic) {
+        MPI_Comm cart;
+        int dims[1] = {mt_size}, periods[1] = {periodic};
+        MPI_Cart_create(MPI_COMM_WORLD, 1, dims, periods, 0, &cart);
+        for (int ci = 0; ci < NB_COUNT; ++ci) {
+            int ok = 0, starts_ok = 0;
+            mt_set_case(ncoll_names[ci]);
+            diag[0] = '\0';
+            run_neighbor_case((ncoll_t) ci, cart, periodic, diag, &ok, &starts_ok);
+            mt_check(ok, diag, "%s on a %s ring, device buffers: %d of %d starts right",
+                     ncoll_names[ci], periodic ? "periodic" : "non-periodic", starts_ok,
+                     STARTS);
+        }
+        MPI_Comm_free(&cart);
+    }
+    return mt_finish();
+}
+
 int main(int argc, char **argv)
 {
     int mixed = 0;
@@ -588,6 +787,9 @@ int main(int argc, char **argv)
     }
     if (argc > 1 && 0 == strcmp(argv[1], "inter")) {
         return run_inter();
+    }
+    if (argc > 1 && 0 == strcmp(argv[1], "neighbor")) {
+        return run_neighbor();
     }
     tap_diag("%d ranks, %s buffers, %d starts per request", mt_size,
              mixed ? "device (even ranks) and host (odd ranks)" : "device", STARTS);
