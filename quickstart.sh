@@ -47,6 +47,38 @@ if [ ${#missing[@]} -gt 0 ]; then
     fi
 fi
 
+# ---- Open MPI 5.0 (Debian 13) --------------------------------------------------------------
+# Its internal headers include PMIx's, and Debian's libopenmpi-dev lacks three headers that its
+# other headers include: configure takes those from the source package of the same version
+# (--with-ompi-src; README, "Open MPI 5.0").
+ompi_version=$(ompi_info --version 2>/dev/null | sed -n '1s/.* v\([0-9.]*\).*/\1/p')
+if [ "${ompi_version%.*}" = 5.0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
+    && ! dpkg-query -W -f='${Status}' libpmix-dev 2>/dev/null | grep -q "install ok installed"; then
+    say "installing: libpmix-dev (Open MPI 5.0's internal headers include PMIx's)"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libpmix-dev >/dev/null
+fi
+if [ "${ompi_version%.*}" = 5.0 ] && [[ " ${CONFIGURE_FLAGS:-} " != *" --with-ompi-src="* ]]; then
+    incdir=$(mpicc --showme:incdirs 2>/dev/null | tr ' ' '\n' | grep '/openmpi$' | head -1)
+    if [ -n "$incdir" ] && [ ! -f "$incdir/opal/mca/threads/pthreads/threads_pthreads_mutex.h" ]; then
+        src=$here/.ompi-src
+        if [ ! -f "$src/VERSION" ]; then
+            [ "$(id -u)" = 0 ] || die "Open MPI $ompi_version's development headers are incomplete: run as root (to fetch its source package) or give CONFIGURE_FLAGS=--with-ompi-src=DIR"
+            say "fetching the source package of Open MPI $ompi_version (for headers libopenmpi-dev lacks)"
+            export DEBIAN_FRONTEND=noninteractive
+            apt-get install -y -qq --no-install-recommends dpkg-dev >/dev/null
+            if ! apt-get source --help >/dev/null 2>&1 || ! grep -rqs '^deb-src\|^Types:.*deb-src' /etc/apt/sources.list /etc/apt/sources.list.d/; then
+                die "no deb-src entry in apt's sources: add one (or give CONFIGURE_FLAGS=--with-ompi-src=DIR, an Open MPI $ompi_version source tree)"
+            fi
+            rm -rf "$src.get" && mkdir -p "$src.get"
+            (cd "$src.get" && apt-get source -qq "openmpi=$(dpkg-query -W -f='${Version}' libopenmpi-dev)" >/dev/null) \
+                || die "apt-get source openmpi failed"
+            rm -rf "$src" && mv "$(find "$src.get" -maxdepth 1 -type d -name 'openmpi-*' | head -1)" "$src"
+            rm -rf "$src.get"
+        fi
+        CONFIGURE_FLAGS="${CONFIGURE_FLAGS:-} --with-ompi-src=$src"
+    fi
+fi
+
 # ---- build and install -------------------------------------------------------------------
 say "building in $build, installing into $prefix"
 cd "$here"
@@ -67,6 +99,8 @@ make install >install.out 2>&1 || { tail -30 install.out; die "install failed"; 
 ompi_pkglibdir=$(ompi_info --parsable --path pkglibdir | cut -d: -f3-)
 export OMPI_MCA_mca_base_component_path="$prefix/lib/openmpi:$ompi_pkglibdir"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# 5.0's PMIx scans the same path and reports every file that is not a PMIx plugin
+[ "${ompi_version%.*}" = 5.0 ] && export PMIX_MCA_mca_base_component_show_load_errors=none
 export PATH="$prefix/bin:$PATH"
 if ompi_info 2>/dev/null | grep -q "MCA coll: gpu"; then
     say "ompi_info: $(ompi_info | grep 'MCA coll: gpu' | sed 's/^ *//')"

@@ -187,6 +187,8 @@ typedef struct mca_coll_gpu_module_t {
     COLL_GPU_FOREACH_INTERCEPTED_NB(COLL_GPU_DECLARE_SAVED)
     COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR(COLL_GPU_DECLARE_SAVED_NEIGHBOR)
     COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR_NB(COLL_GPU_DECLARE_SAVED_NEIGHBOR)
+    COLL_GPU_FOREACH_INTERCEPTED_INIT(COLL_GPU_DECLARE_SAVED) /* 5.0 only (coll_gpu_compat.h) */
+    COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR_INIT(COLL_GPU_DECLARE_SAVED_NEIGHBOR) /* 5.0 only */
 
     bool enabled;               /* enable() saved the fallbacks above */
     /* Inside one of our calls that agrees on the path (coll_gpu_uniform_buffers false): the
@@ -208,7 +210,7 @@ typedef struct mca_coll_gpu_module_t {
     coll_gpu_hier_t *hier;
 
     /* Modules created to fill slots nothing else provides (see coll_gpu_gapfill.c). */
-    mca_coll_base_module_t *gap_modules[4];
+    mca_coll_base_module_t *gap_modules[5]; /* one per provider (coll_gpu_gapfill.c) */
     int n_gap_modules;
 } mca_coll_gpu_module_t;
 

@@ -259,11 +259,19 @@ static int gpu_register(void)
 
 static int gpu_open(void)
 {
-    mca_coll_gpu_component.output = opal_output_open(NULL);
-    opal_output_set_verbosity(mca_coll_gpu_component.output, mca_coll_gpu_component.verbose);
+    char why[512];
+
     /* help-coll-gpu.txt: installed next to our data, or still in the source tree */
     (void) opal_show_help_add_dir(COLL_GPU_HELP_DIR);
     (void) opal_show_help_add_dir(COLL_GPU_SRC_HELP_DIR);
+    /* a module laid out for other headers than the running library's must not be handed out
+     * (coll_gpu_compat.h: 5.0.10 changed the layout without changing the API version) */
+    if (NULL != coll_gpu_runtime_mismatch(why, sizeof(why))) {
+        opal_show_help("help-coll-gpu.txt", "runtime-mismatch", true, why);
+        return OMPI_ERR_NOT_SUPPORTED;
+    }
+    mca_coll_gpu_component.output = opal_output_open(NULL);
+    opal_output_set_verbosity(mca_coll_gpu_component.output, mca_coll_gpu_component.verbose);
     return OMPI_SUCCESS;
 }
 

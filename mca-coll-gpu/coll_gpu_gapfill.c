@@ -10,11 +10,13 @@
  * communicator's own selection provides), coll/basic (blocking, neighborhood, and the
  * intercommunicator ones coll/inter lacks) and coll/libnbc (nonblocking, intercommunicators
  * included, with its progress engine) -- from the component repository, as the framework would
- * have had they been listed, and installs their functions in the empty slots, in that order.
+ * have had they been listed, and installs their functions in the empty slots, in that order;
+ * on Open MPI 5.0 with fault tolerance enabled (mpirun --with-ft ulfm) also coll/ftagree for the
+ * agreement slots (MPIX_Comm_agree, MPIX_Comm_iagree), which nothing else provides.
  * Nothing is loaded when no slot is empty (the default component list).
  *
- * Open MPI 4.1 lets the framework copy a module's pointers after enable; a slot that our own
- * module leaves NULL is not touched by it, so the provider's function and module are written
+ * Open MPI 4.1 and 5.0 let the framework copy a module's pointers after enable; a slot that our
+ * own module leaves NULL is not touched by it, so the provider's function and module are written
  * into the empty slot directly, with one reference per slot, which the framework's teardown
  * releases slot by slot exactly as for modules it installed itself.
  */
@@ -55,16 +57,24 @@
 
 /* The providers, in the order they are asked: self serves one-process communicators (where
  * some of basic's algorithms are broken in 4.1, e.g. MPI_Exscan), inter the intercommunicators
- * (ahead of basic, as its higher priority would put it), basic the blocking and neighborhood
- * collectives, libnbc the nonblocking ones.  module->gap_modules has room for each. */
-static const char *const provider_names[] = {"self", "inter", "basic", "libnbc"};
+ * (ahead of basic, as its higher priority would put it), on 5.0 with fault tolerance ftagree
+ * the agreement (ahead of basic, whose agreement ignores failures, as ftagree's higher priority
+ * would put it; ftagree declines where fault tolerance is off), basic the blocking and
+ * neighborhood collectives, libnbc the nonblocking ones.  module->gap_modules has room for
+ * each. */
+static const char *const provider_names[] = {"self", "inter" COLL_GPU_FT_PROVIDERS, "basic",
+                                             "libnbc"};
 #define N_PROVIDERS (int) (sizeof(provider_names) / sizeof(provider_names[0]))
+_Static_assert(sizeof(provider_names) / sizeof(provider_names[0])
+                   <= sizeof(((mca_coll_gpu_module_t *) 0)->gap_modules)
+                          / sizeof(((mca_coll_gpu_module_t *) 0)->gap_modules[0]),
+               "one gap_modules entry per provider");
 
 typedef struct gap_provider_t {
     bool tried;
     void *dl;                                   /* the provider's DSO */
-    const mca_coll_base_component_2_0_0_t *component;
-    const mca_coll_base_component_2_0_0_t *opened; /* open_component succeeded: close it at the end */
+    const coll_gpu_base_component_t *component;
+    const coll_gpu_base_component_t *opened; /* open_component succeeded: close it at the end */
 } gap_provider_t;
 
 static gap_provider_t providers[N_PROVIDERS];
@@ -77,6 +87,10 @@ static bool has_gap(struct ompi_communicator_t *comm)
     COLL_GPU_FOREACH_SLOT(COLL_GPU_GAP)
     if (!OMPI_COMM_IS_INTER(comm)) {
         COLL_GPU_FOREACH_INTRA_ONLY_SLOT(COLL_GPU_GAP)
+    }
+    /* 5.0 with fault tolerance enabled: MPIX_Comm_agree calls its slot unchecked */
+    if (COLL_GPU_FT_ENABLED()) {
+        COLL_GPU_FOREACH_FT_SLOT(COLL_GPU_GAP)
     }
 #undef COLL_GPU_GAP
     return false;
@@ -96,17 +110,37 @@ static bool framework_has(const char *name)
     return false;
 }
 
-/* Find the provider's DSO in the component repository, load it, register its parameters, open
- * it and run its init_query.  Leaves p->component NULL when that is not possible. */
+/* The provider when it is built into libmpi (Debian's 5.0 packages build every coll component
+ * in; 4.1's are DSOs): the framework's static list holds every built-in component, also those
+ * the user's component list left out. */
+static const coll_gpu_base_component_t *provider_static(const char *name)
+{
+    const mca_base_component_t **sc = ompi_coll_base_framework.framework_static_components;
+
+    for (int i = 0; NULL != sc && NULL != sc[i]; ++i) {
+        if (0 == strcmp(sc[i]->mca_component_name, name)) {
+            return (const coll_gpu_base_component_t *) sc[i];
+        }
+    }
+    return NULL;
+}
+
+/* Find the provider among the built-in components, else its DSO in the component repository
+ * (then load it), register its parameters, open it and run its init_query.  Leaves
+ * p->component NULL when that is not possible. */
 static void provider_load(gap_provider_t *p, const char *name)
 {
     opal_list_t *items = NULL;
     mca_base_component_repository_item_t *ri, *found = NULL;
-    const mca_coll_base_component_2_0_0_t *component;
+    const coll_gpu_base_component_t *component;
     char symbol[128];
     char path[4096];
 
     p->tried = true;
+    component = provider_static(name);
+    if (NULL != component) {
+        goto check;
+    }
     if (OPAL_SUCCESS != mca_base_component_repository_get_components(&ompi_coll_base_framework,
                                                                      &items)
         || NULL == items) {
@@ -136,7 +170,8 @@ static void provider_load(gap_provider_t *p, const char *name)
         return;
     }
     snprintf(symbol, sizeof(symbol), "mca_coll_%s_component", name);
-    component = (const mca_coll_base_component_2_0_0_t *) dlsym(p->dl, symbol);
+    component = (const coll_gpu_base_component_t *) dlsym(p->dl, symbol);
+check:
     if (NULL == component
         || 0 != strcmp(component->collm_version.mca_type_name, "coll")
         || component->collm_version.mca_type_major_version
@@ -144,10 +179,13 @@ static void provider_load(gap_provider_t *p, const char *name)
         || component->collm_version.mca_type_minor_version
                != mca_coll_gpu_component.super.collm_version.mca_type_minor_version
         || NULL == component->collm_comm_query) {
-        COLL_GPU_VERBOSE(COLL_GPU_LOG_ERROR, "coll:gpu:gapfill: %s is not a usable coll component",
-                         found->ri_path);
-        dlclose(p->dl);
-        p->dl = NULL;
+        COLL_GPU_VERBOSE(COLL_GPU_LOG_ERROR,
+                         "coll:gpu:gapfill: coll/%s (%s) is not a usable coll component", name,
+                         NULL != found ? found->ri_path : "built in");
+        if (NULL != p->dl) {
+            dlclose(p->dl);
+            p->dl = NULL;
+        }
         return;
     }
     if (NULL != component->collm_version.mca_register_component_params
@@ -204,6 +242,7 @@ int mca_coll_gpu_gapfill(mca_coll_gpu_module_t *module, struct ompi_communicator
     }
         COLL_GPU_FOREACH_SLOT(COLL_GPU_FILL)
         COLL_GPU_FOREACH_INTRA_ONLY_SLOT(COLL_GPU_FILL)
+        COLL_GPU_FOREACH_FT_SLOT(COLL_GPU_FILL)
 #undef COLL_GPU_FILL
         COLL_GPU_VERBOSE(COLL_GPU_LOG_QUERY, "coll:gpu:gapfill (cid %d): coll/%s fills %d slots",
                          coll_gpu_comm_cid(comm), provider_names[i], filled);

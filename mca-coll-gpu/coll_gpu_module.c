@@ -32,6 +32,7 @@
 #include "opal/util/show_help.h"
 
 #include "coll_gpu.h"
+#include "coll_gpu_persistent.h"
 
 static int gpu_module_enable(mca_coll_base_module_t *module, struct ompi_communicator_t *comm);
 static int gpu_module_disable(mca_coll_base_module_t *module, struct ompi_communicator_t *comm);
@@ -58,6 +59,8 @@ static void gpu_module_release(mca_coll_gpu_module_t *module)
     COLL_GPU_FOREACH_INTERCEPTED_NB(COLL_GPU_RELEASE_SAVED)
     COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR(COLL_GPU_RELEASE_SAVED)
     COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR_NB(COLL_GPU_RELEASE_SAVED)
+    COLL_GPU_FOREACH_INTERCEPTED_INIT(COLL_GPU_RELEASE_SAVED)
+    COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR_INIT(COLL_GPU_RELEASE_SAVED)
 #undef COLL_GPU_RELEASE_SAVED
     for (int i = 0; i < module->n_gap_modules; ++i) {
         OBJ_RELEASE(module->gap_modules[i]);
@@ -159,11 +162,14 @@ mca_coll_base_module_t *mca_coll_gpu_comm_query(struct ompi_communicator_t *comm
 #define COLL_GPU_SET_ENTRY(name) module->super.coll_##name = mca_coll_gpu_##name;
     if (module->inter) {
         COLL_GPU_FOREACH_INTER(COLL_GPU_SET_ENTRY)
+        COLL_GPU_FOREACH_INTER_INIT(COLL_GPU_SET_ENTRY)
     } else {
         COLL_GPU_FOREACH_INTERCEPTED(COLL_GPU_SET_ENTRY)
         COLL_GPU_FOREACH_INTERCEPTED_NB(COLL_GPU_SET_ENTRY)
         COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR(COLL_GPU_SET_ENTRY)
         COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR_NB(COLL_GPU_SET_ENTRY)
+        COLL_GPU_FOREACH_INTERCEPTED_INIT(COLL_GPU_SET_ENTRY)
+        COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR_INIT(COLL_GPU_SET_ENTRY)
     }
 #undef COLL_GPU_SET_ENTRY
 
@@ -204,6 +210,8 @@ static int gpu_module_enable(mca_coll_base_module_t *module, struct ompi_communi
     COLL_GPU_FOREACH_INTERCEPTED_NB(COLL_GPU_CHECK_SAVED)
     COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR(COLL_GPU_CHECK_SAVED)
     COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR_NB(COLL_GPU_CHECK_SAVED)
+    COLL_GPU_FOREACH_INTERCEPTED_INIT(COLL_GPU_CHECK_SAVED)
+    COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR_INIT(COLL_GPU_CHECK_SAVED)
 #undef COLL_GPU_CHECK_SAVED
 
 #define COLL_GPU_SAVE(name)                                           \
@@ -216,6 +224,8 @@ static int gpu_module_enable(mca_coll_base_module_t *module, struct ompi_communi
     COLL_GPU_FOREACH_INTERCEPTED_NB(COLL_GPU_SAVE)
     COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR(COLL_GPU_SAVE)
     COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR_NB(COLL_GPU_SAVE)
+    COLL_GPU_FOREACH_INTERCEPTED_INIT(COLL_GPU_SAVE)
+    COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR_INIT(COLL_GPU_SAVE)
 #undef COLL_GPU_SAVE
 
     m->enabled = true;

@@ -4,7 +4,7 @@
 #
 # check_decisions OUT DIR COLL ALG NP
 #   OUT   test_coll's TAP output (mpirun's stdout)
-#   DIR   the folder given to mpirun's --output-filename: each rank's coll_gpu_verbose log in a
+#   DIR   run-mpi.sh's COLL_GPU_TEST_RANK_LOGS folder: each rank's coll_gpu_verbose log in a
 #         file of its own (DIR/1/rank.N/stderr), since mpirun's merged stderr may cut one rank's
 #         line with a piece of another's
 #   COLL  allreduce | bcast;  ALG the forced algorithm, or "auto"

@@ -22,7 +22,8 @@ run() {
     np=$1 coll=$2 alg=$3 filter=$4 sections=$5
     shift 5
     rm -rf "$log.ranks"
-    COLL_GPU_MPIRUN_ARGS="--mca coll_gpu_${coll}_algorithm $alg --mca coll_gpu_verbose 10 --output-filename $log.ranks $*" \
+    COLL_GPU_MPIRUN_ARGS="--mca coll_gpu_${coll}_algorithm $alg --mca coll_gpu_verbose 10 $*" \
+    COLL_GPU_TEST_RANK_LOGS="$log.ranks" \
     COLL_GPU_TEST_FILTER="$filter" \
         "$RUN_MPI" "$np" "$MPI_TESTS/test_coll" --sections="$sections" >"$log" 2>"$log.err"
     rc=$?
@@ -58,7 +59,7 @@ for np in 2 3 4; do
     # 13 pieces on 2 ranks, 8 MiB hundreds on 4; in place and not, every type/op
     run "$np" allreduce fused "allreduce * dev *" types,sizes,modes \
         --mca coll_gpu_oneshot_slot_bytes 307200
-    many=$(grep -c "fused, [0-9][0-9][0-9]* piece(s) of up to" "$log")
+    many=$(grep -c "fused, [0-9][0-9][0-9]* piece(s) of up to" "$log".ranks/*/rank.*/stderr | awk -F: '{n += $NF} END {print n + 0}')
     [ $rc -eq 0 ] && [ $taken -eq 0 ] && [ "$ran" -gt 0 ] && [ "$many" -gt 0 ]
     t_ok $? "$np ranks, allreduce fused in 300 KiB slots: $ran cases pass, $many rank-calls of 10+ pieces"
     [ $rc -eq 0 ] && [ $taken -eq 0 ] && [ "$ran" -gt 0 ] && [ "$many" -gt 0 ] || t_diag "$log"
@@ -66,7 +67,7 @@ for np in 2 3 4; do
     # copy-engine two-shot in 4 KiB pieces: the 8 MiB case is hundreds of pieces per shard
     run "$np" allreduce twoshot_ce "allreduce * dev *" types,sizes,modes \
         --mca coll_gpu_chunk_bytes 4096
-    many=$(grep -c "twoshot_ce, shard of [0-9]* B in [0-9][0-9][0-9]* piece(s) of 4096 B" "$log")
+    many=$(grep -c "twoshot_ce, shard of [0-9]* B in [0-9][0-9][0-9]* piece(s) of 4096 B" "$log".ranks/*/rank.*/stderr | awk -F: '{n += $NF} END {print n + 0}')
     [ $rc -eq 0 ] && [ $taken -eq 0 ] && [ "$ran" -gt 0 ] && [ "$many" -gt 0 ]
     t_ok $? "$np ranks, allreduce twoshot_ce in 4 KiB pieces: $ran cases pass, $many rank-calls of 100+ pieces"
     [ $rc -eq 0 ] && [ $taken -eq 0 ] && [ "$ran" -gt 0 ] && [ "$many" -gt 0 ] || t_diag "$log"

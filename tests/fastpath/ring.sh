@@ -25,8 +25,8 @@ else
 fi
 # each rank's log in a file of its own: mpirun's merged stderr may cut one rank's line with
 # another's, and the lines are counted
-COLL_GPU_MPIRUN_ARGS="$COLL_GPU_MPIRUN_ARGS --output-filename $log.ranks"
-export COLL_GPU_MPIRUN_ARGS
+COLL_GPU_TEST_RANK_LOGS=$log.ranks
+export COLL_GPU_MPIRUN_ARGS COLL_GPU_TEST_RANK_LOGS
 rm -rf "$log.ranks"
 "$RUN_MPI" 4 "$top_builddir/tests/fastpath/test_ring" >"$log" 2>"$log.err"
 rc=$?

@@ -26,7 +26,8 @@ for np in 2 4; do
         shift 2
         coll=${var%%_algorithm}
         rm -rf "$log.ranks"
-        COLL_GPU_MPIRUN_ARGS="--mca coll_gpu_$var $val --mca coll_gpu_verbose 10 --output-filename $log.ranks $*" \
+        COLL_GPU_MPIRUN_ARGS="--mca coll_gpu_$var $val --mca coll_gpu_verbose 10 $*" \
+        COLL_GPU_TEST_RANK_LOGS="$log.ranks" \
         COLL_GPU_TEST_FILTER="$coll * dev *" \
             "$RUN_MPI" "$np" "$MPI_TESTS/test_coll" --quick >"$log" 2>"$log.err"
         rc=$?

@@ -1,0 +1,935 @@
+/*
+ * test_persistent.c - MPI-4's persistent collectives on device buffers (Open MPI 5.0): every
+ * MPI_<coll>_init that carries data, on MPI_COMM_WORLD, each request started several times
+ * with fresh data and a poisoned output each time, compared element by element with a
+ * reference computed on the host (holes between the blocks of the v collectives must keep
+ * their poison).
+ *
+ * Usage: test_persistent dev     every rank's buffers in device memory
+ *        test_persistent mixed   even ranks device, odd ranks host memory
+ *        test_persistent neighbor  the neighborhood collectives on a periodic and a
+ *                                non-periodic 1-D cartesian topology (MPI_PROC_NULL blocks
+ *                                keep their poison)
+ *        test_persistent inter   an intercommunicator of the first and second half of the
+ *                                ranks: allreduce, bcast, reduce, allgather, gather, scatter,
+ *                                alltoall (roots MPI_ROOT / MPI_PROC_NULL in the first half)
+ *
+ * Without coll/gpu's persistent path the component below it (libnbc) runs its schedule on the
+ * device pointers: on the emulated device, whose memory the host cannot touch, the program
+ * dies of SIGSEGV in the first MPI_Start.
+ */
+#include "mpitest.h"
+
+#define N 7        /* elements per block */
+#define STARTS 3   /* MPI_Start calls per request */
+#define GAP 2      /* ints of poison between the blocks of the v layouts */
+#define POISON ((int32_t) 0x5A5A5A5A)
+
+typedef enum {
+    C_ALLREDUCE,
+    C_ALLREDUCE_IN_PLACE,
+    C_BCAST,
+    C_REDUCE,
+    C_SCAN,
+    C_EXSCAN,
+    C_ALLGATHER,
+    C_ALLGATHERV,
+    C_GATHER,
+    C_GATHERV,
+    C_SCATTER,
+    C_SCATTERV,
+    C_ALLTOALL,
+    C_ALLTOALLV,
+    C_ALLTOALLW,
+    C_REDUCE_SCATTER,
+    C_REDUCE_SCATTER_BLOCK,
+    C_COUNT
+} coll_t;
+
+static const char *const coll_names[C_COUNT] = {
+    "MPI_Allreduce_init", "MPI_Allreduce_init (MPI_IN_PLACE)", "MPI_Bcast_init",
+    "MPI_Reduce_init", "MPI_Scan_init", "MPI_Exscan_init", "MPI_Allgather_init",
+    "MPI_Allgatherv_init", "MPI_Gather_init", "MPI_Gatherv_init", "MPI_Scatter_init",
+    "MPI_Scatterv_init", "MPI_Alltoall_init", "MPI_Alltoallv_init", "MPI_Alltoallw_init",
+    "MPI_Reduce_scatter_init", "MPI_Reduce_scatter_block_init"};
+
+/* The value of element j of rank r's input at start it: every rank can compute every input. */
+static int32_t val(int r, int it, int j)
+{
+    uint64_t z = 0x9E3779B97F4A7C15ull * (uint64_t) (r + 1)
+                 + 0xBF58476D1CE4E5B9ull * (uint64_t) (it + 7)
+                 + 0x94D049BB133111EBull * (uint64_t) (j + 3);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return (int32_t) (z % 2001) - 1000;
+}
+
+/* Block sizes and offsets of the v layouts: rank r's block has N + r elements. */
+static int vcount(int r)
+{
+    return N + r;
+}
+
+static int vdispl(int r) /* packed with GAP ints of poison after each block */
+{
+    int d = 0;
+    for (int q = 0; q < r; ++q) {
+        d += vcount(q) + GAP;
+    }
+    return d;
+}
+
+static int vpacked(int r) /* packed without gaps (reduce_scatter's blocks) */
+{
+    int d = 0;
+    for (int q = 0; q < r; ++q) {
+        d += vcount(q);
+    }
+    return d;
+}
+
+/* alltoallv/w: what rank s sends to rank d, at which offsets (GAP between blocks) */
+static int a2a_count(int s, int d)
+{
+    return 1 + (s + 2 * d) % 3;
+}
+
+static int a2a_sdispl(int s, int d)
+{
+    int o = 0;
+    for (int q = 0; q < d; ++q) {
+        o += a2a_count(s, q) + GAP;
+    }
+    return o;
+}
+
+static int a2a_rdispl(int d, int s)
+{
+    int o = 0;
+    for (int q = 0; q < s; ++q) {
+        o += a2a_count(q, d) + GAP + 1;
+    }
+    return o;
+}
+
+/* One case's buffers: what goes in (sin, rin) and what must come out (rexp; check[i] says
+ * whether element i of the receive buffer is defined on this rank). */
+typedef struct {
+    int root;
+    int32_t *sin, *rin, *rexp;
+    char *check;
+    size_t sn, rn;      /* ints in the send and receive buffers (0: the buffer is not used) */
+    int in_place;
+} case_t;
+
+static void sum_into(int32_t *out, int P, int it, int from_rank_lo, int from_rank_hi, int off,
+                     int n)
+{
+    for (int i = 0; i < n; ++i) {
+        int32_t s = 0;
+        for (int r = from_rank_lo; r < from_rank_hi && r < P; ++r) {
+            s += val(r, it, off + i);
+        }
+        out[i] = s;
+    }
+}
+
+/* Fill sin, rin, rexp and check of case c for start it on rank me of P. */
+static void build(coll_t c, int me, int P, int it, case_t *k)
+{
+    size_t sn = 0, rn = 0;
+
+    k->in_place = (C_ALLREDUCE_IN_PLACE == c);
+    k->root = (C_BCAST == c) ? P - 1 : (C_REDUCE == c) ? 1 % P : 0;
+    switch (c) {
+    case C_ALLREDUCE: case C_SCAN: case C_EXSCAN:
+        sn = N; rn = N; break;
+    case C_ALLREDUCE_IN_PLACE: case C_BCAST:
+        sn = 0; rn = N; break;
+    case C_REDUCE:
+        sn = N; rn = (me == k->root) ? N : 0; break;
+    case C_ALLGATHER:
+        sn = N; rn = (size_t) P * N; break;
+    case C_GATHER:
+        sn = N; rn = (me == k->root) ? (size_t) P * N : 0; break;
+    case C_ALLGATHERV:
+        sn = (size_t) vcount(me); rn = (size_t) vdispl(P); break;
+    case C_GATHERV:
+        sn = (size_t) vcount(me); rn = (me == k->root) ? (size_t) vdispl(P) : 0; break;
+    case C_SCATTER:
+        sn = (me == k->root) ? (size_t) P * N : 0; rn = N; break;
+    case C_SCATTERV:
+        sn = (me == k->root) ? (size_t) vdispl(P) : 0; rn = (size_t) vcount(me); break;
+    case C_ALLTOALL:
+        sn = (size_t) P * N; rn = (size_t) P * N; break;
+    case C_ALLTOALLV: case C_ALLTOALLW:
+        sn = (size_t) a2a_sdispl(me, P); rn = (size_t) a2a_rdispl(me, P); break;
+    case C_REDUCE_SCATTER:
+        sn = (size_t) vpacked(P); rn = (size_t) vcount(me); break;
+    case C_REDUCE_SCATTER_BLOCK:
+        sn = (size_t) P * N; rn = N; break;
+    default:
+        break;
+    }
+    k->sn = sn;
+    k->rn = rn;
+    k->sin = calloc(sn + 1, sizeof(int32_t));
+    k->rin = calloc(rn + 1, sizeof(int32_t));
+    k->rexp = calloc(rn + 1, sizeof(int32_t));
+    k->check = calloc(rn + 1, 1);
+    for (size_t i = 0; i < sn; ++i) {
+        k->sin[i] = POISON;
+    }
+    for (size_t i = 0; i < rn; ++i) {
+        k->rin[i] = POISON;
+        k->rexp[i] = POISON; /* holes keep their poison */
+        k->check[i] = 1;
+    }
+
+    switch (c) {
+    case C_ALLREDUCE: case C_ALLREDUCE_IN_PLACE: case C_SCAN: case C_EXSCAN: case C_REDUCE:
+        for (int i = 0; i < N; ++i) {
+            if (k->in_place) {
+                k->rin[i] = val(me, it, i);
+            } else {
+                k->sin[i] = val(me, it, i);
+            }
+        }
+        if (0 < rn) {
+            int lo = 0, hi = P;
+            if (C_SCAN == c) {
+                hi = me + 1;
+            } else if (C_EXSCAN == c) {
+                hi = me;
+            }
+            sum_into(k->rexp, P, it, lo, hi, 0, N);
+            if (C_EXSCAN == c && 0 == me) {
+                memset(k->check, 0, rn); /* undefined on rank 0 */
+            }
+        }
+        break;
+    case C_BCAST:
+        for (int i = 0; i < N; ++i) {
+            if (me == k->root) {
+                k->rin[i] = val(me, it, i);
+            }
+            k->rexp[i] = val(k->root, it, i);
+        }
+        break;
+    case C_ALLGATHER: case C_GATHER:
+        for (int i = 0; i < N; ++i) {
+            k->sin[i] = val(me, it, i);
+        }
+        for (int r = 0; 0 < rn && r < P; ++r) {
+            for (int i = 0; i < N; ++i) {
+                k->rexp[r * N + i] = val(r, it, i);
+            }
+        }
+        break;
+    case C_ALLGATHERV: case C_GATHERV:
+        for (int i = 0; i < vcount(me); ++i) {
+            k->sin[i] = val(me, it, i);
+        }
+        for (int r = 0; 0 < rn && r < P; ++r) {
+            for (int i = 0; i < vcount(r); ++i) {
+                k->rexp[vdispl(r) + i] = val(r, it, i);
+            }
+        }
+        break;
+    case C_SCATTER:
+        for (size_t j = 0; j < sn; ++j) {
+            k->sin[j] = val(me, it, (int) j);
+        }
+        for (int i = 0; i < N; ++i) {
+            k->rexp[i] = val(k->root, it, me * N + i);
+        }
+        break;
+    case C_SCATTERV:
+        for (int r = 0; 0 < sn && r < P; ++r) {
+            for (int i = 0; i < vcount(r); ++i) {
+                k->sin[vdispl(r) + i] = val(me, it, vdispl(r) + i);
+            }
+        }
+        for (int i = 0; i < vcount(me); ++i) {
+            k->rexp[i] = val(k->root, it, vdispl(me) + i);
+        }
+        break;
+    case C_ALLTOALL:
+        for (int d = 0; d < P; ++d) {
+            for (int i = 0; i < N; ++i) {
+                k->sin[d * N + i] = val(me, it, d * N + i);
+                k->rexp[d * N + i] = val(d, it, me * N + i);
+            }
+        }
+        break;
+    case C_ALLTOALLV: case C_ALLTOALLW:
+        for (int d = 0; d < P; ++d) {
+            for (int i = 0; i < a2a_count(me, d); ++i) {
+                k->sin[a2a_sdispl(me, d) + i] = val(me, it, 1000 * d + i);
+            }
+            for (int i = 0; i < a2a_count(d, me); ++i) {
+                k->rexp[a2a_rdispl(me, d) + i] = val(d, it, 1000 * me + i);
+            }
+        }
+        break;
+    case C_REDUCE_SCATTER:
+        for (size_t j = 0; j < sn; ++j) {
+            k->sin[j] = val(me, it, (int) j);
+        }
+        sum_into(k->rexp, P, it, 0, P, vpacked(me), vcount(me));
+        break;
+    case C_REDUCE_SCATTER_BLOCK:
+        for (size_t j = 0; j < sn; ++j) {
+            k->sin[j] = val(me, it, (int) j);
+        }
+        sum_into(k->rexp, P, it, 0, P, me * N, N);
+        break;
+    default:
+        break;
+    }
+}
+
+static void release(case_t *k)
+{
+    free(k->sin);
+    free(k->rin);
+    free(k->rexp);
+    free(k->check);
+}
+
+/* MPI_<coll>_init of case c on the buffers sbuf and rbuf. */
+static int init(coll_t c, const case_t *k, int P, int me, void *sbuf, void *rbuf,
+                MPI_Request *req)
+{
+    MPI_Comm w = MPI_COMM_WORLD;
+    MPI_Info none = MPI_INFO_NULL;
+    int counts[64], displs[64], rcounts[64], rdispls[64];
+    MPI_Datatype types[64];
+
+    for (int r = 0; r < P && r < 64; ++r) {
+        counts[r] = vcount(r);
+        displs[r] = vdispl(r);
+        types[r] = MPI_INT;
+    }
+    switch (c) {
+    case C_ALLREDUCE:
+        return MPI_Allreduce_init(sbuf, rbuf, N, MPI_INT, MPI_SUM, w, none, req);
+    case C_ALLREDUCE_IN_PLACE:
+        return MPI_Allreduce_init(MPI_IN_PLACE, rbuf, N, MPI_INT, MPI_SUM, w, none, req);
+    case C_BCAST:
+        return MPI_Bcast_init(rbuf, N, MPI_INT, k->root, w, none, req);
+    case C_REDUCE:
+        return MPI_Reduce_init(sbuf, rbuf, N, MPI_INT, MPI_SUM, k->root, w, none, req);
+    case C_SCAN:
+        return MPI_Scan_init(sbuf, rbuf, N, MPI_INT, MPI_SUM, w, none, req);
+    case C_EXSCAN:
+        return MPI_Exscan_init(sbuf, rbuf, N, MPI_INT, MPI_SUM, w, none, req);
+    case C_ALLGATHER:
+        return MPI_Allgather_init(sbuf, N, MPI_INT, rbuf, N, MPI_INT, w, none, req);
+    case C_GATHER:
+        return MPI_Gather_init(sbuf, N, MPI_INT, rbuf, N, MPI_INT, k->root, w, none, req);
+    case C_ALLGATHERV:
+        return MPI_Allgatherv_init(sbuf, vcount(me), MPI_INT, rbuf, counts, displs, MPI_INT, w,
+                                   none, req);
+    case C_GATHERV:
+        return MPI_Gatherv_init(sbuf, vcount(me), MPI_INT, rbuf, counts, displs, MPI_INT,
+                                k->root, w, none, req);
+    case C_SCATTER:
+        return MPI_Scatter_init(sbuf, N, MPI_INT, rbuf, N, MPI_INT, k->root, w, none, req);
+    case C_SCATTERV:
+        return MPI_Scatterv_init(sbuf, counts, displs, MPI_INT, rbuf, vcount(me), MPI_INT,
+                                 k->root, w, none, req);
+    case C_ALLTOALL:
+        return MPI_Alltoall_init(sbuf, N, MPI_INT, rbuf, N, MPI_INT, w, none, req);
+    case C_ALLTOALLV:
+    case C_ALLTOALLW:
+        for (int r = 0; r < P && r < 64; ++r) {
+            counts[r] = a2a_count(me, r);
+            displs[r] = a2a_sdispl(me, r);
+            rcounts[r] = a2a_count(r, me);
+            rdispls[r] = a2a_rdispl(me, r);
+        }
+        if (C_ALLTOALLV == c) {
+            return MPI_Alltoallv_init(sbuf, counts, displs, MPI_INT, rbuf, rcounts, rdispls,
+                                      MPI_INT, w, none, req);
+        }
+        for (int r = 0; r < P && r < 64; ++r) { /* byte displacements */
+            displs[r] *= (int) sizeof(int32_t);
+            rdispls[r] *= (int) sizeof(int32_t);
+        }
+        return MPI_Alltoallw_init(sbuf, counts, displs, types, rbuf, rcounts, rdispls, types, w,
+                                  none, req);
+    case C_REDUCE_SCATTER:
+        return MPI_Reduce_scatter_init(sbuf, rbuf, counts, MPI_INT, MPI_SUM, w, none, req);
+    case C_REDUCE_SCATTER_BLOCK:
+        return MPI_Reduce_scatter_block_init(sbuf, rbuf, N, MPI_INT, MPI_SUM, w, none, req);
+    default:
+        return MPI_ERR_ARG;
+    }
+}
+
+/* ---- intercommunicators ------------------------------------------------------------------ */
+
+/* The intercommunicator cases: MPI_COMM_WORLD split into a first half (group A, where the
+ * rooted calls have their root) and the rest (group B). */
+typedef enum {
+    I_ALLREDUCE,
+    I_BCAST,
+    I_REDUCE,
+    I_ALLGATHER,
+    I_GATHER,
+    I_SCATTER,
+    I_ALLTOALL,
+    I_COUNT
+} icoll_t;
+
+static const char *const icoll_names[I_COUNT] = {
+    "MPI_Allreduce_init", "MPI_Bcast_init", "MPI_Reduce_init", "MPI_Allgather_init",
+    "MPI_Gather_init",    "MPI_Scatter_init", "MPI_Alltoall_init"};
+
+/* One intercommunicator case on rank `me` of MPI_COMM_WORLD; local rank lr in group in_a (A)
+ * or B; remote rank r has world rank rw0 + r.  Returns the TAP verdict's inputs. */
+static void run_inter_case(icoll_t c, MPI_Comm inter, int in_a, int lr, int nremote, int rw0,
+                           int aw0, char *diag, int *ok_out, int *starts_out)
+{
+    mt_mem_t kind = MT_MEM_DEVICE;
+    size_t sn = 0, rn = 0;
+    int me = mt_rank, ok = 1, starts_ok = 0, rc, root;
+    void *sbuf = NULL, *rbuf = NULL;
+    MPI_Request req = MPI_REQUEST_NULL;
+    int32_t *sin, *rin, *rexp;
+
+    /* rooted calls: the root is A's local rank 0 */
+    root = in_a ? (0 == lr ? MPI_ROOT : MPI_PROC_NULL) : 0;
+    switch (c) {
+    case I_ALLREDUCE: sn = N; rn = N; break;
+    case I_BCAST: rn = (in_a && 0 != lr) ? 0 : N; break;
+    case I_REDUCE: sn = in_a ? 0 : N; rn = (MPI_ROOT == root) ? N : 0; break;
+    case I_ALLGATHER: sn = N; rn = (size_t) nremote * N; break;
+    case I_GATHER: sn = in_a ? 0 : N; rn = (MPI_ROOT == root) ? (size_t) nremote * N : 0; break;
+    case I_SCATTER: sn = (MPI_ROOT == root) ? (size_t) nremote * N : 0; rn = in_a ? 0 : N; break;
+    case I_ALLTOALL: sn = (size_t) nremote * N; rn = (size_t) nremote * N; break;
+    default: break;
+    }
+    if (0 < sn) {
+        sbuf = mt_mem_alloc(kind, sn * 4);
+        ok = ok && NULL != sbuf;
+    }
+    if (0 < rn) {
+        rbuf = mt_mem_alloc(kind, rn * 4);
+        ok = ok && NULL != rbuf;
+    }
+    if (!mt_agree(ok)) {
+        *ok_out = 0;
+        *starts_out = 0;
+        mt_diag_add(diag, "allocation failed");
+        mt_mem_free(kind, sbuf);
+        mt_mem_free(kind, rbuf);
+        return;
+    }
+    switch (c) {
+    case I_ALLREDUCE:
+        rc = MPI_Allreduce_init(sbuf, rbuf, N, MPI_INT, MPI_SUM, inter, MPI_INFO_NULL, &req);
+        break;
+    case I_BCAST:
+        rc = MPI_Bcast_init(rbuf, N, MPI_INT, root, inter, MPI_INFO_NULL, &req);
+        break;
+    case I_REDUCE:
+        rc = MPI_Reduce_init(sbuf, rbuf, N, MPI_INT, MPI_SUM, root, inter, MPI_INFO_NULL, &req);
+        break;
+    case I_ALLGATHER:
+        rc = MPI_Allgather_init(sbuf, N, MPI_INT, rbuf, N, MPI_INT, inter, MPI_INFO_NULL, &req);
+        break;
+    case I_GATHER:
+        rc = MPI_Gather_init(sbuf, N, MPI_INT, rbuf, N, MPI_INT, root, inter, MPI_INFO_NULL,
+                             &req);
+        break;
+    case I_SCATTER:
+        rc = MPI_Scatter_init(sbuf, N, MPI_INT, rbuf, N, MPI_INT, root, inter, MPI_INFO_NULL,
+                              &req);
+        break;
+    default:
+        rc = MPI_Alltoall_init(sbuf, N, MPI_INT, rbuf, N, MPI_INT, inter, MPI_INFO_NULL, &req);
+        break;
+    }
+    if (MPI_SUCCESS != rc) {
+        mt_diag_add(diag, "%s: %s; ", icoll_names[c], mt_mpi_error(rc));
+        ok = 0;
+    }
+    sin = calloc(sn + 1, 4);
+    rin = calloc(rn + 1, 4);
+    rexp = calloc(rn + 1, 4);
+    for (int it = 0; MPI_REQUEST_NULL != req && it < STARTS; ++it) {
+        int start_ok = 1;
+        for (size_t j = 0; j < sn; ++j) {
+            sin[j] = val(me, it, (int) j);
+        }
+        for (size_t j = 0; j < rn; ++j) {
+            rin[j] = POISON;
+            rexp[j] = POISON;
+        }
+        switch (c) {
+        case I_ALLREDUCE: case I_REDUCE: /* the remote group's sum */
+            for (int i = 0; 0 < rn && i < N; ++i) {
+                int32_t v = 0;
+                for (int r = 0; r < nremote; ++r) {
+                    v += val(rw0 + r, it, i);
+                }
+                rexp[i] = v;
+            }
+            break;
+        case I_BCAST:
+            for (int i = 0; 0 < rn && i < N; ++i) {
+                rexp[i] = val(aw0, it, i);
+                if (MPI_ROOT == root) {
+                    rin[i] = rexp[i];
+                }
+            }
+            break;
+        case I_ALLGATHER: case I_GATHER:
+            for (int r = 0; 0 < rn && r < nremote; ++r) {
+                for (int i = 0; i < N; ++i) {
+                    rexp[r * N + i] = val(rw0 + r, it, i);
+                }
+            }
+            break;
+        case I_SCATTER:
+            for (int i = 0; 0 < rn && i < N; ++i) {
+                rexp[i] = val(aw0, it, lr * N + i);
+            }
+            break;
+        default: /* alltoall: block r from remote rank r, its block for me */
+            for (int r = 0; r < nremote; ++r) {
+                for (int i = 0; i < N; ++i) {
+                    rexp[r * N + i] = val(rw0 + r, it, lr * N + i);
+                }
+            }
+            break;
+        }
+        if ((0 < sn && 0 != mt_mem_put(kind, sbuf, sin, sn * 4))
+            || (0 < rn && 0 != mt_mem_put(kind, rbuf, rin, rn * 4))) {
+            start_ok = 0;
+        }
+        rc = MPI_Start(&req);
+        if (MPI_SUCCESS == rc) {
+            rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
+        }
+        if (MPI_SUCCESS != rc) {
+            mt_diag_add(diag, "start %d: %s; ", it, mt_mpi_error(rc));
+            start_ok = 0;
+        }
+        if (start_ok && 0 < rn && 0 != mt_mem_get(kind, rin, rbuf, rn * 4)) {
+            start_ok = 0;
+        }
+        for (size_t j = 0; start_ok && j < rn; ++j) {
+            if (rin[j] != rexp[j]) {
+                mt_diag_add(diag, "start %d: element %zu: expected %d got %d; ", it, j,
+                            (int) rexp[j], (int) rin[j]);
+                start_ok = 0;
+            }
+        }
+        starts_ok += start_ok;
+        ok = ok && start_ok;
+    }
+    if (MPI_REQUEST_NULL != req && MPI_SUCCESS != MPI_Request_free(&req)) {
+        mt_diag_add(diag, "MPI_Request_free failed; ");
+        ok = 0;
+    }
+    free(sin);
+    free(rin);
+    free(rexp);
+    mt_mem_free(kind, sbuf);
+    mt_mem_free(kind, rbuf);
+    *ok_out = ok;
+    *starts_out = starts_ok;
+}
+
+static int run_inter(void)
+{
+    int na = mt_size / 2, in_a = mt_rank < na, lr, nremote, rw0;
+    MPI_Comm local, inter;
+    char diag[MT_DIAG_LEN];
+
+    if (mt_size < 2) {
+        mt_skip_all("an intercommunicator needs 2 ranks or more");
+    }
+    MPI_Comm_split(MPI_COMM_WORLD, in_a, mt_rank, &local);
+    MPI_Intercomm_create(local, 0, MPI_COMM_WORLD, in_a ? na : 0, 77, &inter);
+    MPI_Comm_rank(local, &lr);
+    MPI_Comm_remote_size(inter, &nremote);
+    rw0 = in_a ? na : 0;
+    tap_diag("%d ranks: an intercommunicator of %d and %d, device buffers, %d starts per request",
+             mt_size, na, mt_size - na, STARTS);
+    for (int ci = 0; ci < I_COUNT; ++ci) {
+        int ok = 0, starts_ok = 0;
+        mt_set_case(icoll_names[ci]);
+        diag[0] = '\0';
+        run_inter_case((icoll_t) ci, inter, in_a, lr, nremote, rw0, 0, diag, &ok, &starts_ok);
+        mt_check(ok, diag, "%s on an intercommunicator, device buffers: %d of %d starts right",
+                 icoll_names[ci], starts_ok, STARTS);
+    }
+    MPI_Comm_free(&inter);
+    MPI_Comm_free(&local);
+    return mt_finish();
+}
+
+/* ---- neighborhood collectives ------------------------------------------------------------ */
+
+/* On a 1-D cartesian topology every rank has two neighbors, left (block 0) and right (block 1);
+ * without periods the ends have MPI_PROC_NULL there, whose blocks must keep their poison. */
+typedef enum {
+    NB_ALLGATHER,
+    NB_ALLGATHERV,
+    NB_ALLTOALL,
+    NB_ALLTOALLV,
+    NB_ALLTOALLW,
+    NB_COUNT
+} ncoll_t;
+
+static const char *const ncoll_names[NB_COUNT] = {
+    "MPI_Neighbor_allgather_init", "MPI_Neighbor_allgatherv_init", "MPI_Neighbor_alltoall_init",
+    "MPI_Neighbor_alltoallv_init", "MPI_Neighbor_alltoallw_init"};
+
+static int nb_scount(int r) /* allgatherv: what rank r sends */
+{
+    return N + r % 3;
+}
+
+static int nb_count(int s, int k) /* alltoallv/w: what rank s sends to its neighbor k */
+{
+    return 1 + (s + k) % 3;
+}
+
+static void run_neighbor_case(ncoll_t c, MPI_Comm cart, int periodic, char *diag, int *ok_out,
+                              int *starts_out)
+{
+    mt_mem_t kind = MT_MEM_DEVICE;
+    int me = mt_rank, P = mt_size, ok = 1, starts_ok = 0, rc;
+    int nbr[2], scounts[2], sdispls[2], rcounts[2], rdispls[2];
+    MPI_Aint sdispa[2], rdispa[2];
+    MPI_Datatype types[2] = {MPI_INT, MPI_INT};
+    size_t sn = 0, rn = 0;
+    void *sbuf, *rbuf;
+    int32_t *sin, *rin, *rexp;
+    MPI_Request req = MPI_REQUEST_NULL;
+
+    nbr[0] = periodic ? (me + P - 1) % P : (0 < me ? me - 1 : MPI_PROC_NULL);
+    nbr[1] = periodic ? (me + 1) % P : (me + 1 < P ? me + 1 : MPI_PROC_NULL);
+    for (int k = 0; k < 2; ++k) {
+        switch (c) {
+        case NB_ALLGATHER: case NB_ALLTOALL:
+            scounts[k] = N;
+            rcounts[k] = N;
+            break;
+        case NB_ALLGATHERV:
+            scounts[k] = nb_scount(me);
+            rcounts[k] = MPI_PROC_NULL == nbr[k] ? 1 : nb_scount(nbr[k]);
+            break;
+        default: /* from my neighbor k, the block it sends to its neighbor 1 - k (me) */
+            scounts[k] = nb_count(me, k);
+            rcounts[k] = MPI_PROC_NULL == nbr[k] ? 1 : nb_count(nbr[k], 1 - k);
+            break;
+        }
+    }
+    /* the v and w calls with GAP ints of poison between the blocks, the others dense */
+    {
+        int gap = (NB_ALLGATHER == c || NB_ALLTOALL == c) ? 0 : GAP;
+        sdispls[0] = 0;
+        sdispls[1] = (NB_ALLGATHER == c || NB_ALLGATHERV == c) ? 0 : scounts[0] + gap;
+        rdispls[0] = 0;
+        rdispls[1] = rcounts[0] + gap;
+    }
+    sn = (NB_ALLGATHER == c || NB_ALLGATHERV == c) ? (size_t) scounts[0]
+                                                  : (size_t) (sdispls[1] + scounts[1]);
+    rn = (size_t) (rdispls[1] + rcounts[1]);
+    for (int k = 0; k < 2; ++k) {
+        sdispa[k] = (MPI_Aint) sdispls[k] * 4;
+        rdispa[k] = (MPI_Aint) rdispls[k] * 4;
+    }
+    sbuf = mt_mem_alloc(kind, sn * 4);
+    rbuf = mt_mem_alloc(kind, rn * 4);
+    if (!mt_agree(NULL != sbuf && NULL != rbuf)) {
+        mt_diag_add(diag, "allocation failed");
+        *ok_out = 0;
+        *starts_out = 0;
+        mt_mem_free(kind, sbuf);
+        mt_mem_free(kind, rbuf);
+        return;
+    }
+    switch (c) {
+    case NB_ALLGATHER:
+        rc = MPI_Neighbor_allgather_init(sbuf, N, MPI_INT, rbuf, N, MPI_INT, cart, MPI_INFO_NULL,
+                                         &req);
+        break;
+    case NB_ALLGATHERV:
+        rc = MPI_Neighbor_allgatherv_init(sbuf, scounts[0], MPI_INT, rbuf, rcounts, rdispls,
+                                          MPI_INT, cart, MPI_INFO_NULL, &req);
+        break;
+    case NB_ALLTOALL:
+        rc = MPI_Neighbor_alltoall_init(sbuf, N, MPI_INT, rbuf, N, MPI_INT, cart, MPI_INFO_NULL,
+                                        &req);
+        break;
+    case NB_ALLTOALLV:
+        rc = MPI_Neighbor_alltoallv_init(sbuf, scounts, sdispls, MPI_INT, rbuf, rcounts,
+                                         rdispls, MPI_INT, cart, MPI_INFO_NULL, &req);
+        break;
+    default:
+        rc = MPI_Neighbor_alltoallw_init(sbuf, scounts, sdispa, types, rbuf, rcounts, rdispa,
+                                         types, cart, MPI_INFO_NULL, &req);
+        break;
+    }
+    if (MPI_SUCCESS != rc) {
+        mt_diag_add(diag, "%s: %s; ", ncoll_names[c], mt_mpi_error(rc));
+        ok = 0;
+    }
+    sin = calloc(sn + 1, 4);
+    rin = calloc(rn + 1, 4);
+    rexp = calloc(rn + 1, 4);
+    for (int it = 0; MPI_REQUEST_NULL != req && it < STARTS; ++it) {
+        int start_ok = 1;
+        /* element i of the block for neighbor k: val(me, it, 100 * k + i) (allgather: k = 0) */
+        for (size_t j = 0; j < sn; ++j) {
+            sin[j] = POISON;
+        }
+        for (int k = 0; k < 2; ++k) {
+            for (int i = 0; i < scounts[k]; ++i) {
+                int kk = (NB_ALLGATHER == c || NB_ALLGATHERV == c) ? 0 : k;
+                sin[sdispls[k] + i] = val(me, it, 100 * kk + i);
+            }
+        }
+        for (size_t j = 0; j < rn; ++j) {
+            rin[j] = POISON;
+            rexp[j] = POISON;
+        }
+        for (int k = 0; k < 2; ++k) {
+            int kk = (NB_ALLGATHER == c || NB_ALLGATHERV == c) ? 0 : 1 - k;
+            for (int i = 0; MPI_PROC_NULL != nbr[k] && i < rcounts[k]; ++i) {
+                rexp[rdispls[k] + i] = val(nbr[k], it, 100 * kk + i);
+            }
+        }
+        if (0 != mt_mem_put(kind, sbuf, sin, sn * 4)
+            || 0 != mt_mem_put(kind, rbuf, rin, rn * 4)) {
+            start_ok = 0;
+        }
+        rc = MPI_Start(&req);
+        if (MPI_SUCCESS == rc) {
+            rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
+        }
+        if (MPI_SUCCESS != rc) {
+            mt_diag_add(diag, "start %d: %s; ", it, mt_mpi_error(rc));
+            start_ok = 0;
+        }
+        if (start_ok && 0 != mt_mem_get(kind, rin, rbuf, rn * 4)) {
+            start_ok = 0;
+        }
+        for (size_t j = 0; start_ok && j < rn; ++j) {
+            if (rin[j] != rexp[j]) {
+                mt_diag_add(diag, "start %d: element %zu: expected %d got %d; ", it, j,
+                            (int) rexp[j], (int) rin[j]);
+                start_ok = 0;
+            }
+        }
+        starts_ok += start_ok;
+        ok = ok && start_ok;
+    }
+    if (MPI_REQUEST_NULL != req && MPI_SUCCESS != MPI_Request_free(&req)) {
+        mt_diag_add(diag, "MPI_Request_free failed; ");
+        ok = 0;
+    }
+    free(sin);
+    free(rin);
+    free(rexp);
+    mt_mem_free(kind, sbuf);
+    mt_mem_free(kind, rbuf);
+    *ok_out = ok;
+    *starts_out = starts_ok;
+}
+
+static int run_neighbor(void)
+{
+    char diag[MT_DIAG_LEN];
+
+    tap_diag("%d ranks on a 1-D cartesian topology, device buffers, %d starts per request",
+             mt_size, STARTS);
+    for (int periodic = 1; periodic >= 0; --periodic) {
+        MPI_Comm cart;
+        int dims[1] = {mt_size}, periods[1] = {periodic};
+        MPI_Cart_create(MPI_COMM_WORLD, 1, dims, periods, 0, &cart);
+        for (int ci = 0; ci < NB_COUNT; ++ci) {
+            int ok = 0, starts_ok = 0;
+            mt_set_case(ncoll_names[ci]);
+            diag[0] = '\0';
+            run_neighbor_case((ncoll_t) ci, cart, periodic, diag, &ok, &starts_ok);
+            mt_check(ok, diag, "%s on a %s ring, device buffers: %d of %d starts right",
+                     ncoll_names[ci], periodic ? "periodic" : "non-periodic", starts_ok,
+                     STARTS);
+        }
+        MPI_Comm_free(&cart);
+    }
+    return mt_finish();
+}
+
+int main(int argc, char **argv)
+{
+    int mixed = 0;
+    char why[300], diag[MT_DIAG_LEN];
+
+    mt_init(&argc, &argv);
+    if (argc > 1 && 0 == strcmp(argv[1], "mixed")) {
+        mixed = 1;
+    }
+    if (!mt_device_open(why, sizeof(why))) {
+        mt_skip_all(why);
+    }
+    if (mt_size > 64) {
+        mt_skip_all("more than 64 ranks");
+    }
+    if (argc > 1 && 0 == strcmp(argv[1], "inter")) {
+        return run_inter();
+    }
+    if (argc > 1 && 0 == strcmp(argv[1], "neighbor")) {
+        return run_neighbor();
+    }
+    tap_diag("%d ranks, %s buffers, %d starts per request", mt_size,
+             mixed ? "device (even ranks) and host (odd ranks)" : "device", STARTS);
+
+    for (int ci = 0; ci < C_COUNT; ++ci) {
+        coll_t c = (coll_t) ci;
+        mt_mem_t kind = (mixed && 1 == mt_rank % 2) ? MT_MEM_HOST : MT_MEM_DEVICE;
+        case_t k;
+        void *sbuf = NULL, *rbuf = NULL;
+        MPI_Request req = MPI_REQUEST_NULL;
+        int ok = 1, rc, starts_ok = 0;
+
+        mt_set_case(coll_names[c]);
+        diag[0] = '\0';
+        build(c, mt_rank, mt_size, 0, &k);
+        if (0 < k.sn) {
+            sbuf = mt_mem_alloc(kind, k.sn * sizeof(int32_t));
+            ok = ok && NULL != sbuf;
+        }
+        if (0 < k.rn) {
+            rbuf = mt_mem_alloc(kind, k.rn * sizeof(int32_t));
+            ok = ok && NULL != rbuf;
+        }
+        release(&k);
+        if (!mt_agree(ok)) {
+            mt_check(0, "allocation failed", "%s: buffers", coll_names[c]);
+            continue;
+        }
+        rc = init(c, &k, mt_size, mt_rank, sbuf, rbuf, &req);
+        if (MPI_SUCCESS != rc) {
+            mt_diag_add(diag, "%s: %s; ", coll_names[c], mt_mpi_error(rc));
+            ok = 0;
+        }
+        /* one request, started STARTS times, fresh data and a fresh poison each time; a rank
+         * whose result is wrong still takes part in every start (its peers would hang) */
+        for (int it = 0; MPI_REQUEST_NULL != req && it < STARTS; ++it) {
+            int32_t *got;
+            int start_ok = 1;
+            build(c, mt_rank, mt_size, it, &k);
+            got = malloc((k.rn + 1) * sizeof(int32_t));
+            if (0 < k.sn && 0 != mt_mem_put(kind, sbuf, k.sin, k.sn * sizeof(int32_t))) {
+                start_ok = 0;
+            }
+            if (0 < k.rn && 0 != mt_mem_put(kind, rbuf, k.rin, k.rn * sizeof(int32_t))) {
+                start_ok = 0;
+            }
+            rc = MPI_Start(&req);
+            if (MPI_SUCCESS != rc) {
+                mt_diag_add(diag, "start %d: MPI_Start: %s; ", it, mt_mpi_error(rc));
+                start_ok = 0;
+            } else {
+                MPI_Status st;
+                rc = MPI_Wait(&req, &st);
+                if (MPI_SUCCESS != rc) {
+                    mt_diag_add(diag, "start %d: MPI_Wait: %s; ", it, mt_mpi_error(rc));
+                    start_ok = 0;
+                }
+            }
+            if (start_ok && 0 < k.rn
+                && 0 != mt_mem_get(kind, got, rbuf, k.rn * sizeof(int32_t))) {
+                mt_diag_add(diag, "start %d: reading the result back failed; ", it);
+                start_ok = 0;
+            }
+            for (size_t i = 0; start_ok && i < k.rn; ++i) {
+                if (k.check[i] && got[i] != k.rexp[i]) {
+                    mt_diag_add(diag, "start %d: element %zu: expected %d got %d; ", it, i,
+                                (int) k.rexp[i], (int) got[i]);
+                    start_ok = 0;
+                }
+            }
+            starts_ok += start_ok;
+            ok = ok && start_ok;
+            free(got);
+            release(&k);
+        }
+        if (MPI_REQUEST_NULL != req) {
+            rc = MPI_Request_free(&req);
+            if (MPI_SUCCESS != rc || MPI_REQUEST_NULL != req) {
+                mt_diag_add(diag, "MPI_Request_free: %s; ", mt_mpi_error(rc));
+                ok = 0;
+            }
+        }
+        mt_check(ok, diag, "%s, %s buffers: %d of %d starts right", coll_names[c],
+                 mixed ? "mixed" : "device", starts_ok, STARTS);
+        mt_mem_free(kind, sbuf);
+        mt_mem_free(kind, rbuf);
+    }
+
+    /* MPI_Startall on two requests at once, then MPI_Waitall: each gets its own copies */
+    {
+        mt_mem_t kind = (mixed && 1 == mt_rank % 2) ? MT_MEM_HOST : MT_MEM_DEVICE;
+        void *s1 = mt_mem_alloc(kind, N * 4), *r1 = mt_mem_alloc(kind, N * 4);
+        void *b2 = mt_mem_alloc(kind, N * 4);
+        MPI_Request reqs[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+        int ok = NULL != s1 && NULL != r1 && NULL != b2, starts_ok = 0;
+        int root = mt_size - 1;
+
+        mt_set_case("startall");
+        diag[0] = '\0';
+        ok = mt_agree(ok);
+        ok = ok && MPI_SUCCESS == MPI_Allreduce_init(s1, r1, N, MPI_INT, MPI_SUM, MPI_COMM_WORLD,
+                                                     MPI_INFO_NULL, &reqs[0]);
+        ok = ok && MPI_SUCCESS == MPI_Bcast_init(b2, N, MPI_INT, root, MPI_COMM_WORLD,
+                                                 MPI_INFO_NULL, &reqs[1]);
+        for (int it = 0; ok && it < STARTS; ++it) { /* the same verdict on every rank */
+            int32_t in[N], out[N], exp[N], bin[N], bexp[N];
+            sum_into(exp, mt_size, 10 + it, 0, mt_size, 0, N);
+            for (int i = 0; i < N; ++i) {
+                in[i] = val(mt_rank, 10 + it, i);
+                out[i] = POISON;
+                bexp[i] = val(root, 20 + it, i);
+                bin[i] = (mt_rank == root) ? bexp[i] : POISON;
+            }
+            ok = 0 == mt_mem_put(kind, s1, in, sizeof(in)) &&
+                 0 == mt_mem_put(kind, r1, out, sizeof(out)) &&
+                 0 == mt_mem_put(kind, b2, bin, sizeof(bin));
+            ok = ok && MPI_SUCCESS == MPI_Startall(2, reqs);
+            ok = ok && MPI_SUCCESS == MPI_Waitall(2, reqs, MPI_STATUSES_IGNORE);
+            ok = ok && 0 == mt_mem_get(kind, out, r1, sizeof(out)) &&
+                 0 == mt_mem_get(kind, bin, b2, sizeof(bin));
+            for (int i = 0; ok && i < N; ++i) {
+                if (out[i] != exp[i] || bin[i] != bexp[i]) {
+                    mt_diag_add(diag, "start %d: element %d: allreduce %d (expected %d), bcast "
+                                "%d (expected %d)", it, i, out[i], exp[i], bin[i], bexp[i]);
+                    ok = 0;
+                }
+            }
+            ok = mt_agree(ok);
+            starts_ok += ok;
+        }
+        for (int i = 0; i < 2; ++i) {
+            if (MPI_REQUEST_NULL != reqs[i]) {
+                ok = (MPI_SUCCESS == MPI_Request_free(&reqs[i])) && ok;
+            }
+        }
+        mt_check(ok, diag, "MPI_Startall of an allreduce and a bcast request, %s buffers: %d of "
+                 "%d starts right", mixed ? "mixed" : "device", starts_ok, STARTS);
+        mt_mem_free(kind, s1);
+        mt_mem_free(kind, r1);
+        mt_mem_free(kind, b2);
+    }
+    return mt_finish();
+}
