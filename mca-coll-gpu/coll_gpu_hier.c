@@ -924,7 +924,7 @@ int mca_coll_gpu_hier_allreduce(mca_coll_gpu_module_t *m, struct ompi_communicat
              * peer waits for it */
             memset(&pp, 0, sizeof(pp));
             pp.h = h;
-            pp.cid = ompi_comm_get_cid(comm);
+            pp.cid = (uint32_t) coll_gpu_comm_cid(comm);
             pp.seq = h->seq++;
             pp.prev = pos - 1;
             pp.next = (pos + 1 < nl) ? pos + 1 : -1;
@@ -1034,7 +1034,7 @@ int mca_coll_gpu_hier_bcast(mca_coll_gpu_module_t *m, struct ompi_communicator_t
         if (!h->ucx_broken) {
             memset(&pp, 0, sizeof(pp));
             pp.h = h;
-            pp.cid = ompi_comm_get_cid(comm);
+            pp.cid = (uint32_t) coll_gpu_comm_cid(comm);
             pp.seq = h->seq++;
             pp.prev = (0 == q) ? -1 : (pos - 1 + nl) % nl;
             pp.next = (nl - 1 == q) ? -1 : (pos + 1) % nl;

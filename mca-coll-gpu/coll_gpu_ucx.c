@@ -13,7 +13,6 @@
 #include <string.h>
 
 #include "ompi/runtime/mpiruntime.h"
-#include "opal/threads/mutex.h"
 
 #include "coll_gpu.h"
 #include "coll_gpu_ucx.h"
@@ -193,7 +192,7 @@ int mca_coll_gpu_ucx_comm_create(struct ompi_communicator_t *comm, coll_gpu_ucx_
         if (0 == lens[i]) {
             COLL_GPU_VERBOSE(COLL_GPU_LOG_ERROR,
                              "coll:gpu:ucx (cid %d): rank %d has no UCX worker address",
-                             (int) ompi_comm_get_cid(comm), i);
+                             coll_gpu_comm_cid(comm), i);
             rc = OMPI_ERR_NOT_AVAILABLE;
             goto out;
         }

@@ -23,7 +23,8 @@ run() {
     np=$1 ar=$2 bc=$3 mode=$4
     shift 4
     rm -rf "$log.ranks"
-    COLL_GPU_MPIRUN_ARGS="--mca coll_gpu_allreduce_algorithm $ar --mca coll_gpu_bcast_algorithm $bc --mca coll_gpu_verbose 10 --output-filename $log.ranks $* ${COLL_GPU_MPIRUN_ARGS:-}" \
+    COLL_GPU_TEST_RANK_LOGS="$log.ranks" \
+    COLL_GPU_MPIRUN_ARGS="--mca coll_gpu_allreduce_algorithm $ar --mca coll_gpu_bcast_algorithm $bc --mca coll_gpu_verbose 10 $* ${COLL_GPU_MPIRUN_ARGS:-}" \
         "$RUN_MPI" "$np" "$prog" $mode >"$log" 2>&1
     rc=$?
 }
@@ -106,13 +107,13 @@ for np in $NBC_RANKS; do
     # a long wait is reported once (coll_gpu_hang_warn_seconds), and given up with an error on
     # every rank past coll_gpu_hang_error_seconds
     run "$np" fused push "late 3" --mca coll_gpu_hang_warn_seconds 1
-    n=$(grep -c "rank 0 has waited [0-9]* s in a nonblocking iallreduce on communicator 0 (call [0-9]*) for its peers" "$log")
+    n=$(cat "$log" "$log".ranks/*/rank.*/stderr 2>/dev/null | grep -c "rank 0 has waited [0-9]* s in a nonblocking iallreduce on communicator 0 (call [0-9]*) for its peers")
     passed 2 && [ "$n" -eq 1 ]
     t_ok $? "$np ranks, fused, last rank 3 s late, hang_warn_seconds 1: rank 0 reports the wait once ($n), results right"
     [ $rc -eq 0 ] || t_diag "$log"
     for ar in fused twoshot; do
         run "$np" "$ar" push "giveup 3" --mca coll_gpu_hang_error_seconds 1
-        n=$(grep -c "rank 0 gives up a nonblocking iallreduce on communicator 0" "$log")
+        n=$(cat "$log" "$log".ranks/*/rank.*/stderr 2>/dev/null | grep -c "rank 0 gives up a nonblocking iallreduce on communicator 0")
         passed 2 && [ "$n" -eq 1 ]
         t_ok $? "$np ranks, $ar, last rank 3 s late, hang_error_seconds 1: rank 0 gives up ($n), every rank's call and the next fail, host calls work"
         [ $rc -eq 0 ] || t_diag "$log"

@@ -40,14 +40,14 @@ run() {
     np=$1 nodes=$2 label=$3
     shift 3
     rm -rf "$logs"
-    COLL_GPU_MPIRUN_ARGS="--output-filename $logs --mca coll_gpu_verbose 10 --mca coll_gpu_emulate_nodes $nodes \
+    COLL_GPU_TEST_RANK_LOGS="$logs" COLL_GPU_MPIRUN_ARGS="--mca coll_gpu_verbose 10 --mca coll_gpu_emulate_nodes $nodes \
 --mca coll_gpu_ucx_chunk_bytes $COLL_GPU_HIER_CHUNK --mca coll_gpu_ucx_depth 3 $* \
 ${COLL_GPU_MPIRUN_ARGS:-}" "$RUN_MPI" "$np" "$MPI_TESTS/test_hier" "$COLL_GPU_HIER_CHUNK" \
         >"$out" 2>&1
     rc=$?
     t_ok "$rc" "$label: test_hier exits 0 (exit $rc)"
-    # rank 0's TAP, from its own stdout
-    tap=$(cat "$logs"/*/rank.0/stdout 2>/dev/null)
+    # rank 0's TAP (the other ranks print none; their logs go to $logs: run-mpi.sh)
+    tap=$(grep -E '^(ok|not ok|1\.\.)' "$out")
     ! echo "$tap" | grep -q '^not ok' && echo "$tap" | grep -q '^1\.\.[1-9]'
     ok=$?
     t_ok "$ok" "$label: every case matches the reference ($(echo "$tap" | grep -c '^ok') ok, \
@@ -58,6 +58,8 @@ $(echo "$tap" | grep -c '^not ok') not ok)"
 # the number of log lines, over every rank's own log, of the hierarchical path via UCX, and of
 # staged device calls
 ranklogs() { cat "$logs"/*/rank.*/stderr 2>/dev/null; }
+# mpirun's own output and every rank's log
+alltext() { cat "$out"; ranklogs; }
 via_ucx() { ranklogs | grep -c 'hierarchical: [0-9]* nodes, .*leaders via UCX'; }
 staged() { ranklogs | grep -c 'coll:gpu:\(allreduce\|bcast\) .*-> staged'; }
 
@@ -104,7 +106,7 @@ t_ok $? "UCX_TLS=tcp: every node leader logs the exchange via UCX over tcp for e
 # two threads, each with its own communicator, in hierarchical calls at the same time
 # (MPI_THREAD_MULTIPLE): the leaders' messages of the two must not mix
 rm -rf "$logs"
-COLL_GPU_MPIRUN_ARGS="--output-filename $logs --mca coll_gpu_verbose 10 --mca coll_gpu_emulate_nodes 2 \
+COLL_GPU_TEST_RANK_LOGS="$logs" COLL_GPU_MPIRUN_ARGS="--mca coll_gpu_verbose 10 --mca coll_gpu_emulate_nodes 2 \
 --mca coll_gpu_ucx_chunk_bytes $COLL_GPU_HIER_CHUNK ${COLL_GPU_MPIRUN_ARGS:-}" \
     "$RUN_MPI" 4 "$MPI_TESTS/test_hier_threads" "$COLL_GPU_HIER_CHUNK" >"$out" 2>&1
 rc=$?
@@ -112,7 +114,7 @@ why=$(t_skipped "$out")
 if [ "$rc" -eq 0 ] && [ -n "$why" ]; then
     t_skip "two threads on two communicators" "$why"
 else
-    tap=$(cat "$logs"/*/rank.0/stdout 2>/dev/null)
+    tap=$(grep -E '^(ok|not ok|1\.\.)' "$out")
     [ "$rc" -eq 0 ] && ! echo "$tap" | grep -q '^not ok' && echo "$tap" | grep -q '^1\.\.2$'
     ok=$?
     t_ok "$ok" "two threads on two communicators: both threads' results right (exit $rc)"
@@ -127,7 +129,7 @@ UCX_TLS=no_such_transport
 export UCX_TLS
 run 4 2 "UCX_TLS=no_such_transport" -x UCX_TLS
 unset UCX_TLS
-grep -q 'UCX connection between the 2 nodes could not be set up' "$out"
+alltext | grep -q 'UCX connection between the 2 nodes could not be set up'
 t_ok $? "UCX_TLS=no_such_transport: the failed setup is logged"
 n=$(via_ucx)
 [ "$n" -eq 0 ]
@@ -137,16 +139,16 @@ t_ok $? "UCX_TLS=no_such_transport: no call claims the UCX path ($n lines)"
 # it tells the other leader, who stops waiting (no timeout set: without the notice it would
 # wait for ever); then the same failure without the notice, ended by the timeout
 run 4 2 "coll_gpu_test_fail_ucx=2" --mca coll_gpu_test_fail_ucx 2
-grep -q 'the UCX transfer between node leaders failed' "$out"
+alltext | grep -q 'the UCX transfer between node leaders failed'
 t_ok $? "coll_gpu_test_fail_ucx: the fallback is logged"
-grep -q "another leader's UCX transfers failed" "$out"
+alltext | grep -q "another leader's UCX transfers failed"
 t_ok $? "coll_gpu_test_fail_ucx: the other leader stopped waiting on the failing one's notice"
-grep -q 'leaders. step staged through Open MPI.s point-to-point layer (fallback)' "$out"
+alltext | grep -q 'leaders. step staged through Open MPI.s point-to-point layer (fallback)'
 t_ok $? "coll_gpu_test_fail_ucx: the failed call was redone through the point-to-point layer"
 run 4 2 "coll_gpu_test_fail_ucx=2, silent, 2 s timeout" --mca coll_gpu_test_fail_ucx 2 \
     --mca coll_gpu_test_fail_ucx_silent 1 --mca coll_gpu_ucx_timeout_seconds 2
-grep -q 'no UCX progress for 2 s' "$out"
+alltext | grep -q 'no UCX progress for 2 s'
 t_ok $? "coll_gpu_test_fail_ucx_silent: the other leader gave up after the timeout"
-grep -q 'leaders. step staged through Open MPI.s point-to-point layer (fallback)' "$out"
+alltext | grep -q 'leaders. step staged through Open MPI.s point-to-point layer (fallback)'
 t_ok $? "coll_gpu_test_fail_ucx_silent: the failed call was redone through the point-to-point layer"
 t_done

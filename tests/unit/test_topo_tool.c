@@ -68,7 +68,7 @@ int main(void)
            "h200x2: ring, trees and algorithm table");
     tap_ok(has("256 KiB   fused") && has("512 KiB   twoshot   ") &&
                has("64 KiB    fused     ") && has("8 B       fused") &&
-               has("64 MiB    twoshot   ") && has("128 MiB   twoshot_ce") &&
+               has("32 MiB    twoshot   ") && has("64 MiB    twoshot_ce") &&
                has("1 GiB     twoshot_ce") &&
                has("64 KiB    fused     -         2      512       push") &&
                has("128 KiB   fused     -         4      512       pull"),
