@@ -553,33 +553,17 @@ static int fused_piece(coll_gpu_team_t *t, const void *sbuf, void *rbuf, size_t 
                        struct ompi_communicator_t *comm)
 {
     uint64_t seq = ++t->seq;
-    size_t slot_off = (seq & 1) * t->slot_bytes;
     coll_gpu_nvl_state_t *st = NULL;
-    dev_fused_allreduce_t a;
     nvl_watch_t watch = {t, seq};
     unsigned spins = 0, polls = 0, yields = 1000; /* past spin_pause's threshold: it yields */
     bool released = false;
     int rc = OMPI_SUCCESS;
 
-    NVL_CHECK(nvl_fused_state(t, &st), "allreduce");
-    memset(&a, 0, sizeof(a));
-    a.sbuf = sbuf;
-    a.rbuf = rbuf;
-    a.count = count;
-    a.dtype = dt;
-    a.op = op;
-    a.nranks = t->size;
-    a.rank = t->rank;
-    for (int p = 0; p < t->size; ++p) {
-        a.slot[p] = (char *) t->peer_scratch[p] + slot_off;
-    }
-    a.cap = cap;
-    a.seq = seq;
-    a.done = st->done_dev;
-    a.abandon = nvl_fused_abandon;
-    a.abandon_ctx = &watch;
     mca_coll_gpu_team_arrive(t, seq);
-    NVL_CHECK(dev_fused_allreduce(&a, launch, t->stream), "allreduce");
+    NVL_CHECK(mca_coll_gpu_nvl_fused_launch(t, seq, sbuf, rbuf, count, dt, op, cap, launch,
+                                            nvl_fused_abandon, &watch),
+              "allreduce");
+    st = t->nvl;
 
     while (__atomic_load_n(st->done_host, __ATOMIC_ACQUIRE) != seq) {
         if (0 != (++spins % NVL_FUSED_WATCH_SPINS)) {
@@ -587,12 +571,7 @@ static int fused_piece(coll_gpu_team_t *t, const void *sbuf, void *rbuf, size_t 
         }
         if (!released && mca_coll_gpu_team_any_failed(t, seq)) {
             /* a peer gave up, maybe before its launch: release our kernel's waits */
-            for (size_t i = 0; i < sizeof(st->abandon) / sizeof(st->abandon[0]); ++i) {
-                st->abandon[i] = seq | DEV_FUSED_ABANDON;
-            }
-            NVL_CHECK(dev_memcpy((char *) t->scratch + slot_off, st->abandon,
-                                 sizeof(st->abandon)),
-                      "allreduce");
+            NVL_CHECK(mca_coll_gpu_nvl_fused_release(t, seq), "allreduce");
             released = true;
         }
         if (0 == (spins % NVL_FUSED_QUERY_SPINS)) {
