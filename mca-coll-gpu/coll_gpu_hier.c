@@ -424,6 +424,33 @@ typedef struct {
     bool direct;                /* messages from and to device memory (h->direct) */
 } pipe_t;
 
+/* A chain position's program (steps and their number); PROG of a static step array. */
+typedef struct {
+    const step_t *steps;
+    int nsteps;
+} prog_t;
+#define PROG(a) {(a), (int) (sizeof(a) / sizeof((a)[0]))}
+
+/* Start pp for one call of a leader whose chain neighbours are prev and next (-1 at the ends):
+ * the program of its place (progs: first, middle, last), of the direct path's when h->direct. */
+static void pipe_begin(pipe_t *pp, coll_gpu_hier_t *h, struct ompi_communicator_t *comm,
+                       int phase, int prev, int next, const prog_t *host, const prog_t *direct)
+{
+    const prog_t *progs = h->direct ? direct : host;
+    const prog_t *mine = (-1 == prev) ? &progs[0] : (-1 == next) ? &progs[2] : &progs[1];
+
+    memset(pp, 0, sizeof(*pp));
+    pp->h = h;
+    pp->cid = (uint32_t) coll_gpu_comm_cid(comm);
+    pp->seq = h->seq++;
+    pp->prev = prev;
+    pp->next = next;
+    pp->phase_fwd = phase;
+    pp->direct = h->direct;
+    pp->prog = mine->steps;
+    pp->nsteps = mine->nsteps;
+}
+
 typedef struct {
     bool busy, dev_pending;
     int step;
@@ -872,6 +899,8 @@ int mca_coll_gpu_hier_allreduce(mca_coll_gpu_module_t *m, struct ompi_communicat
     static const step_t last_d[] = {{DEV_NONE, NET_RECV_PREV, BUF_DTMP},
                                     {DEV_REDUCE, NET_NONE, BUF_HOST},
                                     {DEV_NONE, NET_SEND_PREV, BUF_OUT}};
+    static const prog_t host[3] = {PROG(first), PROG(middle), PROG(last)};
+    static const prog_t direct[3] = {PROG(first_d), PROG(middle_d), PROG(last_d)};
     coll_gpu_hier_t *h = m->hier;
     size_t esize = dev_dtype_size(dt), bytes = nelems * esize;
     char inter[300];
@@ -922,21 +951,8 @@ int mca_coll_gpu_hier_allreduce(mca_coll_gpu_module_t *m, struct ompi_communicat
         if (!h->ucx_broken) {
             /* a leader without its data still keeps to the schedule (degraded), so that no
              * peer waits for it */
-            memset(&pp, 0, sizeof(pp));
-            pp.h = h;
-            pp.cid = (uint32_t) coll_gpu_comm_cid(comm);
-            pp.seq = h->seq++;
-            pp.prev = pos - 1;
-            pp.next = (pos + 1 < nl) ? pos + 1 : -1;
-            pp.phase_fwd = PHASE_UP;
-            pp.direct = h->direct;
-            if (h->direct) {
-                pp.prog = (0 == pos) ? first_d : (nl - 1 == pos) ? last_d : middle_d;
-                pp.nsteps = (0 == pos) ? 2 : (nl - 1 == pos) ? 3 : 5;
-            } else {
-                pp.prog = (0 == pos) ? first : (nl - 1 == pos) ? last : middle;
-                pp.nsteps = (0 == pos) ? 4 : (nl - 1 == pos) ? 3 : 5;
-            }
+            pipe_begin(&pp, h, comm, PHASE_UP, pos - 1, (pos + 1 < nl) ? pos + 1 : -1, host,
+                       direct);
             pp.src = h->saved;
             pp.out = a.dev;
             pp.bytes = bytes;
@@ -996,6 +1012,8 @@ int mca_coll_gpu_hier_bcast(mca_coll_gpu_module_t *m, struct ompi_communicator_t
     static const step_t middle_d[] = {{DEV_NONE, NET_RECV_PREV, BUF_OUT},
                                       {DEV_NONE, NET_SEND_NEXT, BUF_OUT}};
     static const step_t last_d[] = {{DEV_NONE, NET_RECV_PREV, BUF_OUT}};
+    static const prog_t host[3] = {PROG(first), PROG(middle), PROG(last)};
+    static const prog_t direct[3] = {PROG(first_d), PROG(middle_d), PROG(last_d)};
     coll_gpu_hier_t *h = m->hier;
     size_t bytes = mca_coll_gpu_call_bytes(dtype, (size_t) count);
     char inter[300];
@@ -1032,21 +1050,8 @@ int mca_coll_gpu_hier_bcast(mca_coll_gpu_module_t *m, struct ompi_communicator_t
                                         "leaders' exchange (%s)", dev_error_string());
         }
         if (!h->ucx_broken) {
-            memset(&pp, 0, sizeof(pp));
-            pp.h = h;
-            pp.cid = (uint32_t) coll_gpu_comm_cid(comm);
-            pp.seq = h->seq++;
-            pp.prev = (0 == q) ? -1 : (pos - 1 + nl) % nl;
-            pp.next = (nl - 1 == q) ? -1 : (pos + 1) % nl;
-            pp.phase_fwd = PHASE_BCAST;
-            pp.direct = h->direct;
-            if (h->direct) {
-                pp.prog = (0 == q) ? first_d : (nl - 1 == q) ? last_d : middle_d;
-                pp.nsteps = (0 == q || nl - 1 == q) ? 1 : 2;
-            } else {
-                pp.prog = (0 == q) ? first : (nl - 1 == q) ? last : middle;
-                pp.nsteps = 2;
-            }
+            pipe_begin(&pp, h, comm, PHASE_BCAST, (0 == q) ? -1 : (pos - 1 + nl) % nl,
+                       (nl - 1 == q) ? -1 : (pos + 1) % nl, host, direct);
             pp.src = a.dev;
             pp.out = a.dev;
             pp.bytes = bytes;
