@@ -180,6 +180,14 @@ typedef struct coll_gpu_bounce_t {
 /* The hierarchical path across nodes (coll_gpu_hier.c), made on first use. */
 typedef struct coll_gpu_hier_t coll_gpu_hier_t;
 
+/* What a communicator's first allreduce or bcast (blocking or not) found out about its ranks'
+ * memory kinds, under coll_gpu_uniform_buffers (coll_gpu_select.c, mca_coll_gpu_agree). */
+typedef enum {
+    COLL_GPU_KINDS_UNCHECKED = 0, /* no such call yet: the next one agrees */
+    COLL_GPU_KINDS_UNIFORM,       /* that call had one kind on every rank: assume it from now */
+    COLL_GPU_KINDS_MIXED          /* host memory on some ranks, device on others: always agree */
+} coll_gpu_kinds_t;
+
 typedef struct mca_coll_gpu_module_t {
     mca_coll_base_module_t super;
 
@@ -198,6 +206,7 @@ typedef struct mca_coll_gpu_module_t {
     bool in_agreed_call;
     bool released;              /* the fallbacks' references are dropped (disable is idempotent) */
     bool inter;                 /* an intercommunicator: staging only, no team, no agreement */
+    coll_gpu_kinds_t kinds;     /* what the first call found (mca_coll_gpu_assume_uniform) */
 
     coll_gpu_bounce_t bounce[2];
     /* Device temporaries (send and receive roles) for the ranks whose own buffer the team path
@@ -391,10 +400,23 @@ int mca_coll_gpu_adapt_out(mca_coll_gpu_module_t *m, struct ompi_communicator_t 
                            const char *what, const coll_gpu_adapt_t *a, bool copy_out);
 /* Free the device temporaries (module teardown). */
 void mca_coll_gpu_adapt_release(mca_coll_gpu_module_t *m);
-/* Agree on whether this call's buffers are device memory on every rank (coll_gpu_uniform_buffers
- * false): one host allreduce.  Returns OMPI_SUCCESS and sets *all_device. */
+/* Agree on whether this call's buffers are device memory on every rank: one host allreduce.
+ * Returns OMPI_SUCCESS and sets *all_device; the first agreement on a communicator also
+ * records whether its ranks mixed kinds (m->kinds). */
 int mca_coll_gpu_agree(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
                        const char *what, bool mine, bool *all_device);
+/* The one-time agreement of mca_coll_gpu_agree for a nonblocking allreduce or bcast that is a
+ * communicator's first: a no-op once the kinds were checked (or are never assumed). */
+int mca_coll_gpu_check_kinds(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                             const char *what, bool mine);
+/* May this allreduce or bcast (blocking or not) skip the agreement and assume that every rank
+ * passes the kind of memory this one does?  Only with coll_gpu_uniform_buffers (the default),
+ * and only once the communicator's first such call agreed and found one kind on all ranks.
+ * A call for which this is false agrees first (mca_coll_gpu_agree). */
+static inline bool mca_coll_gpu_assume_uniform(const mca_coll_gpu_module_t *m)
+{
+    return COLL_GPU_KINDS_UNIFORM == m->kinds && mca_coll_gpu_component.uniform_buffers;
+}
 /* The process-wide node model (probed or loaded once); NULL when none could be had. */
 const topo_t *mca_coll_gpu_topo(void);
 void mca_coll_gpu_topo_finalize(void);

@@ -8,11 +8,13 @@
  *   anything else                      -> host staging (coll_gpu_stage.c)
  *
  * "Every rank takes the same path": the decision uses only what all ranks share (count, the
- * type's signature, op, communicator, parameters, the team) and the buffers' kind.  With the
- * default coll_gpu_uniform_buffers=true the kind is assumed the same on all ranks of a call
- * (host, or not), as NCCL requires; with false, one host allreduce agrees on it first, so that
- * programs mixing host and device buffers across ranks in one call are served correctly at that
- * price.  Device and managed memory, dense or not, take the same path; each rank adapts its own
+ * type's signature, op, communicator, parameters, the team) and the buffers' kind.  The first
+ * allreduce or bcast on a communicator agrees on the kind with one host allreduce; when every
+ * rank passed the same kind there, later calls assume the kind is the same on all ranks (host,
+ * or not), as NCCL requires, under the default coll_gpu_uniform_buffers=true.  A communicator
+ * whose first call mixed host and device buffers across ranks, and every call with
+ * coll_gpu_uniform_buffers=false, agrees first on every call, so that such programs are served
+ * correctly at that price.  Device and managed memory, dense or not, take the same path; each rank adapts its own
  * buffers to it (coll_gpu_adapt.c).
  */
 #include "ompi_config.h"
@@ -104,7 +106,7 @@ int mca_coll_gpu_allreduce(const void *sbuf, void *rbuf, int count,
                                                m->prev_allreduce.module, sbuf, rbuf, count,
                                                dtype, op, comm, m);
     }
-    if (!m->in_agreed_call && mca_coll_gpu_component.uniform_buffers) {
+    if (!m->in_agreed_call && mca_coll_gpu_assume_uniform(m)) {
         if (mca_coll_gpu_both_host(sdata, rdata)) {
             return m->prev_allreduce.fn(sbuf, rbuf, count, dtype, op, comm,
                                         m->prev_allreduce.module);
@@ -115,7 +117,8 @@ int mca_coll_gpu_allreduce(const void *sbuf, void *rbuf, int count,
     if (m->in_agreed_call) {
         return m->prev_allreduce.fn(sbuf, rbuf, count, dtype, op, comm, m->prev_allreduce.module);
     }
-    /* mixed kinds allowed: agree first, then take the agreed path */
+    /* the first call here, mixed kinds seen, or coll_gpu_uniform_buffers=false: agree first,
+     * then take the agreed path */
     m->in_agreed_call = true;
     host = mca_coll_gpu_both_host(sdata, rdata);
     rc = mca_coll_gpu_agree(m, comm, allreduce_name, !host, &all_device);

@@ -102,7 +102,7 @@ int mca_coll_gpu_bcast(void *buf, int count, struct ompi_datatype_t *dtype, int 
                               dtype, NULL, "staged (intercommunicator)");
         return bcast_staged(buf, count, dtype, root, comm, m);
     }
-    if (!m->in_agreed_call && mca_coll_gpu_component.uniform_buffers) {
+    if (!m->in_agreed_call && mca_coll_gpu_assume_uniform(m)) {
         if (mca_coll_gpu_is_host(mca_coll_gpu_classify(data))) {
             return m->prev_bcast.fn(buf, count, dtype, root, comm, m->prev_bcast.module);
         }
@@ -112,7 +112,8 @@ int mca_coll_gpu_bcast(void *buf, int count, struct ompi_datatype_t *dtype, int 
     if (m->in_agreed_call) {
         return m->prev_bcast.fn(buf, count, dtype, root, comm, m->prev_bcast.module);
     }
-    /* mixed kinds allowed: agree first, then take the agreed path */
+    /* the first call here, mixed kinds seen, or coll_gpu_uniform_buffers=false: agree first
+     * (coll_gpu_allreduce.c), then take the agreed path */
     m->in_agreed_call = true;
     host = mca_coll_gpu_is_host(mca_coll_gpu_classify(data));
     rc = mca_coll_gpu_agree(m, comm, bcast_name, !host, &all_device);

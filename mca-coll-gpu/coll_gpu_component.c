@@ -164,11 +164,13 @@ static int gpu_register(void)
         MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0,
         OPAL_INFO_LVL_6, MCA_BASE_VAR_SCOPE_ALL_EQ, &mca_coll_gpu_component.oneshot_slot_bytes);
     (void) mca_base_component_var_register(
-        c, "uniform_buffers", "Assume every rank passes the same kind of memory (host or "
-        "device) to a given allreduce or bcast, as NCCL requires (default).  Set to false for "
-        "programs that mix host and device buffers across ranks in one call: each such call "
-        "then first agrees on the kind with one small host allreduce (host-buffer calls pay "
-        "for it too)", MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_3,
+        c, "uniform_buffers", "Once the first allreduce or bcast on a communicator (which "
+        "agrees on the kind with one small host allreduce) found one kind on every rank, assume "
+        "every rank passes the same kind of memory (host or device) to each later allreduce or "
+        "bcast there, as NCCL requires (default); where that first call mixed kinds, every call "
+        "there agrees.  Set to false for programs that mix host and device buffers across ranks "
+        "only after a communicator's first such call: every call then first agrees on the kind "
+        "(host-buffer calls pay for it too)", MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_3,
         MCA_BASE_VAR_SCOPE_ALL_EQ, &mca_coll_gpu_component.uniform_buffers);
 
     register_enum("p2p_level", "coll_gpu_p2p_level", AS_MCA_ENUM(topo_p2p_level_values),

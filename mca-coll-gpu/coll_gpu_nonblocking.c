@@ -231,13 +231,16 @@ int mca_coll_gpu_iallreduce(const void *sbuf, void *rbuf, int count,
 {
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
     bool taken = false;
-    int rc;
+    bool host = mca_coll_gpu_both_host(mca_coll_gpu_data_start(sbuf, dtype, count),
+                                       mca_coll_gpu_data_start(rbuf, dtype, count));
+    int rc = mca_coll_gpu_check_kinds(m, comm, "iallreduce", !host);
 
-    /* device buffers on every rank (coll_gpu_uniform_buffers): the node team's algorithms,
-     * when the plan has a nonblocking form (coll_gpu_nvl_async.c) */
-    if (!m->inter && mca_coll_gpu_component.uniform_buffers
-        && !mca_coll_gpu_both_host(mca_coll_gpu_data_start(sbuf, dtype, count),
-                                   mca_coll_gpu_data_start(rbuf, dtype, count))) {
+    if (OMPI_SUCCESS != rc) {
+        return rc;
+    }
+    /* device buffers on every rank (coll_gpu_uniform_buffers, one kind seen on every rank):
+     * the node team's algorithms, when the plan has a nonblocking form (coll_gpu_nvl_async.c) */
+    if (!m->inter && mca_coll_gpu_assume_uniform(m) && !host) {
         rc = mca_coll_gpu_async_allreduce(m, sbuf, rbuf, count, dtype, op, comm, request,
                                           &taken);
         if (taken || OMPI_SUCCESS != rc) {
@@ -368,16 +371,21 @@ int mca_coll_gpu_ibcast(void *buf, int count, struct ompi_datatype_t *dtype, int
                          : mca_coll_gpu_is_idle(root)       ? COLL_GPU_NONE
                                                             : COLL_GPU_WRITE;
     coll_gpu_nb_t *x;
-    int rc;
-
     /* the kind of the memory the elements occupy, not of buf (as MPI_Bcast) */
-    if (COLL_GPU_NONE == dir
-        || mca_coll_gpu_is_host(
-            mca_coll_gpu_classify(mca_coll_gpu_data_start(buf, dtype, count)))) {
+    bool host = COLL_GPU_NONE == dir
+                || mca_coll_gpu_is_host(
+                    mca_coll_gpu_classify(mca_coll_gpu_data_start(buf, dtype, count)));
+    int rc = mca_coll_gpu_check_kinds(m, comm, name, !host);
+
+    if (OMPI_SUCCESS != rc) {
+        return rc;
+    }
+    if (host) {
         return m->prev_ibcast.fn(buf, count, dtype, root, comm, request, m->prev_ibcast.module);
     }
-    /* device buffers on every rank (coll_gpu_uniform_buffers): the node team's algorithms */
-    if (!m->inter && mca_coll_gpu_component.uniform_buffers) {
+    /* device buffers on every rank (coll_gpu_uniform_buffers, one kind seen on every rank):
+     * the node team's algorithms */
+    if (!m->inter && mca_coll_gpu_assume_uniform(m)) {
         bool taken = false;
         rc = mca_coll_gpu_async_bcast(m, buf, count, dtype, root, comm, request, &taken);
         if (taken || OMPI_SUCCESS != rc) {

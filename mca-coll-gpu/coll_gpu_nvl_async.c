@@ -3,8 +3,9 @@
  * the blocking fast path's algorithms (coll_gpu_nvl.c) as state machines, started at the call
  * and completed by progress (opal_progress, hence MPI_Wait, MPI_Test and every blocking wait).
  *
- * Which calls come here: device buffers, coll_gpu_uniform_buffers true (the nonblocking call
- * cannot agree on the kind first), and a plan from mca_coll_gpu_select that names the team
+ * Which calls come here: device buffers, coll_gpu_uniform_buffers true and one kind seen on
+ * every rank at the communicator's first allreduce or bcast (a nonblocking call agrees on the
+ * kind only when it is that first call), and a plan from mca_coll_gpu_select that names the team
  * (every algorithm of the blocking calls has a form below).  Every input of that choice is the
  * same on all ranks: the plan of an allreduce is a function of the byte count, and a bcast
  * takes the team whatever its byte count, then runs the root's plan, read from the root's

@@ -257,17 +257,52 @@ coll_gpu_team_t *mca_coll_gpu_select(mca_coll_gpu_module_t *m, struct ompi_commu
     return (staged == plan->alg) ? NULL : t;
 }
 
-/* One host allreduce (MIN of 0/1) through the component below us, watched for a long wait
- * (coll_gpu_hang_warn_seconds). */
+/* One host allreduce through the component below us, watched for a long wait
+ * (coll_gpu_hang_warn_seconds): the MIN of (device here, host here) over the ranks says whether
+ * every rank passes device memory, and whether every rank passes host memory; neither is a call
+ * that mixes kinds.  The first agreement on a communicator keeps what it found: every rank makes
+ * it at the same call (the first allreduce, bcast, iallreduce or ibcast there), so every rank
+ * keeps the same answer, and from then on mca_coll_gpu_assume_uniform lets the calls of a
+ * communicator whose ranks agreed on one kind skip it (coll_gpu_uniform_buffers).  Calls that
+ * mix kinds on a later call than the first need coll_gpu_uniform_buffers=false. */
 int mca_coll_gpu_agree(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
                        const char *what, bool mine, bool *all_device)
 {
     coll_gpu_host_watch_t watch;
-    int in = mine ? 1 : 0, out = 0, rc;
+    int in[2] = {mine ? 1 : 0, mine ? 0 : 1}, out[2] = {0, 0}, rc;
 
     mca_coll_gpu_host_watch_begin(&watch, comm, what, "agreement on the buffers' kind");
-    rc = m->prev_allreduce.fn(&in, &out, 1, MPI_INT, MPI_MIN, comm, m->prev_allreduce.module);
+    rc = m->prev_allreduce.fn(in, out, 2, MPI_INT, MPI_MIN, comm, m->prev_allreduce.module);
     mca_coll_gpu_host_watch_end(&watch);
-    *all_device = (OMPI_SUCCESS == rc && 1 == out);
+    *all_device = (OMPI_SUCCESS == rc && 1 == out[0]);
+    if (OMPI_SUCCESS == rc && COLL_GPU_KINDS_UNCHECKED == m->kinds) {
+        m->kinds = (1 == out[0] || 1 == out[1]) ? COLL_GPU_KINDS_UNIFORM : COLL_GPU_KINDS_MIXED;
+        COLL_GPU_VERBOSE(COLL_GPU_LOG_CALL,
+                         "coll:gpu:%s (cid %d): first call: %s", what, coll_gpu_comm_cid(comm),
+                         COLL_GPU_KINDS_UNIFORM == m->kinds
+                             ? "one memory kind on every rank"
+                             : "host memory on some ranks, device memory on others: every "
+                               "allreduce and bcast here agrees on the kind first");
+    }
+    return rc;
+}
+
+/* Nonblocking allreduce and bcast: the communicator's first allreduce or bcast may be one of
+ * them, and it must make the same one-time agreement as the blocking calls' first (every rank
+ * makes it at that call, blocking: a nonblocking collective is still called in the same order
+ * on every rank).  Nested calls of the saved module's agreement pass straight through. */
+int mca_coll_gpu_check_kinds(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                             const char *what, bool mine)
+{
+    bool all_device;
+    int rc;
+
+    if (m->inter || m->in_agreed_call || COLL_GPU_KINDS_UNCHECKED != m->kinds
+        || !mca_coll_gpu_component.uniform_buffers) {
+        return OMPI_SUCCESS;
+    }
+    m->in_agreed_call = true;
+    rc = mca_coll_gpu_agree(m, comm, what, mine, &all_device);
+    m->in_agreed_call = false;
     return rc;
 }
