@@ -224,6 +224,18 @@ static int nb_reduce_like(const char *what, mca_coll_base_module_iallreduce_fn_t
     return nb_attach(x, rc, request);
 }
 
+/* Open MPI's own iallreduce when it makes a communicator (the context id: one or two ints,
+ * MPI_MAX or MPI_MIN, on the parent) must not count as the parent's first call for the kinds
+ * check (mca_coll_gpu_check_kinds): it runs on host memory on every rank whatever the program
+ * passes later, and a program that dups a communicator before its first collective there would
+ * have that communicator taken for one of uniform kinds.  From the signature and op only, so
+ * the same on every rank; a program's own such call is served right either way (staged while
+ * the kinds are unchecked). */
+static bool cid_like(int count, struct ompi_datatype_t *dtype, struct ompi_op_t *op)
+{
+    return count <= 2 && MPI_INT == dtype && (MPI_MAX == op || MPI_MIN == op);
+}
+
 int mca_coll_gpu_iallreduce(const void *sbuf, void *rbuf, int count,
                             struct ompi_datatype_t *dtype, struct ompi_op_t *op,
                             struct ompi_communicator_t *comm, ompi_request_t **request,
@@ -233,7 +245,8 @@ int mca_coll_gpu_iallreduce(const void *sbuf, void *rbuf, int count,
     bool taken = false;
     bool host = mca_coll_gpu_both_host(mca_coll_gpu_data_start(sbuf, dtype, count),
                                        mca_coll_gpu_data_start(rbuf, dtype, count));
-    int rc = mca_coll_gpu_check_kinds(m, comm, "iallreduce", !host);
+    int rc = cid_like(count, dtype, op) ? OMPI_SUCCESS
+                                        : mca_coll_gpu_check_kinds(m, comm, "iallreduce", !host);
 
     if (OMPI_SUCCESS != rc) {
         return rc;

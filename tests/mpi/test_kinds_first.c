@@ -9,8 +9,9 @@
  *
  * Usage: test_kinds_first EVEN ODD   (each one of host, pinned, device, managed)
  *
- * Cases, each on fresh communicators (MPI_Comm_dup of world, and a split that reverses the rank
- * order), each communicator's first call being the named one:
+ * Cases, each on fresh communicators (MPI_Comm_dup of world, a split that reverses the rank
+ * order, and a dup of world that is itself dup'ed before its first call: Open MPI's own
+ * allreduce on it must not count), each communicator's first call being the named one:
  *   first-allreduce, first-bcast-0, first-bcast-last, first-iallreduce, first-ibcast
  * then, on the same communicator, a sequence of allreduce (in place and not), bcast from every
  * root, iallreduce and ibcast, at 1, 1000 and 70000 ints.  Every call runs on fresh random data
@@ -219,19 +220,29 @@ int main(int argc, char **argv)
     got = malloc(MAX_COUNT * sizeof(int32_t));
 
     for (size_t f = 0; f < sizeof(firsts) / sizeof(firsts[0]); ++f) {
-        for (int reversed = 0; reversed < 2; ++reversed) {
+        for (int variant = 0; variant < 3; ++variant) {
             char diag[MT_DIAG_LEN] = "", name[160];
             int ok = 1, size, *world_of;
             MPI_Comm comm;
 
+            MPI_Comm child = MPI_COMM_NULL;
+
             snprintf(name, sizeof(name), "%s on %s, even ranks %s, odd ranks %s",
-                     firsts[f].name, reversed ? "a reversed split" : "a dup of world",
+                     firsts[f].name,
+                     0 == variant   ? "a dup of world"
+                     : 1 == variant ? "a reversed split"
+                                    : "a dup of world dup'ed before its first call",
                      kind_names[kinds[0]], kind_names[kinds[1]]);
             mt_set_case(name);
-            if (reversed) {
+            if (1 == variant) {
                 MPI_Comm_split(MPI_COMM_WORLD, 0, mt_size - mt_rank, &comm);
             } else {
                 MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+            }
+            if (2 == variant) {
+                /* making a communicator runs Open MPI's own allreduce on the parent (host
+                 * memory): it must not count as the parent's first call */
+                MPI_Comm_dup(comm, &child);
             }
             MPI_Comm_size(comm, &size);
             world_of = malloc((size_t) size * sizeof(int));
@@ -252,6 +263,9 @@ int main(int argc, char **argv)
                                diag);
             }
             free(world_of);
+            if (MPI_COMM_NULL != child) {
+                MPI_Comm_free(&child);
+            }
             MPI_Comm_free(&comm);
             mt_check(ok, diag, "%s: every call right, none hung", name);
         }
