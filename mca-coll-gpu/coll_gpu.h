@@ -143,6 +143,7 @@ typedef struct mca_coll_gpu_component_t {
     int emulate_nodes;          /* split one host's ranks into this many nodes; 0, 1: off */
     size_t ucx_chunk_bytes;     /* the leaders' pipeline chunk */
     int ucx_depth;              /* chunks in flight per leader */
+    size_t hier_rail_min_bytes; /* allreduces of this size or more take the rails; 0: never */
     bool ucx_device_direct;     /* device memory straight to UCX where it can (else staged) */
     int ucx_timeout_seconds;    /* a leader with no UCX progress this long gives up; 0: never */
     int test_fail_ucx;          /* testing only: this rank's UCX sends fail once; -1: off */

@@ -51,6 +51,14 @@ __attribute__((visibility("default"))) mca_coll_gpu_component_t mca_coll_gpu_com
     .test_fail_team = -1,
     .ucx_chunk_bytes = 1UL << 20,
     .ucx_depth = 4,
+    /* The rails' threshold, from a model (not yet measured across real nodes): the rails
+     * cost a call rails - 1 more node bcasts (a team step, ~10-20 us each over NVLink; the
+     * bytes they move are the one node bcast's of the leaders' path) and an agreement of every
+     * rank instead of the leaders'.  They save (rails - 1) / rails of the 2 x bytes a leader
+     * sends and receives (reduce up, bcast down): ~42 us per MiB with 2 rails at 25 GB/s (a
+     * 200 Gb/s NIC per GPU).  That breaks even near 0.5 MiB; and below one UCX chunk (1 MiB)
+     * per rail a shard has no pipeline to fill.  So 2 MiB: a full chunk on each of 2 rails. */
+    .hier_rail_min_bytes = 2UL << 20,
     .test_fail_ucx = -1,
     .output = -1,
 };
@@ -233,6 +241,15 @@ static int gpu_register(void)
         MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_ALL_EQ,
         &mca_coll_gpu_component.ucx_depth);
     (void) mca_base_component_var_register(
+        c, "hier_rail_min_bytes", "An MPI_Allreduce across nodes of this many bytes or more "
+        "runs on rails when every node of the communicator has 2 ranks or more: the message is "
+        "cut into as many shards as the smallest node has ranks, and local rank r of every "
+        "node reduces shard r with the local rank r of the other nodes (its own UCX "
+        "pipeline), instead of node rank 0 carrying the whole message; smaller ones, and every "
+        "MPI_Bcast, go through the node leaders.  0: never", MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0,
+        0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_ALL_EQ,
+        &mca_coll_gpu_component.hier_rail_min_bytes);
+    (void) mca_base_component_var_register(
         c, "ucx_device_direct", "Hand device buffers to UCX directly (no host copies) where "
         "every node leader has a GPU and a UCX that moves CUDA memory (ucp_context_query: "
         "UCS_MEMORY_TYPE_CUDA, e.g. the libucx-cu13 wheel; Debian's UCX cannot); else, and by "
@@ -246,9 +263,10 @@ static int gpu_register(void)
         "for ever (a slow peer is not an error)", MCA_BASE_VAR_TYPE_INT, NULL, 0, 0,
         OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_ALL_EQ, &mca_coll_gpu_component.ucx_timeout_seconds);
     (void) mca_base_component_var_register(
-        c, "test_fail_ucx", "Testing only: on this rank of MPI_COMM_WORLD, when it leads a node, "
-        "the UCX sends of the first call across nodes on each communicator fail after the first "
-        "one, as after an endpoint error; -1: off", MCA_BASE_VAR_TYPE_INT, NULL, 0, 0,
+        c, "test_fail_ucx", "Testing only: on this rank of MPI_COMM_WORLD, when it leads a node "
+        "(or is on a rail, coll_gpu_hier_rail_min_bytes), the UCX sends of its first chain "
+        "across nodes on each communicator fail after the first one, as after an endpoint "
+        "error; -1: off", MCA_BASE_VAR_TYPE_INT, NULL, 0, 0,
         OPAL_INFO_LVL_9, MCA_BASE_VAR_SCOPE_ALL_EQ, &mca_coll_gpu_component.test_fail_ucx);
     (void) mca_base_component_var_register(
         c, "test_fail_ucx_silent", "Testing only: the leader of coll_gpu_test_fail_ucx does not "

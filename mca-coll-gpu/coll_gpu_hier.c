@@ -1,7 +1,8 @@
 /*
  * coll_gpu_hier.c - MPI_Allreduce and MPI_Bcast on device buffers of a communicator that spans
  * nodes (real ones, or the emulated nodes of coll_gpu_emulate_nodes): the node's own path
- * inside each node, UCX (coll_gpu_ucx.c) between one leader per node.
+ * inside each node, UCX (coll_gpu_ucx.c) between one leader per node, or for large allreduces
+ * between the ranks of each rail (below).
  *
  * Sub-communicators are built lazily on the first such call, the way coll/han does it (every
  * rank creates them in the same order, inside a collective call): the node communicator (the
@@ -43,15 +44,40 @@
  * result is what all receive: every rank ends with the same bits.  The bcast chain is the second
  * half: recv H from the previous leader, send H to the next and R <- H together.
  *
+ * Rails.  With only the leaders between nodes, one process per node carries the whole message
+ * through the network.  An allreduce of coll_gpu_hier_rail_min_bytes or more, on a
+ * communicator whose every node has 2 ranks or more, runs on rails: as many as the smallest
+ * node has ranks (from the membership, the same on all).  The message is cut into that many
+ * shards of whole elements, and node rank r of every node runs the chain above on shard r
+ * only, over rail r's communicator (node rank r of every node, ordered by node; rail 0 is the
+ * leaders' communicator) and UCX endpoints of its own, made on the first such call:
+ *
+ *   node rank     0                  1                  ..  rails-1            rails.. (uneven)
+ *   1.            node allreduce (node team): every rank holds the node's result
+ *   2.            chain on shard 0   chain on shard 1   ..  chain on shard     -
+ *                 (rail 0: leaders)  (rail 1)               rails-1
+ *   3.            every rank of the communicator agrees that every rank had its data and every
+ *                 rail's transfers completed (else every rail redoes its shard through the host,
+ *                 and all agree again)
+ *   4.            node bcast of shard 0 from node rank 0, of shard 1 from node rank 1, ...
+ *
+ * The node team offers allreduce and bcast only (coll_gpu_nvl.c): no reduce-scatter for step 1
+ * (its two-shot and ring make one inside, then all-gather), no all-gather for step 4.  What that
+ * costs moves over NVLink, an order of magnitude faster than the network the rails relieve.
+ * Each shard is reduced by one chain in one order and then only copied: every rank ends with
+ * the same bits.  Smaller messages keep to the leaders (the rails' extra node steps cost more
+ * than a shard saves); so does every bcast.
+ *
  * What every rank decides alone must be the same on all: whether the communicator spans nodes
- * (membership, coll_gpu_emulate_nodes), the agreed setup, the parameters (all ALL_EQ).  A leader
- * that fails locally (a device copy, an allocation) keeps to the message schedule without its
- * data, so that no peer waits for it, and reports the failure in the agreement; a UCX failure
- * stops that leader's transfers and it tells the other leaders through Open MPI's point-to-point
+ * (membership, coll_gpu_emulate_nodes), the rails (membership, the signature's bytes), the
+ * agreed setup, the parameters (all ALL_EQ).  A rank of a chain (leader, or a rail's) that fails
+ * locally (a device copy, an allocation) keeps to the message schedule without its data, so that
+ * no peer waits for it, and reports the failure in the agreement; a UCX failure stops that
+ * rank's transfers and it tells the other ranks of its chain through Open MPI's point-to-point
  * layer, so that they stop waiting too (coll_gpu_ucx_timeout_seconds bounds a wait on a peer
- * that stopped without a word).  Either way the leaders then redo the inter-node step
+ * that stopped without a word).  Either way every chain then redoes the inter-node step
  * through the host (staged, Open MPI's point-to-point layer) and the call returns the right
- * result; UCX stays off on that communicator afterwards.
+ * result; UCX stays off on that communicator afterwards (the rails then each stage their shard).
  */
 #include "ompi_config.h"
 
@@ -65,8 +91,8 @@
 #include "coll_gpu_ucx.h"
 
 #define HIER_DEPTH_MAX 16
-/* The point-to-point tag of a leader's notice that its UCX transfers failed, on the leaders'
- * communicator (which only coll/gpu uses, so any tag is ours). */
+/* The point-to-point tag of a rank's notice that its UCX transfers failed, on its chain's
+ * communicator (the leaders' or a rail's: only coll/gpu uses them, so any tag is ours). */
 #define HIER_ABORT_TAG 4242
 /* Idle turns of the progress loop between two looks for that notice. */
 #define HIER_ABORT_POLL 64
@@ -82,10 +108,19 @@ struct coll_gpu_hier_t {
     struct ompi_communicator_t *node_comm, *leader_comm;
     int *leader_of;                    /* comm rank -> leader-comm rank of its node's leader */
     int *node_rank_of;                 /* comm rank -> its rank in its node communicator */
-    coll_gpu_ucx_comm_t *ucx;          /* leaders only */
-    uint64_t seq;                      /* hierarchical calls made (leaders) */
+    int node_rank;                     /* this rank's */
+    /* the rails: as many as the smallest node has ranks (1: none), set up on first use */
+    int rails;
+    hier_state_t rails_state;
+    bool rails_direct;                 /* device memory straight to UCX on every rail (agreed) */
+    struct ompi_communicator_t *rail_comm; /* node ranks 1 .. rails - 1: their rail's */
+    /* this rank's chain between nodes: leader_comm on node rank 0, rail_comm once the rails
+     * are set up, else NULL; and its UCX endpoints */
+    struct ompi_communicator_t *chain_comm;
+    coll_gpu_ucx_comm_t *ucx;
+    uint64_t seq;                      /* chains run by this rank (on chain_comm) */
     bool test_failed;                  /* coll_gpu_test_fail_ucx has fired on this communicator */
-    /* the pipeline's slots (leaders) */
+    /* the pipeline's slots (the ranks of a chain) */
     int depth;
     size_t chunk;
     char *host;                        /* depth x chunk, pinned */
@@ -191,6 +226,9 @@ void mca_coll_gpu_hier_release(mca_coll_gpu_module_t *m)
     m->hier = NULL;
     mca_coll_gpu_ucx_comm_destroy(h->ucx);
     hier_free_slots(h);
+    if (NULL != h->rail_comm) {
+        (void) ompi_comm_free(&h->rail_comm);
+    }
     if (NULL != h->leader_comm) {
         (void) ompi_comm_free(&h->leader_comm);
     }
@@ -202,7 +240,7 @@ void mca_coll_gpu_hier_release(mca_coll_gpu_module_t *m)
     free(h);
 }
 
-/* The pipeline's slots of a leader (h->chunk x h->depth). */
+/* The pipeline's slots of a chain's rank (h->chunk x h->depth). */
 static int hier_alloc_slots(coll_gpu_hier_t *h)
 {
     if (DEV_OK != dev_host_alloc((void **) &h->host, h->chunk * (size_t) h->depth)) {
@@ -224,6 +262,23 @@ static int hier_alloc_slots(coll_gpu_hier_t *h)
         }
     }
     return OMPI_SUCCESS;
+}
+
+/* Can this rank hand device memory straight to UCX: asked for, a real GPU, and a UCX that
+ * moves CUDA memory?  (Every rank of a chain must say yes: the caller agrees.) */
+static bool direct_possible(struct ompi_communicator_t *comm, const char *what)
+{
+    bool yes = mca_coll_gpu_component.ucx_device_direct && mca_coll_gpu_ucx_device_memory()
+               && DEV_BACKEND_CUDA == dev_backend();
+
+    if (mca_coll_gpu_component.ucx_device_direct && !yes) {
+        COLL_GPU_VERBOSE(COLL_GPU_LOG_QUERY, "coll:gpu:%s (cid %d): rank %d: "
+                         "coll_gpu_ucx_device_direct: not here (%s, %s backend): chunks "
+                         "staged through host memory", what, coll_gpu_comm_cid(comm),
+                         ompi_comm_rank(comm), mca_coll_gpu_ucx_describe(),
+                         dev_backend_name(dev_backend()));
+    }
+    return yes;
 }
 
 /*
@@ -289,17 +344,27 @@ static int hier_setup(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm
         return rc;
     }
     h->nnodes = 0;
+    h->node_rank = node_rank;
+    h->rails = INT_MAX;
     for (int i = 0; i < size; ++i) {
+        int members = 0;
+
         h->node_rank_of[i] = cards[3 * i + 1];
         h->leader_of[i] = -1;
         for (int j = 0; j < size; ++j) {
-            if (cards[3 * j] == cards[3 * i] && 0 == cards[3 * j + 1]) {
-                h->leader_of[i] = cards[3 * j + 2];
+            if (cards[3 * j] == cards[3 * i]) {
+                ++members;
+                if (0 == cards[3 * j + 1]) {
+                    h->leader_of[i] = cards[3 * j + 2];
+                }
             }
         }
         h->nnodes += (0 == cards[3 * i + 1]);
+        /* the rails: the ranks of the smallest node (from the membership: the same on all) */
+        h->rails = (members < h->rails) ? members : h->rails;
     }
     free(cards);
+    h->chain_comm = h->leader_comm;
     if (NULL != h->leader_comm) {
         /* every leader takes part in the exchange, whatever its local state */
         ok[0] = (OMPI_SUCCESS == mca_coll_gpu_ucx_comm_create(h->leader_comm, &h->ucx));
@@ -309,16 +374,8 @@ static int hier_setup(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm
                              rank, dev_error_string());
             ok[0] = 0;
         }
-        /* device memory straight to UCX: asked for, a real GPU, and UCX that moves CUDA
-         * memory, on every leader */
-        ok[1] = mca_coll_gpu_component.ucx_device_direct && mca_coll_gpu_ucx_device_memory()
-                && DEV_BACKEND_CUDA == dev_backend();
-        if (mca_coll_gpu_component.ucx_device_direct && !ok[1]) {
-            COLL_GPU_VERBOSE(COLL_GPU_LOG_QUERY, "coll:gpu:%s (cid %d): rank %d: "
-                             "coll_gpu_ucx_device_direct: not here (%s, %s backend): chunks "
-                             "staged through host memory", what, coll_gpu_comm_cid(comm), rank,
-                             mca_coll_gpu_ucx_describe(), dev_backend_name(dev_backend()));
-        }
+        /* device memory straight to UCX, on every leader */
+        ok[1] = direct_possible(comm, what);
     }
     rc = m->prev_allreduce.fn(ok, all_ok, 2, MPI_INT, MPI_MIN, comm, m->prev_allreduce.module);
     if (OMPI_SUCCESS != rc) {
@@ -361,6 +418,73 @@ static bool hier_ready(mca_coll_gpu_module_t *m, struct ompi_communicator_t *com
     return HIER_READY == h->state;
 }
 
+/*
+ * Set up the rails (collective over comm, in the first allreduce that would take them): the
+ * communicator of each rail r = 1 .. rails - 1 (node rank r of every node, ordered by node as
+ * the leaders are), its UCX endpoints and its ranks' pipeline slots; rail 0 is the leaders'
+ * chain, ready already.  Every rank ends in the same state: READY, or FAILED for good (the
+ * leaders' path then takes every size), announced once.
+ */
+static bool rails_ready(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                        const char *what)
+{
+    coll_gpu_hier_t *h = m->hier;
+    int rank = ompi_comm_rank(comm), color, rc;
+    int ok[2] = {1, 1}, all_ok[2] = {0, 0}; /* set up; direct path wanted and possible */
+
+    if (HIER_UNTRIED != h->rails_state) {
+        return HIER_READY == h->rails_state;
+    }
+    h->rails_state = HIER_FAILED;
+    color = (0 < h->node_rank && h->node_rank < h->rails) ? h->node_rank : MPI_UNDEFINED;
+    /* keyed by the node's place among the leaders: every rail orders the nodes alike */
+    rc = ompi_comm_split(comm, color, h->leader_of[rank], &h->rail_comm, false);
+    if (OMPI_SUCCESS != rc) {
+        h->rail_comm = NULL;
+        return false; /* the split's own failure: Open MPI reported it on every rank */
+    }
+    if (&ompi_mpi_comm_null.comm == h->rail_comm) {
+        h->rail_comm = NULL;
+    }
+    if (NULL != h->rail_comm && !h->ucx_broken) {
+        /* every rank of the rail takes part in the exchange, whatever its local state */
+        ok[0] = (OMPI_SUCCESS == mca_coll_gpu_ucx_comm_create(h->rail_comm, &h->ucx));
+        if (ok[0] && OMPI_SUCCESS != hier_alloc_slots(h)) {
+            COLL_GPU_VERBOSE(COLL_GPU_LOG_ERROR, "coll:gpu:%s (cid %d): rank %d: no memory for "
+                             "the UCX pipeline's slots of rail %d (%s)", what,
+                             coll_gpu_comm_cid(comm), rank, h->node_rank, dev_error_string());
+            ok[0] = 0;
+        }
+        ok[1] = direct_possible(comm, what);
+    } else if (0 == h->node_rank) {
+        ok[1] = h->direct; /* rail 0: the leaders' agreed setup */
+    }
+    rc = m->prev_allreduce.fn(ok, all_ok, 2, MPI_INT, MPI_MIN, comm, m->prev_allreduce.module);
+    if (OMPI_SUCCESS != rc || !all_ok[0]) {
+        if (NULL != h->rail_comm) {
+            mca_coll_gpu_ucx_comm_destroy(h->ucx);
+            h->ucx = NULL;
+            hier_free_slots(h);
+        }
+        if (0 == rank && OMPI_SUCCESS == rc) {
+            opal_output(0, "coll:gpu:%s (cid %d): the UCX connections of the %d rails between "
+                        "the %d nodes could not be set up (see coll_gpu_verbose 1 for the cause "
+                        "on each rank): every allreduce on this communicator goes through the "
+                        "node leaders", what, coll_gpu_comm_cid(comm), h->rails, h->nnodes);
+        }
+        return false;
+    }
+    h->rails_direct = (1 == all_ok[1]);
+    if (NULL != h->rail_comm) {
+        h->chain_comm = h->rail_comm;
+    }
+    h->rails_state = HIER_READY;
+    COLL_GPU_VERBOSE(COLL_GPU_LOG_QUERY, "coll:gpu:%s (cid %d): rank %d: %d rails ready; %s",
+                     what, coll_gpu_comm_cid(comm), rank, h->rails,
+                     (NULL != h->chain_comm) ? "this rank is on one" : "not on a rail");
+    return true;
+}
+
 bool mca_coll_gpu_hier_usable(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
                               topo_coll_t coll)
 {
@@ -375,7 +499,7 @@ bool mca_coll_gpu_hier_usable(mca_coll_gpu_module_t *m, struct ompi_communicator
     return hier_ready(m, comm, topo_coll_name(coll));
 }
 
-/* ---- the leaders' pipeline -------------------------------------------------------------- */
+/* ---- a chain's pipeline (the leaders', or a rail's) ------------------------------------- */
 
 /* What a chunk's step does on the device (in its slot's stream) and over UCX (together). */
 typedef enum {
@@ -409,9 +533,11 @@ typedef struct {
 
 typedef struct {
     coll_gpu_hier_t *h;
+    struct ompi_communicator_t *chain; /* the chain's communicator (leaders, or a rail) */
+    coll_gpu_ucx_comm_t *ucx;   /* its UCX endpoints */
     uint32_t cid;
     uint64_t seq;
-    int prev, next;             /* leader ranks, -1 at the ends */
+    int prev, next;             /* ranks in chain, -1 at the ends */
     int phase_fwd;              /* the phase of messages sent to next (PHASE_UP or _BCAST) */
     const step_t *prog;
     int nsteps;
@@ -421,7 +547,7 @@ typedef struct {
     dev_dtype_t dt;
     dev_op_t op;
     bool degraded;              /* a local failure: keep the message schedule, skip the device */
-    bool direct;                /* messages from and to device memory (h->direct) */
+    bool direct;                /* messages from and to device memory (agreed by the chain) */
 } pipe_t;
 
 /* A chain position's program (steps and their number); PROG of a static step array. */
@@ -431,22 +557,28 @@ typedef struct {
 } prog_t;
 #define PROG(a) {(a), (int) (sizeof(a) / sizeof((a)[0]))}
 
-/* Start pp for one call of a leader whose chain neighbours are prev and next (-1 at the ends):
- * the program of its place (progs: first, middle, last), of the direct path's when h->direct. */
+/* Start pp for one call of a rank of chain (over the UCX endpoints uc) whose neighbours in it
+ * are prev and next (-1 at the ends): the program of its place (progs: first, middle, last),
+ * of the direct path's when direct.  The tags carry comm's id and the number of this rank's
+ * chains on it: a process is on one chain of comm, whose ranks all count the same calls. */
 static void pipe_begin(pipe_t *pp, coll_gpu_hier_t *h, struct ompi_communicator_t *comm,
-                       int phase, int prev, int next, const prog_t *host, const prog_t *direct)
+                       struct ompi_communicator_t *chain, coll_gpu_ucx_comm_t *uc, bool direct,
+                       int phase, int prev, int next, const prog_t *host,
+                       const prog_t *direct_progs)
 {
-    const prog_t *progs = h->direct ? direct : host;
+    const prog_t *progs = direct ? direct_progs : host;
     const prog_t *mine = (-1 == prev) ? &progs[0] : (-1 == next) ? &progs[2] : &progs[1];
 
     memset(pp, 0, sizeof(*pp));
     pp->h = h;
+    pp->chain = chain;
+    pp->ucx = uc;
     pp->cid = (uint32_t) coll_gpu_comm_cid(comm);
     pp->seq = h->seq++;
     pp->prev = prev;
     pp->next = next;
     pp->phase_fwd = phase;
-    pp->direct = h->direct;
+    pp->direct = direct;
     pp->prog = mine->steps;
     pp->nsteps = mine->nsteps;
 }
@@ -509,7 +641,7 @@ static int step_start(pipe_t *pp, int s, slot_t *sl)
             sl->dev_pending = true;
         }
     }
-    /* a leader without its data (degraded) keeps the schedule with its host slot */
+    /* a rank without its data (degraded) keeps the schedule with its host slot */
     dev = pp->direct && !pp->degraded && BUF_HOST != st->buf;
     buf = !dev                    ? hs
           : (BUF_DTMP == st->buf) ? ds
@@ -518,19 +650,19 @@ static int step_start(pipe_t *pp, int s, slot_t *sl)
 
     switch (st->net) {
     case NET_RECV_PREV:
-        return mca_coll_gpu_ucx_irecv(h->ucx, buf, len,
+        return mca_coll_gpu_ucx_irecv(pp->ucx, buf, len,
                                       mca_coll_gpu_ucx_tag(pp->cid, pp->seq, pp->phase_fwd,
                                                            sl->chunk), dev, &sl->net);
     case NET_SEND_NEXT:
-        return mca_coll_gpu_ucx_isend(h->ucx, pp->next, buf, len,
+        return mca_coll_gpu_ucx_isend(pp->ucx, pp->next, buf, len,
                                       mca_coll_gpu_ucx_tag(pp->cid, pp->seq, pp->phase_fwd,
                                                            sl->chunk), dev, &sl->net);
     case NET_RECV_NEXT:
-        return mca_coll_gpu_ucx_irecv(h->ucx, buf, len,
+        return mca_coll_gpu_ucx_irecv(pp->ucx, buf, len,
                                       mca_coll_gpu_ucx_tag(pp->cid, pp->seq, PHASE_DOWN,
                                                            sl->chunk), dev, &sl->net);
     case NET_SEND_PREV:
-        return mca_coll_gpu_ucx_isend(h->ucx, pp->prev, buf, len,
+        return mca_coll_gpu_ucx_isend(pp->ucx, pp->prev, buf, len,
                                       mca_coll_gpu_ucx_tag(pp->cid, pp->seq, PHASE_DOWN,
                                                            sl->chunk), dev, &sl->net);
     default:
@@ -562,24 +694,23 @@ static int step_test(pipe_t *pp, int s, slot_t *sl)
 }
 
 /*
- * A leader whose UCX transfers failed tells every other leader through Open MPI's point-to-point
- * layer (which still works), so that none waits for a message that will not come: each leader
- * listens for that notice while its transfers run.  After the first failure the leaders agree
- * to leave UCX off on the communicator, so a notice that arrives too late for its call is never
- * taken for a later one's.
+ * A rank of a chain whose UCX transfers failed tells every other rank of the chain through Open
+ * MPI's point-to-point layer (which still works), so that none waits for a message that will
+ * not come: each listens for that notice while its transfers run.  After the first failure
+ * every rank agrees to leave UCX off on the communicator, so a notice that arrives too late for
+ * its call is never taken for a later one's.
  */
-static void abort_notify(coll_gpu_hier_t *h)
+static void abort_notify(struct ompi_communicator_t *chain)
 {
     static int one = 1;
-    int me = ompi_comm_rank(h->leader_comm), nl = ompi_comm_size(h->leader_comm);
+    int me = ompi_comm_rank(chain), nl = ompi_comm_size(chain);
 
     for (int i = 0; i < nl; ++i) {
         ompi_request_t *req = NULL;
 
         if (i != me
             && OMPI_SUCCESS == MCA_PML_CALL(isend(&one, 1, MPI_INT, i, HIER_ABORT_TAG,
-                                                  MCA_PML_BASE_SEND_STANDARD, h->leader_comm,
-                                                  &req))) {
+                                                  MCA_PML_BASE_SEND_STANDARD, chain, &req))) {
             (void) ompi_request_free(&req); /* completes on its own: 4 bytes, eager */
         }
     }
@@ -606,10 +737,10 @@ static int pipe_run(pipe_t *pp)
     /* listen for a peer's failure notice (without it, only coll_gpu_ucx_timeout_seconds ends
      * a wait on a peer whose transfers stopped) */
     if (OMPI_SUCCESS != MCA_PML_CALL(irecv(&notice_buf, 1, MPI_INT, MPI_ANY_SOURCE,
-                                           HIER_ABORT_TAG, h->leader_comm, &notice))) {
+                                           HIER_ABORT_TAG, pp->chain, &notice))) {
         notice = NULL;
     }
-    /* testing only: this leader's sends fail, as after an endpoint error, in its first call on
+    /* testing only: this rank's sends fail, as after an endpoint error, in its first chain on
      * the communicator */
     if (0 <= c->test_fail_ucx && !h->test_failed
         && c->test_fail_ucx == ompi_comm_rank(&ompi_mpi_comm_world.comm)) {
@@ -675,8 +806,9 @@ static int pipe_run(pipe_t *pp)
             if (arrived) {
                 notice = NULL;
                 told = true;
-                COLL_GPU_VERBOSE(COLL_GPU_LOG_ERROR, "coll:gpu:hier: another leader's UCX "
-                                 "transfers failed: giving this one's up");
+                COLL_GPU_VERBOSE(COLL_GPU_LOG_ERROR, "coll:gpu:hier: another %s's UCX "
+                                 "transfers failed: giving this one's up",
+                                 (pp->chain == h->leader_comm) ? "leader" : "rank of the rail");
                 rc = OMPI_ERR_UNREACH;
             }
         } else {
@@ -685,7 +817,7 @@ static int pipe_run(pipe_t *pp)
         }
     }
     if (OMPI_SUCCESS != rc && !told && !(fail_sends && c->test_fail_ucx_silent)) {
-        abort_notify(h);
+        abort_notify(pp->chain);
     }
     if (NULL != notice && MPI_REQUEST_NULL != notice) {
         (void) ompi_request_cancel(notice);
@@ -726,26 +858,37 @@ static struct ompi_datatype_t *mpi_type_of(dev_dtype_t dt)
 }
 
 /*
- * After the pipeline, or in its place: did every leader have its data (data_ok), and did every
- * leader's UCX transfer complete (net_ok)?  One host allreduce (MIN) over the leaders.  A UCX
- * failure on any leader switches UCX off on this communicator for good (all leaders see it).
+ * After the pipeline, or in its place: did every rank have its data (data_ok), and did every
+ * rank's UCX transfer complete (net_ok)?  One host allreduce (MIN) over the ranks that must
+ * know: the leaders (over their communicator's own table), or on the rails every rank of comm
+ * (over the module below coll/gpu).  A UCX failure anywhere switches UCX off on this
+ * communicator for good (all ranks of every chain see it).
  */
-static int leaders_agree(coll_gpu_hier_t *h, const char *what, struct ompi_communicator_t *comm,
-                         bool data_ok, bool net_ok, bool *all_data_ok, bool *all_net_ok)
+static int chain_agree(mca_coll_gpu_module_t *m, const char *what,
+                       struct ompi_communicator_t *comm, bool rails, bool data_ok, bool net_ok,
+                       bool *all_data_ok, bool *all_net_ok)
 {
+    coll_gpu_hier_t *h = m->hier;
+    struct ompi_communicator_t *over = rails ? comm : h->leader_comm;
     int in[2] = {data_ok ? 1 : 0, net_ok ? 1 : 0}, out[2] = {0, 0}, rc;
 
-    rc = h->leader_comm->c_coll->coll_allreduce(in, out, 2, MPI_INT, MPI_MIN, h->leader_comm,
-                                                h->leader_comm->c_coll->coll_allreduce_module);
+    if (rails) {
+        rc = m->prev_allreduce.fn(in, out, 2, MPI_INT, MPI_MIN, comm, m->prev_allreduce.module);
+    } else {
+        rc = over->c_coll->coll_allreduce(in, out, 2, MPI_INT, MPI_MIN, over,
+                                          over->c_coll->coll_allreduce_module);
+    }
     *all_data_ok = (OMPI_SUCCESS == rc && 1 == out[0]);
     *all_net_ok = (OMPI_SUCCESS == rc && 1 == out[1]);
     if (OMPI_SUCCESS == rc && !*all_net_ok && !h->ucx_broken) {
         h->ucx_broken = true;
-        if (0 == ompi_comm_rank(h->leader_comm)) {
-            opal_output(0, "coll:gpu:%s (cid %d): the UCX transfer between node leaders failed "
+        if (0 == ompi_comm_rank(over)) {
+            opal_output(0, "coll:gpu:%s (cid %d): the UCX transfer between %s failed "
                         "(see coll_gpu_verbose 1 for the cause): this call and every later one "
                         "on this communicator are staged through Open MPI's point-to-point "
-                        "layer between the leaders", what, coll_gpu_comm_cid(comm));
+                        "layer between the %s", what, coll_gpu_comm_cid(comm),
+                        rails ? "the ranks of a rail" : "node leaders",
+                        rails ? "ranks of each rail" : "leaders");
         }
     }
     return rc;
@@ -770,16 +913,16 @@ static bool node_status(coll_gpu_hier_t *h, int *rc)
     return 0 == failed;
 }
 
-/* The inter-node step through the host, between leaders: the fallback, and the path once UCX
- * broke on this communicator.  buf: the leader's dense data in device memory (every leader has
- * it: leaders_agree said so). */
-static int leaders_staged(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
-                          const char *what, void *buf, size_t bytes, size_t nelems,
-                          dev_dtype_t dt, struct ompi_op_t *op, int root_leader)
+/* The inter-node step through the host, along a chain (chain: the leaders' communicator, or a
+ * rail's): the fallback, and the path once UCX broke on this communicator.  buf: the rank's
+ * dense data in device memory (every rank of the chain has it: chain_agree said so). */
+static int chain_staged(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                        const char *what, struct ompi_communicator_t *chain, void *buf,
+                        size_t bytes, size_t nelems, dev_dtype_t dt, struct ompi_op_t *op,
+                        int root_leader)
 {
-    coll_gpu_hier_t *h = m->hier;
     bool reduce = (NULL != op);
-    bool is_root = (ompi_comm_rank(h->leader_comm) == root_leader);
+    bool is_root = (ompi_comm_rank(chain) == root_leader);
     coll_gpu_staged_t st;
     int rc;
 
@@ -796,14 +939,11 @@ static int leaders_staged(mca_coll_gpu_module_t *m, struct ompi_communicator_t *
         n = (reduce ? nelems : bytes) - done;
         n = (n > (size_t) INT_MAX) ? (size_t) INT_MAX : n;
         if (reduce) {
-            rc = h->leader_comm->c_coll->coll_allreduce(MPI_IN_PLACE, at, (int) n,
-                                                        mpi_type_of(dt), op, h->leader_comm,
-                                                        h->leader_comm->c_coll
-                                                            ->coll_allreduce_module);
+            rc = chain->c_coll->coll_allreduce(MPI_IN_PLACE, at, (int) n, mpi_type_of(dt), op,
+                                               chain, chain->c_coll->coll_allreduce_module);
         } else {
-            rc = h->leader_comm->c_coll->coll_bcast(at, (int) n, MPI_BYTE, root_leader,
-                                                    h->leader_comm,
-                                                    h->leader_comm->c_coll->coll_bcast_module);
+            rc = chain->c_coll->coll_bcast(at, (int) n, MPI_BYTE, root_leader, chain,
+                                           chain->c_coll->coll_bcast_module);
         }
     }
     return mca_coll_gpu_unstage(m, &st, rc,
@@ -825,21 +965,48 @@ static void log_path(const char *what, struct ompi_communicator_t *comm, size_t 
     mca_coll_gpu_log_call(what, comm, bytes, dtype, op, path);
 }
 
+/* How this rank's chain moves its data: via UCX, or staged once UCX broke. */
+static void describe_chain(coll_gpu_hier_t *h, bool direct, char *buf, size_t len)
+{
+    if (h->ucx_broken) {
+        snprintf(buf, len, "staged through Open MPI's point-to-point layer (UCX failed earlier)");
+    } else {
+        snprintf(buf, len, "via UCX (%s), %s, chunk %zu B, depth %d",
+                 mca_coll_gpu_ucx_describe(),
+                 direct ? "device memory straight to UCX"
+                        : "chunks staged through pinned host memory",
+                 h->chunk, h->depth);
+    }
+}
+
 static void describe_ucx(coll_gpu_hier_t *h, char *buf, size_t len)
 {
     if (NULL == h->leader_comm) {
         /* only the leaders know how their exchange went (UCX, or its fallback) */
         snprintf(buf, len, "exchange between the other ranks (this rank is in the node steps "
                  "only)");
-    } else if (h->ucx_broken) {
-        snprintf(buf, len, "staged through Open MPI's point-to-point layer (UCX failed earlier)");
     } else {
-        snprintf(buf, len, "via UCX (%s), %s, chunk %zu B, depth %d",
-                 mca_coll_gpu_ucx_describe(),
-                 h->direct ? "device memory straight to UCX"
-                           : "chunks staged through pinned host memory",
-                 h->chunk, h->depth);
+        describe_chain(h, h->direct, buf, len);
     }
+}
+
+/* The rails' line: their number, and this rank's rail and how it moves its shard. */
+static void log_rails(const char *what, struct ompi_communicator_t *comm, size_t bytes,
+                      struct ompi_datatype_t *dtype, struct ompi_op_t *op, coll_gpu_hier_t *h)
+{
+    char inter[300], path[500];
+
+    if (opal_output_get_verbosity(mca_coll_gpu_component.output) < COLL_GPU_LOG_CALL) {
+        return;
+    }
+    if (h->node_rank < h->rails) {
+        describe_chain(h, h->rails_direct, inter, sizeof(inter));
+    }
+    snprintf(path, sizeof(path), "hierarchical: %d nodes, node step on %d rank(s), %d rails, "
+             "%s%d %s", h->nnodes, ompi_comm_size(h->node_comm), h->rails,
+             (h->node_rank < h->rails) ? "shard of rail " : "node rank ", h->node_rank,
+             (h->node_rank < h->rails) ? inter : "on no rail (it receives every shard)");
+    mca_coll_gpu_log_call(what, comm, bytes, dtype, op, path);
 }
 
 /* A node of one rank: its result is its input.  Copies sbuf into rbuf on the device when both
@@ -869,12 +1036,28 @@ static bool dense_copy(struct ompi_communicator_t *comm, const void *sbuf, void 
     return true;
 }
 
-int mca_coll_gpu_hier_allreduce(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
-                                const void *sbuf, void *rbuf, int count,
-                                struct ompi_datatype_t *dtype, struct ompi_op_t *op,
-                                dev_dtype_t dt, dev_op_t dop, size_t nelems)
+/* Shard r of n elements on rails rails: whole elements, the first n % rails shards one longer
+ * (a shard is empty when n < rails). */
+static void shard_of(size_t n, int rails, int r, size_t *lo, size_t *len)
 {
-    static const char *const what = "allreduce";
+    size_t base = n / (size_t) rails, extra = n % (size_t) rails, ur = (size_t) r;
+
+    *lo = ur * base + ((ur < extra) ? ur : extra);
+    *len = base + ((ur < extra) ? 1 : 0);
+}
+
+/*
+ * This rank's part of the allreduce between nodes along its chain (the leaders', or its rail's;
+ * direct: that chain's agreed path): bytes of dense device memory at out, the node's result,
+ * become the result of every node.  A copy is kept for the fallback (h->saved).  A rank whose
+ * data failed (*local_rc, or a device step of the pipeline: then *local_rc is set) keeps to the
+ * message schedule without it (degraded), so that no peer waits for it.  Returns the transfers'
+ * outcome, OMPI_ERR_NOT_AVAILABLE when UCX is off on the communicator (nothing ran).
+ */
+static int chain_allreduce(coll_gpu_hier_t *h, struct ompi_communicator_t *comm,
+                           const char *what, bool direct, char *out, size_t bytes,
+                           dev_dtype_t dt, dev_op_t dop, int *local_rc)
+{
     /* staged through the slots' pinned host memory */
     static const step_t first[] = {{DEV_LOAD, NET_NONE, BUF_HOST},
                                    {DEV_NONE, NET_SEND_NEXT, BUF_HOST},
@@ -900,13 +1083,178 @@ int mca_coll_gpu_hier_allreduce(mca_coll_gpu_module_t *m, struct ompi_communicat
                                     {DEV_REDUCE, NET_NONE, BUF_HOST},
                                     {DEV_NONE, NET_SEND_PREV, BUF_OUT}};
     static const prog_t host[3] = {PROG(first), PROG(middle), PROG(last)};
-    static const prog_t direct[3] = {PROG(first_d), PROG(middle_d), PROG(last_d)};
+    static const prog_t direct_progs[3] = {PROG(first_d), PROG(middle_d), PROG(last_d)};
+    struct ompi_communicator_t *chain = h->chain_comm;
+    int pos = ompi_comm_rank(chain), nl = ompi_comm_size(chain), net_rc;
+    pipe_t pp;
+
+    if (h->ucx_broken) {
+        return OMPI_ERR_NOT_AVAILABLE; /* out keeps the node's result for the staged step */
+    }
+    if (OMPI_SUCCESS == *local_rc && h->saved_bytes < bytes) {
+        if (NULL != h->saved) {
+            (void) dev_mem_free(h->saved);
+        }
+        h->saved_bytes = 0;
+        if (DEV_OK != dev_mem_alloc(&h->saved, bytes)) {
+            h->saved = NULL;
+            *local_rc = OMPI_ERR_OUT_OF_RESOURCE;
+        } else {
+            h->saved_bytes = bytes;
+        }
+    }
+    if (OMPI_SUCCESS == *local_rc && DEV_OK != dev_memcpy(h->saved, out, bytes)) {
+        *local_rc = OMPI_ERROR;
+    }
+    if (OMPI_SUCCESS != *local_rc) {
+        mca_coll_gpu_report_failure(what, comm, "the node's result could not be prepared "
+                                    "for the exchange between nodes (%s)", dev_error_string());
+    }
+    pipe_begin(&pp, h, comm, chain, h->ucx, direct, PHASE_UP, pos - 1,
+               (pos + 1 < nl) ? pos + 1 : -1, host, direct_progs);
+    pp.src = h->saved;
+    pp.out = out;
+    pp.bytes = bytes;
+    pp.esize = dev_dtype_size(dt);
+    pp.dt = dt;
+    pp.op = dop;
+    pp.degraded = (OMPI_SUCCESS != *local_rc);
+    net_rc = pipe_run(&pp);
+    if (pp.degraded && OMPI_SUCCESS == *local_rc) {
+        *local_rc = OMPI_ERROR; /* a device step failed (logged) */
+    }
+    return net_rc;
+}
+
+/* The chain's step again through the host, after the ranks agreed that some UCX transfer
+ * failed (every rank of every chain has its data): from the node's result kept in h->saved
+ * when the pipeline ran (net_rc, chain_allreduce's outcome; it may have written out). */
+static int chain_allreduce_staged(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                                  const char *what, char *out, size_t bytes, size_t nelems,
+                                  dev_dtype_t dt, struct ompi_op_t *op, int net_rc,
+                                  int *local_rc)
+{
+    coll_gpu_hier_t *h = m->hier;
+    int rc;
+
+    if (OMPI_ERR_NOT_AVAILABLE != net_rc && DEV_OK != dev_memcpy(out, h->saved, bytes)) {
+        *local_rc = OMPI_ERROR;
+    }
+    rc = chain_staged(m, comm, what, h->chain_comm, out, bytes, nelems, dt, op, -1);
+    if (OMPI_SUCCESS == rc) {
+        COLL_GPU_VERBOSE(COLL_GPU_LOG_CALL, "coll:gpu:%s (cid %d): rank %d: %s step staged "
+                         "through Open MPI's point-to-point layer%s", what,
+                         coll_gpu_comm_cid(comm), ompi_comm_rank(comm),
+                         (h->chain_comm == h->leader_comm) ? "leaders'" : "rail's",
+                         (OMPI_ERR_NOT_AVAILABLE != net_rc) ? " (fallback)" : "");
+    }
+    return rc;
+}
+
+/*
+ * The allreduce on the rails (see the file's header): the node's result on every rank, shard r
+ * reduced between nodes by rail r, every shard spread inside each node from its rail's rank.
+ * Every rank of comm takes part in both agreements, so that a failure on any rail (data, or
+ * UCX: then every rail redoes its shard through the host) is known to all before the shards
+ * are spread, and every rank returns the same outcome of the step between nodes.
+ */
+static int hier_allreduce_rails(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                                const void *sbuf, void *rbuf, int count,
+                                struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                                dev_dtype_t dt, dev_op_t dop, size_t nelems)
+{
+    static const char *const what = "allreduce";
+    coll_gpu_hier_t *h = m->hier;
+    size_t esize = dev_dtype_size(dt), lo = 0, n = 0;
+    bool member = (h->node_rank < h->rails), data_ok, net_ok;
+    int rc, local_rc, net_rc = OMPI_SUCCESS;
+    coll_gpu_adapt_t a;
+    char *out = NULL;
+
+    log_rails(what, comm, nelems * esize, dtype, op, h);
+    /* 1. inside the node: coll/gpu's allreduce on the node communicator (its team).  The team
+     * has no reduce-scatter of its own to give each rank only its shard (coll_gpu_nvl.c: its
+     * two-shot and ring do one inside, then their all-gather); the whole result costs that
+     * all-gather over NVLink, a small share next to the network's step */
+    rc = h->node_comm->c_coll->coll_allreduce(sbuf, rbuf, count, dtype, op, h->node_comm,
+                                              h->node_comm->c_coll->coll_allreduce_module);
+    /* the dense result in device memory on every rank (the user's buffer when it is that):
+     * a rail's rank reduces its shard in it, and every rank receives the other shards in it */
+    local_rc = rc;
+    a.dev = NULL;
+    if (OMPI_SUCCESS == local_rc) {
+        local_rc = mca_coll_gpu_adapt_in(m, comm, what, 1, rbuf, count, dtype, member, false,
+                                         &a);
+    }
+    /* 2. between nodes: shard r along rail r */
+    if (member) {
+        shard_of(nelems, h->rails, h->node_rank, &lo, &n);
+        out = (NULL != a.dev) ? (char *) a.dev + lo * esize : NULL;
+        if (0 < n) {
+            net_rc = chain_allreduce(h, comm, what, h->rails_direct, out, n * esize, dt, dop,
+                                     &local_rc);
+        }
+    }
+    /* 3. every rank of every node must have had its data, and every rail's transfers ended */
+    rc = chain_agree(m, what, comm, true, OMPI_SUCCESS == local_rc, OMPI_SUCCESS == net_rc,
+                     &data_ok, &net_ok);
+    if (OMPI_SUCCESS == rc && !data_ok) {
+        rc = OMPI_ERROR; /* some rank had no data: the call fails on every rank */
+    } else if (OMPI_SUCCESS == rc && !net_ok) {
+        /* every rail redoes its shard through the host; the shards are spread only when all
+         * of them made it (a second agreement) */
+        int staged_rc = OMPI_SUCCESS;
+
+        if (member && 0 < n) {
+            staged_rc = chain_allreduce_staged(m, comm, what, out, n * esize, n, dt, op, net_rc,
+                                               &local_rc);
+        }
+        rc = chain_agree(m, what, comm, true,
+                         OMPI_SUCCESS == staged_rc && OMPI_SUCCESS == local_rc, true, &data_ok,
+                         &net_ok);
+        if (OMPI_SUCCESS == rc && !data_ok) {
+            rc = OMPI_ERROR;
+        }
+    }
+    /* 4. every shard from its rail's rank to the rest of its node (the team's bcast; it has
+     * no all-gather): every rank of comm ends with the bits each shard's one chain made */
+    for (int r = 0; OMPI_SUCCESS == rc && r < h->rails; ++r) {
+        size_t rlo, rn;
+
+        shard_of(nelems, h->rails, r, &rlo, &rn);
+        /* in pieces of at most INT_MAX bytes (MPI counts are ints) */
+        for (size_t done = 0, len; OMPI_SUCCESS == rc && done < rn * esize; done += len) {
+            len = rn * esize - done;
+            len = (len > (size_t) INT_MAX) ? (size_t) INT_MAX : len;
+            rc = h->node_comm->c_coll->coll_bcast((char *) a.dev + rlo * esize + done, (int) len,
+                                                  MPI_BYTE, r, h->node_comm,
+                                                  h->node_comm->c_coll->coll_bcast_module);
+        }
+    }
+    if (OMPI_SUCCESS == rc) {
+        rc = mca_coll_gpu_adapt_out(m, comm, what, &a, true);
+    }
+    return rc;
+}
+
+int mca_coll_gpu_hier_allreduce(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                                const void *sbuf, void *rbuf, int count,
+                                struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                                dev_dtype_t dt, dev_op_t dop, size_t nelems)
+{
+    static const char *const what = "allreduce";
     coll_gpu_hier_t *h = m->hier;
     size_t esize = dev_dtype_size(dt), bytes = nelems * esize;
+    size_t rail_min = mca_coll_gpu_component.hier_rail_min_bytes;
     char inter[300];
     coll_gpu_adapt_t a;
     int rc, local_rc = OMPI_SUCCESS;
 
+    /* the rails: from the membership (every node has 2 ranks or more), the signature's bytes
+     * and an ALL_EQ parameter, so the same on every rank; their setup agrees too */
+    if (2 <= h->rails && 0 < rail_min && bytes >= rail_min && rails_ready(m, comm, what)) {
+        return hier_allreduce_rails(m, comm, sbuf, rbuf, count, dtype, op, dt, dop, nelems);
+    }
     describe_ucx(h, inter, sizeof(inter));
     log_path(what, comm, bytes, dtype, op, h, inter);
     /* 1. inside the node: coll/gpu's allreduce on the node communicator (its team); a node of
@@ -916,73 +1264,27 @@ int mca_coll_gpu_hier_allreduce(mca_coll_gpu_module_t *m, struct ompi_communicat
                                                   h->node_comm->c_coll->coll_allreduce_module);
     }
     if (NULL != h->leader_comm) {
-        int pos = ompi_comm_rank(h->leader_comm), nl = ompi_comm_size(h->leader_comm);
-        int net_rc = OMPI_ERR_NOT_AVAILABLE;
+        int net_rc;
         bool data_ok, net_ok;
-        pipe_t pp;
 
         /* 2. between the leaders: the dense result of the node in device memory (the user's
-         * buffer when it is that already), and a copy kept for the fallback */
+         * buffer when it is that already) */
         local_rc = rc;
         a.dev = NULL;
         if (OMPI_SUCCESS == local_rc) {
             local_rc = mca_coll_gpu_adapt_in(m, comm, what, 1, rbuf, count, dtype, true, false,
                                              &a);
         }
-        if (OMPI_SUCCESS == local_rc && h->saved_bytes < bytes) {
-            if (NULL != h->saved) {
-                (void) dev_mem_free(h->saved);
-            }
-            h->saved_bytes = 0;
-            if (DEV_OK != dev_mem_alloc(&h->saved, bytes)) {
-                h->saved = NULL;
-                local_rc = OMPI_ERR_OUT_OF_RESOURCE;
-            } else {
-                h->saved_bytes = bytes;
-            }
-        }
-        if (OMPI_SUCCESS == local_rc && DEV_OK != dev_memcpy(h->saved, a.dev, bytes)) {
-            local_rc = OMPI_ERROR;
-        }
-        if (OMPI_SUCCESS != local_rc) {
-            mca_coll_gpu_report_failure(what, comm, "the node's result could not be prepared "
-                                        "for the leaders' exchange (%s)", dev_error_string());
-        }
-        if (!h->ucx_broken) {
-            /* a leader without its data still keeps to the schedule (degraded), so that no
-             * peer waits for it */
-            pipe_begin(&pp, h, comm, PHASE_UP, pos - 1, (pos + 1 < nl) ? pos + 1 : -1, host,
-                       direct);
-            pp.src = h->saved;
-            pp.out = a.dev;
-            pp.bytes = bytes;
-            pp.esize = esize;
-            pp.dt = dt;
-            pp.op = dop;
-            pp.degraded = (OMPI_SUCCESS != local_rc);
-            net_rc = pipe_run(&pp);
-            if (pp.degraded && OMPI_SUCCESS == local_rc) {
-                local_rc = OMPI_ERROR; /* a device step failed (logged) */
-            }
-        }
+        net_rc = chain_allreduce(h, comm, what, h->direct, a.dev, bytes, dt, dop, &local_rc);
         /* 3. every leader must have had its data and finished its transfers */
-        rc = leaders_agree(h, what, comm, OMPI_SUCCESS == local_rc, OMPI_SUCCESS == net_rc,
-                           &data_ok, &net_ok);
+        rc = chain_agree(m, what, comm, false, OMPI_SUCCESS == local_rc,
+                         OMPI_SUCCESS == net_rc, &data_ok, &net_ok);
         if (OMPI_SUCCESS == rc && !data_ok) {
             rc = OMPI_ERROR; /* some leader had no data: the call fails on every rank */
         } else if (OMPI_SUCCESS == rc && !net_ok) {
             /* redo the step through the host from the node results the leaders kept */
-            if (OMPI_ERR_NOT_AVAILABLE != net_rc
-                && DEV_OK != dev_memcpy(a.dev, h->saved, bytes)) {
-                local_rc = OMPI_ERROR;
-            }
-            rc = leaders_staged(m, comm, what, a.dev, bytes, nelems, dt, op, -1);
-            if (OMPI_SUCCESS == rc) {
-                COLL_GPU_VERBOSE(COLL_GPU_LOG_CALL, "coll:gpu:%s (cid %d): rank %d: leaders' "
-                                 "step staged through Open MPI's point-to-point layer%s", what,
-                                 coll_gpu_comm_cid(comm), ompi_comm_rank(comm),
-                                 (OMPI_ERR_NOT_AVAILABLE != net_rc) ? " (fallback)" : "");
-            }
+            rc = chain_allreduce_staged(m, comm, what, a.dev, bytes, nelems, dt, op, net_rc,
+                                        &local_rc);
         }
         if (OMPI_SUCCESS == rc && OMPI_SUCCESS == local_rc) {
             rc = mca_coll_gpu_adapt_out(m, comm, what, &a, true);
@@ -1050,8 +1352,9 @@ int mca_coll_gpu_hier_bcast(mca_coll_gpu_module_t *m, struct ompi_communicator_t
                                         "leaders' exchange (%s)", dev_error_string());
         }
         if (!h->ucx_broken) {
-            pipe_begin(&pp, h, comm, PHASE_BCAST, (0 == q) ? -1 : (pos - 1 + nl) % nl,
-                       (nl - 1 == q) ? -1 : (pos + 1) % nl, host, direct);
+            pipe_begin(&pp, h, comm, h->leader_comm, h->ucx, h->direct, PHASE_BCAST,
+                       (0 == q) ? -1 : (pos - 1 + nl) % nl, (nl - 1 == q) ? -1 : (pos + 1) % nl,
+                       host, direct);
             pp.src = a.dev;
             pp.out = a.dev;
             pp.bytes = bytes;
@@ -1062,14 +1365,14 @@ int mca_coll_gpu_hier_bcast(mca_coll_gpu_module_t *m, struct ompi_communicator_t
                 local_rc = OMPI_ERROR;
             }
         }
-        rc = leaders_agree(h, what, comm, OMPI_SUCCESS == local_rc, OMPI_SUCCESS == net_rc,
-                           &data_ok, &net_ok);
+        rc = chain_agree(m, what, comm, false, OMPI_SUCCESS == local_rc, OMPI_SUCCESS == net_rc,
+                         &data_ok, &net_ok);
         if (OMPI_SUCCESS == rc && !data_ok) {
             rc = OMPI_ERROR;
         } else if (OMPI_SUCCESS == rc && !net_ok && 0 < bytes) {
             /* the root's leader still has the data: the chain again, through the host */
-            rc = leaders_staged(m, comm, what, a.dev, bytes, 0, DEV_T_UINT8, NULL,
-                                root_leader);
+            rc = chain_staged(m, comm, what, h->leader_comm, a.dev, bytes, 0, DEV_T_UINT8, NULL,
+                              root_leader);
         }
         if (OMPI_SUCCESS == rc && OMPI_SUCCESS == local_rc) {
             rc = mca_coll_gpu_adapt_out(m, comm, what, &a, !root_node);

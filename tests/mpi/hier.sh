@@ -15,7 +15,14 @@
 #   coll_gpu_test_fail_ucx: one leader's UCX sends fail in the first call; it tells its peer,
 #     which stops waiting; the fallback is logged and every case is right; and again without
 #     the notice (coll_gpu_test_fail_ucx_silent), the peer giving up after
-#     coll_gpu_ucx_timeout_seconds.
+#     coll_gpu_ucx_timeout_seconds;
+#   rails (coll_gpu_hier_rail_min_bytes 8, so that most cases are above it and some below):
+#     2 nodes x 2 ranks (2 rails), 2 x 3 (3 rails), 3 + 2 (2 rails, a rank on none): test_hier
+#     with its rail cases (uneven shards, shards smaller than one element, every rank's result
+#     bitwise the same) right, and the log shows each call of 8 B or more on the rails (every
+#     rank; every rail's rank via UCX) and every smaller one via the leaders; then 2 x 2 with
+#     the UCX sends of a rail's rank failing: every rank of the communicator stages that call's
+#     step between nodes, and every case is right.
 # Skipped when coll/gpu was built without UCX.  COLL_GPU_HIER_CHUNK sets the pipeline chunk
 # (default 4096 B; the cases' sizes follow it).
 . "$(dirname "$0")/mpitest.sh"
@@ -23,6 +30,8 @@ out=${TMPDIR:-/tmp}/coll_gpu_hier.$$
 logs=${TMPDIR:-/tmp}/coll_gpu_hier_logs.$$
 trap 'rm -rf "$out" "$logs"' EXIT
 : "${COLL_GPU_HIER_CHUNK:=4096}"
+# test_hier's rail threshold argument (set for the rails' runs only)
+rail_arg=
 
 if ! "$RUN_MPI" --exec ompi_info --param coll gpu --level 9 2>/dev/null \
         | grep -q 'coll_gpu_emulate_nodes'; then
@@ -43,7 +52,7 @@ run() {
     COLL_GPU_TEST_RANK_LOGS="$logs" COLL_GPU_MPIRUN_ARGS="--mca coll_gpu_verbose 10 --mca coll_gpu_emulate_nodes $nodes \
 --mca coll_gpu_ucx_chunk_bytes $COLL_GPU_HIER_CHUNK --mca coll_gpu_ucx_depth 3 $* \
 ${COLL_GPU_MPIRUN_ARGS:-}" "$RUN_MPI" "$np" "$MPI_TESTS/test_hier" "$COLL_GPU_HIER_CHUNK" \
-        >"$out" 2>&1
+        $rail_arg >"$out" 2>&1
     rc=$?
     t_ok "$rc" "$label: test_hier exits 0 (exit $rc)"
     # rank 0's TAP (the other ranks print none; their logs go to $logs: run-mpi.sh)
@@ -151,4 +160,82 @@ alltext | grep -q 'no UCX progress for 2 s'
 t_ok $? "coll_gpu_test_fail_ucx_silent: the other leader gave up after the timeout"
 alltext | grep -q 'leaders. step staged through Open MPI.s point-to-point layer (fallback)'
 t_ok $? "coll_gpu_test_fail_ucx_silent: the failed call was redone through the point-to-point layer"
+
+# rails: every allreduce of 8 B or more (test_hier says how many calls those were)
+rail_arg=8
+# np nodes rails label
+for cfg in "4 2 2 2x2" "6 2 3 2x3" "5 2 2 3+2"; do
+    set -- $cfg
+    run "$1" "$2" "rails, $4 ranks/nodes ($1 ranks, emulate_nodes=$2)" \
+        --mca coll_gpu_hier_rail_min_bytes $rail_arg
+    big=$(sed -n 's/^# rail-sized allreduce calls: \([0-9]*\) of \([0-9]*\).*/\1/p' "$out")
+    all=$(sed -n 's/^# rail-sized allreduce calls: \([0-9]*\) of \([0-9]*\).*/\2/p' "$out")
+    : "${big:=0}" "${all:=0}"
+    [ "$big" -gt 0 ] && [ "$big" -lt "$all" ]
+    t_ok $? "rails, $4: calls above and below the threshold ($big of $all allreduce calls of 8 B or more)"
+    # every call: the allreduces and 3 bcasts per root on 2 communicators
+    calls=$(( all + 2 * 3 * $1 ))
+    h=$(ranklogs | grep -c 'coll:gpu:.* -> hierarchical: '"$2"' nodes')
+    r=$(ranklogs | grep -c 'coll:gpu:allreduce .* -> hierarchical: '"$2"' nodes, .*, '"$3"' rails, ')
+    n=$(via_ucx)
+    s=$(staged)
+    [ "$h" -eq $(( $1 * calls )) ]
+    t_ok $? "rails, $4: every rank logs the hierarchical path for every call ($h of $(( $1 * calls )) lines)"
+    [ "$r" -eq $(( $1 * big )) ]
+    t_ok $? "rails, $4: every rank logs $3 rails for every call of 8 B or more ($r of $(( $1 * big )) lines)"
+    bad=
+    for rail in $(seq 0 $(( $3 - 1 ))); do
+        m=$(ranklogs | grep -c ", $3 rails, shard of rail $rail via UCX")
+        [ "$m" -eq $(( $2 * big )) ] || bad="$bad rail $rail: $m lines;"
+    done
+    m=$(ranklogs | grep -c ", $3 rails, node rank [0-9]* on no rail")
+    [ "$m" -eq $(( ($1 - $2 * $3) * big )) ] || bad="$bad on no rail: $m lines;"
+    [ -z "$bad" ]
+    t_ok $? "rails, $4: the rank of every rail on every node logs its shard via UCX, the others no rail (${bad:-as expected})"
+    [ "$n" -eq $(( $2 * (calls - big) )) ]
+    t_ok $? "rails, $4: every node leader logs the leaders' exchange via UCX for every smaller call ($n of $(( $2 * (calls - big) )) lines)"
+    [ "$s" -eq 0 ]
+    t_ok $? "rails, $4: no device allreduce or bcast staged instead ($s lines)"
+done
+
+# two threads, each with its own communicator, on the rails at the same time
+rm -rf "$logs"
+COLL_GPU_TEST_RANK_LOGS="$logs" COLL_GPU_MPIRUN_ARGS="--mca coll_gpu_verbose 10 --mca coll_gpu_emulate_nodes 2 \
+--mca coll_gpu_ucx_chunk_bytes $COLL_GPU_HIER_CHUNK --mca coll_gpu_hier_rail_min_bytes $rail_arg \
+${COLL_GPU_MPIRUN_ARGS:-}" "$RUN_MPI" 4 "$MPI_TESTS/test_hier_threads" "$COLL_GPU_HIER_CHUNK" \
+    >"$out" 2>&1
+rc=$?
+why=$(t_skipped "$out")
+if [ "$rc" -eq 0 ] && [ -n "$why" ]; then
+    t_skip "rails, two threads on two communicators" "$why"
+else
+    tap=$(grep -E '^(ok|not ok|1\.\.)' "$out")
+    [ "$rc" -eq 0 ] && ! echo "$tap" | grep -q '^not ok' && echo "$tap" | grep -q '^1\.\.2$'
+    ok=$?
+    t_ok "$ok" "rails, two threads on two communicators: both threads' results right (exit $rc)"
+    [ "$ok" -eq 0 ] || t_diag "$out" 30
+    n=$(ranklogs | grep '2 rails, shard of rail 1 via UCX' | grep -o '(cid [0-9]*)' | sort -u | wc -l)
+    [ "$n" -eq 2 ]
+    t_ok $? "rails, two threads on two communicators: both allreduced on the rails via UCX ($n communicators in the log)"
+fi
+
+# the UCX sends of world rank 3 fail in its first chain on each communicator: on the world
+# communicator it is node 1's rank 1, on rail 1 (its first chain is the first call of 8 B or
+# more); it tells rail 1's other rank; every rank of the communicator, rail 0's too, redoes
+# that call's step between nodes through the point-to-point layer
+run 4 2 "rails, coll_gpu_test_fail_ucx=3" --mca coll_gpu_hier_rail_min_bytes $rail_arg \
+    --mca coll_gpu_test_fail_ucx 3
+alltext | grep -q 'the UCX transfer between the ranks of a rail failed'
+t_ok $? "rails, coll_gpu_test_fail_ucx: the fallback is logged"
+alltext | grep -q "another rank of the rail's UCX transfers failed"
+t_ok $? "rails, coll_gpu_test_fail_ucx: the other rank of the rail stopped waiting on the failing one's notice"
+bad=
+for rank in 0 1 2 3; do
+    case $rank in 0 | 2) chain="leaders." ;; *) chain="rail.s" ;; esac
+    grep -q "coll:gpu:allreduce (cid 0): rank $rank: $chain step staged through Open MPI.s point-to-point layer (fallback)" \
+        "$logs"/*/rank.$rank/stderr 2>/dev/null || bad="$bad $rank"
+done
+[ -z "$bad" ]
+t_ok $? "rails, coll_gpu_test_fail_ucx: every rank of the world communicator redid its chain's step through the point-to-point layer (${bad:+not on rank(s)}${bad:-on ranks 0 to 3})"
+rail_arg=
 t_done

@@ -13,13 +13,23 @@
  * and then communicators made, used and freed twelve times: results right, and at most 3 more
  * file descriptors open after the last than after the second (UCX endpoints over TCP hold
  * sockets: a leak is one or more per cycle).
+ * With a rail threshold (the run's coll_gpu_hier_rail_min_bytes, second argument), also:
+ *   allreduce  every type and op above at counts 2, 3 and 1001 (shards of uneven length; with
+ *              a threshold of 8 B, counts 1 and 2 above it are smaller than the rails)
+ *   allreduce  float sum of fractional values (each order of the sum rounds differently),
+ *              counts 1001 and several chunks: every rank's result is bit for bit rank 0's, and
+ *              near the reference
+ * and rank 0 prints how many allreduce calls were of the threshold or more ("rail-sized"),
+ * which the script compares with the verbose log.
  * Inputs are fresh random data per case (every rank can regenerate every rank's input, so
  * each computes the reference itself); outputs are poisoned first.
  *
- * Usage: test_hier [chunk_bytes]  (the coll_gpu_ucx_chunk_bytes the run uses, to size the
- * "several chunks" cases; default 4096)
+ * Usage: test_hier [chunk_bytes [rail_min_bytes]]  (the coll_gpu_ucx_chunk_bytes the run uses,
+ * to size the "several chunks" cases, default 4096; the coll_gpu_hier_rail_min_bytes it sets,
+ * default none)
  */
 #include <dirent.h>
+#include <math.h>
 
 #include "mpitest.h"
 
@@ -114,6 +124,16 @@ static MPI_Op op_of(ttype_t t)
 }
 
 static uint64_t case_seed;
+/* the run's coll_gpu_hier_rail_min_bytes (0: not set), and the allreduce calls made: all of
+ * them, and those of that many bytes or more */
+static size_t rail_min;
+static int calls_all, calls_rail;
+
+static void count_call(size_t bytes)
+{
+    ++calls_all;
+    calls_rail += (0 < rail_min && bytes >= rail_min);
+}
 
 static void test_allreduce(MPI_Comm comm, const char *cname, ttype_t t, size_t count,
                            int in_place)
@@ -163,6 +183,7 @@ static void test_allreduce(MPI_Comm comm, const char *cname, ttype_t t, size_t c
     if (!ok) {
         mt_diag_add(diag, "buffer setup failed");
     }
+    count_call(bytes);
     rc = MPI_Allreduce(in_place ? MPI_IN_PLACE : sbuf, rbuf, (int) count, mpi_of(t), op_of(t),
                        comm);
     if (MPI_SUCCESS != rc) {
@@ -187,6 +208,83 @@ static void test_allreduce(MPI_Comm comm, const char *cname, ttype_t t, size_t c
     free(exp);
     free(other);
     free(got);
+}
+
+/* A float sum of fractional values: each order of the additions rounds differently, so ranks
+ * that reduced in different orders would differ in the last bits.  Every rank's result must be
+ * rank 0's bit for bit, and within rounding of the reference (summed in double). */
+static void test_identical(MPI_Comm comm, const char *cname, size_t count)
+{
+    size_t bytes = count * sizeof(float);
+    float *mine = malloc(bytes), *got = malloc(bytes), *first = malloc(bytes);
+    double *exp = calloc(count, sizeof(double));
+    char diag[MT_DIAG_LEN] = "";
+    int rank, size, ok, rc, *world = malloc(sizeof(int) * (size_t) mt_size);
+    MPI_Group g, wg;
+    void *buf;
+
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    mt_set_case("allreduce identical");
+    ++case_seed;
+    {
+        int *ranks = malloc(sizeof(int) * (size_t) size);
+        for (int r = 0; r < size; ++r) {
+            ranks[r] = r;
+        }
+        MPI_Comm_group(comm, &g);
+        MPI_Comm_group(MPI_COMM_WORLD, &wg);
+        MPI_Group_translate_ranks(g, size, ranks, wg, world);
+        MPI_Group_free(&g);
+        MPI_Group_free(&wg);
+        free(ranks);
+    }
+    for (int r = 0; r < size; ++r) {
+        uint64_t s = case_seed * 1000003u + (uint64_t) world[r] * 7919u + 1;
+        for (size_t i = 0; i < count; ++i) {
+            float v = (float) ((int64_t) (mix(&s) % 2000001) - 1000000) / 997.0f;
+            exp[i] += v;
+            if (r == rank) {
+                mine[i] = v;
+            }
+        }
+    }
+    memset(got, 0xA5, bytes);
+    buf = mt_mem_alloc(MT_MEM_DEVICE, bytes);
+    ok = NULL != buf && 0 == mt_mem_put(MT_MEM_DEVICE, buf, mine, bytes);
+    if (!ok) {
+        mt_diag_add(diag, "buffer setup failed");
+    }
+    count_call(bytes);
+    rc = MPI_Allreduce(MPI_IN_PLACE, buf, (int) count, MPI_FLOAT, MPI_SUM, comm);
+    if (MPI_SUCCESS != rc) {
+        mt_diag_add(diag, "MPI_Allreduce: %s", mt_mpi_error(rc));
+        ok = 0;
+    }
+    ok = ok && 0 == mt_mem_get(MT_MEM_DEVICE, got, buf, bytes);
+    /* rank 0's result to every rank, through host memory */
+    memcpy(first, got, bytes);
+    MPI_Bcast(first, (int) count, MPI_FLOAT, 0, comm);
+    for (size_t i = 0; ok && i < count; ++i) {
+        if (0 != memcmp(&got[i], &first[i], sizeof(float))) {
+            mt_diag_add(diag, "element %zu of %zu: %.9g here, %.9g on rank 0", i, count,
+                        (double) got[i], (double) first[i]);
+            ok = 0;
+        } else if (fabs((double) got[i] - exp[i]) > 1e-3) {
+            /* |v| < 1004, a few ranks: float rounding stays far below 1e-3 */
+            mt_diag_add(diag, "element %zu of %zu: %.9g, the reference %.9g", i, count,
+                        (double) got[i], exp[i]);
+            ok = 0;
+        }
+    }
+    mt_check(ok, diag, "allreduce float sum of fractions count=%zu on %s: every rank's result "
+             "bitwise rank 0's", count, cname);
+    mt_mem_free(MT_MEM_DEVICE, buf);
+    free(world);
+    free(mine);
+    free(got);
+    free(first);
+    free(exp);
 }
 
 static void test_bcast(MPI_Comm comm, const char *cname, int root, MPI_Datatype dt, size_t width,
@@ -236,12 +334,18 @@ static void run_all(MPI_Comm comm, const char *cname, size_t chunk)
     MPI_Comm_size(comm, &size);
     for (int t = T_I32; t <= T_2INT; ++t) {
         size_t w = tinfo[t].width;
-        size_t counts[] = {1, 1000, (3 * chunk + 100) / w};
-        for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); ++c) {
+        /* with rails, shards of uneven length and shards empty */
+        size_t counts[] = {1, 1000, (3 * chunk + 100) / w, 2, 3, 1001};
+        size_t ncounts = (0 < rail_min) ? 6 : 3;
+        for (size_t c = 0; c < ncounts; ++c) {
             for (int ip = 0; ip < 2; ++ip) {
                 test_allreduce(comm, cname, (ttype_t) t, counts[c], ip);
             }
         }
+    }
+    if (0 < rail_min) {
+        test_identical(comm, cname, 1001);
+        test_identical(comm, cname, (3 * chunk + 100) / 4);
     }
     for (int root = 0; root < size; ++root) {
         test_bcast(comm, cname, root, MPI_BYTE, 1, 1);
@@ -294,6 +398,7 @@ static void test_cycles(size_t chunk)
             exp[i] = v;
         }
         MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+        count_call(count * 4);
         if (NULL == buf || 0 != mt_mem_put(MT_MEM_DEVICE, buf, mine, count * 4)
             || MPI_SUCCESS != MPI_Allreduce(MPI_IN_PLACE, buf, (int) count, MPI_INT32_T,
                                             MPI_SUM, comm)
@@ -334,6 +439,9 @@ int main(int argc, char **argv)
     if (argc > 1) {
         chunk = (size_t) strtoull(argv[1], NULL, 10);
     }
+    if (argc > 2) {
+        rail_min = (size_t) strtoull(argv[2], NULL, 10);
+    }
     if (!mt_device_open(why, sizeof(why))) {
         mt_skip_all(why);
     }
@@ -344,5 +452,9 @@ int main(int argc, char **argv)
     run_all(rev, "reversed", chunk);
     MPI_Comm_free(&rev);
     test_cycles(chunk);
+    if (0 < rail_min) {
+        tap_diag("rail-sized allreduce calls: %d of %d (coll_gpu_hier_rail_min_bytes %zu)",
+                 calls_rail, calls_all, rail_min);
+    }
     return mt_finish();
 }
