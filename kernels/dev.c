@@ -665,6 +665,15 @@ DEV_API int dev_stream_query(dev_stream_t *stream)
     return ops->stream_query(stream);
 }
 
+DEV_API int dev_default_stream_settle(void)
+{
+    const dev_backend_ops_t *ops;
+    int q;
+    DEV_OPS(ops, __func__);
+    q = ops->stream_query(NULL);
+    return (1 == q) ? ops->stream_sync(NULL) : q;
+}
+
 DEV_API int dev_host_alloc_mapped(void **host, void **device, size_t size)
 {
     const dev_backend_ops_t *ops;

@@ -306,6 +306,12 @@ DEV_API int dev_stream_wait_event(dev_stream_t *stream, dev_event_t *event);
 /* DEV_OK when everything enqueued on stream has completed, 1 while work is pending, < 0 when
  * the stream (or the device) hit an error. */
 DEV_API int dev_stream_query(dev_stream_t *stream);
+/* Return once the work the program enqueued on the default stream before this call has ended
+ * (one query when that stream is idle, a wait when not).  A collective calls it before its
+ * team reads a buffer of this rank on a stream of its own or from a peer: a cudaMemcpy from
+ * pageable host memory returns before its copy to the device has ended, and the team's streams
+ * do not wait for the default stream. */
+DEV_API int dev_default_stream_settle(void);
 /* Page-locked host memory that kernels may write: *host is its address for host code,
  * *device the address kernels use for it (the same on the emulated backend).  Released with
  * dev_host_free(*host). */

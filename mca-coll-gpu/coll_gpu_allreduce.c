@@ -19,6 +19,8 @@
  */
 #include "ompi_config.h"
 
+#include <string.h>
+
 #include "coll_gpu.h"
 
 static const char *const allreduce_name = "allreduce";
@@ -47,6 +49,10 @@ static int allreduce_device(const void *sbuf, void *rbuf, int count,
     dev_op_t dop = DEV_OP_SUM;
     int rc, local_rc;
 
+    /* the program's copies into our buffers on the default stream must have ended before the
+     * team (its streams, its peers) reads them (dev.h) */
+    int settled = (DEV_OK == dev_default_stream_settle()) ? OMPI_SUCCESS : OMPI_ERROR;
+
     if (all_device) {
         not_capable = mca_coll_gpu_map_reduction(dtype, (size_t) count, op, &dt, &dop, &nelems);
     }
@@ -66,9 +72,13 @@ static int allreduce_device(const void *sbuf, void *rbuf, int count,
     }
     /* in place, the receive buffer is the input too; peers map the send buffer in one-shot
      * (but in place) and two-shot, the receive buffer in two-shot and ring (coll_gpu_nvl.c) */
-    local_rc = mca_coll_gpu_adapt_in(m, comm, allreduce_name, 1, rbuf, count, dtype, in_place,
-                                     TOPO_AR_TWOSHOT == plan.alg || TOPO_AR_RING == plan.alg,
-                                     &r);
+    memset(&r, 0, sizeof(r)); /* a rank that could not settle takes part without data */
+    local_rc = (OMPI_SUCCESS != settled)
+                   ? settled
+                   : mca_coll_gpu_adapt_in(m, comm, allreduce_name, 1, rbuf, count, dtype,
+                                           in_place,
+                                           TOPO_AR_TWOSHOT == plan.alg || TOPO_AR_RING == plan.alg,
+                                           &r);
     s.dev = (void *) sbuf;
     if (OMPI_SUCCESS == local_rc && !in_place) {
         local_rc = mca_coll_gpu_adapt_in(m, comm, allreduce_name, 0, sbuf, count, dtype, true,

@@ -19,6 +19,8 @@
  */
 #include "ompi_config.h"
 
+#include <string.h>
+
 #include "coll_gpu.h"
 
 static const char *const bcast_name = "bcast";
@@ -60,6 +62,9 @@ static int bcast_device(void *buf, int count, struct ompi_datatype_t *dtype, int
     coll_gpu_team_t *team;
     coll_gpu_adapt_t a;
     topo_plan_t plan;
+    /* the program's copies to or from our buffer on the default stream must have ended before
+     * the team (its streams, its peers) touches it (dev.h) */
+    int settled = (DEV_OK == dev_default_stream_settle()) ? OMPI_SUCCESS : OMPI_ERROR;
     int rc, local_rc;
 
     /* a communicator across nodes: the node team inside each node, UCX between them */
@@ -76,8 +81,11 @@ static int bcast_device(void *buf, int count, struct ompi_datatype_t *dtype, int
     /* a rank that cannot prepare its buffer still takes part (its peers fail, not wait); the
      * root's plan is the call's, and a push root's buffer is only read, never mapped by peers
      * (its IPC capability, a driver query, is not asked) */
-    local_rc = mca_coll_gpu_adapt_in(m, comm, bcast_name, 0, buf, count, dtype, is_root,
-                                     !(is_root && TOPO_BC_PUSH == plan.alg), &a);
+    memset(&a, 0, sizeof(a)); /* a rank that could not settle takes part without data */
+    local_rc = (OMPI_SUCCESS != settled)
+                   ? settled
+                   : mca_coll_gpu_adapt_in(m, comm, bcast_name, 0, buf, count, dtype, is_root,
+                                           !(is_root && TOPO_BC_PUSH == plan.alg), &a);
     rc = mca_coll_gpu_nvl_bcast(team, &plan, a.dev, bytes, root, comm, local_rc);
     if (OMPI_SUCCESS == rc) {
         rc = mca_coll_gpu_adapt_out(m, comm, bcast_name, &a, !is_root);

@@ -1491,6 +1491,9 @@ int mca_coll_gpu_async_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, voi
     }
     *taken = true;
     mca_coll_gpu_log_plan(name, comm, bytes, dtype, op, TOPO_COLL_ALLREDUCE, t, &plan);
+    /* the program's copies into our buffers on the default stream end before the team reads
+     * them (dev.h); a rank that cannot wait for them takes part without data */
+    rc = (DEV_OK == dev_default_stream_settle()) ? OMPI_SUCCESS : OMPI_ERROR;
     r->alg = alg;
     r->in_place = in_place;
     r->count = nelems;
@@ -1501,8 +1504,10 @@ int mca_coll_gpu_async_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, voi
     r->launch.nthreads = plan.nthreads;
     /* the receive buffer is mapped by peers in two-shot and ring, the send buffer in one-shot
      * (not in place) and two-shot; the fused kernel only reads and writes our own */
-    rc = buf_in(r, &r->r, rbuf, count, dtype, in_place,
-                ALG_TWOSHOT == alg || ALG_RING == alg);
+    if (OMPI_SUCCESS == rc) {
+        rc = buf_in(r, &r->r, rbuf, count, dtype, in_place,
+                    ALG_TWOSHOT == alg || ALG_RING == alg);
+    }
     if (OMPI_SUCCESS == rc && !in_place) {
         rc = buf_in(r, &r->s, sbuf, count, dtype, true, ALG_FUSED != alg && ALG_RING != alg);
     } else if (OMPI_SUCCESS == rc) {
@@ -1565,8 +1570,14 @@ int mca_coll_gpu_async_bcast(mca_coll_gpu_module_t *m, void *buf, int count,
     r->plan = plan;
     r->bytes = bytes;
     r->root = root;
-    /* a push root's buffer is only read, never mapped (its IPC capability is not asked) */
-    rc = buf_in(r, &r->r, buf, count, dtype, is_root, !(is_root && TOPO_BC_PUSH == plan.alg));
+    /* the program's copies to or from our buffer on the default stream end before the team
+     * touches it (dev.h); a push root's buffer is only read, never mapped (its IPC capability
+     * is not asked) */
+    rc = (DEV_OK == dev_default_stream_settle()) ? OMPI_SUCCESS : OMPI_ERROR;
+    if (OMPI_SUCCESS == rc) {
+        rc = buf_in(r, &r->r, buf, count, dtype, is_root,
+                    !(is_root && TOPO_BC_PUSH == plan.alg));
+    }
     if (OMPI_SUCCESS == rc && async_fail_injected()) {
         mca_coll_gpu_report_failure(name, comm, "COLL_GPU_TEST_FAIL_ASYNC (test only): taking "
                                     "part without data");
