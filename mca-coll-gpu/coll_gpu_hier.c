@@ -971,8 +971,9 @@ static void describe_chain(coll_gpu_hier_t *h, bool direct, char *buf, size_t le
     if (h->ucx_broken) {
         snprintf(buf, len, "staged through Open MPI's point-to-point layer (UCX failed earlier)");
     } else {
-        snprintf(buf, len, "via UCX (%s), %s, chunk %zu B, depth %d",
-                 mca_coll_gpu_ucx_describe(),
+        /* the transports as UCX reports them for this rank's endpoints */
+        snprintf(buf, len, "via UCX/%s (%s), %s, chunk %zu B, depth %d",
+                 mca_coll_gpu_ucx_transports(h->ucx), mca_coll_gpu_ucx_describe(),
                  direct ? "device memory straight to UCX"
                         : "chunks staged through pinned host memory",
                  h->chunk, h->depth);
@@ -981,7 +982,10 @@ static void describe_chain(coll_gpu_hier_t *h, bool direct, char *buf, size_t le
 
 static void describe_ucx(coll_gpu_hier_t *h, char *buf, size_t len)
 {
-    if (NULL == h->leader_comm) {
+    /* for log_path only: asking UCX for the transports is not for every call */
+    if (opal_output_get_verbosity(mca_coll_gpu_component.output) < COLL_GPU_LOG_CALL) {
+        buf[0] = '\0';
+    } else if (NULL == h->leader_comm) {
         /* only the leaders know how their exchange went (UCX, or its fallback) */
         snprintf(buf, len, "exchange between the other ranks (this rank is in the node steps "
                  "only)");

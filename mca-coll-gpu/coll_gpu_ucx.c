@@ -1,7 +1,15 @@
 /*
  * coll_gpu_ucx.c - coll/gpu's own UCX (UCP) layer for the hierarchical allreduce and bcast
- * (coll_gpu_hier.c): one context and worker per process, endpoints per communicator made by an
- * exchange of worker addresses, tagged nonblocking sends and receives.  See coll_gpu_ucx.h.
+ * (coll_gpu_hier.c): one context and worker per process, one endpoint per peer process (found
+ * by an exchange of worker addresses over each communicator, kept until finalize), tagged
+ * nonblocking sends and receives.  See coll_gpu_ucx.h.
+ *
+ * Why the endpoints outlive the communicators: an endpoint that has carried rendezvous-sized
+ * messages over TCP (UCX 1.13 and 1.22 alike) leaves sockets open in CLOSE_WAIT after a flushing
+ * ucp_ep_close_nbx has completed on both sides, however long the worker is progressed after it:
+ * two descriptors per communicator made and freed, without bound.  A peer's endpoint is the
+ * same whatever communicator uses it (messages are told apart by their tags, matched on the
+ * worker), so one per peer process bounds what UCX holds by the number of peers.
  *
  * Every UCX status is checked where it is returned and turned into an OMPI error code with the
  * UCX reason logged at COLL_GPU_LOG_ERROR; the caller (coll_gpu_hier.c) makes every rank of the
@@ -9,8 +17,10 @@
  */
 #include "ompi_config.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ompi/runtime/mpiruntime.h"
 
@@ -29,8 +39,17 @@ uint64_t mca_coll_gpu_ucx_tag(uint32_t cid, uint64_t seq, int phase, uint64_t ch
 
 struct coll_gpu_ucx_comm_t {
     int size, rank;
-    ucp_ep_h *eps;   /* per rank of the communicator; NULL for this rank */
+    ucp_ep_h *eps;        /* per rank of the communicator (the process' endpoint to that peer,
+                           * not owned); NULL for this rank */
+    char transports[160]; /* mca_coll_gpu_ucx_transports' answer */
 };
+
+/* The process' endpoint to one peer worker, known by the worker's address. */
+typedef struct {
+    void *addr;
+    size_t len;
+    ucp_ep_h ep;
+} ucx_peer_t;
 
 /* The process' UCP context and worker, made once (ucx_init), under ucx_lock. */
 static opal_mutex_t ucx_lock = OPAL_MUTEX_STATIC_INIT;
@@ -40,6 +59,9 @@ static ucp_context_h ucx_context;
 static ucp_worker_h ucx_worker;
 static bool ucx_cuda;
 static char ucx_desc[256] = "UCX (not initialised)";
+/* Every endpoint this process made, one per peer worker, under ucx_lock; closed at finalize. */
+static ucx_peer_t *ucx_peers;
+static size_t ucx_npeers, ucx_peers_max;
 
 bool mca_coll_gpu_ucx_built(void)
 {
@@ -136,12 +158,178 @@ void mca_coll_gpu_ucx_progress(void)
     (void) ucp_worker_progress(ucx_worker);
 }
 
+/* Add "tl:dev" to uc->transports unless it is there already (a comma-separated list). */
+static void add_transport(coll_gpu_ucx_comm_t *uc, const char *tl, size_t tl_len, const char *dev,
+                          size_t dev_len)
+{
+    char item[64];
+    size_t have = strlen(uc->transports);
+    int n = snprintf(item, sizeof(item), "%.*s:%.*s", (int) tl_len, tl, (int) dev_len, dev);
+
+    if (0 >= n || (size_t) n >= sizeof(item)) {
+        return;
+    }
+    for (const char *p = uc->transports; NULL != (p = strstr(p, item)); p += n) {
+        if ((p == uc->transports || ',' == p[-1]) && ('\0' == p[n] || ',' == p[n])) {
+            return;
+        }
+    }
+    if (have + (0 < have) + (size_t) n < sizeof(uc->transports)) {
+        snprintf(uc->transports + have, sizeof(uc->transports) - have, "%s%s",
+                 (0 < have) ? "," : "", item);
+    }
+}
+
+#ifdef COLL_GPU_HAVE_UCP_EP_TRANSPORTS
+/* UCX 1.14 and later name an endpoint's transports and devices (ucp_ep_query). */
+static void ep_transports(coll_gpu_ucx_comm_t *uc, ucp_ep_h ep)
+{
+    ucp_transport_entry_t entries[16];
+    ucp_ep_attr_t attr;
+
+    memset(&attr, 0, sizeof(attr));
+    attr.field_mask = UCP_EP_ATTR_FIELD_TRANSPORTS;
+    attr.transports.entries = entries;
+    attr.transports.num_entries = sizeof(entries) / sizeof(entries[0]);
+    attr.transports.entry_size = sizeof(entries[0]);
+    if (UCS_OK != ucp_ep_query(ep, &attr)) {
+        return;
+    }
+    for (unsigned i = 0; i < attr.transports.num_entries; ++i) {
+        const char *tl = entries[i].transport_name, *dev = entries[i].device_name;
+
+        if (NULL != tl && NULL != dev) {
+            add_transport(uc, tl, strlen(tl), dev, strlen(dev));
+        }
+    }
+}
+#else
+/* Older UCX names them only in ucp_ep_print_info's text: one line per lane,
+ * "lane[0]:  0:tcp/lo.0 md[0] -> ...", the transport, its device and the path index. */
+static void ep_transports(coll_gpu_ucx_comm_t *uc, ucp_ep_h ep)
+{
+    char *text = NULL;
+    size_t text_len = 0;
+    FILE *f = open_memstream(&text, &text_len);
+
+    if (NULL == f) {
+        return;
+    }
+    ucp_ep_print_info(ep, f);
+    if (0 != fclose(f) || NULL == text) {
+        free(text);
+        return;
+    }
+    for (const char *p = text; NULL != (p = strstr(p, "lane[")); ++p) {
+        const char *tl, *slash, *end, *dot;
+
+        p = strchr(p, ']');
+        if (NULL == p || ':' != p[1]) {
+            break;
+        }
+        tl = p + 2 + strspn(p + 2, " ");
+        tl += strspn(tl, "0123456789");
+        if (':' != *tl++) {
+            continue;
+        }
+        end = tl + strcspn(tl, " \t\n");
+        slash = memchr(tl, '/', (size_t) (end - tl));
+        if (NULL == slash) {
+            continue;
+        }
+        /* the device without the ".N" path index */
+        dot = end;
+        while (dot > slash + 1 && '.' != dot[-1]) {
+            --dot;
+        }
+        if (dot > slash + 2 && dot < end && strspn(dot, "0123456789") == (size_t) (end - dot)) {
+            end = dot - 1;
+        }
+        add_transport(uc, tl, (size_t) (slash - tl), slash + 1, (size_t) (end - slash - 1));
+    }
+    free(text);
+}
+#endif
+
+const char *mca_coll_gpu_ucx_transports(coll_gpu_ucx_comm_t *uc)
+{
+    if (NULL == uc) {
+        return "?";
+    }
+    uc->transports[0] = '\0';
+    for (int i = 0; i < uc->size; ++i) {
+        if (NULL != uc->eps[i]) {
+            ep_transports(uc, uc->eps[i]);
+        }
+    }
+    if ('\0' == uc->transports[0]) {
+        snprintf(uc->transports, sizeof(uc->transports), "?");
+    }
+    return uc->transports;
+}
+
 /* Through the communicator's own allgather (host buffers: the module below coll/gpu). */
 static int host_allgather(struct ompi_communicator_t *comm, const void *in, void *out,
                           int count, struct ompi_datatype_t *dtype)
 {
     return comm->c_coll->coll_allgather(in, count, dtype, out, count, dtype, comm,
                                         comm->c_coll->coll_allgather_module);
+}
+
+/* Seconds on a monotonic clock (teardown may run when MPI is half finalized). */
+static double now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double) ts.tv_sec + 1e-9 * (double) ts.tv_nsec;
+}
+
+/* The process' endpoint to the worker at addr (len bytes): the one made before, else a new one
+ * (counted in *made) kept until finalize.  Under ucx_lock.  A linear search: it runs once per
+ * peer when a communicator first goes across nodes, among as many entries as peer leaders. */
+static int peer_ep(const void *addr, size_t len, ucp_ep_h *ep, int *made)
+{
+    ucp_ep_params_t params;
+    ucs_status_t st;
+    void *copy;
+
+    for (size_t i = 0; i < ucx_npeers; ++i) {
+        if (ucx_peers[i].len == len && 0 == memcmp(ucx_peers[i].addr, addr, len)) {
+            *ep = ucx_peers[i].ep;
+            return OMPI_SUCCESS;
+        }
+    }
+    if (ucx_npeers == ucx_peers_max) {
+        size_t n = (0 == ucx_peers_max) ? 8 : 2 * ucx_peers_max;
+        ucx_peer_t *grown = realloc(ucx_peers, n * sizeof(*grown));
+
+        if (NULL == grown) {
+            return OMPI_ERR_OUT_OF_RESOURCE;
+        }
+        ucx_peers = grown;
+        ucx_peers_max = n;
+    }
+    copy = malloc(len);
+    if (NULL == copy) {
+        return OMPI_ERR_OUT_OF_RESOURCE;
+    }
+    memcpy(copy, addr, len);
+    memset(&params, 0, sizeof(params));
+    params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
+    params.address = (const ucp_address_t *) copy;
+    st = ucp_ep_create(ucx_worker, &params, ep);
+    if (UCS_OK != st) {
+        free(copy);
+        *ep = NULL;
+        return ucx_error("ucp_ep_create", st);
+    }
+    ucx_peers[ucx_npeers].addr = copy;
+    ucx_peers[ucx_npeers].len = len;
+    ucx_peers[ucx_npeers].ep = *ep;
+    ++ucx_npeers;
+    ++*made;
+    return OMPI_SUCCESS;
 }
 
 /*
@@ -156,7 +344,8 @@ int mca_coll_gpu_ucx_comm_create(struct ompi_communicator_t *comm, coll_gpu_ucx_
     int size = ompi_comm_size(comm), rank = ompi_comm_rank(comm);
     ucp_address_t *addr = NULL;
     size_t addr_len = 0;
-    int mylen = 0, maxlen = 0, rc, local_rc;
+    int mylen = 0, maxlen = 0, made = 0, rc, local_rc;
+    size_t kept;
     int *lens = NULL;
     char *mine = NULL, *all = NULL;
     coll_gpu_ucx_comm_t *uc = NULL;
@@ -219,22 +408,21 @@ int mca_coll_gpu_ucx_comm_create(struct ompi_communicator_t *comm, coll_gpu_ucx_
     }
     uc->size = size;
     uc->rank = rank;
-    for (int i = 0; i < size; ++i) {
-        ucp_ep_params_t ep;
-
-        if (i == rank) {
-            continue;
-        }
-        memset(&ep, 0, sizeof(ep));
-        ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
-        ep.address = (const ucp_address_t *) (all + (size_t) i * (size_t) maxlen);
-        st = ucp_ep_create(ucx_worker, &ep, &uc->eps[i]);
-        if (UCS_OK != st) {
-            uc->eps[i] = NULL;
-            rc = ucx_error("ucp_ep_create", st);
-            goto out;
+    OPAL_THREAD_LOCK(&ucx_lock);
+    for (int i = 0; i < size && OMPI_SUCCESS == rc; ++i) {
+        if (i != rank) {
+            rc = peer_ep(all + (size_t) i * (size_t) maxlen, (size_t) lens[i], &uc->eps[i],
+                         &made);
         }
     }
+    kept = ucx_npeers;
+    OPAL_THREAD_UNLOCK(&ucx_lock);
+    if (OMPI_SUCCESS != rc) {
+        goto out;
+    }
+    COLL_GPU_VERBOSE(COLL_GPU_LOG_QUERY, "coll:gpu:ucx (cid %d): endpoints to %d peer(s): %d "
+                     "made, %d reused (this process keeps %zu)", coll_gpu_comm_cid(comm),
+                     size - 1, made, size - 1 - made, kept);
     *out = uc;
     uc = NULL;
 out:
@@ -259,7 +447,7 @@ out:
 static ucs_status_t wait_bounded(void *req)
 {
     ucs_status_t st = UCS_INPROGRESS;
-    double end = MPI_Wtime() + 10.0;
+    double end = now_s() + 10.0;
 
     if (NULL == req) {
         return UCS_OK;
@@ -267,7 +455,7 @@ static ucs_status_t wait_bounded(void *req)
     if (UCS_PTR_IS_ERR(req)) {
         return UCS_PTR_STATUS(req);
     }
-    while (UCS_INPROGRESS == (st = ucp_request_check_status(req)) && MPI_Wtime() < end) {
+    while (UCS_INPROGRESS == (st = ucp_request_check_status(req)) && now_s() < end) {
         (void) ucp_worker_progress(ucx_worker);
     }
     if (UCS_INPROGRESS == st) {
@@ -278,28 +466,11 @@ static ucs_status_t wait_bounded(void *req)
     return st;
 }
 
+/* The endpoints are the process' (closed at finalize): only the communicator's table goes. */
 void mca_coll_gpu_ucx_comm_destroy(coll_gpu_ucx_comm_t *uc)
 {
     if (NULL == uc) {
         return;
-    }
-    for (int i = 0; NULL != uc->eps && i < uc->size; ++i) {
-        ucp_request_param_t p;
-        ucs_status_t st;
-
-        if (NULL == uc->eps[i]) {
-            continue;
-        }
-        memset(&p, 0, sizeof(p));
-        /* a flushing close: every send of ours has completed by now (the calls wait for them),
-         * so nothing is lost; a peer that is gone costs a bounded wait, not a hang */
-        st = wait_bounded(ucp_ep_close_nbx(uc->eps[i], &p));
-        if (UCS_OK != st) {
-            COLL_GPU_VERBOSE(COLL_GPU_LOG_ERROR,
-                             "coll:gpu:ucx: closing the endpoint to rank %d: %s", i,
-                             ucs_status_string(st));
-        }
-        uc->eps[i] = NULL;
     }
     free(uc->eps);
     free(uc);
@@ -399,10 +570,63 @@ void mca_coll_gpu_ucx_abandon(coll_gpu_ucx_req_t *r)
     r->req = NULL;
 }
 
+/* Close every endpoint at once (flushing: no call has anything in flight by now) and progress
+ * the closes together to completion before the worker goes, a bounded time in all, so that a
+ * peer that has already exited cannot hold up finalize; what is still closing then is released
+ * with the worker.  Under ucx_lock. */
+static void close_peers(void)
+{
+    void **reqs = calloc((0 < ucx_npeers) ? ucx_npeers : 1, sizeof(void *));
+    size_t open = 0;
+    double end = now_s() + 10.0;
+
+    for (size_t i = 0; i < ucx_npeers; ++i) {
+        ucp_request_param_t p;
+        void *r;
+
+        memset(&p, 0, sizeof(p));
+        r = ucp_ep_close_nbx(ucx_peers[i].ep, &p);
+        if (UCS_PTR_IS_ERR(r)) {
+            (void) ucx_error("ucp_ep_close_nbx", UCS_PTR_STATUS(r));
+        } else if (NULL != r && NULL != reqs) {
+            reqs[open++] = r;
+        } else if (NULL != r) {
+            (void) wait_bounded(r);
+        }
+        free(ucx_peers[i].addr);
+    }
+    while (0 < open && now_s() < end) {
+        (void) ucp_worker_progress(ucx_worker);
+        for (size_t j = 0; j < open;) {
+            ucs_status_t st = ucp_request_check_status(reqs[j]);
+
+            if (UCS_INPROGRESS == st) {
+                ++j;
+                continue;
+            }
+            if (UCS_OK != st) {
+                COLL_GPU_VERBOSE(COLL_GPU_LOG_ERROR, "coll:gpu:ucx: closing an endpoint: %s",
+                                 ucs_status_string(st));
+            }
+            ucp_request_free(reqs[j]);
+            reqs[j] = reqs[--open];
+        }
+    }
+    if (0 < open) {
+        COLL_GPU_VERBOSE(COLL_GPU_LOG_ERROR, "coll:gpu:ucx: %zu endpoint(s) still closing after "
+                         "10 s: released with the worker", open);
+    }
+    free(reqs);
+    free(ucx_peers);
+    ucx_peers = NULL;
+    ucx_npeers = ucx_peers_max = 0;
+}
+
 void mca_coll_gpu_ucx_finalize(void)
 {
     OPAL_THREAD_LOCK(&ucx_lock);
     if (NULL != ucx_worker) {
+        close_peers();
         ucp_worker_destroy(ucx_worker);
         ucx_worker = NULL;
     }
@@ -472,6 +696,12 @@ bool mca_coll_gpu_ucx_device_memory(void)
 const char *mca_coll_gpu_ucx_describe(void)
 {
     return "UCX (not built)";
+}
+
+const char *mca_coll_gpu_ucx_transports(coll_gpu_ucx_comm_t *uc)
+{
+    (void) uc;
+    return "?";
 }
 
 void mca_coll_gpu_ucx_finalize(void)

@@ -5,10 +5,11 @@
  * One UCP context and worker per process, made on first use (the worker's thread mode follows
  * the MPI thread level), released at component close.  A "UCX communicator" is the set of
  * endpoints to the ranks of one MPI communicator (the node leaders of a spanning one), made by
- * exchanging worker addresses over that communicator (collective), released with it.  Messages
- * are tagged: communicator id, call number, phase and chunk (mca_coll_gpu_ucx_tag), so that
- * collectives in flight on different communicators, or consecutive calls on one, never match
- * each other's messages.
+ * exchanging worker addresses over that communicator (collective); the endpoints themselves
+ * are the process', one per peer process, reused by later communicators, closed at finalize.
+ * Messages are tagged: communicator id, call number, phase and chunk (mca_coll_gpu_ucx_tag), so
+ * that collectives in flight on different communicators, or consecutive calls on one, never
+ * match each other's messages.
  *
  * Built without UCX (configure --without-ucx, or no UCX found), every entry reports
  * OMPI_ERR_NOT_AVAILABLE and the hierarchical path is never taken.
@@ -37,7 +38,8 @@ bool mca_coll_gpu_ucx_built(void);
  * whose UCX failed locally, so that no rank waits for it).  Returns OMPI_SUCCESS with *out set,
  * or an error (then *out is NULL), the same on every rank: any rank's failure fails them all. */
 int mca_coll_gpu_ucx_comm_create(struct ompi_communicator_t *comm, coll_gpu_ucx_comm_t **out);
-/* Close the endpoints (flushed; bounded wait) and free the state.  NULL is a no-op. */
+/* Free the state.  The endpoints stay: they are the process', one per peer process, shared by
+ * every communicator that reaches it, and closed at finalize.  NULL is a no-op. */
 void mca_coll_gpu_ucx_comm_destroy(coll_gpu_ucx_comm_t *uc);
 /* The tag of a message: 24 bits of the communicator id, 16 of the call number, 2 of the phase,
  * 22 of the chunk number (wrapping: receives are posted in order within a phase). */
@@ -60,7 +62,11 @@ void mca_coll_gpu_ucx_progress(void);
 bool mca_coll_gpu_ucx_device_memory(void);
 /* One line for the log: UCX version and transports asked for. */
 const char *mca_coll_gpu_ucx_describe(void);
-/* Release the process' context and worker (component close). */
+/* The transports and devices UCX uses to reach uc's peers, as UCX reports them (ucp_ep_query,
+ * or ucp_ep_print_info before UCX 1.14): "tcp:lo,tcp:eth0"; "?" when UCX says nothing.  For
+ * the log; valid until the next call on uc. */
+const char *mca_coll_gpu_ucx_transports(coll_gpu_ucx_comm_t *uc);
+/* Release the process' endpoints, context and worker (component close). */
 void mca_coll_gpu_ucx_finalize(void);
 
 #endif /* MCA_COLL_GPU_UCX_H */

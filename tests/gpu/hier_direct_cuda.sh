@@ -34,7 +34,7 @@ for np in 2 4; do
     t_ok "$ok" "$np ranks as 2 nodes, direct: every case right ($(echo "$tap" | grep -c '^ok') ok, exit $rc)"
     [ "$ok" -eq 0 ] || t_diag "$out" 40
     calls=$(( 2 * (36 + 3 * np) + 12 ))
-    n=$(cat "$logs"/*/rank.*/stderr | grep -c 'leaders via UCX .*device memory straight to UCX')
+    n=$(cat "$logs"/*/rank.*/stderr | grep -c 'leaders via UCX/[^ ]* .*device memory straight to UCX')
     [ "$n" -eq $(( 2 * calls )) ]
     t_ok $? "$np ranks as 2 nodes, direct: every leader moved device memory straight to UCX ($n of $(( 2 * calls )) lines)"
     grep -m1 'leaders via UCX' "$out" | sed 's/^/#   /'

@@ -8,7 +8,9 @@
 #     every case, and the verbose log shows the hierarchical path via UCX on every rank, and no
 #     device allreduce or bcast staged instead;
 #   2 x 2 again with coll_gpu_uniform_buffers=true (the default; run-mpi.sh sets false), and
-#   with UCX_TLS=tcp: the leaders' traffic over TCP on loopback;
+#   with UCX_TLS=tcp: the leaders' traffic over TCP on loopback, the log naming tcp as UCX
+#   reports it; and over TCP with 1 MiB chunks (rendezvous-sized messages): no descriptors kept
+#   by communicators made and freed;
 #   test_hier_threads: two threads in hierarchical calls on two communicators at once;
 #   UCX_TLS naming no transport: the leaders cannot connect; the log says so once and every
 #     case is still right (staged between the leaders);
@@ -69,7 +71,8 @@ $(echo "$tap" | grep -c '^not ok') not ok)"
 ranklogs() { cat "$logs"/*/rank.*/stderr 2>/dev/null; }
 # mpirun's own output and every rank's log
 alltext() { cat "$out"; ranklogs; }
-via_ucx() { ranklogs | grep -c 'hierarchical: [0-9]* nodes, .*leaders via UCX'; }
+# (the log names the transports UCX reports for the leaders' endpoints: "via UCX/tcp:lo,...")
+via_ucx() { ranklogs | grep -c 'hierarchical: [0-9]* nodes, .*leaders via UCX/[a-z][^ ]*:[^ ]* (UCX '; }
 staged() { ranklogs | grep -c 'coll:gpu:\(allreduce\|bcast\) .*-> staged'; }
 
 # np nodes label
@@ -108,9 +111,26 @@ UCX_TLS=tcp
 export UCX_TLS
 run 4 2 "UCX_TLS=tcp, 2x2" -x UCX_TLS
 unset UCX_TLS
-n=$(ranklogs | grep -c 'hierarchical: 2 nodes, .*leaders via UCX (UCX [0-9.]*, UCX_TLS=tcp,')
+n=$(ranklogs | grep -c 'hierarchical: 2 nodes, .*leaders via UCX/tcp:[^ ]* (UCX [0-9.]*, UCX_TLS=tcp,')
 [ "$n" -eq $(( 2 * (2 * (36 + 3 * 4) + 12) )) ]
-t_ok $? "UCX_TLS=tcp: every node leader logs the exchange via UCX over tcp for every call ($n lines)"
+t_ok $? "UCX_TLS=tcp: every node leader logs the exchange via UCX over tcp, as UCX reports its transports, for every call ($n lines)"
+o=$(ranklogs | grep 'leaders via UCX' | grep -v 'leaders via UCX/tcp:[^ ,]*\(,tcp:[^ ,]*\)* (' \
+    | head -1)
+[ -z "$o" ]
+t_ok $? "UCX_TLS=tcp: no call names another transport${o:+ (\"$o\")}"
+
+# TCP again with chunks of 1 MiB (unless they are that big already): rendezvous-sized messages,
+# after which a closed endpoint left two sockets open for each communicator made and freed
+# (test_hier's last case counts the descriptors)
+if [ "$COLL_GPU_HIER_CHUNK" -lt 1048576 ]; then
+    UCX_TLS=tcp
+    export UCX_TLS
+    small_chunk=$COLL_GPU_HIER_CHUNK
+    COLL_GPU_HIER_CHUNK=1048576
+    run 4 2 "UCX_TLS=tcp, 2x2, 1 MiB chunks" -x UCX_TLS
+    COLL_GPU_HIER_CHUNK=$small_chunk
+    unset UCX_TLS
+fi
 
 # two threads, each with its own communicator, in hierarchical calls at the same time
 # (MPI_THREAD_MULTIPLE): the leaders' messages of the two must not mix
