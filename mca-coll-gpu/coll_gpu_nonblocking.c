@@ -234,15 +234,11 @@ int mca_coll_gpu_iallreduce(const void *sbuf, void *rbuf, int count,
     int rc;
 
     /* device buffers on every rank (coll_gpu_uniform_buffers): the node team's algorithms,
-     * when the plan has a nonblocking form (coll_gpu_nvl_async.c) */
-    if (!m->inter && mca_coll_gpu_component.uniform_buffers
-        && !mca_coll_gpu_both_host(mca_coll_gpu_data_start(sbuf, dtype, count),
-                                   mca_coll_gpu_data_start(rbuf, dtype, count))) {
-        rc = mca_coll_gpu_async_allreduce(m, sbuf, rbuf, count, dtype, op, comm, request,
-                                          &taken);
-        if (taken || OMPI_SUCCESS != rc) {
-            return rc;
-        }
+     * when the plan has a nonblocking form (coll_gpu_nvl_async.c decides) */
+    rc = mca_coll_gpu_async_allreduce(m, sbuf, rbuf, count, dtype, op, comm, false, request,
+                                      &taken);
+    if (taken || OMPI_SUCCESS != rc) {
+        return rc;
     }
     return nb_reduce_like("iallreduce", m->prev_iallreduce.fn, m->prev_iallreduce.module, sbuf,
                           rbuf, count, dtype, op, comm, request, m);
@@ -368,6 +364,7 @@ int mca_coll_gpu_ibcast(void *buf, int count, struct ompi_datatype_t *dtype, int
                          : mca_coll_gpu_is_idle(root)       ? COLL_GPU_NONE
                                                             : COLL_GPU_WRITE;
     coll_gpu_nb_t *x;
+    bool taken = false;
     int rc;
 
     /* the kind of the memory the elements occupy, not of buf (as MPI_Bcast) */
@@ -376,13 +373,11 @@ int mca_coll_gpu_ibcast(void *buf, int count, struct ompi_datatype_t *dtype, int
             mca_coll_gpu_classify(mca_coll_gpu_data_start(buf, dtype, count)))) {
         return m->prev_ibcast.fn(buf, count, dtype, root, comm, request, m->prev_ibcast.module);
     }
-    /* device buffers on every rank (coll_gpu_uniform_buffers): the node team's algorithms */
-    if (!m->inter && mca_coll_gpu_component.uniform_buffers) {
-        bool taken = false;
-        rc = mca_coll_gpu_async_bcast(m, buf, count, dtype, root, comm, request, &taken);
-        if (taken || OMPI_SUCCESS != rc) {
-            return rc;
-        }
+    /* device buffers on every rank (coll_gpu_uniform_buffers): the node team's algorithms
+     * (coll_gpu_nvl_async.c decides) */
+    rc = mca_coll_gpu_async_bcast(m, buf, count, dtype, root, comm, false, request, &taken);
+    if (taken || OMPI_SUCCESS != rc) {
+        return rc;
     }
     nb_log(name, comm, mca_coll_gpu_call_bytes(dtype, (size_t) count), dtype, NULL);
     rc = nb_stage(m, comm, name, NULL, COLL_GPU_LAYOUT(dtype, 0), COLL_GPU_NONE, buf,
