@@ -168,7 +168,8 @@ typedef struct coll_gpu_async_t {
     bool has_child;
     unsigned polls;
     double wait_start;                  /* hang reports: first clock read of a long wait */
-    /* the call as given, for async_begin (every MPI_Start of a persistent request) */
+    /* the call as given, for allreduce_begin and bcast_begin (again at every MPI_Start of a
+     * persistent request) */
     const void *user_sbuf;
     void *user_rbuf;
     int user_count;
