@@ -336,17 +336,20 @@ uint64_t *mca_coll_gpu_nvl_fused_word(coll_gpu_team_t *t);
 int mca_coll_gpu_nvl_fused_release(coll_gpu_team_t *t, uint64_t seq);
 
 /* ---- nonblocking fast path (coll_gpu_nvl_async.c) ---- */
-/* MPI_Iallreduce / MPI_Ibcast on device buffers through the node team, when the plan has a
- * nonblocking form: *taken true and *request set (the call started); *taken false: the caller
- * stages (the same on every rank).  coll_gpu_uniform_buffers must be true. */
+/* MPI_Iallreduce / MPI_Ibcast (persistent: MPI_Allreduce_init / MPI_Bcast_init) on device
+ * buffers through the node team, when coll_gpu_uniform_buffers is true, the communicator an
+ * intracommunicator and the plan has a nonblocking form: *taken true and *request set (the
+ * call started; persistent: an inactive request whose every MPI_Start runs one such call);
+ * *taken false: the caller stages (the same on every rank).  The caller has sent calls whose
+ * (bcast: this rank's) buffers are host memory elsewhere. */
 int mca_coll_gpu_async_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, void *rbuf,
                                  int count, struct ompi_datatype_t *dtype, struct ompi_op_t *op,
-                                 struct ompi_communicator_t *comm, ompi_request_t **request,
-                                 bool *taken);
+                                 struct ompi_communicator_t *comm, bool persistent,
+                                 ompi_request_t **request, bool *taken);
 int mca_coll_gpu_async_bcast(mca_coll_gpu_module_t *m, void *buf, int count,
                              struct ompi_datatype_t *dtype, int root,
-                             struct ompi_communicator_t *comm, ompi_request_t **request,
-                             bool *taken);
+                             struct ompi_communicator_t *comm, bool persistent,
+                             ompi_request_t **request, bool *taken);
 /* Before a blocking call on team t: complete its queued nonblocking calls (by progressing). */
 void mca_coll_gpu_async_drain(coll_gpu_team_t *t);
 /* From the waits of ours: move every team's queued calls (cheap when none are queued). */

@@ -252,13 +252,12 @@ int mca_coll_gpu_iallreduce(const void *sbuf, void *rbuf, int count,
         return rc;
     }
     /* device buffers on every rank (coll_gpu_uniform_buffers, one kind seen on every rank):
-     * the node team's algorithms, when the plan has a nonblocking form (coll_gpu_nvl_async.c) */
-    if (!m->inter && mca_coll_gpu_assume_uniform(m) && !host) {
-        rc = mca_coll_gpu_async_allreduce(m, sbuf, rbuf, count, dtype, op, comm, request,
-                                          &taken);
-        if (taken || OMPI_SUCCESS != rc) {
-            return rc;
-        }
+     * the node team's algorithms, when the plan has a nonblocking form (coll_gpu_nvl_async.c
+     * decides) */
+    rc = mca_coll_gpu_async_allreduce(m, sbuf, rbuf, count, dtype, op, comm, false, request,
+                                      &taken);
+    if (taken || OMPI_SUCCESS != rc) {
+        return rc;
     }
     return nb_reduce_like("iallreduce", m->prev_iallreduce.fn, m->prev_iallreduce.module, sbuf,
                           rbuf, count, dtype, op, comm, request, m);
@@ -384,6 +383,7 @@ int mca_coll_gpu_ibcast(void *buf, int count, struct ompi_datatype_t *dtype, int
                          : mca_coll_gpu_is_idle(root)       ? COLL_GPU_NONE
                                                             : COLL_GPU_WRITE;
     coll_gpu_nb_t *x;
+    bool taken = false;
     /* the kind of the memory the elements occupy, not of buf (as MPI_Bcast) */
     bool host = COLL_GPU_NONE == dir
                 || mca_coll_gpu_is_host(
@@ -397,13 +397,10 @@ int mca_coll_gpu_ibcast(void *buf, int count, struct ompi_datatype_t *dtype, int
         return m->prev_ibcast.fn(buf, count, dtype, root, comm, request, m->prev_ibcast.module);
     }
     /* device buffers on every rank (coll_gpu_uniform_buffers, one kind seen on every rank):
-     * the node team's algorithms */
-    if (!m->inter && mca_coll_gpu_assume_uniform(m)) {
-        bool taken = false;
-        rc = mca_coll_gpu_async_bcast(m, buf, count, dtype, root, comm, request, &taken);
-        if (taken || OMPI_SUCCESS != rc) {
-            return rc;
-        }
+     * the node team's algorithms (coll_gpu_nvl_async.c decides) */
+    rc = mca_coll_gpu_async_bcast(m, buf, count, dtype, root, comm, false, request, &taken);
+    if (taken || OMPI_SUCCESS != rc) {
+        return rc;
     }
     nb_log(name, comm, mca_coll_gpu_call_bytes(dtype, (size_t) count), dtype, NULL);
     rc = nb_stage(m, comm, name, NULL, COLL_GPU_LAYOUT(dtype, 0), COLL_GPU_NONE, buf,

@@ -2,6 +2,15 @@
  * coll_gpu_nvl_async.c - MPI_Iallreduce and MPI_Ibcast on device buffers through the node team:
  * the blocking fast path's algorithms (coll_gpu_nvl.c) as state machines, started at the call
  * and completed by progress (opal_progress, hence MPI_Wait, MPI_Test and every blocking wait).
+ * MPI_Allreduce_init and MPI_Bcast_init (Open MPI 5.0, coll_gpu_persistent.c) come here too:
+ * the same decision, made at init, gives an inactive persistent request of this path, and each
+ * MPI_Start begins one call on it (async_pers_start) exactly as a nonblocking call begins;
+ * MPI_Wait and MPI_Test leave it inactive, MPI_Request_free frees it (a started one when its
+ * call ends).  Peer mappings are not held from one start to the next: the team's export cache
+ * and the process's peer-mapping table (coll_gpu_ipcmap.c) already serve an unchanged buffer
+ * without a new export or import (while it stays among the most recently used), and a hold
+ * that outlived the call would pin a slot of that table for the request's life (held slots are
+ * never evicted; persistent requests may be many and long-lived, and would fill it).
  *
  * Which calls come here: device buffers, coll_gpu_uniform_buffers true and one kind seen on
  * every rank at the communicator's first allreduce or bcast (a nonblocking call agrees on the
@@ -160,9 +169,25 @@ typedef struct coll_gpu_async_t {
     bool has_child;
     unsigned polls;
     double wait_start;                  /* hang reports: first clock read of a long wait */
+    /* the call as given, for allreduce_begin and bcast_begin (again at every MPI_Start of a
+     * persistent request) */
+    const void *user_sbuf;
+    void *user_rbuf;
+    int user_count;
+    struct ompi_datatype_t *user_dtype; /* retained by a persistent request */
+    bool persistent;                    /* MPI_Allreduce_init, MPI_Bcast_init */
+    async_alg_t first_alg;              /* the algorithm decided at the call (or the init) */
+    topo_plan_t first_plan;             /* bcast: this rank's plan, before the agreement */
 } coll_gpu_async_t;
 
-static OBJ_CLASS_INSTANCE(coll_gpu_async_t, ompi_coll_base_nbc_request_t, NULL, NULL);
+static void async_destruct(coll_gpu_async_t *r)
+{
+    if (r->persistent && NULL != r->user_dtype) {
+        OBJ_RELEASE(r->user_dtype);
+    }
+}
+
+static OBJ_CLASS_INSTANCE(coll_gpu_async_t, ompi_coll_base_nbc_request_t, NULL, async_destruct);
 
 /* Teams with queued requests (linked through async_next) and how many requests are queued in
  * all: the polls from the waits cost one load while it is 0. */
@@ -491,8 +516,11 @@ static int step_oneshot_scratch(coll_gpu_async_t *r)
     case PH_START:
         r->seq = ++t->seq;
         slot_off = (r->seq & 1) * t->slot_bytes + COLL_GPU_SLOT_RESERVED(t->size);
-        if (DEV_OK != dev_memcpy_async((char *) t->scratch + slot_off, r->r.dev,
-                                       r->count * r->esize, t->stream)) {
+        if (OMPI_SUCCESS != r->rc) {
+            /* failed before the call (allreduce_begin): no data, arrive, wait, own done */
+            mca_coll_gpu_team_fail(t, r->seq);
+        } else if (DEV_OK != dev_memcpy_async((char *) t->scratch + slot_off, r->r.dev,
+                                              r->count * r->esize, t->stream)) {
             mca_coll_gpu_report_failure(r->what, r->comm, "copy into the scratch: %s",
                                         dev_error_string());
             mca_coll_gpu_team_fail(t, r->seq);
@@ -1405,17 +1433,27 @@ static void async_start(coll_gpu_async_t *r, ompi_request_t **request)
     }
 }
 
+static int async_pers_start(size_t count, ompi_request_t **requests);
+
+/* A request of the team's path: an active one for a nonblocking call, an inactive persistent
+ * one (complete, as Open MPI's persistent requests are until started) for an _init. */
 static coll_gpu_async_t *async_new(coll_gpu_team_t *t, struct ompi_communicator_t *comm,
-                                   const char *what)
+                                   const char *what, bool persistent)
 {
     coll_gpu_async_t *r = OBJ_NEW(coll_gpu_async_t);
 
     if (NULL == r) {
         return NULL;
     }
-    OMPI_REQUEST_INIT(&r->super.super, false);
+    OMPI_REQUEST_INIT(&r->super.super, persistent);
     r->super.super.req_type = OMPI_REQUEST_COLL;
-    r->super.super.req_state = OMPI_REQUEST_ACTIVE;
+    if (persistent) {
+        r->super.super.req_start = async_pers_start;
+    } else {
+        r->super.super.req_state = OMPI_REQUEST_ACTIVE;
+    }
+    r->persistent = persistent;
+    r->user_dtype = NULL;
     r->super.super.req_free = async_req_free;
     r->super.super.req_cancel = async_req_cancel;
     r->super.super.req_mpi_object.comm = comm;
@@ -1442,12 +1480,147 @@ static coll_gpu_async_t *async_new(coll_gpu_team_t *t, struct ompi_communicator_
 
 /* ---- entries ------------------------------------------------------------------------------- */
 
+/* A call's progress state back to its start: a new nonblocking call, or the next MPI_Start of
+ * a persistent request (whose algorithm and plan were decided at its init). */
+static void async_reset(coll_gpu_async_t *r)
+{
+    r->alg = r->first_alg;
+    r->plan = r->first_plan;
+    r->phase = PH_START;
+    r->seq = 0;
+    r->rc = OMPI_SUCCESS;
+    r->local_rc = OMPI_SUCCESS;
+    r->arrived = r->released = false;
+    r->polls = 0;
+    r->wait_start = 0.0;
+    r->next_peer = 0;
+    r->peer_buf = NULL;
+    r->off = 0;
+    r->issued = r->complete = 0;
+    memset(&r->s, 0, sizeof(r->s));
+    memset(&r->r, 0, sizeof(r->r));
+}
+
+/* An allreduce call's buffers (the user's, or device temporaries of the request: buf_in), and,
+ * when this rank cannot take part with data, the way it sits the call out (as the blocking
+ * call's nvl_sit_out: the in-place one-shot in its own step, the others through the finish). */
+static void allreduce_begin(coll_gpu_async_t *r)
+{
+    async_alg_t alg = r->first_alg;
+    int rc;
+
+    async_reset(r);
+    /* the program's copies into our buffers on the default stream end before the team reads
+     * them (dev.h); a rank that cannot wait for them takes part without data */
+    rc = (DEV_OK == dev_default_stream_settle()) ? OMPI_SUCCESS : OMPI_ERROR;
+    /* the receive buffer is mapped by peers in two-shot and ring, the send buffer in one-shot
+     * (not in place) and two-shot; the fused kernel only reads and writes our own */
+    if (OMPI_SUCCESS == rc) {
+        rc = buf_in(r, &r->r, r->user_rbuf, r->user_count, r->user_dtype, r->in_place,
+                    ALG_TWOSHOT == alg || ALG_RING == alg);
+    }
+    if (OMPI_SUCCESS == rc && !r->in_place) {
+        rc = buf_in(r, &r->s, r->user_sbuf, r->user_count, r->user_dtype, true,
+                    ALG_FUSED != alg && ALG_RING != alg);
+    } else if (OMPI_SUCCESS == rc) {
+        r->s = r->r;
+        r->s.tmp = NULL; /* one temporary, owned by r->r */
+    }
+    if (OMPI_SUCCESS == rc && async_fail_injected()) {
+        mca_coll_gpu_report_failure(r->what, r->comm, "COLL_GPU_TEST_FAIL_ASYNC (test only): "
+                                    "taking part without data");
+        rc = OMPI_ERROR;
+    }
+    if (ALG_FUSED == alg) {
+        r->cap = mca_coll_gpu_nvl_fused_cap(r->team);
+        r->per = r->cap / r->esize;
+        r->off = 0;
+    }
+    if (OMPI_SUCCESS != rc) {
+        r->rc = rc;
+        if (ALG_ONESHOT_SCRATCH != alg) {
+            r->alg = ALG_FINISH;
+        }
+    }
+}
+
+/* A bcast call's buffer; a local failure is kept for the agreement step (step_agree), which
+ * sits the call out with it once the root's plan is known. */
+static void bcast_begin(coll_gpu_async_t *r)
+{
+    bool is_root = (ompi_comm_rank(r->comm) == r->root);
+    int rc;
+
+    async_reset(r);
+    /* the program's copies to or from our buffer on the default stream end before the team
+     * touches it (dev.h); a push root's buffer is only read, never mapped (its IPC capability
+     * is not asked) */
+    rc = (DEV_OK == dev_default_stream_settle()) ? OMPI_SUCCESS : OMPI_ERROR;
+    if (OMPI_SUCCESS == rc) {
+        rc = buf_in(r, &r->r, r->user_rbuf, r->user_count, r->user_dtype, is_root,
+                    !(is_root && TOPO_BC_PUSH == r->first_plan.alg));
+    }
+    if (OMPI_SUCCESS == rc && async_fail_injected()) {
+        mca_coll_gpu_report_failure(r->what, r->comm, "COLL_GPU_TEST_FAIL_ASYNC (test only): "
+                                    "taking part without data");
+        rc = OMPI_ERROR;
+    }
+    r->local_rc = rc;
+}
+
+/* MPI_Start and MPI_Startall (runs of requests with this start function): each start is one
+ * call on the request's team, begun and queued as a nonblocking call is (the buffers are
+ * looked at again: a rank whose buffer needs a device temporary gets a fresh one, filled with
+ * what the buffer holds now); completion by progress, as for the nonblocking calls. */
+static int async_pers_start(size_t count, ompi_request_t **requests)
+{
+    for (size_t i = 0; i < count; ++i) {
+        coll_gpu_async_t *r = (coll_gpu_async_t *) requests[i];
+        ompi_request_t *req = &r->super.super;
+
+        req->req_state = OMPI_REQUEST_ACTIVE;
+        req->req_complete = REQUEST_PENDING;
+        req->req_status.MPI_ERROR = MPI_SUCCESS;
+        req->req_status._cancelled = 0;
+        if (r->bcast) {
+            bcast_begin(r);
+        } else {
+            allreduce_begin(r);
+        }
+        async_start(r, &requests[i]);
+    }
+    return OMPI_SUCCESS;
+}
+
+/* The last of an entry: keep the call (a persistent request holds its datatype, which the
+ * application may free before it frees the request), then start it unless it waits for
+ * MPI_Start. */
+static void async_issue(coll_gpu_async_t *r, const void *sbuf, void *rbuf, int count,
+                        struct ompi_datatype_t *dtype, ompi_request_t **request)
+{
+    r->user_sbuf = sbuf;
+    r->user_rbuf = rbuf;
+    r->user_count = count;
+    r->user_dtype = dtype;
+    if (r->persistent) {
+        OBJ_RETAIN(dtype);
+        *request = &r->super.super; /* inactive until async_pers_start */
+        return;
+    }
+    if (r->bcast) {
+        bcast_begin(r);
+    } else {
+        allreduce_begin(r);
+    }
+    async_start(r, request);
+}
+
 int mca_coll_gpu_async_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, void *rbuf,
                                  int count, struct ompi_datatype_t *dtype, struct ompi_op_t *op,
-                                 struct ompi_communicator_t *comm, ompi_request_t **request,
-                                 bool *taken)
+                                 struct ompi_communicator_t *comm, bool persistent,
+                                 ompi_request_t **request, bool *taken)
 {
-    static const char *const name = "iallreduce";
+    const char *name = persistent ? "allreduce_init" : "iallreduce";
     size_t bytes = mca_coll_gpu_call_bytes(dtype, (size_t) count);
     bool in_place = (MPI_IN_PLACE == sbuf);
     const char *not_capable;
@@ -1458,9 +1631,16 @@ int mca_coll_gpu_async_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, voi
     dev_op_t dop = DEV_OP_SUM;
     size_t nelems = 0;
     async_alg_t alg;
-    int rc;
 
     *taken = false;
+    /* device buffers on every rank (coll_gpu_uniform_buffers, and one kind seen on every rank
+     * at the communicator's first allreduce or bcast: a nonblocking or persistent call agrees
+     * on the kind only when it is that first call, coll_gpu_select.c) */
+    if (m->inter || !mca_coll_gpu_assume_uniform(m)
+        || mca_coll_gpu_both_host(mca_coll_gpu_data_start(sbuf, dtype, count),
+                                  mca_coll_gpu_data_start(rbuf, dtype, count))) {
+        return OMPI_SUCCESS;
+    }
     not_capable = mca_coll_gpu_map_reduction(dtype, (size_t) count, op, &dt, &dop, &nelems);
     t = mca_coll_gpu_select(m, comm, TOPO_COLL_ALLREDUCE, bytes, not_capable, &plan);
     if (NULL == t) {
@@ -1482,7 +1662,7 @@ int mca_coll_gpu_async_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, voi
     } else {
         return OMPI_SUCCESS; /* no nonblocking form: staged, on every rank */
     }
-    r = async_new(t, comm, name);
+    r = async_new(t, comm, name, persistent);
     if (NULL == r) {
         /* nowhere to keep the call: no rank can take part without a request, so the others
          * would wait; this is as fatal as the request allocation of any component */
@@ -1491,10 +1671,8 @@ int mca_coll_gpu_async_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, voi
     }
     *taken = true;
     mca_coll_gpu_log_plan(name, comm, bytes, dtype, op, TOPO_COLL_ALLREDUCE, t, &plan);
-    /* the program's copies into our buffers on the default stream end before the team reads
-     * them (dev.h); a rank that cannot wait for them takes part without data */
-    rc = (DEV_OK == dev_default_stream_settle()) ? OMPI_SUCCESS : OMPI_ERROR;
-    r->alg = alg;
+    r->first_alg = alg;
+    r->first_plan = plan;
     r->in_place = in_place;
     r->count = nelems;
     r->dt = dt;
@@ -1502,88 +1680,41 @@ int mca_coll_gpu_async_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, voi
     r->esize = dev_dtype_size(dt);
     r->launch.nblocks = plan.nblocks;
     r->launch.nthreads = plan.nthreads;
-    /* the receive buffer is mapped by peers in two-shot and ring, the send buffer in one-shot
-     * (not in place) and two-shot; the fused kernel only reads and writes our own */
-    if (OMPI_SUCCESS == rc) {
-        rc = buf_in(r, &r->r, rbuf, count, dtype, in_place,
-                    ALG_TWOSHOT == alg || ALG_RING == alg);
-    }
-    if (OMPI_SUCCESS == rc && !in_place) {
-        rc = buf_in(r, &r->s, sbuf, count, dtype, true, ALG_FUSED != alg && ALG_RING != alg);
-    } else if (OMPI_SUCCESS == rc) {
-        r->s = r->r;
-        r->s.tmp = NULL; /* one temporary, owned by r->r */
-    }
-    if (OMPI_SUCCESS == rc && async_fail_injected()) {
-        mca_coll_gpu_report_failure(name, comm, "COLL_GPU_TEST_FAIL_ASYNC (test only): taking "
-                                    "part without data");
-        rc = OMPI_ERROR;
-    }
-    if (ALG_FUSED == alg) {
-        r->cap = mca_coll_gpu_nvl_fused_cap(t);
-        r->per = r->cap / r->esize;
-        r->off = 0;
-    }
-    if (OMPI_SUCCESS != rc) {
-        /* take part without data, as the blocking call's nvl_sit_out: one-shot in place ends
-         * at its own done */
-        r->rc = rc;
-        if (ALG_ONESHOT_SCRATCH == alg) {
-            r->seq = ++t->seq;
-            mca_coll_gpu_team_fail(t, r->seq);
-            r->phase = PH_COPY; /* arrive, wait for all, own done */
-        } else {
-            r->alg = ALG_FINISH;
-        }
-    }
-    async_start(r, request);
+    async_issue(r, sbuf, rbuf, count, dtype, request);
     return OMPI_SUCCESS;
 }
 
 int mca_coll_gpu_async_bcast(mca_coll_gpu_module_t *m, void *buf, int count,
                              struct ompi_datatype_t *dtype, int root,
-                             struct ompi_communicator_t *comm, ompi_request_t **request,
-                             bool *taken)
+                             struct ompi_communicator_t *comm, bool persistent,
+                             ompi_request_t **request, bool *taken)
 {
-    static const char *const name = "ibcast";
+    const char *name = persistent ? "bcast_init" : "ibcast";
     size_t bytes = mca_coll_gpu_call_bytes(dtype, (size_t) count);
-    bool is_root = (ompi_comm_rank(comm) == root);
     coll_gpu_async_t *r;
     coll_gpu_team_t *t;
     topo_plan_t plan;
-    int rc;
 
     *taken = false;
+    if (m->inter || !mca_coll_gpu_assume_uniform(m)) {
+        return OMPI_SUCCESS;
+    }
     t = mca_coll_gpu_select(m, comm, TOPO_COLL_BCAST, bytes, NULL, &plan);
     if (NULL == t) {
         return OMPI_SUCCESS;
     }
-    r = async_new(t, comm, name);
+    r = async_new(t, comm, name, persistent);
     if (NULL == r) {
         mca_coll_gpu_report_failure(name, comm, "out of host memory for a request");
         return OMPI_ERR_OUT_OF_RESOURCE;
     }
     *taken = true;
     mca_coll_gpu_log_plan(name, comm, bytes, dtype, NULL, TOPO_COLL_BCAST, t, &plan);
-    r->alg = ALG_BC_AGREE;
+    r->first_alg = ALG_BC_AGREE;
+    r->first_plan = plan;
     r->bcast = true;
-    r->plan = plan;
     r->bytes = bytes;
     r->root = root;
-    /* the program's copies to or from our buffer on the default stream end before the team
-     * touches it (dev.h); a push root's buffer is only read, never mapped (its IPC capability
-     * is not asked) */
-    rc = (DEV_OK == dev_default_stream_settle()) ? OMPI_SUCCESS : OMPI_ERROR;
-    if (OMPI_SUCCESS == rc) {
-        rc = buf_in(r, &r->r, buf, count, dtype, is_root,
-                    !(is_root && TOPO_BC_PUSH == plan.alg));
-    }
-    if (OMPI_SUCCESS == rc && async_fail_injected()) {
-        mca_coll_gpu_report_failure(name, comm, "COLL_GPU_TEST_FAIL_ASYNC (test only): taking "
-                                    "part without data");
-        rc = OMPI_ERROR;
-    }
-    r->local_rc = rc;
-    async_start(r, request);
+    async_issue(r, NULL, buf, count, dtype, request);
     return OMPI_SUCCESS;
 }

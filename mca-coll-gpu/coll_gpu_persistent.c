@@ -29,8 +29,15 @@
  * rank of the remote group; no scans there).
  * A failed copy still starts the collective with what the bounce memory holds (the peers would
  * wait for this rank otherwise) and completes the request with the error.  Host buffers on
- * both sides go straight to the saved module, untouched.  There is no GPU fast path for them
- * yet.
+ * both sides go straight to the saved module, untouched.
+ *
+ * MPI_Allreduce_init and MPI_Bcast_init on device buffers take the node team's path of
+ * MPI_Iallreduce and MPI_Ibcast instead when that path takes the call (the same decision, made
+ * once at init from what is equal on every rank: coll_gpu_uniform_buffers, count, signature,
+ * op, the team's plan; coll_gpu_nvl_async.c): the request is then that path's own, and each
+ * MPI_Start queues one call on the team.  Everything else (no team, host or mixed buffers
+ * without coll_gpu_uniform_buffers, types or ops the team cannot take, a plan without a
+ * nonblocking form, forced staging) stays on the staged path here.
  */
 #include "ompi_config.h"
 
@@ -408,6 +415,22 @@ int mca_coll_gpu_allreduce_init(const void *sbuf, void *rbuf, int count,
                                 ompi_request_t **request, mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    bool taken = false;
+    bool host = mca_coll_gpu_both_host(mca_coll_gpu_data_start(sbuf, dtype, count),
+                                       mca_coll_gpu_data_start(rbuf, dtype, count));
+    /* the communicator's first allreduce or bcast agrees on the kind (coll_gpu_select.c) */
+    int rc = mca_coll_gpu_check_kinds(m, comm, "allreduce_init", !host);
+
+    if (OMPI_SUCCESS != rc) {
+        return rc;
+    }
+    /* the nonblocking call's decision and algorithms (coll_gpu_nvl_async.c): each MPI_Start
+     * runs one MPI_Iallreduce's worth on the team */
+    rc = mca_coll_gpu_async_allreduce(m, sbuf, rbuf, count, dtype, op, comm, true, request,
+                                      &taken);
+    if (taken || OMPI_SUCCESS != rc) {
+        return rc;
+    }
     return pers_reduce_like("allreduce_init", m->prev_allreduce_init.fn,
                             m->prev_allreduce_init.module, sbuf, rbuf, count, dtype, op, comm,
                             info, request, m);
@@ -541,11 +564,25 @@ int mca_coll_gpu_bcast_init(void *buf, int count, struct ompi_datatype_t *dtype,
                          : mca_coll_gpu_is_idle(root)       ? COLL_GPU_NONE
                                                             : COLL_GPU_WRITE;
     coll_gpu_pers_t *p;
-    int rc;
+    bool taken = false;
+    /* the kind of the memory the elements occupy, not of buf (as MPI_Bcast, MPI_Ibcast) */
+    bool host = COLL_GPU_NONE == dir
+                || mca_coll_gpu_is_host(
+                    mca_coll_gpu_classify(mca_coll_gpu_data_start(buf, dtype, count)));
+    /* the communicator's first allreduce or bcast agrees on the kind (coll_gpu_select.c) */
+    int rc = mca_coll_gpu_check_kinds(m, comm, name, !host);
 
-    if (COLL_GPU_NONE == dir || mca_coll_gpu_is_host(mca_coll_gpu_classify(buf))) {
+    if (OMPI_SUCCESS != rc) {
+        return rc;
+    }
+    if (host) {
         return m->prev_bcast_init.fn(buf, count, dtype, root, comm, info, request,
                                      m->prev_bcast_init.module);
+    }
+    /* the nonblocking call's decision and algorithms, as for MPI_Allreduce_init */
+    rc = mca_coll_gpu_async_bcast(m, buf, count, dtype, root, comm, true, request, &taken);
+    if (taken || OMPI_SUCCESS != rc) {
+        return rc;
     }
     pers_log(name, comm, mca_coll_gpu_call_bytes(dtype, (size_t) count), dtype, NULL);
     rc = pers_stage(m, comm, name, NULL, COLL_GPU_LAYOUT(dtype, 0), COLL_GPU_NONE, buf,

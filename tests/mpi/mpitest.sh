@@ -40,9 +40,10 @@ t_skip() {
 t_skipped() {
     sed -n 's/^1\.\.0 *# *[Ss][Kk][Ii][Pp] *//p' "$1" | head -1
 }
-# t_diag FILE [LINES]: the tail of a file as TAP comments.
+# t_diag FILE [LINES]: the tail of a file as TAP comments (ended by a newline even where the
+# file is not, so that the next TAP line stands on its own).
 t_diag() {
-    tail -n "${2:-30}" "$1" | sed 's/^/#   /'
+    tail -n "${2:-30}" "$1" | sed -e 's/^/#   /' -e '$a\'
 }
 # t_done: the plan, and the exit status.
 t_done() {

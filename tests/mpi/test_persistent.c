@@ -13,6 +13,20 @@
  *        test_persistent inter   an intercommunicator of the first and second half of the
  *                                ranks: allreduce, bcast, reduce, allgather, gather, scatter,
  *                                alltoall (roots MPI_ROOT / MPI_PROC_NULL in the first half)
+ *        test_persistent team [nofree]  MPI_Allreduce_init and MPI_Bcast_init on device
+ *                                buffers, for the node team's path (the wrappers force its
+ *                                algorithms and read coll_gpu_verbose for the decisions):
+ *                                many starts of one request (in place and not, every root);
+ *                                several requests started together and completed with
+ *                                MPI_Waitall, MPI_Testall, MPI_Test in different orders;
+ *                                blocking and nonblocking calls on the same communicator
+ *                                while they run; MPI_Request_free never started, after
+ *                                completion and (but with nofree: the staged path's libnbc
+ *                                refuses it) while started; a user-defined op (staged).
+ *                                Rank 0 prints "# inits: allreduce_init N bcast_init M
+ *                                user_op K", the _init calls each rank made
+ *        test_persistent teamfail  with COLL_GPU_TEST_FAIL_ASYNC naming a rank: every start
+ *                                of those requests completes with an error on every rank
  *
  * Without coll/gpu's persistent path the component below it (libnbc) runs its schedule on the
  * device pointers: on the emulated device, whose memory the host cannot touch, the program
@@ -770,6 +784,590 @@ static int run_neighbor(void)
     return mt_finish();
 }
 
+/* ---- test_persistent team: MPI_Allreduce_init and MPI_Bcast_init on the team's path -------- */
+
+#define TEAM_STARTS 8 /* starts per request in the "many" cases */
+#define TEAM_NREQ 4   /* requests started together */
+
+static const int team_counts[] = {1, 1021, 65537};
+static unsigned team_round = 100; /* the data of every start is new: the round never repeats */
+static int team_inits_ar, team_inits_bc, team_inits_user;
+static int team_nofree;
+
+typedef enum { PQ_ALLREDUCE, PQ_IN_PLACE, PQ_BCAST, PQ_USER_OP } pq_kind_t;
+
+/* One persistent request on device buffers and the round of its current start. */
+typedef struct {
+    pq_kind_t kind;
+    int count, root;
+    void *sbuf, *rbuf;
+    MPI_Request req;
+    unsigned round;
+} preq_t;
+
+static void user_sum(void *in, void *inout, int *len, MPI_Datatype *dt)
+{
+    (void) dt;
+    for (int i = 0; i < *len; ++i) {
+        ((int32_t *) inout)[i] += ((const int32_t *) in)[i];
+    }
+}
+
+static MPI_Op team_user_op = MPI_OP_NULL;
+
+/* Device buffers and the request (not started); 0 on success on this rank. */
+static int preq_init(preq_t *q, pq_kind_t kind, int count, int root, char *diag)
+{
+    size_t bytes = (size_t) count * sizeof(int32_t);
+    int rc = MPI_SUCCESS;
+
+    q->kind = kind;
+    q->count = count;
+    q->root = root;
+    q->req = MPI_REQUEST_NULL;
+    q->sbuf = (PQ_ALLREDUCE == kind || PQ_USER_OP == kind) ? mt_mem_alloc(MT_MEM_DEVICE, bytes)
+                                                           : NULL;
+    q->rbuf = mt_mem_alloc(MT_MEM_DEVICE, bytes);
+    if (NULL == q->rbuf || ((PQ_ALLREDUCE == kind || PQ_USER_OP == kind) && NULL == q->sbuf)) {
+        mt_diag_add(diag, "device allocation failed; ");
+        return -1;
+    }
+    switch (kind) {
+    case PQ_ALLREDUCE:
+        rc = MPI_Allreduce_init(q->sbuf, q->rbuf, count, MPI_INT32_T, MPI_SUM, MPI_COMM_WORLD,
+                                MPI_INFO_NULL, &q->req);
+        ++team_inits_ar;
+        break;
+    case PQ_IN_PLACE:
+        rc = MPI_Allreduce_init(MPI_IN_PLACE, q->rbuf, count, MPI_INT32_T, MPI_SUM,
+                                MPI_COMM_WORLD, MPI_INFO_NULL, &q->req);
+        ++team_inits_ar;
+        break;
+    case PQ_BCAST:
+        rc = MPI_Bcast_init(q->rbuf, count, MPI_INT32_T, root, MPI_COMM_WORLD, MPI_INFO_NULL,
+                            &q->req);
+        ++team_inits_bc;
+        break;
+    case PQ_USER_OP:
+        rc = MPI_Allreduce_init(q->sbuf, q->rbuf, count, MPI_INT32_T, team_user_op,
+                                MPI_COMM_WORLD, MPI_INFO_NULL, &q->req);
+        ++team_inits_user;
+        break;
+    }
+    if (MPI_SUCCESS != rc) {
+        mt_diag_add(diag, "init: %s; ", mt_mpi_error(rc));
+        q->req = MPI_REQUEST_NULL;
+        return -1;
+    }
+    return 0;
+}
+
+static void preq_free(preq_t *q, int *ok, char *diag)
+{
+    if (MPI_REQUEST_NULL != q->req) {
+        int rc = MPI_Request_free(&q->req);
+        if (MPI_SUCCESS != rc || MPI_REQUEST_NULL != q->req) {
+            mt_diag_add(diag, "MPI_Request_free: %s; ", mt_mpi_error(rc));
+            *ok = 0;
+        }
+    }
+    mt_mem_free(MT_MEM_DEVICE, q->sbuf);
+    mt_mem_free(MT_MEM_DEVICE, q->rbuf);
+    q->sbuf = q->rbuf = NULL;
+}
+
+/* Element i of q's input on rank r in its current round. */
+static int32_t preq_in(const preq_t *q, int r, int i)
+{
+    return val(r, (int) q->round, i);
+}
+
+/* Before a start: a new round, fresh input, poisoned output; 0 on success. */
+static int preq_fill(preq_t *q)
+{
+    int32_t *in = malloc((size_t) q->count * sizeof(int32_t));
+    int32_t *out = malloc((size_t) q->count * sizeof(int32_t));
+    int rc = -1;
+
+    q->round = team_round++;
+    if (NULL != in && NULL != out) {
+        for (int i = 0; i < q->count; ++i) {
+            in[i] = preq_in(q, mt_rank, i);
+            out[i] = POISON;
+        }
+        switch (q->kind) {
+        case PQ_ALLREDUCE:
+        case PQ_USER_OP:
+            rc = mt_mem_put(MT_MEM_DEVICE, q->sbuf, in, (size_t) q->count * 4)
+                 | mt_mem_put(MT_MEM_DEVICE, q->rbuf, out, (size_t) q->count * 4);
+            break;
+        case PQ_IN_PLACE:
+            rc = mt_mem_put(MT_MEM_DEVICE, q->rbuf, in, (size_t) q->count * 4);
+            break;
+        case PQ_BCAST:
+            rc = mt_mem_put(MT_MEM_DEVICE, q->rbuf, mt_rank == q->root ? in : out,
+                            (size_t) q->count * 4);
+            break;
+        }
+    }
+    free(in);
+    free(out);
+    return rc;
+}
+
+/* After completion: the result against the host reference; 1 when right. */
+static int preq_right(const preq_t *q, const char *when, char *diag)
+{
+    int32_t *got = malloc((size_t) q->count * sizeof(int32_t));
+    int ok = NULL != got
+             && 0 == mt_mem_get(MT_MEM_DEVICE, got, q->rbuf, (size_t) q->count * 4);
+
+    if (!ok) {
+        mt_diag_add(diag, "%s: reading the result failed; ", when);
+    }
+    for (int i = 0; ok && i < q->count; ++i) {
+        int32_t want = 0;
+        if (PQ_BCAST == q->kind) {
+            want = preq_in(q, q->root, i);
+        } else {
+            for (int r = 0; r < mt_size; ++r) {
+                want += preq_in(q, r, i);
+            }
+        }
+        if (got[i] != want) {
+            mt_diag_add(diag, "%s: %s of %d (root %d), element %d: expected %d got %d; ", when,
+                        PQ_BCAST == q->kind ? "bcast" : "allreduce", q->count, q->root, i,
+                        (int) want, (int) got[i]);
+            ok = 0;
+        }
+    }
+    free(got);
+    return ok;
+}
+
+/* Start q (fresh data), complete it (MPI_Wait, or an MPI_Test loop), check it. */
+static int preq_run(preq_t *q, int use_test, const char *when, char *diag)
+{
+    int rc, ok = 0 == preq_fill(q);
+
+    rc = MPI_Start(&q->req);
+    if (MPI_SUCCESS == rc && use_test) {
+        int flag = 0;
+        while (MPI_SUCCESS == rc && !flag) {
+            rc = MPI_Test(&q->req, &flag, MPI_STATUS_IGNORE);
+        }
+    } else if (MPI_SUCCESS == rc) {
+        rc = MPI_Wait(&q->req, MPI_STATUS_IGNORE);
+    }
+    if (MPI_SUCCESS != rc) {
+        mt_diag_add(diag, "%s: %s; ", when, mt_mpi_error(rc));
+        return 0;
+    }
+    return ok && preq_right(q, when, diag);
+}
+
+/* Many starts of one request: allreduce (in place and not) and bcast from every root. */
+static void team_many(void)
+{
+    char diag[MT_DIAG_LEN], when[64];
+
+    for (size_t c = 0; c < sizeof(team_counts) / sizeof(team_counts[0]); ++c) {
+        int count = team_counts[c];
+        for (int k = PQ_ALLREDUCE; k <= PQ_BCAST; ++k) {
+            int roots = (PQ_BCAST == k) ? mt_size : 1, starts_ok = 0, ok = 1;
+            mt_set_case(PQ_BCAST == k ? "team: many starts, bcast" : "team: many starts, allreduce");
+            diag[0] = '\0';
+            for (int root = 0; root < roots; ++root) {
+                preq_t q;
+                int go = mt_agree(0 == preq_init(&q, (pq_kind_t) k, count, root, diag));
+                ok = go && ok;
+                /* a rank whose result is wrong still takes part in every start */
+                for (int it = 0; go && it < TEAM_STARTS; ++it) {
+                    int right;
+                    snprintf(when, sizeof(when), "root %d start %d", root, it);
+                    right = preq_run(&q, it % 2, when, diag);
+                    starts_ok += right;
+                    ok = ok && right;
+                }
+                preq_free(&q, &ok, diag);
+            }
+            mt_check(ok, diag, "%s of %d int32 (%s), device buffers: %d of %d starts right, "
+                     "fresh data into a poisoned output each time",
+                     PQ_BCAST == k ? "MPI_Bcast_init" : "MPI_Allreduce_init", count,
+                     PQ_BCAST == k ? "every root" : PQ_IN_PLACE == k ? "MPI_IN_PLACE" : "sum",
+                     starts_ok, TEAM_STARTS * roots);
+        }
+    }
+}
+
+/* Several requests started together and completed in different orders. */
+static void team_together(void)
+{
+    preq_t q[TEAM_NREQ];
+    MPI_Request reqs[TEAM_NREQ];
+    char diag[MT_DIAG_LEN];
+    const int rounds = 5;
+    int ok = 1, rounds_ok = 0;
+
+    mt_set_case("team: requests together");
+    diag[0] = '\0';
+    ok = 0 == preq_init(&q[0], PQ_ALLREDUCE, 1021, 0, diag);
+    ok = 0 == preq_init(&q[1], PQ_IN_PLACE, 65537, 0, diag) && ok;
+    ok = 0 == preq_init(&q[2], PQ_BCAST, 1021, 0, diag) && ok;
+    ok = 0 == preq_init(&q[3], PQ_BCAST, 65537, mt_size - 1, diag) && ok;
+    ok = mt_agree(ok);
+    for (int round = 0; ok && round < rounds; ++round) {
+        int rc = MPI_SUCCESS, right = 1;
+        for (int i = 0; i < TEAM_NREQ; ++i) {
+            right = (0 == preq_fill(&q[i])) && right;
+            reqs[i] = q[i].req;
+        }
+        /* every rank starts in the same order; completion orders differ between rounds */
+        if (2 == round) {
+            for (int i = 0; MPI_SUCCESS == rc && i < TEAM_NREQ; ++i) {
+                rc = MPI_Start(&reqs[i]);
+            }
+        } else if (4 == round) {
+            for (int i = TEAM_NREQ - 1; MPI_SUCCESS == rc && i >= 0; --i) {
+                rc = MPI_Start(&reqs[i]);
+            }
+        } else {
+            rc = MPI_Startall(TEAM_NREQ, reqs);
+        }
+        if (MPI_SUCCESS == rc && 1 == round) { /* MPI_Waitall, reversed */
+            MPI_Request rev[TEAM_NREQ];
+            for (int i = 0; i < TEAM_NREQ; ++i) {
+                rev[i] = reqs[TEAM_NREQ - 1 - i];
+            }
+            rc = MPI_Waitall(TEAM_NREQ, rev, MPI_STATUSES_IGNORE);
+        } else if (MPI_SUCCESS == rc && 2 == round) { /* MPI_Testall */
+            int flag = 0;
+            while (MPI_SUCCESS == rc && !flag) {
+                rc = MPI_Testall(TEAM_NREQ, reqs, &flag, MPI_STATUSES_IGNORE);
+            }
+        } else if (MPI_SUCCESS == rc && 3 == round) { /* MPI_Test, a rank's own order */
+            int left = TEAM_NREQ, done[TEAM_NREQ] = {0};
+            while (MPI_SUCCESS == rc && 0 < left) {
+                for (int j = 0; MPI_SUCCESS == rc && j < TEAM_NREQ; ++j) {
+                    int i = (j + mt_rank) % TEAM_NREQ, flag = 0;
+                    if (!done[i]) {
+                        rc = MPI_Test(&reqs[i], &flag, MPI_STATUS_IGNORE);
+                        if (flag) {
+                            done[i] = 1;
+                            --left;
+                        }
+                    }
+                }
+            }
+        } else if (MPI_SUCCESS == rc) { /* MPI_Waitall, in order */
+            rc = MPI_Waitall(TEAM_NREQ, reqs, MPI_STATUSES_IGNORE);
+        }
+        if (MPI_SUCCESS != rc) {
+            mt_diag_add(diag, "round %d: %s; ", round, mt_mpi_error(rc));
+            right = 0;
+        }
+        for (int i = 0; MPI_SUCCESS == rc && i < TEAM_NREQ; ++i) {
+            char when[32];
+            snprintf(when, sizeof(when), "round %d", round);
+            right = preq_right(&q[i], when, diag) && right;
+        }
+        ok = mt_agree(right); /* the same verdict on every rank: no rank starts alone */
+        rounds_ok += ok;
+    }
+    for (int i = 0; i < TEAM_NREQ; ++i) {
+        preq_free(&q[i], &ok, diag);
+    }
+    mt_check(ok, diag, "%d requests started together (MPI_Startall, MPI_Start in and against "
+             "order), completed by MPI_Waitall (in and against order), MPI_Testall, MPI_Test in "
+             "each rank's order: %d of %d rounds right",
+             TEAM_NREQ, rounds_ok, rounds);
+}
+
+/* Blocking and nonblocking device collectives on the same communicator while persistent ones
+ * run. */
+static void team_interleaved(void)
+{
+    enum { NB = 777 };
+    preq_t a, b, c;
+    char diag[MT_DIAG_LEN];
+    int ok, rounds_ok = 0;
+    int32_t *host = malloc(NB * sizeof(int32_t)), *want = malloc(NB * sizeof(int32_t));
+    void *x = mt_mem_alloc(MT_MEM_DEVICE, NB * 4), *y = mt_mem_alloc(MT_MEM_DEVICE, NB * 4);
+    void *z = mt_mem_alloc(MT_MEM_DEVICE, NB * 4), *w = mt_mem_alloc(MT_MEM_DEVICE, NB * 4);
+
+    mt_set_case("team: interleaved");
+    diag[0] = '\0';
+    ok = NULL != host && NULL != want && NULL != x && NULL != y && NULL != z && NULL != w;
+    ok = 0 == preq_init(&a, PQ_ALLREDUCE, 1021, 0, diag) && ok;
+    ok = 0 == preq_init(&b, PQ_IN_PLACE, 4099, 0, diag) && ok;
+    ok = 0 == preq_init(&c, PQ_BCAST, 1021, 1 % mt_size, diag) && ok;
+    ok = mt_agree(ok);
+    for (int round = 0; ok && round < 3; ++round) {
+        MPI_Request nb[2], all[5];
+        unsigned k = team_round;
+        int rc, right = 1;
+
+        team_round += 8;
+        right = 0 == preq_fill(&a) && 0 == preq_fill(&c);
+        rc = MPI_Start(&a.req);
+        rc = (MPI_SUCCESS == rc) ? MPI_Start(&c.req) : rc;
+        /* a blocking allreduce while they run: x (input) -> y */
+        for (int i = 0; i < NB; ++i) {
+            host[i] = val(mt_rank, (int) k, i);
+        }
+        right = 0 == mt_mem_put(MT_MEM_DEVICE, x, host, NB * 4) && right;
+        rc = (MPI_SUCCESS == rc)
+                 ? MPI_Allreduce(x, y, NB, MPI_INT32_T, MPI_SUM, MPI_COMM_WORLD)
+                 : rc;
+        /* a nonblocking allreduce in place on z and bcast on w, and a persistent one more */
+        for (int i = 0; i < NB; ++i) {
+            host[i] = val(mt_rank, (int) k + 1, i);
+        }
+        right = 0 == mt_mem_put(MT_MEM_DEVICE, z, host, NB * 4) && right;
+        for (int i = 0; i < NB; ++i) {
+            host[i] = (0 == mt_rank) ? val(0, (int) k + 2, i) : POISON;
+        }
+        right = 0 == mt_mem_put(MT_MEM_DEVICE, w, host, NB * 4) && right;
+        right = 0 == preq_fill(&b) && right;
+        rc = (MPI_SUCCESS == rc)
+                 ? MPI_Iallreduce(MPI_IN_PLACE, z, NB, MPI_INT32_T, MPI_SUM, MPI_COMM_WORLD,
+                                  &nb[0])
+                 : rc;
+        rc = (MPI_SUCCESS == rc) ? MPI_Start(&b.req) : rc;
+        rc = (MPI_SUCCESS == rc) ? MPI_Ibcast(w, NB, MPI_INT32_T, 0, MPI_COMM_WORLD, &nb[1]) : rc;
+        /* a blocking bcast of x from the last rank while all of them run */
+        for (int i = 0; i < NB; ++i) {
+            host[i] = (mt_size - 1 == mt_rank) ? val(mt_size - 1, (int) k + 3, i) : POISON;
+        }
+        right = 0 == mt_mem_put(MT_MEM_DEVICE, x, host, NB * 4) && right;
+        rc = (MPI_SUCCESS == rc) ? MPI_Bcast(x, NB, MPI_INT32_T, mt_size - 1, MPI_COMM_WORLD)
+                                 : rc;
+        all[0] = nb[1];
+        all[1] = b.req;
+        all[2] = a.req;
+        all[3] = nb[0];
+        all[4] = c.req;
+        rc = (MPI_SUCCESS == rc) ? MPI_Waitall(5, all, MPI_STATUSES_IGNORE) : rc;
+        if (MPI_SUCCESS != rc) {
+            mt_diag_add(diag, "round %d: %s; ", round, mt_mpi_error(rc));
+            right = 0;
+        }
+        right = right && preq_right(&a, "persistent allreduce", diag)
+                && preq_right(&b, "persistent allreduce in place", diag)
+                && preq_right(&c, "persistent bcast", diag);
+        for (int j = 0; right && j < 4; ++j) {
+            void *buf = (0 == j) ? y : (1 == j) ? z : (2 == j) ? w : x;
+            const char *what = (0 == j)   ? "blocking allreduce"
+                               : (1 == j) ? "nonblocking allreduce"
+                               : (2 == j) ? "nonblocking bcast"
+                                          : "blocking bcast";
+            for (int i = 0; i < NB; ++i) {
+                want[i] = 0;
+                if (2 == j) {
+                    want[i] = val(0, (int) k + 2, i);
+                } else if (3 == j) {
+                    want[i] = val(mt_size - 1, (int) k + 3, i);
+                } else {
+                    for (int r = 0; r < mt_size; ++r) {
+                        want[i] += val(r, (int) k + j, i);
+                    }
+                }
+            }
+            right = 0 == mt_mem_get(MT_MEM_DEVICE, host, buf, NB * 4);
+            for (int i = 0; right && i < NB; ++i) {
+                if (host[i] != want[i]) {
+                    mt_diag_add(diag, "round %d: %s, element %d: expected %d got %d; ", round,
+                                what, i, (int) want[i], (int) host[i]);
+                    right = 0;
+                }
+            }
+        }
+        ok = mt_agree(right);
+        rounds_ok += ok;
+    }
+    preq_free(&a, &ok, diag);
+    preq_free(&b, &ok, diag);
+    preq_free(&c, &ok, diag);
+    mt_check(ok, diag, "persistent allreduce, allreduce in place and bcast started while blocking "
+             "MPI_Allreduce, MPI_Bcast and nonblocking MPI_Iallreduce, MPI_Ibcast run on the "
+             "same communicator: %d of 3 rounds right", rounds_ok);
+    free(host);
+    free(want);
+    mt_mem_free(MT_MEM_DEVICE, x);
+    mt_mem_free(MT_MEM_DEVICE, y);
+    mt_mem_free(MT_MEM_DEVICE, z);
+    mt_mem_free(MT_MEM_DEVICE, w);
+}
+
+/* MPI_Request_free of an inactive request (never started, or after completion), and of a
+ * started one (its call still completes: the next call on the team's queue waits for it). */
+static void team_freed(void)
+{
+    preq_t q, f, g;
+    char diag[MT_DIAG_LEN];
+    int ok = 1, go, rc;
+
+    mt_set_case("team: freed");
+    diag[0] = '\0';
+    memset(&f, 0, sizeof(f));
+    memset(&g, 0, sizeof(g));
+    f.req = g.req = MPI_REQUEST_NULL;
+    /* never started */
+    ok = mt_agree(0 == preq_init(&q, PQ_ALLREDUCE, 1021, 0, diag));
+    preq_free(&q, &ok, diag);
+    /* after completion: MPI_Wait, and an MPI_Test loop */
+    go = mt_agree(0 == preq_init(&q, PQ_BCAST, 65537, 0, diag));
+    ok = mt_agree(go && preq_run(&q, 0, "bcast before its free", diag)) && ok;
+    preq_free(&q, &ok, diag);
+    go = mt_agree(0 == preq_init(&q, PQ_IN_PLACE, 1021, 0, diag));
+    ok = mt_agree(go && preq_run(&q, 1, "allreduce before its free", diag)) && ok;
+    preq_free(&q, &ok, diag);
+    if (!team_nofree) {
+        /* while active: f is freed at once, g (behind it on the team's queue) waited for */
+        int right;
+        go = 0 == preq_init(&f, PQ_ALLREDUCE, 65537, 0, diag);
+        go = mt_agree(0 == preq_init(&g, PQ_BCAST, 1021, mt_size - 1, diag) && go);
+        right = go && 0 == preq_fill(&f) && 0 == preq_fill(&g);
+        rc = go ? MPI_Start(&f.req) : MPI_ERR_OTHER;
+        rc = (MPI_SUCCESS == rc) ? MPI_Request_free(&f.req) : rc;
+        if (MPI_SUCCESS == rc && MPI_REQUEST_NULL != f.req) {
+            mt_diag_add(diag, "MPI_Request_free left the handle; ");
+            right = 0;
+        }
+        rc = (MPI_SUCCESS == rc) ? MPI_Start(&g.req) : rc;
+        rc = (MPI_SUCCESS == rc) ? MPI_Wait(&g.req, MPI_STATUS_IGNORE) : rc;
+        if (go && MPI_SUCCESS != rc) {
+            mt_diag_add(diag, "free while active: %s; ", mt_mpi_error(rc));
+            right = 0;
+        }
+        right = right && preq_right(&f, "the request freed while active", diag)
+                && preq_right(&g, "the next request", diag);
+        ok = mt_agree(right) && ok;
+        preq_free(&f, &ok, diag);
+        preq_free(&g, &ok, diag);
+    }
+    mt_check(ok, diag, "MPI_Request_free of persistent requests: never started, after "
+             "completion%s", team_nofree ? "" : ", and started (its call completes, right)");
+}
+
+/* A reduction the team cannot take (a user-defined op): the staged path, right. */
+static void team_user(void)
+{
+    preq_t q;
+    char diag[MT_DIAG_LEN];
+    int ok, starts_ok = 0;
+
+    mt_set_case("team: user op");
+    diag[0] = '\0';
+    ok = mt_agree(0 == preq_init(&q, PQ_USER_OP, 1021, 0, diag));
+    for (int it = 0; ok && it < 3; ++it) {
+        int right = preq_run(&q, 0, "user op", diag);
+        starts_ok += right;
+        ok = mt_agree(right);
+    }
+    preq_free(&q, &ok, diag);
+    mt_check(ok, diag, "MPI_Allreduce_init with a user-defined op (staged): %d of 3 starts "
+             "right", starts_ok);
+}
+
+static int run_team(void)
+{
+    tap_diag("%d ranks, device buffers, MPI_Allreduce_init and MPI_Bcast_init", mt_size);
+    MPI_Op_create(user_sum, 1, &team_user_op);
+    team_many();
+    team_together();
+    team_interleaved();
+    team_freed();
+    team_user();
+    MPI_Op_free(&team_user_op);
+    if (0 == mt_rank) {
+        /* for the wrapper's count of decisions in the verbose log (every rank made these) */
+        printf("# inits: allreduce_init %d bcast_init %d user_op %d\n", team_inits_ar,
+               team_inits_bc, team_inits_user);
+    }
+    return mt_finish();
+}
+
+/* test_persistent teamfail, run with COLL_GPU_TEST_FAIL_ASYNC naming a rank: that rank fails
+ * locally in every call of the team's path; every rank's every start must complete with an
+ * error (no hang), with MPI_Wait and with MPI_Waitall, and a host collective works after.
+ * Open MPI's error path frees a request that completed with an error (its handle comes back
+ * MPI_REQUEST_NULL), so every start here is on a request of its own. */
+static int run_teamfail(void)
+{
+    char diag[MT_DIAG_LEN];
+    int errs = 0, ok = 1, want = 0;
+    const pq_kind_t kinds[3] = {PQ_ALLREDUCE, PQ_IN_PLACE, PQ_BCAST};
+
+    tap_diag("%d ranks, device buffers, one rank failing locally", mt_size);
+    mt_set_case("teamfail");
+    diag[0] = '\0';
+    for (int it = 0; ok && it < 2; ++it) {
+        preq_t q[3];
+        MPI_Request reqs[3];
+        MPI_Status sts[3];
+        int go = 1, rc;
+
+        for (int i = 0; i < 3; ++i) { /* one at a time, MPI_Wait */
+            go = mt_agree(0 == preq_init(&q[i], kinds[i], 1021, 0, diag));
+            if (go) {
+                (void) preq_fill(&q[i]);
+                rc = MPI_Start(&q[i].req);
+                rc = (MPI_SUCCESS == rc) ? MPI_Wait(&q[i].req, MPI_STATUS_IGNORE) : rc;
+                errs += (MPI_SUCCESS != rc);
+                ++want;
+            }
+            preq_free(&q[i], &ok, diag);
+            ok = ok && go;
+        }
+        for (int i = 0; i < 3; ++i) { /* together, MPI_Waitall */
+            go = (0 == preq_init(&q[i], kinds[i], 1021, 0, diag)) && go;
+            reqs[i] = q[i].req;
+            q[i].req = MPI_REQUEST_NULL; /* reqs has it now */
+        }
+        go = mt_agree(go);
+        for (int i = 0; go && i < 3; ++i) {
+            (void) preq_fill(&q[i]);
+        }
+        rc = go ? MPI_Startall(3, reqs) : MPI_ERR_OTHER;
+        for (int i = 0; i < 3; ++i) {
+            sts[i].MPI_ERROR = MPI_SUCCESS;
+        }
+        rc = (MPI_SUCCESS == rc) ? MPI_Waitall(3, reqs, sts) : rc;
+        /* Open MPI 5.0.7's MPI_Waitall returns MPI_SUCCESS when a persistent request that
+         * was still running at its entry completes with an error (it skips the check for
+         * persistent requests); the error is in the request's status */
+        for (int i = 0; i < 3; ++i) {
+            rc = (MPI_SUCCESS == rc) ? sts[i].MPI_ERROR : rc;
+        }
+        errs += go && (MPI_SUCCESS != rc);
+        want += go;
+        for (int i = 0; i < 3; ++i) {
+            /* those MPI_Waitall left pending (MPI_ERR_PENDING) end before their buffers go */
+            if (MPI_REQUEST_NULL != reqs[i]) {
+                (void) MPI_Wait(&reqs[i], MPI_STATUS_IGNORE);
+            }
+            if (MPI_REQUEST_NULL != reqs[i]) {
+                (void) MPI_Request_free(&reqs[i]);
+            }
+            preq_free(&q[i], &ok, diag);
+        }
+        ok = mt_agree(ok && go);
+    }
+    mt_diag_add(diag, "%d of %d completions returned an error; ", errs, want);
+    {
+        int one = 1, sum = 0, rc = MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+        if (MPI_SUCCESS != rc || mt_size != sum) {
+            mt_diag_add(diag, "host allreduce after: %s, sum %d; ", mt_mpi_error(rc), sum);
+            ok = 0;
+        }
+    }
+    mt_check(ok && 0 < want && errs == want, diag, "with one rank failing locally, every start "
+             "of MPI_Allreduce_init (in place and not) and MPI_Bcast_init completes with an "
+             "error on every rank (MPI_Wait, MPI_Waitall); a host allreduce works after");
+    return mt_finish();
+}
+
 int main(int argc, char **argv)
 {
     int mixed = 0;
@@ -790,6 +1388,13 @@ int main(int argc, char **argv)
     }
     if (argc > 1 && 0 == strcmp(argv[1], "neighbor")) {
         return run_neighbor();
+    }
+    if (argc > 1 && 0 == strcmp(argv[1], "team")) {
+        team_nofree = (argc > 2 && 0 == strcmp(argv[2], "nofree"));
+        return run_team();
+    }
+    if (argc > 1 && 0 == strcmp(argv[1], "teamfail")) {
+        return run_teamfail();
     }
     tap_diag("%d ranks, %s buffers, %d starts per request", mt_size,
              mixed ? "device (even ranks) and host (odd ranks)" : "device", STARTS);
