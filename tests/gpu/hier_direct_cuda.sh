@@ -20,7 +20,7 @@ xtls=
 for np in 2 4; do
     rm -rf "$logs"
     COLL_GPU_TEST_RANK_LOGS="$logs" COLL_GPU_MPIRUN_ARGS="--mca coll_gpu_verbose 10 \
---mca coll_gpu_emulate_nodes 2 --mca coll_gpu_ucx_device_direct 1 \
+--mca coll_gpu_emulate_nodes 2 --mca coll_gpu_ucx_device_direct 1 --mca coll_gpu_hier_rail_min_bytes 0 \
 --mca coll_gpu_ucx_chunk_bytes $COLL_GPU_HIER_CHUNK $xtls ${COLL_GPU_MPIRUN_ARGS:-}" \
         "$RUN_MPI" "$np" "$MPI_TESTS/test_hier" "$COLL_GPU_HIER_CHUNK" >"$out" 2>&1
     rc=$?

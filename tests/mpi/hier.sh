@@ -28,6 +28,11 @@
 # Skipped when coll/gpu was built without UCX.  COLL_GPU_HIER_CHUNK sets the pipeline chunk
 # (default 4096 B; the cases' sizes follow it).
 . "$(dirname "$0")/mpitest.sh"
+# The leader path's runs take no rails: with the GPU run's 1 MiB chunks (gpu/hier_cuda.sh) most
+# cases would reach the rails' 2 MiB default and log the rails instead of the leaders.  The
+# rails' runs below set their threshold on the command line, which takes precedence.
+OMPI_MCA_coll_gpu_hier_rail_min_bytes=0
+export OMPI_MCA_coll_gpu_hier_rail_min_bytes
 out=${TMPDIR:-/tmp}/coll_gpu_hier.$$
 logs=${TMPDIR:-/tmp}/coll_gpu_hier_logs.$$
 trap 'rm -rf "$out" "$logs"' EXIT
