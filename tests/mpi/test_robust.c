@@ -16,16 +16,21 @@
  *   test_robust any       MPI_Waitany, MPI_Waitsome and MPI_Testany over device calls on three
  *                         communicators, issued in one order and completed in a rank-dependent
  *                         one
+ *   test_robust threads   MPI_THREAD_MULTIPLE: 3 threads, each on its own dup of world, loop
+ *                         over blocking and nonblocking allreduce and bcast with buffers
+ *                         allocated and freed in the loop; device buffers, then host buffers
  *
  * Every call runs on fresh random data into poisoned device outputs and is compared with a
  * host reference computed from every rank's inputs.
  */
+#include <pthread.h>
 #include <stdbool.h>
 #include <time.h>
 
 #include "mpitest.h"
 
 #define POISON (-7)
+#define MAXP 64 /* ranks at most (the v calls' count arrays) */
 
 static unsigned next_round = 1;
 
@@ -39,6 +44,59 @@ static int32_t input(int r, size_t i, unsigned k)
     return (int32_t) (x % 1000u) + 1;
 }
 
+/* Buffer kinds: every kind a CUDA program allocates (pool: stream-ordered, not exportable). */
+typedef enum { MEM_DEVICE, MEM_HOST, MEM_PINNED, MEM_MANAGED, MEM_POOL, MEM_COUNT } mem_t;
+
+static const char *const mem_names[MEM_COUNT] = {"device", "host", "pinned", "managed", "pool"};
+
+static void *mem_alloc(mem_t kind, size_t bytes)
+{
+    void *p = NULL;
+    int rc = DEV_OK;
+
+    bytes = (0 == bytes) ? 1 : bytes;
+    switch (kind) {
+    case MEM_DEVICE:
+        rc = dev_mem_alloc(&p, bytes);
+        break;
+    case MEM_HOST:
+        p = malloc(bytes);
+        break;
+    case MEM_PINNED:
+        rc = dev_host_alloc(&p, bytes);
+        break;
+    case MEM_MANAGED:
+        rc = dev_mem_alloc_managed(&p, bytes);
+        break;
+    case MEM_POOL:
+        rc = dev_mem_alloc_pool(&p, bytes);
+        break;
+    default:
+        break;
+    }
+    return DEV_OK == rc ? p : NULL;
+}
+
+static void mem_free(mem_t kind, void *p)
+{
+    if (NULL == p) {
+        return;
+    }
+    if (MEM_HOST == kind) {
+        free(p);
+    } else if (MEM_PINNED == kind) {
+        (void) dev_host_free(p);
+    } else {
+        (void) dev_mem_free(p);
+    }
+}
+
+/* dev_memcpy copies between any two kinds: host code never touches device memory itself. */
+static int mem_copy(void *dst, const void *src, size_t bytes)
+{
+    return (0 == bytes || DEV_OK == dev_memcpy(dst, src, bytes)) ? 0 : -1;
+}
+
 typedef enum {
     K_ALLREDUCE,     /* int32 sum */
     K_ALLREDUCE_IP,  /* in place */
@@ -46,55 +104,121 @@ typedef enum {
     K_ALLGATHER,
     K_ALLTOALL,
     K_RSB,           /* reduce_scatter_block, int32 sum */
+    K_REDUCE,        /* to root, int32 sum */
+    K_GATHER,
+    K_SCATTER,
+    K_SCAN,
+    K_EXSCAN,
+    K_ALLGATHERV,    /* blocks of count + 3q elements, a hole of one element after each */
+    K_ALLTOALLV,     /* blocks of count + (me + 2p) % 5 elements, packed */
+    K_ALLGATHER_IP,  /* in place */
     K_COUNT
 } kind_t;
 
-static const char *const kind_names[K_COUNT] = {"iallreduce", "iallreduce(in place)", "ibcast",
-                                                "iallgather", "ialltoall",
-                                                "ireduce_scatter_block"};
+/* The first six: what the node team takes (allreduce, bcast) and staged calls beside them. */
+#define K_BASIC 6
 
-/* One nonblocking call on device buffers. */
+static const char *const kind_names[K_COUNT] = {
+    "allreduce", "allreduce(in place)", "bcast", "allgather", "alltoall",
+    "reduce_scatter_block", "reduce", "gather", "scatter", "scan", "exscan", "allgatherv",
+    "alltoallv", "allgather(in place)"};
+
+/* One call on buffers of one kind. */
 typedef struct {
     kind_t kind;
     int n, me;          /* the communicator's size and this rank's rank, at the start */
     int count;          /* elements per rank (per block for allgather, alltoall, rsb) */
     int root;
     unsigned k;
+    mem_t mem;          /* the buffers' kind */
+    bool blocking;
     size_t sn, rn;      /* elements of the send and receive buffers */
     void *s, *r;
+    int counts[2][MAXP], displs[2][MAXP]; /* v calls: [0] send, [1] receive */
     MPI_Request req;
     int rc;
 } call_t;
 
-static size_t recv_elems(kind_t kind, int count, int n)
+/* Block counts of the v calls (count 0: all empty). */
+static int allgatherv_block(int count, int q)
 {
-    switch (kind) {
+    return 0 == count ? 0 : count + 3 * q;
+}
+
+static int alltoallv_block(int count, int from, int to)
+{
+    return 0 == count ? 0 : count + (from + 2 * to) % 5;
+}
+
+/* The layouts of the v calls and the buffers' element counts. */
+static void call_shape(call_t *c)
+{
+    int count = c->count, n = c->n, me = c->me, at = 0;
+
+    c->sn = c->rn = (size_t) count;
+    switch (c->kind) {
     case K_ALLGATHER:
+    case K_ALLGATHER_IP:
+    case K_GATHER:
+        c->rn = (size_t) count * (size_t) n;
+        break;
     case K_ALLTOALL:
-        return (size_t) count * (size_t) n;
-    default:
-        return (size_t) count;
-    }
-}
-
-static size_t send_elems(kind_t kind, int count, int n)
-{
-    switch (kind) {
-    case K_ALLTOALL:
+        c->sn = c->rn = (size_t) count * (size_t) n;
+        break;
     case K_RSB:
-        return (size_t) count * (size_t) n;
-    case K_ALLREDUCE_IP:
-    case K_BCAST:
-        return 0;
+    case K_SCATTER:
+        c->sn = (size_t) count * (size_t) n;
+        break;
+    case K_ALLGATHERV:
+        c->sn = (size_t) allgatherv_block(count, me);
+        for (int q = 0; q < n; ++q) {
+            c->counts[1][q] = allgatherv_block(count, q);
+            c->displs[1][q] = at;
+            at += c->counts[1][q] + 1;
+        }
+        c->rn = (size_t) at;
+        break;
+    case K_ALLTOALLV:
+        for (int p = 0; p < n; ++p) {
+            c->counts[0][p] = alltoallv_block(count, me, p);
+            c->displs[0][p] = at;
+            at += c->counts[0][p];
+        }
+        c->sn = (size_t) at;
+        at = 0;
+        for (int p = 0; p < n; ++p) {
+            c->counts[1][p] = alltoallv_block(count, p, me);
+            c->displs[1][p] = at;
+            at += c->counts[1][p];
+        }
+        c->rn = (size_t) at;
+        break;
     default:
-        return (size_t) count;
+        break;
+    }
+    if (K_ALLREDUCE_IP == c->kind || K_BCAST == c->kind || K_ALLGATHER_IP == c->kind) {
+        c->sn = 0;
     }
 }
 
-/* What rank me's receive buffer holds at element i when the call is over. */
-static int32_t expected(const call_t *c, size_t i)
+/* Where rank q's alltoallv block for rank p starts in q's send buffer. */
+static int alltoallv_sdispl(int count, int q, int p)
+{
+    int at = 0;
+    for (int j = 0; j < p; ++j) {
+        at += alltoallv_block(count, q, j);
+    }
+    return at;
+}
+
+/* What rank me's receive buffer holds at element i when the call is over; *undefined when MPI
+ * leaves it undefined (exscan at rank 0). */
+static int32_t expected(const call_t *c, size_t i, bool *undefined)
 {
     int32_t sum = 0;
+    size_t cnt = (size_t) c->count;
+
+    *undefined = false;
     switch (c->kind) {
     case K_ALLREDUCE:
     case K_ALLREDUCE_IP:
@@ -102,27 +226,167 @@ static int32_t expected(const call_t *c, size_t i)
             sum += input(q, i, c->k);
         }
         return sum;
+    case K_REDUCE:
+        if (c->me != c->root) {
+            return POISON;
+        }
+        for (int q = 0; q < c->n; ++q) {
+            sum += input(q, i, c->k);
+        }
+        return sum;
     case K_BCAST:
         return input(c->root, i, c->k);
     case K_ALLGATHER:
-        return input((int) (i / (size_t) c->count), i % (size_t) c->count, c->k);
+    case K_ALLGATHER_IP:
+        return input((int) (i / cnt), i % cnt, c->k);
+    case K_GATHER:
+        return c->me == c->root ? input((int) (i / cnt), i % cnt, c->k) : POISON;
     case K_ALLTOALL:
         /* block q came from rank q, its block me */
-        return input((int) (i / (size_t) c->count),
-                     (size_t) c->me * (size_t) c->count + i % (size_t) c->count, c->k);
+        return input((int) (i / cnt), (size_t) c->me * cnt + i % cnt, c->k);
     case K_RSB:
         for (int q = 0; q < c->n; ++q) {
-            sum += input(q, (size_t) c->me * (size_t) c->count + i, c->k);
+            sum += input(q, (size_t) c->me * cnt + i, c->k);
         }
         return sum;
+    case K_SCATTER:
+        return input(c->root, (size_t) c->me * cnt + i, c->k);
+    case K_SCAN:
+    case K_EXSCAN:
+        *undefined = (K_EXSCAN == c->kind && 0 == c->me);
+        for (int q = 0; q < c->me + (K_SCAN == c->kind); ++q) {
+            sum += input(q, i, c->k);
+        }
+        return sum;
+    case K_ALLGATHERV:
+        for (int q = 0; q < c->n; ++q) {
+            size_t lo = (size_t) c->displs[1][q];
+            if (i >= lo && i < lo + (size_t) c->counts[1][q]) {
+                return input(q, i - lo, c->k);
+            }
+        }
+        return POISON; /* a hole */
+    case K_ALLTOALLV:
+        for (int p = 0; p < c->n; ++p) {
+            size_t lo = (size_t) c->displs[1][p];
+            if (i >= lo && i < lo + (size_t) c->counts[1][p]) {
+                return input(p, (size_t) alltoallv_sdispl(c->count, p, c->me) + (i - lo),
+                             c->k);
+            }
+        }
+        return POISON;
     default:
         return 0;
     }
 }
 
-/* Make the buffers (input fresh, output poisoned) and start the call; 0 when the buffers could
- * not be had (nothing started). */
-static int call_start(call_t *c, kind_t kind, MPI_Comm comm, int count, int root)
+/* What the receive buffer holds before the call: poison, but the input where the call reads
+ * it (in place, the bcast root). */
+static int32_t recv_before(const call_t *c, size_t i)
+{
+    size_t cnt = (size_t) c->count;
+
+    switch (c->kind) {
+    case K_ALLREDUCE_IP:
+        return input(c->me, i, c->k);
+    case K_BCAST:
+        return c->me == c->root ? input(c->me, i, c->k) : POISON;
+    case K_ALLGATHER_IP:
+        return (i / cnt == (size_t) c->me) ? input(c->me, i % cnt, c->k) : POISON;
+    default:
+        return POISON;
+    }
+}
+
+/* The blocking call; done at return. */
+static int call_blocking(call_t *c, MPI_Comm comm)
+{
+    const MPI_Datatype T = MPI_INT32_T;
+    int n = c->count, root = c->root;
+    void *s = c->s, *r = c->r;
+
+    switch (c->kind) {
+    case K_ALLREDUCE:
+        return MPI_Allreduce(s, r, n, T, MPI_SUM, comm);
+    case K_ALLREDUCE_IP:
+        return MPI_Allreduce(MPI_IN_PLACE, r, n, T, MPI_SUM, comm);
+    case K_BCAST:
+        return MPI_Bcast(r, n, T, root, comm);
+    case K_ALLGATHER:
+        return MPI_Allgather(s, n, T, r, n, T, comm);
+    case K_ALLTOALL:
+        return MPI_Alltoall(s, n, T, r, n, T, comm);
+    case K_RSB:
+        return MPI_Reduce_scatter_block(s, r, n, T, MPI_SUM, comm);
+    case K_REDUCE:
+        return MPI_Reduce(s, r, n, T, MPI_SUM, root, comm);
+    case K_GATHER:
+        return MPI_Gather(s, n, T, r, n, T, root, comm);
+    case K_SCATTER:
+        return MPI_Scatter(s, n, T, r, n, T, root, comm);
+    case K_SCAN:
+        return MPI_Scan(s, r, n, T, MPI_SUM, comm);
+    case K_EXSCAN:
+        return MPI_Exscan(s, r, n, T, MPI_SUM, comm);
+    case K_ALLGATHERV:
+        return MPI_Allgatherv(s, (int) c->sn, T, r, c->counts[1], c->displs[1], T, comm);
+    case K_ALLTOALLV:
+        return MPI_Alltoallv(s, c->counts[0], c->displs[0], T, r, c->counts[1], c->displs[1], T,
+                             comm);
+    case K_ALLGATHER_IP:
+        return MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, r, n, T, comm);
+    default:
+        return MPI_ERR_OTHER;
+    }
+}
+
+/* Its nonblocking twin. */
+static int call_nonblocking(call_t *c, MPI_Comm comm)
+{
+    const MPI_Datatype T = MPI_INT32_T;
+    int n = c->count, root = c->root;
+    void *s = c->s, *r = c->r;
+    MPI_Request *q = &c->req;
+
+    switch (c->kind) {
+    case K_ALLREDUCE:
+        return MPI_Iallreduce(s, r, n, T, MPI_SUM, comm, q);
+    case K_ALLREDUCE_IP:
+        return MPI_Iallreduce(MPI_IN_PLACE, r, n, T, MPI_SUM, comm, q);
+    case K_BCAST:
+        return MPI_Ibcast(r, n, T, root, comm, q);
+    case K_ALLGATHER:
+        return MPI_Iallgather(s, n, T, r, n, T, comm, q);
+    case K_ALLTOALL:
+        return MPI_Ialltoall(s, n, T, r, n, T, comm, q);
+    case K_RSB:
+        return MPI_Ireduce_scatter_block(s, r, n, T, MPI_SUM, comm, q);
+    case K_REDUCE:
+        return MPI_Ireduce(s, r, n, T, MPI_SUM, root, comm, q);
+    case K_GATHER:
+        return MPI_Igather(s, n, T, r, n, T, root, comm, q);
+    case K_SCATTER:
+        return MPI_Iscatter(s, n, T, r, n, T, root, comm, q);
+    case K_SCAN:
+        return MPI_Iscan(s, r, n, T, MPI_SUM, comm, q);
+    case K_EXSCAN:
+        return MPI_Iexscan(s, r, n, T, MPI_SUM, comm, q);
+    case K_ALLGATHERV:
+        return MPI_Iallgatherv(s, (int) c->sn, T, r, c->counts[1], c->displs[1], T, comm, q);
+    case K_ALLTOALLV:
+        return MPI_Ialltoallv(s, c->counts[0], c->displs[0], T, r, c->counts[1], c->displs[1], T,
+                              comm, q);
+    case K_ALLGATHER_IP:
+        return MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, r, n, T, comm, q);
+    default:
+        return MPI_ERR_OTHER;
+    }
+}
+
+/* Make the buffers (input fresh, output poisoned) and start the call (blocking: run it); 0 when
+ * the buffers could not be had (nothing started). */
+static int call_start_at(call_t *c, kind_t kind, MPI_Comm comm, int count, int root,
+                         mem_t mem, unsigned k, bool blocking)
 {
     int32_t *h;
     size_t hn;
@@ -132,61 +396,54 @@ static int call_start(call_t *c, kind_t kind, MPI_Comm comm, int count, int root
     c->kind = kind;
     c->count = count;
     c->root = root;
-    c->k = next_round++;
+    c->k = k;
+    c->mem = mem;
+    c->blocking = blocking;
     c->req = MPI_REQUEST_NULL;
     MPI_Comm_size(comm, &c->n);
     MPI_Comm_rank(comm, &c->me);
-    c->sn = send_elems(kind, count, c->n);
-    c->rn = recv_elems(kind, count, c->n);
+    if (c->n > MAXP) {
+        return 0;
+    }
+    call_shape(c);
     hn = (c->sn > c->rn ? c->sn : c->rn) + 1;
     h = malloc(hn * sizeof(int32_t));
-    c->s = mt_mem_alloc(MT_MEM_DEVICE, c->sn * 4);
-    c->r = mt_mem_alloc(MT_MEM_DEVICE, c->rn * 4);
+    c->s = mem_alloc(c->mem, c->sn * 4);
+    c->r = mem_alloc(c->mem, c->rn * 4);
     ok = NULL != h && NULL != c->s && NULL != c->r;
     if (ok) {
         for (size_t i = 0; i < c->sn; ++i) {
             h[i] = input(c->me, i, c->k);
         }
-        ok = 0 == mt_mem_put(MT_MEM_DEVICE, c->s, h, c->sn * 4);
+        ok = 0 == mem_copy(c->s, h, c->sn * 4);
         for (size_t i = 0; i < c->rn; ++i) {
-            bool live = (K_ALLREDUCE_IP == kind) || (K_BCAST == kind && c->me == root);
-            h[i] = live ? input(c->me, i, c->k) : POISON;
+            h[i] = recv_before(c, i);
         }
-        ok = ok && 0 == mt_mem_put(MT_MEM_DEVICE, c->r, h, c->rn * 4);
+        ok = ok && 0 == mem_copy(c->r, h, c->rn * 4);
     }
     free(h);
     if (!ok) {
-        mt_mem_free(MT_MEM_DEVICE, c->s);
-        mt_mem_free(MT_MEM_DEVICE, c->r);
+        mem_free(c->mem, c->s);
+        mem_free(c->mem, c->r);
         c->s = c->r = NULL;
         return 0;
     }
-    switch (kind) {
-    case K_ALLREDUCE:
-        c->rc = MPI_Iallreduce(c->s, c->r, count, MPI_INT32_T, MPI_SUM, comm, &c->req);
-        break;
-    case K_ALLREDUCE_IP:
-        c->rc = MPI_Iallreduce(MPI_IN_PLACE, c->r, count, MPI_INT32_T, MPI_SUM, comm, &c->req);
-        break;
-    case K_BCAST:
-        c->rc = MPI_Ibcast(c->r, count, MPI_INT32_T, root, comm, &c->req);
-        break;
-    case K_ALLGATHER:
-        c->rc = MPI_Iallgather(c->s, count, MPI_INT32_T, c->r, count, MPI_INT32_T, comm, &c->req);
-        break;
-    case K_ALLTOALL:
-        c->rc = MPI_Ialltoall(c->s, count, MPI_INT32_T, c->r, count, MPI_INT32_T, comm, &c->req);
-        break;
-    case K_RSB:
-        c->rc = MPI_Ireduce_scatter_block(c->s, c->r, count, MPI_INT32_T, MPI_SUM, comm, &c->req);
-        break;
-    default:
-        break;
+    if (blocking) {
+        c->rc = call_blocking(c, comm);
+        return 1;
     }
+    c->rc = call_nonblocking(c, comm);
     if (MPI_SUCCESS != c->rc) {
         c->req = MPI_REQUEST_NULL;
     }
     return 1;
+}
+
+/* A call on device buffers, in the next round (the same on every rank: every rank starts the
+ * same calls in the same order). */
+static int call_start(call_t *c, kind_t kind, MPI_Comm comm, int count, int root)
+{
+    return call_start_at(c, kind, comm, count, root, MEM_DEVICE, next_round++, false);
 }
 
 /* After completion (c->rc holds what the wait said): compare, free; diag gets the first
@@ -194,22 +451,25 @@ static int call_start(call_t *c, kind_t kind, MPI_Comm comm, int count, int root
 static int call_check(call_t *c, char *diag)
 {
     int32_t *h = malloc(c->rn * sizeof(int32_t) + 4);
-    int ok = MPI_SUCCESS == c->rc && NULL != h
-             && 0 == mt_mem_get(MT_MEM_DEVICE, h, c->r, c->rn * 4);
+    int ok = MPI_SUCCESS == c->rc && NULL != h && 0 == mem_copy(h, c->r, c->rn * 4);
 
     if (MPI_SUCCESS != c->rc) {
-        mt_diag_add(diag, "%s of %d returned %d; ", kind_names[c->kind], c->count, c->rc);
+        mt_diag_add(diag, "%s%s of %d on %s memory returned %d; ", c->blocking ? "" : "i",
+                    kind_names[c->kind], c->count, mem_names[c->mem], c->rc);
     }
     for (size_t i = 0; ok && i < c->rn; ++i) {
-        if (h[i] != expected(c, i)) {
-            mt_diag_add(diag, "%s of %d (round %u): element %zu is %d, not %d; ",
-                        kind_names[c->kind], c->count, c->k, i, (int) h[i], (int) expected(c, i));
+        bool undefined;
+        int32_t want = expected(c, i, &undefined);
+        if (!undefined && h[i] != want) {
+            mt_diag_add(diag, "%s%s of %d on %s memory (round %u): element %zu is %d, not %d; ",
+                        c->blocking ? "" : "i", kind_names[c->kind], c->count,
+                        mem_names[c->mem], c->k, i, (int) h[i], (int) want);
             ok = 0;
         }
     }
     free(h);
-    mt_mem_free(MT_MEM_DEVICE, c->s);
-    mt_mem_free(MT_MEM_DEVICE, c->r);
+    mem_free(c->mem, c->s);
+    mem_free(c->mem, c->r);
     c->s = c->r = NULL;
     return ok;
 }
@@ -441,8 +701,8 @@ static void case_many(int n)
     }
     wait_all(c, n);
     ok = check_all_calls(c, n, diag) && made;
-    mt_check(ok, diag, "many: %d device calls of 6 kinds outstanding on world and two dups, "
-                       "MPI_Waitall in reverse order: right", n);
+    mt_check(ok, diag, "many: %d device calls of %d kinds outstanding on world and two dups, "
+                       "MPI_Waitall in reverse order: right", n, (int) K_COUNT);
     MPI_Comm_free(&dups[0]);
     MPI_Comm_free(&dups[1]);
     free(c);
@@ -550,14 +810,209 @@ static void case_any(void)
     MPI_Comm_free(&comms[2]);
 }
 
+/* ---- kinds --------------------------------------------------------------------------------- */
+
+typedef enum {
+    PAT_EVEN_ODD, /* MPICH's -evenmemtype=device -oddmemtype=host, for the whole run */
+    PAT_ROTATE,   /* each rank its own kind, another one every call (all five kinds) */
+    PAT_CLASS,    /* one class per call, alternating, kinds mixed inside it: device, managed and
+                   * pool; or host and pinned (what coll_gpu_uniform_buffers=true allows) */
+    PAT_COUNT
+} pattern_t;
+
+static const char *const pattern_names[PAT_COUNT] = {
+    "even ranks device, odd ranks host", "every rank another kind each call",
+    "device/managed/pool or host/pinned mixed, the class alternating per call"};
+
+static mem_t pick_mem(pattern_t pat, int rank, unsigned call)
+{
+    static const mem_t dev_class[] = {MEM_DEVICE, MEM_MANAGED, MEM_POOL};
+    static const mem_t host_class[] = {MEM_HOST, MEM_PINNED};
+
+    switch (pat) {
+    case PAT_EVEN_ODD:
+        return (0 == rank % 2) ? MEM_DEVICE : MEM_HOST;
+    case PAT_ROTATE:
+        return (mem_t) ((unsigned) rank + call) % MEM_COUNT;
+    default:
+        return (0 == call % 2) ? dev_class[((unsigned) rank + call / 2) % 3]
+                               : host_class[((unsigned) rank + call / 2) % 2];
+    }
+}
+
+/* Every collective of the list, blocking (one after the other) or nonblocking (all of a count
+ * outstanding at once, an MPI_Ibarrier among them), in place where listed, counts 0 to 40000,
+ * on buffers whose kind differs across the ranks of one call and from one call to the next;
+ * every buffer freed after its call and the next allocated afresh. */
+static void case_kinds(pattern_t pat, bool blocking)
+{
+    static const int counts[] = {0, 1, 1537, 40000};
+    call_t c[K_COUNT];
+    char diag[MT_DIAG_LEN] = "";
+    unsigned call = 0;
+    int ok = 1, n;
+
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    mt_set_case(pattern_names[pat]);
+    for (size_t z = 0; z < sizeof(counts) / sizeof(counts[0]); ++z) {
+        MPI_Request bar = MPI_REQUEST_NULL;
+        int made = 1;
+        for (int kd = 0; kd < K_COUNT; ++kd, ++call) {
+            made = call_start_at(&c[kd], (kind_t) kd, MPI_COMM_WORLD, counts[z], (int) (call % n),
+                                 pick_mem(pat, mt_rank, call), next_round++, blocking)
+                   && made;
+            if (!blocking && K_COUNT / 2 == kd) {
+                (void) MPI_Ibarrier(MPI_COMM_WORLD, &bar);
+            }
+        }
+        if (!made) {
+            mt_diag_add(diag, "buffers could not be made (count %d); ", counts[z]);
+        }
+        wait_all(c, made ? K_COUNT : 0);
+        if (MPI_REQUEST_NULL != bar && MPI_SUCCESS != MPI_Wait(&bar, MPI_STATUS_IGNORE)) {
+            mt_diag_add(diag, "MPI_Ibarrier failed; ");
+            ok = 0;
+        }
+        ok = made && check_all_calls(c, K_COUNT, diag) && ok;
+    }
+    mt_check(ok, diag, "kinds: %d collectives %s, counts 0 .. 40000, %s: right", (int) K_COUNT,
+             blocking ? "blocking" : "nonblocking, all outstanding with an MPI_Ibarrier",
+             pattern_names[pat]);
+}
+
+/* ---- threads ------------------------------------------------------------------------------- */
+
+#define NTHREADS 3
+#define THREAD_ITERS 24
+
+/* The element counts the threads cycle through: fused/one-shot, two-shot, ring sizes. */
+static const int thread_counts[] = {1, 257, 4099, 70001, 300007};
+#define NTHREAD_COUNTS ((int) (sizeof(thread_counts) / sizeof(thread_counts[0])))
+
+static int main_device;
+
+typedef struct {
+    int id;
+    MPI_Comm comm;
+    mem_t mem;
+    int ok;
+    char diag[MT_DIAG_LEN];
+} worker_t;
+
+/* One thread's loop on its own communicator: a blocking allreduce, then a nonblocking allreduce
+ * (in place every other time) and bcast outstanding while a blocking bcast runs, MPI_Waitall;
+ * every buffer allocated in the iteration and freed at its end, so that addresses come back
+ * (to this thread or another) with other contents. */
+static void *thread_loop(void *arg)
+{
+    worker_t *w = arg;
+
+    if (MEM_HOST != w->mem && DEV_OK != dev_set_device(main_device)) {
+        mt_diag_add(w->diag, "thread %d: dev_set_device: %s; ", w->id, dev_error_string());
+        w->ok = 0;
+        return NULL;
+    }
+    for (int it = 0; w->ok && it < THREAD_ITERS; ++it) {
+        int count = thread_counts[(it + w->id) % NTHREAD_COUNTS];
+        int n;
+        unsigned k = (unsigned) (w->id * 100000 + it * 10 + 1);
+        call_t c[4];
+        MPI_Request reqs[2];
+        int made = 1, rc;
+
+        MPI_Comm_size(w->comm, &n);
+        made = call_start_at(&c[0], K_ALLREDUCE, w->comm, count, 0, w->mem, k, true);
+        made = call_start_at(&c[1], (it % 2) ? K_ALLREDUCE_IP : K_ALLREDUCE, w->comm, count, 0,
+                             w->mem, k + 1, false) && made;
+        made = call_start_at(&c[2], K_BCAST, w->comm, count / 3 + 1, it % n, w->mem, k + 2,
+                             false) && made;
+        made = call_start_at(&c[3], K_BCAST, w->comm, count, (it + 1) % n, w->mem, k + 3,
+                             true) && made;
+        reqs[0] = c[1].req;
+        reqs[1] = c[2].req;
+        rc = MPI_Waitall(2, reqs, MPI_STATUSES_IGNORE);
+        c[1].req = reqs[0];
+        c[2].req = reqs[1];
+        c[1].rc = (MPI_SUCCESS == c[1].rc) ? rc : c[1].rc;
+        c[2].rc = (MPI_SUCCESS == c[2].rc) ? rc : c[2].rc;
+        wait_all(c, 4);
+        if (!made) {
+            mt_diag_add(w->diag, "thread %d iteration %d: buffers could not be made; ", w->id,
+                        it);
+            w->ok = 0;
+        }
+        if (!check_all_calls(c, made ? 4 : 0, w->diag)) {
+            mt_diag_add(w->diag, "(thread %d iteration %d, %s buffers) ", w->id, it,
+                        mem_names[w->mem]);
+            w->ok = 0;
+        }
+    }
+    return NULL;
+}
+
+static void case_threads(mem_t mem)
+{
+    worker_t w[NTHREADS];
+    pthread_t th[NTHREADS];
+    char name[128];
+
+    snprintf(name, sizeof(name), "threads: %d threads on %s buffers", NTHREADS,
+             mem_names[mem]);
+    mt_set_case(name);
+    for (int t = 0; t < NTHREADS; ++t) {
+        memset(&w[t], 0, sizeof(w[t]));
+        w[t].id = t;
+        w[t].mem = mem;
+        w[t].ok = 1;
+        MPI_Comm_dup(MPI_COMM_WORLD, &w[t].comm);
+        MPI_Comm_set_errhandler(w[t].comm, MPI_ERRORS_RETURN);
+    }
+    for (int t = 0; t < NTHREADS; ++t) {
+        pthread_create(&th[t], NULL, thread_loop, &w[t]);
+    }
+    for (int t = 0; t < NTHREADS; ++t) {
+        pthread_join(th[t], NULL);
+    }
+    for (int t = 0; t < NTHREADS; ++t) {
+        mt_check(w[t].ok, w[t].diag, "threads: thread %d, %d iterations of blocking and "
+                 "nonblocking allreduce and bcast on %s buffers allocated and freed in the loop, "
+                 "its own communicator, %d threads at once: right", t, THREAD_ITERS,
+                 mem_names[mem], NTHREADS);
+        MPI_Comm_free(&w[t].comm);
+    }
+}
+
+/* mt_init with MPI_Init_thread(MPI_THREAD_MULTIPLE); skips where it is not provided. */
+static void init_threads(int *argc, char ***argv)
+{
+    int provided = 0;
+
+    MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &mt_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &mt_size);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    tap_set_quiet(0 != mt_rank);
+    snprintf(mt_rank_prefix, sizeof(mt_rank_prefix), "coll/gpu test rank %d: ", mt_rank);
+    if (MPI_THREAD_MULTIPLE != provided) {
+        mt_skip_all("MPI_THREAD_MULTIPLE not provided");
+    }
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = (1 < argc) ? argv[1] : "freed";
     char why[256];
 
-    mt_init(&argc, &argv);
+    if (0 == strcmp(mode, "threads")) {
+        init_threads(&argc, &argv);
+    } else {
+        mt_init(&argc, &argv);
+    }
     if (!mt_device_open(why, sizeof(why))) {
         mt_skip_all(why);
+    }
+    if (DEV_OK != dev_current_device(&main_device)) {
+        main_device = 0;
     }
     if (0 == strcmp(mode, "freed")) {
         case_freed(false, false);
@@ -573,6 +1028,16 @@ int main(int argc, char **argv)
         case_many(2 < argc ? atoi(argv[2]) : 300);
     } else if (0 == strcmp(mode, "any")) {
         case_any();
+    } else if (0 == strcmp(mode, "kinds")) {
+        const char *u = getenv("OMPI_MCA_coll_gpu_uniform_buffers");
+        bool uniform = NULL == u || 0 != strcmp(u, "false");
+        for (int pat = uniform ? PAT_CLASS : 0; pat < PAT_COUNT; ++pat) {
+            case_kinds((pattern_t) pat, true);
+            case_kinds((pattern_t) pat, false);
+        }
+    } else if (0 == strcmp(mode, "threads")) {
+        case_threads(MEM_DEVICE);
+        case_threads(MEM_HOST);
     } else {
         mt_check(0, "unknown mode", "test_robust: mode '%s' is known", mode);
     }
