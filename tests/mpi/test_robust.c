@@ -16,6 +16,10 @@
  *   test_robust any       MPI_Waitany, MPI_Waitsome and MPI_Testany over device calls on three
  *                         communicators, issued in one order and completed in a rank-dependent
  *                         one
+ *   test_robust crossed [warm]  even ranks start MPI_Iallreduce and MPI_Ibcast on dup A then
+ *                         dup B, odd ranks B then A (legal: the order only has to agree per
+ *                         communicator); first on fresh dups, then again; warm: after a
+ *                         blocking device allreduce on each dup
  *   test_robust threads   MPI_THREAD_MULTIPLE: 3 threads, each on its own dup of world, loop
  *                         over blocking and nonblocking allreduce and bcast with buffers
  *                         allocated and freed in the loop; device buffers, then host buffers
@@ -810,6 +814,67 @@ static void case_any(void)
     MPI_Comm_free(&comms[2]);
 }
 
+/* ---- crossed ------------------------------------------------------------------------------- */
+
+/* Nonblocking collectives on different communicators may be started in different orders on
+ * different ranks (MPI-3.1 5.12: only the order on each communicator must agree): even ranks
+ * start on A then B, odd ranks on B then A, then MPI_Waitall.  Round 0 is the first device call
+ * on fresh dups (whatever the first call of a communicator sets up must not block on the peers),
+ * round 1 the same on the same dups again.  warm: a blocking device allreduce on A, then on B
+ * (one order everywhere) comes first, so that the dups' node teams exist before the crossed
+ * calls. */
+static void case_crossed(bool warm)
+{
+    MPI_Comm ab[2];
+    char diag[MT_DIAG_LEN] = "";
+
+    MPI_Comm_dup(MPI_COMM_WORLD, &ab[0]);
+    MPI_Comm_dup(MPI_COMM_WORLD, &ab[1]);
+    if (warm) {
+        call_t w[2];
+        int made;
+        mt_set_case("crossed: blocking allreduce on A, then B");
+        made = call_start_at(&w[0], K_ALLREDUCE, ab[0], 1021, 0, MEM_DEVICE, 900, true);
+        made = call_start_at(&w[1], K_ALLREDUCE, ab[1], 1021, 0, MEM_DEVICE, 901, true) && made;
+        mt_check(made && check_all_calls(w, made ? 2 : 0, diag), diag,
+                 "crossed: a blocking device allreduce on dup A, then on dup B: right");
+    }
+    for (int round = 0; round < 2; ++round) {
+        call_t c[4];
+        MPI_Request reqs[4];
+        int made = 1, ok, rc, first = mt_rank % 2;
+
+        mt_set_case(0 == round && !warm ? "crossed: first calls on fresh communicators"
+                                        : "crossed: calls on communicators used before");
+        /* the rounds (data) of a call are those of its communicator's order, not of issue */
+        for (int j = 0; j < 2; ++j) {
+            int which = (first + j) % 2;
+            unsigned k = 1000u + (unsigned) round * 100u + (unsigned) which * 10u;
+            made = call_start_at(&c[2 * j], K_ALLREDUCE, ab[which], 4099, 0, MEM_DEVICE, k, false)
+                   && made;
+            made = call_start_at(&c[2 * j + 1], K_BCAST, ab[which], 1021, mt_size - 1,
+                                 MEM_DEVICE, k + 1, false)
+                   && made;
+        }
+        for (int i = 0; i < 4; ++i) {
+            reqs[i] = c[i].req;
+        }
+        rc = MPI_Waitall(4, reqs, MPI_STATUSES_IGNORE);
+        for (int i = 0; i < 4; ++i) {
+            c[i].req = reqs[i];
+            c[i].rc = (MPI_SUCCESS == c[i].rc) ? rc : c[i].rc;
+        }
+        wait_all(c, 4);
+        ok = check_all_calls(c, made ? 4 : 0, diag) && made;
+        mt_check(ok, diag, "crossed: even ranks start MPI_Iallreduce and MPI_Ibcast on dup A "
+                           "then B, odd ranks on B then A, MPI_Waitall: right (%s)",
+                 0 == round && !warm ? "the first device calls of both dups"
+                                     : "on dups used before");
+    }
+    MPI_Comm_free(&ab[0]);
+    MPI_Comm_free(&ab[1]);
+}
+
 /* ---- kinds --------------------------------------------------------------------------------- */
 
 typedef enum {
@@ -1028,6 +1093,8 @@ int main(int argc, char **argv)
         case_many(2 < argc ? atoi(argv[2]) : 300);
     } else if (0 == strcmp(mode, "any")) {
         case_any();
+    } else if (0 == strcmp(mode, "crossed")) {
+        case_crossed(2 < argc && 0 == strcmp(argv[2], "warm"));
     } else if (0 == strcmp(mode, "kinds")) {
         const char *u = getenv("OMPI_MCA_coll_gpu_uniform_buffers");
         bool uniform = NULL == u || 0 != strcmp(u, "false");
