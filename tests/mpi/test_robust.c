@@ -579,6 +579,109 @@ static void case_freed_request(void)
                        "MPI_Wait on the bcast queued after them: all right");
 }
 
+/* The same on an intercommunicator (even ranks one group, odd ranks the other; staged): an
+ * MPI_Iallreduce, an MPI_Ibcast from the first even rank and an MPI_Iallgather outstanding when
+ * it is freed.  Open MPI frees an intercommunicator's local communicator at MPI_Comm_free, under
+ * calls that still use it. */
+static void case_freed_inter(void)
+{
+    char diag[MT_DIAG_LEN] = "";
+    MPI_Comm local, inter;
+    MPI_Request reqs[3];
+    int color = mt_rank % 2, lsize, rsize, lrank, ok = 1, rc;
+    int32_t *h = NULL, *want = NULL;
+    void *sb = NULL, *rb[3] = {NULL, NULL, NULL};
+    const int n = 4099;
+    unsigned k = next_round++;
+
+    mt_set_case("freed: MPI_Comm_free on an intercommunicator");
+    if (2 > mt_size) {
+        tap_skip("needs 2 ranks", "freed: an intercommunicator freed under calls");
+        return;
+    }
+    MPI_Comm_split(MPI_COMM_WORLD, color, mt_rank, &local);
+    MPI_Intercomm_create(local, 0, MPI_COMM_WORLD, 1 - color, 77, &inter);
+    MPI_Comm_size(local, &lsize);
+    MPI_Comm_rank(local, &lrank);
+    MPI_Comm_remote_size(inter, &rsize);
+    h = malloc((size_t) n * (size_t) (rsize > 1 ? rsize : 1) * sizeof(int32_t));
+    want = malloc((size_t) n * (size_t) (rsize > 1 ? rsize : 1) * sizeof(int32_t));
+    sb = mem_alloc(MEM_DEVICE, (size_t) n * 4);
+    rb[0] = mem_alloc(MEM_DEVICE, (size_t) n * 4);
+    rb[1] = mem_alloc(MEM_DEVICE, (size_t) n * 4);
+    rb[2] = mem_alloc(MEM_DEVICE, (size_t) n * (size_t) rsize * 4);
+    ok = NULL != h && NULL != want && NULL != sb && NULL != rb[0] && NULL != rb[1]
+         && NULL != rb[2];
+    ok = mt_agree(ok);
+    if (ok) {
+        int root_side = 0 == color; /* the even group's rank 0 broadcasts to the odd group */
+        for (int i = 0; i < n; ++i) {
+            h[i] = input(mt_rank, (size_t) i, k);
+        }
+        ok = 0 == mem_copy(sb, h, (size_t) n * 4);
+        ok = ok && 0 == mem_copy(rb[1], h, (size_t) n * 4); /* the root's data, or overwritten */
+        rc = MPI_Iallreduce(sb, rb[0], n, MPI_INT32_T, MPI_SUM, inter, &reqs[0]);
+        rc = (MPI_SUCCESS != rc) ? rc
+             : MPI_Ibcast(rb[1], n, MPI_INT32_T,
+                          root_side ? (0 == lrank ? MPI_ROOT : MPI_PROC_NULL) : 0, inter,
+                          &reqs[1]);
+        rc = (MPI_SUCCESS != rc) ? rc
+             : MPI_Iallgather(sb, n, MPI_INT32_T, rb[2], n, MPI_INT32_T, inter, &reqs[2]);
+        ok = ok && MPI_SUCCESS == rc;
+        if (MPI_SUCCESS == rc) {
+            ok = MPI_SUCCESS == MPI_Comm_free(&inter) && ok;
+            MPI_Comm_free(&local);
+            ok = MPI_SUCCESS == MPI_Waitall(3, reqs, MPI_STATUSES_IGNORE) && ok;
+        }
+        /* allreduce: the sum over the remote group; remote ranks are the world ranks of the
+         * other parity */
+        ok = ok && 0 == mem_copy(h, rb[0], (size_t) n * 4);
+        for (int i = 0; ok && i < n; ++i) {
+            int32_t sum = 0;
+            for (int q = 1 - color; q < mt_size; q += 2) {
+                sum += input(q, (size_t) i, k);
+            }
+            if (h[i] != sum) {
+                mt_diag_add(diag, "allreduce element %d is %d, not %d; ", i, (int) h[i],
+                            (int) sum);
+                ok = 0;
+            }
+        }
+        ok = ok && 0 == mem_copy(h, rb[1], (size_t) n * 4);
+        for (int i = 0; ok && i < n; ++i) {
+            /* the odd group gets world rank 0's data; the even group keeps its own */
+            int32_t w = input(root_side ? mt_rank : 0, (size_t) i, k);
+            if (h[i] != w) {
+                mt_diag_add(diag, "bcast element %d is %d, not %d; ", i, (int) h[i], (int) w);
+                ok = 0;
+            }
+        }
+        ok = ok && 0 == mem_copy(h, rb[2], (size_t) n * (size_t) rsize * 4);
+        for (int q = 0; ok && q < rsize; ++q) {
+            for (int i = 0; ok && i < n; ++i) {
+                int32_t w = input(1 - color + 2 * q, (size_t) i, k);
+                if (h[(size_t) q * (size_t) n + (size_t) i] != w) {
+                    mt_diag_add(diag, "allgather block %d element %d is %d, not %d; ", q, i,
+                                (int) h[(size_t) q * (size_t) n + (size_t) i], (int) w);
+                    ok = 0;
+                }
+            }
+        }
+    } else {
+        MPI_Comm_free(&inter);
+        MPI_Comm_free(&local);
+    }
+    mem_free(MEM_DEVICE, sb);
+    for (int i = 0; i < 3; ++i) {
+        mem_free(MEM_DEVICE, rb[i]);
+    }
+    free(h);
+    free(want);
+    mt_check(ok, diag, "freed: MPI_Comm_free (and its local communicator) under device "
+                       "MPI_Iallreduce, MPI_Ibcast and MPI_Iallgather on an intercommunicator, "
+                       "MPI_Waitall: right");
+}
+
 static double now(void)
 {
     struct timespec ts;
@@ -1084,6 +1187,7 @@ int main(int argc, char **argv)
         case_freed(false, true);
         case_freed(true, true);
         case_freed_late();
+        case_freed_inter();
         if (NULL != getenv("OMPI_MCA_coll_gpu_uniform_buffers")
             && 0 == strcmp(getenv("OMPI_MCA_coll_gpu_uniform_buffers"), "true")) {
             case_freed_request();
