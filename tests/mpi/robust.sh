@@ -2,7 +2,8 @@
 # robust.sh - test_robust (what real programs do to device-buffer collectives): communicators
 # freed under running nonblocking calls, MPI_Finalize right after the last wait, many calls
 # outstanding, MPI_Waitany/Waitsome/Testany, threads, memory kinds mixed across ranks and
-# calls, nonblocking calls started in different orders on different communicators; 2 and 3
+# calls, nonblocking calls started in different orders on different communicators, 200
+# communicators alive with a node team each; 2 and 3
 # ranks, on the node team's nonblocking path (coll_gpu_uniform_buffers=true: default
 # algorithms, then forced ones) and staged (false).
 #
@@ -50,6 +51,7 @@ for np in 2 3; do
     run "$np" false "auto auto" crossed
     run "$np" true "auto auto" crossed warm
 done
+run 3 true "auto auto" comms 200
 
 # the known hang: crossed first calls on fresh communicators with the node team's path
 COLL_GPU_TEST_UNIFORM=true COLL_GPU_TEST_CASE_TIMEOUT=15 \

@@ -917,6 +917,45 @@ static void case_any(void)
     MPI_Comm_free(&comms[2]);
 }
 
+/* ---- comms --------------------------------------------------------------------------------- */
+
+/* Many communicators alive at once, each with a node team (a device allreduce large enough to
+ * map the peers' buffers, blocking and nonblocking), then every one of them used again. */
+static void case_comms(int ncomm)
+{
+    MPI_Comm *d = calloc((size_t) ncomm, sizeof(MPI_Comm));
+    char diag[MT_DIAG_LEN] = "";
+    int ok = NULL != d;
+
+    mt_set_case("comms: many communicators with a team each");
+    for (int pass = 0; ok && pass < 2; ++pass) {
+        for (int i = 0; ok && i < ncomm; ++i) {
+            call_t c[2];
+            int made;
+            if (0 == pass) {
+                MPI_Comm_dup(MPI_COMM_WORLD, &d[i]);
+            }
+            made = call_start_at(&c[0], K_ALLREDUCE, d[i], 70001, 0, MEM_DEVICE, next_round++,
+                                 true);
+            made = call_start_at(&c[1], K_ALLREDUCE, d[i], 70001, 0, MEM_DEVICE, next_round++,
+                                 false) && made;
+            wait_all(c, made ? 2 : 0);
+            if (!(made && check_all_calls(c, 2, diag))) {
+                mt_diag_add(diag, "(communicator %d, pass %d) ", i, pass);
+                ok = 0;
+            }
+        }
+    }
+    for (int i = 0; NULL != d && i < ncomm; ++i) {
+        if (MPI_COMM_NULL != d[i] && 0 != d[i]) {
+            MPI_Comm_free(&d[i]);
+        }
+    }
+    free(d);
+    mt_check(ok, diag, "comms: %d dups of world alive at once, each with a blocking and a "
+                       "nonblocking device allreduce of 70001 int32, twice over: right", ncomm);
+}
+
 /* ---- crossed ------------------------------------------------------------------------------- */
 
 /* Nonblocking collectives on different communicators may be started in different orders on
@@ -1197,6 +1236,8 @@ int main(int argc, char **argv)
         case_many(2 < argc ? atoi(argv[2]) : 300);
     } else if (0 == strcmp(mode, "any")) {
         case_any();
+    } else if (0 == strcmp(mode, "comms")) {
+        case_comms(2 < argc ? atoi(argv[2]) : 300);
     } else if (0 == strcmp(mode, "crossed")) {
         case_crossed(2 < argc && 0 == strcmp(argv[2], "warm"));
     } else if (0 == strcmp(mode, "kinds")) {
