@@ -52,6 +52,9 @@ for np in 2 3; do
     run "$np" true "auto auto" crossed warm
 done
 run 3 true "auto auto" comms 200
+# as mpi4py initializes MPI: MPI_THREAD_MULTIPLE, real locks, one thread
+COLL_GPU_TEST_THREAD_MULTIPLE=1 run 3 true "auto auto" freed
+COLL_GPU_TEST_THREAD_MULTIPLE=1 run 3 true "auto auto" any
 
 # the known hang: crossed first calls on fresh communicators with the node team's path
 COLL_GPU_TEST_UNIFORM=true COLL_GPU_TEST_CASE_TIMEOUT=15 \

@@ -1,7 +1,8 @@
 /*
  * test_robust.c - what real MPI programs do to device-buffer collectives that a matrix of
  * single calls does not: communicators freed under running nonblocking calls, many calls
- * outstanding, completion in different orders on different ranks, threads.
+ * outstanding, completion in different orders on different ranks, many communicators, memory
+ * kinds mixed across ranks and calls, threads.
  *
  *   test_robust freed     MPI_Comm_free and MPI_Comm_disconnect on a communicator (a dup of
  *                         world) while device MPI_Iallreduce / MPI_Ibcast (node team) and staged
@@ -9,8 +10,8 @@
  *                         outstanding on it, then MPI_Wait on each (last first, in issue
  *                         order); the free returns at once while a rank is late; with
  *                         coll_gpu_uniform_buffers=true also MPI_Request_free before the free;
- *                         the last case frees, waits and calls MPI_Finalize right after the
- *                         last MPI_Wait
+ *                         an intercommunicator freed under staged calls; the last case frees,
+ *                         waits and calls MPI_Finalize right after the last MPI_Wait
  *   test_robust many [N]  N (default 300) MPI_Iallreduce outstanding on one communicator, then
  *                         MPI_Waitall; then N mixed calls on three communicators
  *   test_robust any       MPI_Waitany, MPI_Waitsome and MPI_Testany over device calls on three
@@ -20,9 +21,22 @@
  *                         dup B, odd ranks B then A (legal: the order only has to agree per
  *                         communicator); first on fresh dups, then again; warm: after a
  *                         blocking device allreduce on each dup
+ *   test_robust kinds     14 collectives (allreduce, bcast, allgather(v), alltoall(v), reduce,
+ *                         reduce_scatter_block, gather, scatter, scan, exscan; in place where
+ *                         listed), blocking, then nonblocking all at once with an MPI_Ibarrier,
+ *                         counts 0 .. 40000, the buffers' memory kind (device, host, pinned,
+ *                         managed, pool) mixed across ranks and changing per call: with
+ *                         coll_gpu_uniform_buffers=false as MPICH's suite does (even ranks
+ *                         device, odd host) and rotating; with true within a class per call
+ *   test_robust comms [N] N (default 300) dups of world alive at once, each with a node team
+ *                         (blocking and nonblocking device allreduce large enough to map peer
+ *                         buffers), all used twice
  *   test_robust threads   MPI_THREAD_MULTIPLE: 3 threads, each on its own dup of world, loop
  *                         over blocking and nonblocking allreduce and bcast with buffers
  *                         allocated and freed in the loop; device buffers, then host buffers
+ *
+ * COLL_GPU_TEST_THREAD_MULTIPLE set: every mode runs under MPI_THREAD_MULTIPLE (as mpi4py
+ * initializes MPI).
  *
  * Every call runs on fresh random data into poisoned device outputs and is compared with a
  * host reference computed from every rank's inputs.
@@ -1210,7 +1224,9 @@ int main(int argc, char **argv)
     const char *mode = (1 < argc) ? argv[1] : "freed";
     char why[256];
 
-    if (0 == strcmp(mode, "threads")) {
+    /* threads needs MPI_THREAD_MULTIPLE; the other modes run under it too when asked, as
+     * mpi4py initializes MPI (the locks are real then) */
+    if (0 == strcmp(mode, "threads") || NULL != getenv("COLL_GPU_TEST_THREAD_MULTIPLE")) {
         init_threads(&argc, &argv);
     } else {
         mt_init(&argc, &argv);
