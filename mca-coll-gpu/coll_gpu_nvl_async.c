@@ -82,6 +82,11 @@
 #define ASYNC_CLOCK_EVERY 1024                 /* polls between looks at the clock (hangs) */
 #define ASYNC_QUERY_EVERY 4096                 /* fused: polls between looks at the stream */
 
+/* A request's end_state (async_req_free). */
+#define ASYNC_RUNNING 0
+#define ASYNC_USER_FREED 1 /* freed by the user before it ended */
+#define ASYNC_ENDED 2      /* ended (completed), not freed yet */
+
 /* What a step returns. */
 #define ASYNC_PENDING 0 /* waiting on a peer or the device: call again later */
 #define ASYNC_AGAIN 1   /* moved on: step again now */
@@ -141,7 +146,7 @@ typedef struct coll_gpu_async_t {
     uint64_t seq;
     int rc;
     bool arrived;
-    bool user_freed;                    /* MPI_Request_free came first: free at completion */
+    _Atomic int end_state;              /* ASYNC_RUNNING, ASYNC_USER_FREED or ASYNC_ENDED */
     /* the call */
     async_buf_t s, r;                   /* allreduce: send (unused in place), receive; bcast: r */
     bool in_place;
@@ -1221,14 +1226,17 @@ static void async_req_destroy(coll_gpu_async_t *r)
     OBJ_RELEASE(comm);
 }
 
+/* Who frees a request: MPI_Request_free (or the free of MPI_Wait/MPI_Test) and the end of the
+ * call each swap their mark into end_state; the second of the two frees it.  A plain flag read
+ * before the completion lost a MPI_Request_free that another thread made in between (the
+ * request and its communicator were never freed), and MPI_Wait can return between
+ * ompi_request_complete and the end's own look at the flag. */
 static int async_req_free(ompi_request_t **req)
 {
     coll_gpu_async_t *r = (coll_gpu_async_t *) *req;
 
-    if (!REQUEST_COMPLETE(&r->super.super)) {
-        /* MPI_Request_free on a call still running: it ends (peers need us), then goes */
-        r->user_freed = true;
-    } else {
+    /* MPI_Request_free on a call still running: it ends (peers need us), then goes */
+    if (ASYNC_ENDED == atomic_exchange(&r->end_state, ASYNC_USER_FREED)) {
         async_req_destroy(r);
     }
     *req = MPI_REQUEST_NULL;
@@ -1245,7 +1253,6 @@ static int async_req_cancel(ompi_request_t *req, int complete)
 /* The end of a request: results out of the temporaries, the status, completion. */
 static void async_complete(coll_gpu_async_t *r)
 {
-    bool freed = r->user_freed;
     int rc = r->rc;
 
     if (r->bcast && OMPI_SUCCESS != rc && r->team->rank == r->root && 0 != r->seq
@@ -1262,7 +1269,7 @@ static void async_complete(coll_gpu_async_t *r)
     r->super.super.req_status.MPI_ERROR = (OMPI_SUCCESS == rc) ? MPI_SUCCESS
                                                          : ompi_errcode_get_mpi_code(rc);
     ompi_request_complete(&r->super.super, true);
-    if (freed) {
+    if (ASYNC_USER_FREED == atomic_exchange(&r->end_state, ASYNC_ENDED)) {
         /* the team is still being stepped: the request goes at async_leave */
         r->next = async_reap;
         async_reap = r;
@@ -1464,7 +1471,8 @@ static coll_gpu_async_t *async_new(coll_gpu_team_t *t, struct ompi_communicator_
     r->seq = 0;
     r->rc = OMPI_SUCCESS;
     r->local_rc = OMPI_SUCCESS;
-    r->arrived = r->user_freed = r->released = r->bcast = false;
+    r->arrived = r->released = r->bcast = false;
+    atomic_init(&r->end_state, ASYNC_RUNNING);
     r->polls = 0;
     r->wait_start = 0.0;
     memset(&r->s, 0, sizeof(r->s));
