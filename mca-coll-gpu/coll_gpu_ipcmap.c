@@ -18,14 +18,20 @@
  * freed it, so nobody may use it any more), and the holder's release then finds a newer
  * generation and does nothing.
  *
+ * The table has no fixed size: held mappings grow with the communicators alive (every team
+ * holds its peers' scratch), and a call must not fail because other teams hold many (it did
+ * at 256: about 120 communicators of 3 ranks).
+ *
  * Thread safety: one mutex around the table (MPI_THREAD_MULTIPLE programs run collectives on
  * several communicators at once).
  */
 #include "coll_gpu.h"
 
 #include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
 
-#define IPCMAP_SLOTS 256 /* held and cached mappings together */
+#define IPCMAP_SLOTS_FIRST 256 /* the table's first size; it doubles when all slots are held */
 /* Unheld mappings kept for later calls.  Each keeps its peer's allocation alive after the peer
  * frees it (the driver gives the memory back when the last mapping closes), so they are few. */
 #define IPCMAP_CACHED COLL_GPU_REGCACHE_ENTRIES
@@ -42,7 +48,8 @@ typedef struct {
 } ipcmap_slot_t;
 
 static pthread_mutex_t ipcmap_lock = PTHREAD_MUTEX_INITIALIZER;
-static ipcmap_slot_t ipcmap[IPCMAP_SLOTS];
+static ipcmap_slot_t *ipcmap;  /* ipcmap_slots entries; a hold names its slot by index */
+static uint32_t ipcmap_slots;
 static uint64_t ipcmap_clock;
 static uint64_t ipcmap_hits, ipcmap_misses, ipcmap_stale_closed;
 
@@ -65,7 +72,7 @@ static bool slot_overlaps(const ipcmap_slot_t *s, const coll_gpu_xbuf_t *x)
  * every unheld mapping of the owner (the driver still refused: something we cannot see). */
 static void close_stale(const coll_gpu_xbuf_t *x, bool all_owner)
 {
-    for (int i = 0; i < IPCMAP_SLOTS; ++i) {
+    for (uint32_t i = 0; i < ipcmap_slots; ++i) {
         ipcmap_slot_t *s = &ipcmap[i];
         if (NULL == s->mapped || s->owner != x->owner) {
             continue;
@@ -84,14 +91,37 @@ static void close_stale(const coll_gpu_xbuf_t *x, bool all_owner)
     }
 }
 
+/* Double the table (all its slots are held); false when no memory can be had.  Slots keep their
+ * index, which is what a hold names. */
+static bool table_grow(void)
+{
+    uint32_t n = (0 == ipcmap_slots) ? IPCMAP_SLOTS_FIRST : 2 * ipcmap_slots;
+    ipcmap_slot_t *grown;
+
+    if (n <= ipcmap_slots || n >= UINT32_MAX / 2) {
+        return false;
+    }
+    grown = realloc(ipcmap, (size_t) n * sizeof(*grown));
+    if (NULL == grown) {
+        return false;
+    }
+    memset(grown + ipcmap_slots, 0, (size_t) (n - ipcmap_slots) * sizeof(*grown));
+    ipcmap = grown;
+    ipcmap_slots = n;
+    return true;
+}
+
 /* A slot for a new mapping: a free one, after closing the least recently used unheld mapping
- * when IPCMAP_CACHED are kept already (or no slot is free); NULL when all are held. */
+ * when IPCMAP_CACHED are kept already (or no slot is free); the table grows when every slot is
+ * held (each team holds its peers' scratch for its life and the buffers of its last call until
+ * its next one, so the held mappings grow with the communicators alive); NULL only when it
+ * cannot grow. */
 static ipcmap_slot_t *slot_for_new(void)
 {
     ipcmap_slot_t *lru = NULL, *free_slot = NULL;
     int cached = 0;
 
-    for (int i = 0; i < IPCMAP_SLOTS; ++i) {
+    for (uint32_t i = 0; i < ipcmap_slots; ++i) {
         ipcmap_slot_t *s = &ipcmap[i];
         if (NULL == s->mapped) {
             free_slot = (NULL == free_slot) ? s : free_slot;
@@ -106,6 +136,10 @@ static ipcmap_slot_t *slot_for_new(void)
         slot_close(lru);
         free_slot = (NULL == free_slot) ? lru : free_slot;
     }
+    if (NULL == free_slot) {
+        uint32_t first_new = ipcmap_slots;
+        free_slot = table_grow() ? &ipcmap[first_new] : NULL;
+    }
     return free_slot;
 }
 
@@ -117,7 +151,7 @@ int mca_coll_gpu_ipcmap_open(const coll_gpu_xbuf_t *x, void **base, coll_gpu_ipc
 
     pthread_mutex_lock(&ipcmap_lock);
     ++ipcmap_clock;
-    for (int i = 0; i < IPCMAP_SLOTS; ++i) {
+    for (uint32_t i = 0; i < ipcmap_slots; ++i) {
         ipcmap_slot_t *e = &ipcmap[i];
         if (NULL != e->mapped && e->owner == x->owner && e->base == x->base
             && e->buffer_id == x->buffer_id) {
@@ -138,8 +172,8 @@ int mca_coll_gpu_ipcmap_open(const coll_gpu_xbuf_t *x, void **base, coll_gpu_ipc
             s = slot_for_new();
             if (NULL == s) {
                 (void) dev_ipc_close(mapped);
-                rc = dev_fail(DEV_ERR_NOMEM, "coll/gpu: all %d peer mappings are in use by "
-                              "calls in progress", IPCMAP_SLOTS);
+                rc = dev_fail(DEV_ERR_NOMEM, "coll/gpu: no host memory for more than %u peer "
+                              "mappings", (unsigned) ipcmap_slots);
             } else {
                 s->owner = x->owner;
                 s->base = x->base;
@@ -165,12 +199,12 @@ void mca_coll_gpu_ipcmap_release(coll_gpu_ipcmap_hold_t *hold, bool close_now)
 {
     ipcmap_slot_t *s;
 
-    if (hold->slot >= IPCMAP_SLOTS) {
+    if (UINT32_MAX == hold->slot) {
         return;
     }
     pthread_mutex_lock(&ipcmap_lock);
-    s = &ipcmap[hold->slot];
-    if (NULL != s->mapped && s->gen == hold->gen && s->holds > 0) {
+    s = (hold->slot < ipcmap_slots) ? &ipcmap[hold->slot] : NULL;
+    if (NULL != s && NULL != s->mapped && s->gen == hold->gen && s->holds > 0) {
         --s->holds;
         if (close_now && 0 == s->holds) {
             slot_close(s);
@@ -183,7 +217,7 @@ void mca_coll_gpu_ipcmap_release(coll_gpu_ipcmap_hold_t *hold, bool close_now)
 void mca_coll_gpu_ipcmap_forget(uint64_t owner)
 {
     pthread_mutex_lock(&ipcmap_lock);
-    for (int i = 0; i < IPCMAP_SLOTS; ++i) {
+    for (uint32_t i = 0; i < ipcmap_slots; ++i) {
         if (NULL != ipcmap[i].mapped && ipcmap[i].owner == owner && 0 == ipcmap[i].holds) {
             slot_close(&ipcmap[i]);
         }
@@ -198,10 +232,13 @@ void mca_coll_gpu_ipcmap_finalize(void)
                      "coll:gpu: peer mappings: %" PRIu64 " hit(s), %" PRIu64 " miss(es), %" PRIu64
                      " stale mapping(s) closed",
                      ipcmap_hits, ipcmap_misses, ipcmap_stale_closed);
-    for (int i = 0; i < IPCMAP_SLOTS; ++i) {
+    for (uint32_t i = 0; i < ipcmap_slots; ++i) {
         if (NULL != ipcmap[i].mapped) {
             slot_close(&ipcmap[i]);
         }
     }
+    free(ipcmap);
+    ipcmap = NULL;
+    ipcmap_slots = 0;
     pthread_mutex_unlock(&ipcmap_lock);
 }

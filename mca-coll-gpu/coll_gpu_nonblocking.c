@@ -46,12 +46,26 @@
 /* The first word of every coll_gpu_nb_t (see nb_complete). */
 static const char nb_tag = 0;
 
+/* Free x and drop its reference on the communicator (nb_new).  MPI_Comm_free with calls still
+ * running is legal and defers the free until they complete; the saved module (libnbc) holds no
+ * reference of its own between the rounds of its schedule, so without ours a communicator freed
+ * under a staged call would go while the call still sends on it.  When ours is the last one the
+ * communicator goes here, at the call's completion (as the point-to-point layer's requests
+ * release theirs). */
+static void nb_free(coll_gpu_nb_t *x)
+{
+    struct ompi_communicator_t *comm = x->comm;
+
+    free(x);
+    OBJ_RELEASE(comm);
+}
+
 /* Copy the written buffers back (when rc is success) and free the bounce memory and x.  The
  * staging functions need no module once the bounce memory is owned (slot -1). */
 static int nb_finish(coll_gpu_nb_t *x, int rc)
 {
     rc = mca_coll_gpu_unstage_pair(NULL, x->comm, x->what, rc, &x->s, x->sdir, &x->r, x->rdir);
-    free(x);
+    nb_free(x);
     return rc;
 }
 
@@ -111,6 +125,7 @@ static coll_gpu_nb_t *nb_new(struct ompi_communicator_t *comm, const char *what,
     x->tag = &nb_tag;
     x->what = what;
     x->comm = comm;
+    OBJ_RETAIN(comm); /* until the call completes (nb_free) */
     x->sdir = sdir;
     x->rdir = rdir;
     return x;
@@ -132,7 +147,7 @@ int nb_stage(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm, const c
     rc = mca_coll_gpu_stage_pair_owned(m, comm, what, sbuf, slayout, sdir, rbuf, rlayout, rdir,
                                        &x->s, &x->r);
     if (OMPI_SUCCESS != rc) {
-        free(x);
+        nb_free(x);
         return rc;
     }
     *out = x;
@@ -152,13 +167,13 @@ int nb_stage_spans(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm, c
     }
     rc = mca_coll_gpu_stage_in(m, -1, sbuf, skind, slo, slen, true, comm, what, &x->s);
     if (OMPI_SUCCESS != rc) {
-        free(x);
+        nb_free(x);
         return rc;
     }
     rc = mca_coll_gpu_stage_in(m, -1, rbuf, rkind, rlo, rlen, true, comm, what, &x->r);
     if (OMPI_SUCCESS != rc) {
         (void) mca_coll_gpu_stage_out(m, &x->s, false, comm, what);
-        free(x);
+        nb_free(x);
         return rc;
     }
     *out = x;

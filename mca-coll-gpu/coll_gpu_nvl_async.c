@@ -62,6 +62,11 @@
  * The emulated fused kernel runs on the calling thread and waits for its peers there: launched
  * before they arrived it would block the caller, so there it is launched once every rank has
  * arrived.  A copy-engine two-shot plan runs as the SM two-shot.
+ * A request holds a reference on its communicator until it is freed: MPI_Comm_free with calls
+ * still running is legal (the free is deferred until they complete), so the communicator, and
+ * with it the module and the team the request steps, outlive it.  The last reference can thus
+ * go inside our own progress (MPI_Request_free came first: freed at completion); there the
+ * release waits until the team's loop and async_lock are left (async_reap).
  * A rank whose buffer the team cannot use in place (gaps, managed or host memory, memory the
  * legacy IPC cannot export) goes through a device temporary owned by its request (the module's
  * are for the blocking calls, which may run while the request is queued).  A rank that fails
@@ -86,6 +91,11 @@
 #define ASYNC_DEFAULT_CHUNK ((size_t) 2 << 20)  /* chain and tree, as the blocking calls */
 #define ASYNC_CLOCK_EVERY 1024                 /* polls between looks at the clock (hangs) */
 #define ASYNC_QUERY_EVERY 4096                 /* fused: polls between looks at the stream */
+
+/* A request's end_state (async_req_free). */
+#define ASYNC_RUNNING 0
+#define ASYNC_USER_FREED 1 /* freed by the user before it ended */
+#define ASYNC_ENDED 2      /* ended (completed), not freed yet */
 
 /* What a step returns. */
 #define ASYNC_PENDING 0 /* waiting on a peer or the device: call again later */
@@ -146,7 +156,7 @@ typedef struct coll_gpu_async_t {
     uint64_t seq;
     int rc;
     bool arrived;
-    bool user_freed;                    /* MPI_Request_free came first: free at completion */
+    _Atomic int end_state;              /* ASYNC_RUNNING, ASYNC_USER_FREED or ASYNC_ENDED */
     /* the call */
     async_buf_t s, r;                   /* allreduce: send (unused in place), receive; bcast: r */
     bool in_place;
@@ -196,6 +206,9 @@ static _Atomic int async_queued;
 static int async_team_users;            /* teams that ever queued: the progress callback */
 static opal_mutex_t async_lock = OPAL_MUTEX_STATIC_INIT;
 static _Thread_local int async_depth;   /* this thread is in async_progress (nested polls) */
+/* Requests that ended after MPI_Request_free, linked through next (under async_lock): their
+ * communicator reference goes once nothing of ours steps a team (async_leave). */
+static struct coll_gpu_async_t *async_reap;
 
 /* Test only: COLL_GPU_TEST_FAIL_ASYNC=<rank in MPI_COMM_WORLD> makes every nonblocking team
  * call of that process fail locally before it moves data (it still takes part, as a rank whose
@@ -1230,16 +1243,30 @@ static int buf_out(coll_gpu_async_t *r, async_buf_t *b, bool copy_out)
 
 /* ---- requests and queues ------------------------------------------------------------------- */
 
+/* The end of a request object, and of its reference on the communicator: when that was the last
+ * one (MPI_Comm_free came while the call ran) the communicator goes now, and with it the module
+ * and the team.  Never called inside a team's step or with async_lock held. */
+static void async_req_destroy(coll_gpu_async_t *r)
+{
+    struct ompi_communicator_t *comm = r->comm;
+
+    OMPI_REQUEST_FINI(&r->super.super);
+    OBJ_RELEASE(r);
+    OBJ_RELEASE(comm);
+}
+
+/* Who frees a request: MPI_Request_free (or the free of MPI_Wait/MPI_Test) and the end of the
+ * call each swap their mark into end_state; the second of the two frees it.  A plain flag read
+ * before the completion lost a MPI_Request_free that another thread made in between (the
+ * request and its communicator were never freed), and MPI_Wait can return between
+ * ompi_request_complete and the end's own look at the flag. */
 static int async_req_free(ompi_request_t **req)
 {
     coll_gpu_async_t *r = (coll_gpu_async_t *) *req;
 
-    if (!REQUEST_COMPLETE(&r->super.super)) {
-        /* MPI_Request_free on a call still running: it ends (peers need us), then goes */
-        r->user_freed = true;
-    } else {
-        OMPI_REQUEST_FINI(&r->super.super);
-        OBJ_RELEASE(r);
+    /* MPI_Request_free on a call still running: it ends (peers need us), then goes */
+    if (ASYNC_ENDED == atomic_exchange(&r->end_state, ASYNC_USER_FREED)) {
+        async_req_destroy(r);
     }
     *req = MPI_REQUEST_NULL;
     return OMPI_SUCCESS;
@@ -1255,7 +1282,6 @@ static int async_req_cancel(ompi_request_t *req, int complete)
 /* The end of a request: results out of the temporaries, the status, completion. */
 static void async_complete(coll_gpu_async_t *r)
 {
-    bool freed = r->user_freed;
     int rc = r->rc;
 
     if (r->bcast && OMPI_SUCCESS != rc && r->team->rank == r->root && 0 != r->seq
@@ -1272,9 +1298,10 @@ static void async_complete(coll_gpu_async_t *r)
     r->super.super.req_status.MPI_ERROR = (OMPI_SUCCESS == rc) ? MPI_SUCCESS
                                                          : ompi_errcode_get_mpi_code(rc);
     ompi_request_complete(&r->super.super, true);
-    if (freed) {
-        OMPI_REQUEST_FINI(&r->super.super);
-        OBJ_RELEASE(r);
+    if (ASYNC_USER_FREED == atomic_exchange(&r->end_state, ASYNC_ENDED)) {
+        /* the team is still being stepped: the request goes at async_leave */
+        r->next = async_reap;
+        async_reap = r;
     }
 }
 
@@ -1340,8 +1367,20 @@ static bool async_enter(void)
 
 static void async_leave(void)
 {
-    if (0 == --async_depth) {
-        OPAL_THREAD_UNLOCK(&async_lock);
+    coll_gpu_async_t *reap;
+
+    if (0 != --async_depth) {
+        return;
+    }
+    reap = async_reap;
+    async_reap = NULL;
+    OPAL_THREAD_UNLOCK(&async_lock);
+    /* out of every team's step and the lock: a communicator freed under these requests may go
+     * now (its team's release takes async_lock) */
+    while (NULL != reap) {
+        coll_gpu_async_t *r = reap;
+        reap = r->next;
+        async_req_destroy(r);
     }
 }
 
@@ -1465,12 +1504,14 @@ static coll_gpu_async_t *async_new(coll_gpu_team_t *t, struct ompi_communicator_
     r->next = NULL;
     r->team = t;
     r->comm = comm;
+    OBJ_RETAIN(comm); /* until the request is freed (async_req_destroy) */
     r->what = what;
     r->phase = PH_START;
     r->seq = 0;
     r->rc = OMPI_SUCCESS;
     r->local_rc = OMPI_SUCCESS;
-    r->arrived = r->user_freed = r->released = r->bcast = false;
+    r->arrived = r->released = r->bcast = false;
+    atomic_init(&r->end_state, ASYNC_RUNNING);
     r->polls = 0;
     r->wait_start = 0.0;
     memset(&r->s, 0, sizeof(r->s));
