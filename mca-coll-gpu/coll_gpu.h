@@ -181,8 +181,8 @@ typedef struct coll_gpu_bounce_t {
 /* The hierarchical path across nodes (coll_gpu_hier.c), made on first use. */
 typedef struct coll_gpu_hier_t coll_gpu_hier_t;
 
-/* What a communicator's first allreduce or bcast (blocking or not) found out about its ranks'
- * memory kinds, under coll_gpu_uniform_buffers (coll_gpu_select.c, mca_coll_gpu_agree). */
+/* What a communicator's first blocking allreduce or bcast found out about its ranks' memory
+ * kinds, under coll_gpu_uniform_buffers (coll_gpu_select.c, mca_coll_gpu_agree). */
 typedef enum {
     COLL_GPU_KINDS_UNCHECKED = 0, /* no such call yet: the next one agrees */
     COLL_GPU_KINDS_UNIFORM,       /* that call had one kind on every rank: assume it from now */
@@ -409,17 +409,25 @@ void mca_coll_gpu_adapt_release(mca_coll_gpu_module_t *m);
  * records whether its ranks mixed kinds (m->kinds). */
 int mca_coll_gpu_agree(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
                        const char *what, bool mine, bool *all_device);
-/* The one-time agreement of mca_coll_gpu_agree for a nonblocking allreduce or bcast that is a
- * communicator's first: a no-op once the kinds were checked (or are never assumed). */
-int mca_coll_gpu_check_kinds(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
-                             const char *what, bool mine);
-/* May this allreduce or bcast (blocking or not) skip the agreement and assume that every rank
- * passes the kind of memory this one does?  Only with coll_gpu_uniform_buffers (the default),
- * and only once the communicator's first such call agreed and found one kind on all ranks.
- * A call for which this is false agrees first (mca_coll_gpu_agree). */
+/* May this blocking allreduce or bcast skip the agreement and assume that every rank passes
+ * the kind of memory this one does?  Only with coll_gpu_uniform_buffers (the default), and
+ * only once the communicator's first such call agreed and found one kind on all ranks.  A call
+ * for which this is false agrees first (mca_coll_gpu_agree). */
 static inline bool mca_coll_gpu_assume_uniform(const mca_coll_gpu_module_t *m)
 {
     return COLL_GPU_KINDS_UNIFORM == m->kinds && mca_coll_gpu_component.uniform_buffers;
+}
+
+/* The same for a nonblocking or persistent allreduce or bcast, which cannot agree first (a
+ * wait inside it would hang programs that start such calls in different orders on different
+ * communicators, which MPI allows): under coll_gpu_uniform_buffers it assumes one kind on every
+ * rank unless the communicator's first blocking allreduce or bcast found kinds mixed, where it
+ * is staged (right with any mix).  A program whose ranks mix kinds in nonblocking calls on a
+ * communicator before any blocking allreduce or bcast there needs
+ * coll_gpu_uniform_buffers=false. */
+static inline bool mca_coll_gpu_nb_assume_uniform(const mca_coll_gpu_module_t *m)
+{
+    return COLL_GPU_KINDS_MIXED != m->kinds && mca_coll_gpu_component.uniform_buffers;
 }
 /* The process-wide node model (probed or loaded once); NULL when none could be had. */
 const topo_t *mca_coll_gpu_topo(void);

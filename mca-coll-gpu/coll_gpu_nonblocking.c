@@ -239,18 +239,6 @@ static int nb_reduce_like(const char *what, mca_coll_base_module_iallreduce_fn_t
     return nb_attach(x, rc, request);
 }
 
-/* Open MPI's own iallreduce when it makes a communicator (the context id: one or two ints,
- * MPI_MAX or MPI_MIN, on the parent) must not count as the parent's first call for the kinds
- * check (mca_coll_gpu_check_kinds): it runs on host memory on every rank whatever the program
- * passes later, and a program that dups a communicator before its first collective there would
- * have that communicator taken for one of uniform kinds.  From the signature and op only, so
- * the same on every rank; a program's own such call is served right either way (staged while
- * the kinds are unchecked). */
-static bool cid_like(int count, struct ompi_datatype_t *dtype, struct ompi_op_t *op)
-{
-    return count <= 2 && MPI_INT == dtype && (MPI_MAX == op || MPI_MIN == op);
-}
-
 int mca_coll_gpu_iallreduce(const void *sbuf, void *rbuf, int count,
                             struct ompi_datatype_t *dtype, struct ompi_op_t *op,
                             struct ompi_communicator_t *comm, ompi_request_t **request,
@@ -258,17 +246,11 @@ int mca_coll_gpu_iallreduce(const void *sbuf, void *rbuf, int count,
 {
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
     bool taken = false;
-    bool host = mca_coll_gpu_both_host(mca_coll_gpu_data_start(sbuf, dtype, count),
-                                       mca_coll_gpu_data_start(rbuf, dtype, count));
-    int rc = cid_like(count, dtype, op) ? OMPI_SUCCESS
-                                        : mca_coll_gpu_check_kinds(m, comm, "iallreduce", !host);
+    int rc;
 
-    if (OMPI_SUCCESS != rc) {
-        return rc;
-    }
-    /* device buffers on every rank (coll_gpu_uniform_buffers, one kind seen on every rank):
-     * the node team's algorithms, when the plan has a nonblocking form (coll_gpu_nvl_async.c
-     * decides) */
+    /* device buffers on every rank (coll_gpu_uniform_buffers, unless the communicator's first
+     * blocking allreduce or bcast found kinds mixed): the node team's algorithms, when the plan
+     * has a nonblocking form (coll_gpu_nvl_async.c decides) */
     rc = mca_coll_gpu_async_allreduce(m, sbuf, rbuf, count, dtype, op, comm, false, request,
                                       &taken);
     if (taken || OMPI_SUCCESS != rc) {
@@ -403,16 +385,14 @@ int mca_coll_gpu_ibcast(void *buf, int count, struct ompi_datatype_t *dtype, int
     bool host = COLL_GPU_NONE == dir
                 || mca_coll_gpu_is_host(
                     mca_coll_gpu_classify(mca_coll_gpu_data_start(buf, dtype, count)));
-    int rc = mca_coll_gpu_check_kinds(m, comm, name, !host);
+    int rc;
 
-    if (OMPI_SUCCESS != rc) {
-        return rc;
-    }
     if (host) {
         return m->prev_ibcast.fn(buf, count, dtype, root, comm, request, m->prev_ibcast.module);
     }
-    /* device buffers on every rank (coll_gpu_uniform_buffers, one kind seen on every rank):
-     * the node team's algorithms (coll_gpu_nvl_async.c decides) */
+    /* device buffers on every rank (coll_gpu_uniform_buffers, unless the communicator's first
+     * blocking allreduce or bcast found kinds mixed): the node team's algorithms
+     * (coll_gpu_nvl_async.c decides) */
     rc = mca_coll_gpu_async_bcast(m, buf, count, dtype, root, comm, false, request, &taken);
     if (taken || OMPI_SUCCESS != rc) {
         return rc;

@@ -12,10 +12,10 @@
  * that outlived the call would pin a slot of that table for the request's life (held slots are
  * never evicted; persistent requests may be many and long-lived, and would fill it).
  *
- * Which calls come here: device buffers, coll_gpu_uniform_buffers true and one kind seen on
- * every rank at the communicator's first allreduce or bcast (a nonblocking call agrees on the
- * kind only when it is that first call), and a plan from mca_coll_gpu_select that names the team
- * (every algorithm of the blocking calls has a form below).  Every input of that choice is the
+ * Which calls come here: device buffers, coll_gpu_uniform_buffers true and no mix of kinds seen
+ * at the communicator's first blocking allreduce or bcast (a nonblocking call cannot agree on
+ * the kind first: coll_gpu.h, mca_coll_gpu_nb_assume_uniform), and a plan from
+ * mca_coll_gpu_select that names the team (every algorithm of the blocking calls has a form below).  Every input of that choice is the
  * same on all ranks: the plan of an allreduce is a function of the byte count, and a bcast
  * takes the team whatever its byte count, then runs the root's plan, read from the root's
  * record as the blocking call does.  Everything else stays on the staged nonblocking path
@@ -1674,10 +1674,9 @@ int mca_coll_gpu_async_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, voi
     async_alg_t alg;
 
     *taken = false;
-    /* device buffers on every rank (coll_gpu_uniform_buffers, and one kind seen on every rank
-     * at the communicator's first allreduce or bcast: a nonblocking or persistent call agrees
-     * on the kind only when it is that first call, coll_gpu_select.c) */
-    if (m->inter || !mca_coll_gpu_assume_uniform(m)
+    /* device buffers on every rank (coll_gpu_uniform_buffers, and no mix of kinds seen at the
+     * communicator's first blocking allreduce or bcast: mca_coll_gpu_nb_assume_uniform) */
+    if (m->inter || !mca_coll_gpu_nb_assume_uniform(m)
         || mca_coll_gpu_both_host(mca_coll_gpu_data_start(sbuf, dtype, count),
                                   mca_coll_gpu_data_start(rbuf, dtype, count))) {
         return OMPI_SUCCESS;
@@ -1737,7 +1736,7 @@ int mca_coll_gpu_async_bcast(mca_coll_gpu_module_t *m, void *buf, int count,
     topo_plan_t plan;
 
     *taken = false;
-    if (m->inter || !mca_coll_gpu_assume_uniform(m)) {
+    if (m->inter || !mca_coll_gpu_nb_assume_uniform(m)) {
         return OMPI_SUCCESS;
     }
     t = mca_coll_gpu_select(m, comm, TOPO_COLL_BCAST, bytes, NULL, &plan);

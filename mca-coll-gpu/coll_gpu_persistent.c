@@ -416,14 +416,8 @@ int mca_coll_gpu_allreduce_init(const void *sbuf, void *rbuf, int count,
 {
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
     bool taken = false;
-    bool host = mca_coll_gpu_both_host(mca_coll_gpu_data_start(sbuf, dtype, count),
-                                       mca_coll_gpu_data_start(rbuf, dtype, count));
-    /* the communicator's first allreduce or bcast agrees on the kind (coll_gpu_select.c) */
-    int rc = mca_coll_gpu_check_kinds(m, comm, "allreduce_init", !host);
+    int rc;
 
-    if (OMPI_SUCCESS != rc) {
-        return rc;
-    }
     /* the nonblocking call's decision and algorithms (coll_gpu_nvl_async.c): each MPI_Start
      * runs one MPI_Iallreduce's worth on the team */
     rc = mca_coll_gpu_async_allreduce(m, sbuf, rbuf, count, dtype, op, comm, true, request,
@@ -569,12 +563,8 @@ int mca_coll_gpu_bcast_init(void *buf, int count, struct ompi_datatype_t *dtype,
     bool host = COLL_GPU_NONE == dir
                 || mca_coll_gpu_is_host(
                     mca_coll_gpu_classify(mca_coll_gpu_data_start(buf, dtype, count)));
-    /* the communicator's first allreduce or bcast agrees on the kind (coll_gpu_select.c) */
-    int rc = mca_coll_gpu_check_kinds(m, comm, name, !host);
+    int rc;
 
-    if (OMPI_SUCCESS != rc) {
-        return rc;
-    }
     if (host) {
         return m->prev_bcast_init.fn(buf, count, dtype, root, comm, info, request,
                                      m->prev_bcast_init.module);

@@ -261,10 +261,13 @@ coll_gpu_team_t *mca_coll_gpu_select(mca_coll_gpu_module_t *m, struct ompi_commu
  * (coll_gpu_hang_warn_seconds): the MIN of (device here, host here) over the ranks says whether
  * every rank passes device memory, and whether every rank passes host memory; neither is a call
  * that mixes kinds.  The first agreement on a communicator keeps what it found: every rank makes
- * it at the same call (the first allreduce, bcast, iallreduce or ibcast there), so every rank
- * keeps the same answer, and from then on mca_coll_gpu_assume_uniform lets the calls of a
- * communicator whose ranks agreed on one kind skip it (coll_gpu_uniform_buffers).  Calls that
- * mix kinds on a later call than the first need coll_gpu_uniform_buffers=false. */
+ * it at the same call (the first blocking allreduce or bcast there), so every rank keeps the
+ * same answer, and from then on mca_coll_gpu_assume_uniform lets the calls of a communicator
+ * whose ranks agreed on one kind skip it (coll_gpu_uniform_buffers).  Nonblocking and
+ * persistent calls never agree: a wait inside them would hang programs that start them in
+ * different orders on different communicators, which MPI allows (coll_gpu.h,
+ * mca_coll_gpu_nb_assume_uniform).  Calls that mix kinds on a later call than the first need
+ * coll_gpu_uniform_buffers=false. */
 int mca_coll_gpu_agree(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
                        const char *what, bool mine, bool *all_device)
 {
@@ -284,25 +287,5 @@ int mca_coll_gpu_agree(mca_coll_gpu_module_t *m, struct ompi_communicator_t *com
                              : "host memory on some ranks, device memory on others: every "
                                "allreduce and bcast here agrees on the kind first");
     }
-    return rc;
-}
-
-/* Nonblocking allreduce and bcast: the communicator's first allreduce or bcast may be one of
- * them, and it must make the same one-time agreement as the blocking calls' first (every rank
- * makes it at that call, blocking: a nonblocking collective is still called in the same order
- * on every rank).  Nested calls of the saved module's agreement pass straight through. */
-int mca_coll_gpu_check_kinds(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
-                             const char *what, bool mine)
-{
-    bool all_device;
-    int rc;
-
-    if (m->inter || m->in_agreed_call || COLL_GPU_KINDS_UNCHECKED != m->kinds
-        || !mca_coll_gpu_component.uniform_buffers) {
-        return OMPI_SUCCESS;
-    }
-    m->in_agreed_call = true;
-    rc = mca_coll_gpu_agree(m, comm, what, mine, &all_device);
-    m->in_agreed_call = false;
     return rc;
 }
