@@ -108,6 +108,10 @@ struct coll_gpu_hier_t {
     struct ompi_communicator_t *node_comm, *leader_comm;
     int *leader_of;                    /* comm rank -> leader-comm rank of its node's leader */
     int *node_rank_of;                 /* comm rank -> its rank in its node communicator */
+    /* comm rank -> the id its process gives comm in UCX tags (its local cid: on Open MPI 5.0
+     * the local cids of one communicator may differ between processes, and a message must
+     * carry the one its receiver posts its receive with) */
+    int *tag_cid_of;
     int node_rank;                     /* this rank's */
     /* the rails: as many as the smallest node has ranks (1: none), set up on first use */
     int rails;
@@ -143,6 +147,20 @@ static int emulated_node(struct ompi_proc_t *proc)
         return 0;
     }
     return (int) (((int64_t) proc->super.proc_name.vpid * n) / world);
+}
+
+/* The id this process gives comm in UCX tags: its local cid.  COLL_GPU_TEST_CID_SKEW (tests
+ * only) makes it differ between processes, as sessions-made communicators' local cids may on
+ * Open MPI 5.0, so that a test shows every message carries its receiver's id. */
+static int tag_cid(struct ompi_communicator_t *comm)
+{
+    const char *skew = getenv("COLL_GPU_TEST_CID_SKEW");
+    int cid = coll_gpu_comm_cid(comm);
+
+    if (NULL != skew && '\0' != skew[0] && '0' != skew[0]) {
+        cid += 4096 * (1 + (int) (ompi_proc_local()->super.proc_name.vpid % 1024));
+    }
+    return cid;
 }
 
 /* Does proc share this process' real node?  (Open MPI knows from the launch.) */
@@ -237,6 +255,7 @@ void mca_coll_gpu_hier_release(mca_coll_gpu_module_t *m)
     }
     free(h->leader_of);
     free(h->node_rank_of);
+    free(h->tag_cid_of);
     free(h);
 }
 
@@ -293,7 +312,7 @@ static int hier_setup(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm
     int n = (1 < mca_coll_gpu_component.emulate_nodes) ? mca_coll_gpu_component.emulate_nodes : 1;
     int color = -1, node_rank, leader_rank = -1, rc;
     int ok[2] = {1, 1}, all_ok[2] = {0, 0}; /* set up; direct path wanted and possible */
-    int mine[3], *cards = NULL;
+    int mine[4], *cards = NULL;
 
     /* the pipeline's shape, from parameters of scope ALL_EQ */
     h->depth = mca_coll_gpu_component.ucx_depth;
@@ -327,17 +346,20 @@ static int hier_setup(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm
         leader_rank = ompi_comm_rank(h->leader_comm);
     }
     /* who leads whom: (node color, node rank, leader rank) of every rank */
-    cards = malloc(sizeof(int) * 3 * (size_t) size);
+    cards = malloc(sizeof(int) * 4 * (size_t) size);
     h->leader_of = malloc(sizeof(int) * (size_t) size);
     h->node_rank_of = malloc(sizeof(int) * (size_t) size);
-    if (NULL == cards || NULL == h->leader_of || NULL == h->node_rank_of) {
+    h->tag_cid_of = malloc(sizeof(int) * (size_t) size);
+    if (NULL == cards || NULL == h->leader_of || NULL == h->node_rank_of
+        || NULL == h->tag_cid_of) {
         free(cards);
         return OMPI_ERR_OUT_OF_RESOURCE; /* local: the caller still agrees */
     }
     mine[0] = color;
     mine[1] = node_rank;
     mine[2] = leader_rank;
-    rc = m->prev_allgather.fn(mine, 3, MPI_INT, cards, 3, MPI_INT, comm,
+    mine[3] = tag_cid(comm);
+    rc = m->prev_allgather.fn(mine, 4, MPI_INT, cards, 4, MPI_INT, comm,
                               m->prev_allgather.module);
     if (OMPI_SUCCESS != rc) {
         free(cards);
@@ -349,17 +371,18 @@ static int hier_setup(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm
     for (int i = 0; i < size; ++i) {
         int members = 0;
 
-        h->node_rank_of[i] = cards[3 * i + 1];
+        h->node_rank_of[i] = cards[4 * i + 1];
+        h->tag_cid_of[i] = cards[4 * i + 3];
         h->leader_of[i] = -1;
         for (int j = 0; j < size; ++j) {
-            if (cards[3 * j] == cards[3 * i]) {
+            if (cards[4 * j] == cards[4 * i]) {
                 ++members;
-                if (0 == cards[3 * j + 1]) {
-                    h->leader_of[i] = cards[3 * j + 2];
+                if (0 == cards[4 * j + 1]) {
+                    h->leader_of[i] = cards[4 * j + 2];
                 }
             }
         }
-        h->nnodes += (0 == cards[3 * i + 1]);
+        h->nnodes += (0 == cards[4 * i + 1]);
         /* the rails: the ranks of the smallest node (from the membership: the same on all) */
         h->rails = (members < h->rails) ? members : h->rails;
     }
@@ -535,7 +558,7 @@ typedef struct {
     coll_gpu_hier_t *h;
     struct ompi_communicator_t *chain; /* the chain's communicator (leaders, or a rail) */
     coll_gpu_ucx_comm_t *ucx;   /* its UCX endpoints */
-    uint32_t cid;
+    uint32_t cid, cid_prev, cid_next; /* the tag ids of comm in this process and its neighbours */
     uint64_t seq;
     int prev, next;             /* ranks in chain, -1 at the ends */
     int phase_fwd;              /* the phase of messages sent to next (PHASE_UP or _BCAST) */
@@ -557,10 +580,26 @@ typedef struct {
 } prog_t;
 #define PROG(a) {(a), (int) (sizeof(a) / sizeof((a)[0]))}
 
+/* The tag id of comm in the process at position pos (-1: none) of this rank's chain: every
+ * chain (the leaders', or a rail) orders the nodes as the leaders do, and holds the ranks of
+ * one node rank, this rank's. */
+static int chain_tag_cid(const coll_gpu_hier_t *h, struct ompi_communicator_t *comm, int pos)
+{
+    int size = ompi_comm_size(comm);
+
+    for (int i = 0; 0 <= pos && i < size; ++i) {
+        if (h->node_rank_of[i] == h->node_rank && h->leader_of[i] == pos) {
+            return h->tag_cid_of[i];
+        }
+    }
+    return 0;
+}
+
 /* Start pp for one call of a rank of chain (over the UCX endpoints uc) whose neighbours in it
  * are prev and next (-1 at the ends): the program of its place (progs: first, middle, last),
- * of the direct path's when direct.  The tags carry comm's id and the number of this rank's
- * chains on it: a process is on one chain of comm, whose ranks all count the same calls. */
+ * of the direct path's when direct.  The tags carry comm's id in the receiving process
+ * (tag_cid) and the number of this rank's chains on it: a process is on one chain of comm,
+ * whose ranks all count the same calls. */
 static void pipe_begin(pipe_t *pp, coll_gpu_hier_t *h, struct ompi_communicator_t *comm,
                        struct ompi_communicator_t *chain, coll_gpu_ucx_comm_t *uc, bool direct,
                        int phase, int prev, int next, const prog_t *host,
@@ -573,7 +612,9 @@ static void pipe_begin(pipe_t *pp, coll_gpu_hier_t *h, struct ompi_communicator_
     pp->h = h;
     pp->chain = chain;
     pp->ucx = uc;
-    pp->cid = (uint32_t) coll_gpu_comm_cid(comm);
+    pp->cid = (uint32_t) tag_cid(comm);
+    pp->cid_prev = (uint32_t) chain_tag_cid(h, comm, prev);
+    pp->cid_next = (uint32_t) chain_tag_cid(h, comm, next);
     pp->seq = h->seq++;
     pp->prev = prev;
     pp->next = next;
@@ -655,7 +696,7 @@ static int step_start(pipe_t *pp, int s, slot_t *sl)
                                                            sl->chunk), dev, &sl->net);
     case NET_SEND_NEXT:
         return mca_coll_gpu_ucx_isend(pp->ucx, pp->next, buf, len,
-                                      mca_coll_gpu_ucx_tag(pp->cid, pp->seq, pp->phase_fwd,
+                                      mca_coll_gpu_ucx_tag(pp->cid_next, pp->seq, pp->phase_fwd,
                                                            sl->chunk), dev, &sl->net);
     case NET_RECV_NEXT:
         return mca_coll_gpu_ucx_irecv(pp->ucx, buf, len,
@@ -663,7 +704,7 @@ static int step_start(pipe_t *pp, int s, slot_t *sl)
                                                            sl->chunk), dev, &sl->net);
     case NET_SEND_PREV:
         return mca_coll_gpu_ucx_isend(pp->ucx, pp->prev, buf, len,
-                                      mca_coll_gpu_ucx_tag(pp->cid, pp->seq, PHASE_DOWN,
+                                      mca_coll_gpu_ucx_tag(pp->cid_prev, pp->seq, PHASE_DOWN,
                                                            sl->chunk), dev, &sl->net);
     default:
         return OMPI_SUCCESS;

@@ -7,7 +7,9 @@
 #     2 GPUs as 2 nodes are, gpu/hier_cuda.sh): test_hier right on
 #     every case, and the verbose log shows the hierarchical path via UCX on every rank, and no
 #     device allreduce or bcast staged instead;
-#   2 x 2 again with coll_gpu_uniform_buffers=true (the default; run-mpi.sh sets false), and
+#   2 x 2 again with coll_gpu_uniform_buffers=true (the default; run-mpi.sh sets false);
+#   2 + 1 + 1 with the communicator's tag id different in every process
+#   (COLL_GPU_TEST_CID_SKEW, as local cids may differ on Open MPI 5.0); and
 #   with UCX_TLS=tcp: the leaders' traffic over TCP on loopback, the log naming tcp as UCX
 #   reports it; and over TCP with 1 MiB chunks (rendezvous-sized messages): no descriptors kept
 #   by communicators made and freed;
@@ -110,6 +112,19 @@ unset COLL_GPU_TEST_UNIFORM
 n=$(via_ucx)
 [ "$n" -eq $(( 2 * (2 * (36 + 3 * 4) + 12) )) ]
 t_ok $? "coll_gpu_uniform_buffers=true: every node leader logs the exchange via UCX ($n lines)"
+
+# the communicator's id differing between processes, as the local cids of sessions-made
+# communicators may on Open MPI 5.0 (COLL_GPU_TEST_CID_SKEW): every message must carry its
+# receiver's id, or no transfer matches and every call falls back; 3 nodes, so that the middle
+# leader sends both ways
+COLL_GPU_TEST_CID_SKEW=1
+export COLL_GPU_TEST_CID_SKEW
+run 4 3 "2+1+1 with an id per process in the tags"
+unset COLL_GPU_TEST_CID_SKEW
+n=$(via_ucx)
+s=$(staged)
+[ "$n" -eq $(( 3 * (2 * (36 + 3 * 4) + 12) )) ] && [ "$s" -eq 0 ]
+t_ok $? "an id per process in the tags: every node leader logs the exchange via UCX for every call ($n of $(( 3 * (2 * (36 + 3 * 4) + 12) )) lines), none staged ($s)"
 
 # the same over TCP on loopback only (UCX's shared-memory transports left out)
 UCX_TLS=tcp
