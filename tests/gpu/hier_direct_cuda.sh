@@ -24,8 +24,10 @@ for np in 2 4; do
 --mca coll_gpu_ucx_chunk_bytes $COLL_GPU_HIER_CHUNK $xtls ${COLL_GPU_MPIRUN_ARGS:-}" \
         "$RUN_MPI" "$np" "$MPI_TESTS/test_hier" "$COLL_GPU_HIER_CHUNK" >"$out" 2>&1
     rc=$?
-    if grep -q 'CUDA memory not supported by UCX' "$out"; then
-        echo "1..0 # SKIP this build's UCX does not move CUDA memory ($(grep -o 'UCX [0-9.]*, UCX_TLS=[^,]*' "$out" | head -1)); configure --with-ucx=<libucx-cu13 wheel>"
+    # the ranks' log lines are in their own logs (COLL_GPU_TEST_RANK_LOGS), not in $out
+    said=$(cat "$out" "$logs"/*/rank.*/stderr 2>/dev/null)
+    if echo "$said" | grep -q 'CUDA memory not supported by UCX'; then
+        echo "1..0 # SKIP this build's UCX does not move CUDA memory ($(echo "$said" | grep -o 'UCX [0-9.]*, UCX_TLS=[^,]*' | head -1)); configure --with-ucx=<libucx-cu13 wheel>"
         exit 0
     fi
     tap=$(grep -E '^(ok|not ok|1\.\.)' "$out")
