@@ -334,6 +334,11 @@ int mca_coll_gpu_nvl_fused_launch(coll_gpu_team_t *t, uint64_t seq, const void *
                                   void *ctx);
 uint64_t *mca_coll_gpu_nvl_fused_word(coll_gpu_team_t *t);
 int mca_coll_gpu_nvl_fused_release(coll_gpu_team_t *t, uint64_t seq);
+/* A rank that takes no part in fused call seq (a local failure) releases its peers' kernels
+ * itself: the abandon flags of seq go straight into every peer's slot, so that a peer's kernel
+ * ends even while that peer's host cannot poll (an application blocked in cudaFree or
+ * cudaDeviceSynchronize waits for the kernel, and the kernel for the host's release). */
+int mca_coll_gpu_nvl_fused_release_peers(coll_gpu_team_t *t, uint64_t seq);
 
 /* ---- nonblocking fast path (coll_gpu_nvl_async.c) ---- */
 /* MPI_Iallreduce / MPI_Ibcast (persistent: MPI_Allreduce_init / MPI_Bcast_init) on device

@@ -651,6 +651,27 @@ int mca_coll_gpu_nvl_fused_release(coll_gpu_team_t *t, uint64_t seq)
                       sizeof(st->abandon));
 }
 
+int mca_coll_gpu_nvl_fused_release_peers(coll_gpu_team_t *t, uint64_t seq)
+{
+    uint64_t abandon[DEV_FUSED_MAX_BLOCKS * DEV_MULTI_MAX];
+    int rc = DEV_OK;
+
+    for (size_t i = 0; i < sizeof(abandon) / sizeof(abandon[0]); ++i) {
+        abandon[i] = seq | DEV_FUSED_ABANDON;
+    }
+    /* every flag of the slot, not only this rank's: the call fails on every rank anyway.  No
+     * peer can be at seq + 2 (this parity's next call) before this rank ends seq, so nothing
+     * newer is overwritten. */
+    for (int p = 0; p < t->size; ++p) {
+        if (p != t->rank && NULL != t->peer_scratch[p]) {
+            int prc = dev_memcpy((char *) t->peer_scratch[p] + (seq & 1) * t->slot_bytes,
+                                 abandon, sizeof(abandon));
+            rc = (DEV_OK == rc) ? prc : rc;
+        }
+    }
+    return rc;
+}
+
 /* The fused allreduce, in pieces of a slot's share; every rank cuts the same pieces and
  * stops after the same failed one (a failure is seen by all ranks of that piece). */
 static int allreduce_fused(coll_gpu_team_t *t, const void *sbuf, void *rbuf, size_t count,
@@ -735,11 +756,14 @@ out:
  * neighbours), and ends as the algorithm's ranks end, so that every peer sees the failure and
  * returns an error instead of waiting.  One-shot in place ends at its own done; the others wait
  * for everybody's. */
-static int nvl_sit_out(coll_gpu_team_t *t, bool own_done_only, int rc)
+static int nvl_sit_out(coll_gpu_team_t *t, bool own_done_only, bool fused, int rc)
 {
     uint64_t seq = ++t->seq;
 
     mca_coll_gpu_team_fail(t, seq);
+    if (fused) {
+        (void) mca_coll_gpu_nvl_fused_release_peers(t, seq); /* their hosts release them too */
+    }
     if (own_done_only) {
         mca_coll_gpu_team_arrive(t, seq);
         mca_coll_gpu_team_done(t, seq);
@@ -758,7 +782,8 @@ int mca_coll_gpu_nvl_allreduce(coll_gpu_team_t *t, const topo_plan_t *plan, cons
 
     mca_coll_gpu_async_drain(t); /* nonblocking calls issued before this one end first */
     if (OMPI_SUCCESS != local_rc) {
-        return nvl_sit_out(t, TOPO_AR_ONESHOT == plan->alg && MPI_IN_PLACE == sbuf, local_rc);
+        return nvl_sit_out(t, TOPO_AR_ONESHOT == plan->alg && MPI_IN_PLACE == sbuf,
+                           TOPO_AR_FUSED == plan->alg, local_rc);
     }
 
     if (TOPO_AR_ONESHOT == plan->alg && MPI_IN_PLACE == sbuf) {
@@ -1040,7 +1065,7 @@ int mca_coll_gpu_nvl_bcast(coll_gpu_team_t *t, const topo_plan_t *plan, void *bu
             mca_coll_gpu_team_done(t, seq);
             return local_rc;
         }
-        return nvl_sit_out(t, false, local_rc);
+        return nvl_sit_out(t, false, false, local_rc);
     }
     if (0 == bytes) {
         /* nothing to move; still no rank may finish a call before every rank entered it (the

@@ -352,6 +352,10 @@ static int stream_poll(coll_gpu_async_t *r)
 static int async_fail(coll_gpu_async_t *r)
 {
     mca_coll_gpu_team_fail(r->team, r->seq);
+    if (ALG_FUSED == r->alg && 0 != r->seq) {
+        /* our kernel may never push: release the peers' kernels (coll_gpu.h) */
+        (void) mca_coll_gpu_nvl_fused_release_peers(r->team, r->seq);
+    }
     if (OMPI_SUCCESS == r->rc) {
         r->rc = OMPI_ERROR;
     }
@@ -1113,9 +1117,13 @@ static int async_step(coll_gpu_async_t *r)
     case ALG_FINISH:
     default:
         if (PH_START == r->phase && 0 == r->seq) {
-            /* failed before the call took a seq: take one, as nvl_sit_out does */
+            /* failed before the call took a seq: take one, as nvl_sit_out does; a fused
+             * call's peers' kernels are released from here too (their hosts may not poll) */
             r->seq = ++r->team->seq;
             mca_coll_gpu_team_fail(r->team, r->seq);
+            if (ALG_FUSED == r->first_alg) {
+                (void) mca_coll_gpu_nvl_fused_release_peers(r->team, r->seq);
+            }
         }
         return async_finish(r);
     }
