@@ -233,6 +233,8 @@ if [ -n "${TESTS:-}" ]; then
 elif [ "$mode" = cuda ]; then
     tests="$(cd "$B/tests" && find unit -maxdepth 1 -type f -name 'test_*' -perm -u+x | sort | tr '\n' ' ')"
     tests="$tests $(sed -n '/^GPUTEST_SH *=/,/[^\\]$/p' "$src/tests/gpu/gpu.am" | sed 's/^GPUTEST_SH *=//' | tr -d '\\' | tr -s ' \n' '  ')"
+    # and the 5.0-only ones (GPUTEST_SH += under "if OMPI_5": this bundle is 5.0)
+    tests="$tests $(sed -n 's/^GPUTEST_SH *+= *//p' "$src/tests/gpu/gpu.am" | tr -s ' \n' '  ')"
 else
     tests="unit/test_dev_emulated unit/test_topo_select mpi/ompi_info.sh mpi/coll_types.sh \
 mpi/coll_mixed.sh mpi/signature.sh mpi/persistent.sh mpi/hier.sh fastpath/nbc.sh \
