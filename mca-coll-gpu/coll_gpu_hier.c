@@ -612,7 +612,7 @@ static void pipe_begin(pipe_t *pp, coll_gpu_hier_t *h, struct ompi_communicator_
     pp->h = h;
     pp->chain = chain;
     pp->ucx = uc;
-    pp->cid = (uint32_t) tag_cid(comm);
+    pp->cid = (uint32_t) h->tag_cid_of[ompi_comm_rank(comm)]; /* tag_cid(comm), kept at setup */
     pp->cid_prev = (uint32_t) chain_tag_cid(h, comm, prev);
     pp->cid_next = (uint32_t) chain_tag_cid(h, comm, next);
     pp->seq = h->seq++;

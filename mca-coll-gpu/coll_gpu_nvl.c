@@ -207,7 +207,6 @@ out:
 typedef struct coll_gpu_nvl_state_t {
     uint64_t *done_host;                   /* fused: mapped word its kernel sets to seq */
     void *done_dev;                        /* the same word as kernels address it */
-    uint64_t abandon[DEV_FUSED_MAX_BLOCKS * DEV_MULTI_MAX]; /* fused: flags that release */
     dev_stream_t *copy[NVL_CE_STREAMS];    /* copy-engine two-shot: the pulls' streams */
     dev_event_t *copied[NVL_CE_DEPTH], *reduced[NVL_CE_DEPTH];
     void *stage;                           /* copy-engine two-shot: peers' pieces land here */
@@ -640,32 +639,33 @@ uint64_t *mca_coll_gpu_nvl_fused_word(coll_gpu_team_t *t)
     return t->nvl->done_host;
 }
 
-int mca_coll_gpu_nvl_fused_release(coll_gpu_team_t *t, uint64_t seq)
-{
-    coll_gpu_nvl_state_t *st = t->nvl;
-
-    for (size_t i = 0; i < sizeof(st->abandon) / sizeof(st->abandon[0]); ++i) {
-        st->abandon[i] = seq | DEV_FUSED_ABANDON;
-    }
-    return dev_memcpy((char *) t->scratch + (seq & 1) * t->slot_bytes, st->abandon,
-                      sizeof(st->abandon));
-}
-
-int mca_coll_gpu_nvl_fused_release_peers(coll_gpu_team_t *t, uint64_t seq)
+/* Every fused flag of call seq's slot in one rank's scratch (mapped here) set to seq's abandon
+ * value: a kernel of seq waiting there ends its waits. */
+static int fused_abandon_slot(coll_gpu_team_t *t, void *scratch, uint64_t seq)
 {
     uint64_t abandon[DEV_FUSED_MAX_BLOCKS * DEV_MULTI_MAX];
-    int rc = DEV_OK;
 
     for (size_t i = 0; i < sizeof(abandon) / sizeof(abandon[0]); ++i) {
         abandon[i] = seq | DEV_FUSED_ABANDON;
     }
+    return dev_memcpy((char *) scratch + (seq & 1) * t->slot_bytes, abandon, sizeof(abandon));
+}
+
+int mca_coll_gpu_nvl_fused_release(coll_gpu_team_t *t, uint64_t seq)
+{
+    return fused_abandon_slot(t, t->scratch, seq);
+}
+
+int mca_coll_gpu_nvl_fused_release_peers(coll_gpu_team_t *t, uint64_t seq)
+{
+    int rc = DEV_OK;
+
     /* every flag of the slot, not only this rank's: the call fails on every rank anyway.  No
      * peer can be at seq + 2 (this parity's next call) before this rank ends seq, so nothing
      * newer is overwritten. */
     for (int p = 0; p < t->size; ++p) {
         if (p != t->rank && NULL != t->peer_scratch[p]) {
-            int prc = dev_memcpy((char *) t->peer_scratch[p] + (seq & 1) * t->slot_bytes,
-                                 abandon, sizeof(abandon));
+            int prc = fused_abandon_slot(t, t->peer_scratch[p], seq);
             rc = (DEV_OK == rc) ? prc : rc;
         }
     }
