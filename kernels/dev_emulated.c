@@ -57,6 +57,7 @@
 
 #define EMU_MAX_DEVICES 64
 #define EMU_SHM_NAME_LEN 48
+#define EMU_SHM_NAME_TRIES 1024 /* names device_alloc tries before it gives up */
 
 typedef enum {
     EMU_ALLOC,   /* dev_mem_alloc: shm segment created here */
@@ -577,7 +578,7 @@ static int device_alloc(void **ptr, size_t size, emu_origin_t origin)
 {
     emu_range_t r = {0};
     void *base;
-    int fd, rc;
+    int fd = -1, rc;
 
     r.size = size;
     r.map_size = page_round(size);
@@ -585,10 +586,16 @@ static int device_alloc(void **ptr, size_t size, emu_origin_t origin)
     r.origin = origin;
     r.creator = getpid();
     r.device = emu_device;
-    snprintf(r.shm_name, sizeof(r.shm_name), "/collgpu-%d-%" PRIuFAST64, (int) r.creator,
-             atomic_fetch_add(&emu_next_shm_seq, 1));
-
-    fd = shm_open(r.shm_name, O_CREAT | O_EXCL | O_RDWR, 0600);
+    /* A name left by a killed process whose pid this one got again (pids wrap; the sweep
+     * spares names of live pids, this one's included) is skipped, not removed. */
+    for (int tries = 0; tries < EMU_SHM_NAME_TRIES; ++tries) {
+        snprintf(r.shm_name, sizeof(r.shm_name), "/collgpu-%d-%" PRIuFAST64, (int) r.creator,
+                 atomic_fetch_add(&emu_next_shm_seq, 1));
+        fd = shm_open(r.shm_name, O_CREAT | O_EXCL | O_RDWR, 0600);
+        if (0 <= fd || EEXIST != errno) {
+            break;
+        }
+    }
     if (fd < 0) {
         return dev_fail(DEV_ERR_NOMEM, "dev_mem_alloc: shm_open(%s) failed: %s", r.shm_name,
                         strerror(errno));

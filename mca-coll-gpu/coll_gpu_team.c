@@ -28,6 +28,7 @@
 #include "ompi_config.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -287,7 +288,10 @@ void mca_coll_gpu_team_destroy(mca_coll_gpu_module_t *m)
     m->team = NULL;
 }
 
-/* Map (and with create, make) the control block. */
+/* Names of control blocks team_setup tries before it gives up. */
+#define CTL_NAME_TRIES 1024
+
+/* Map (and with create, make) the control block; NULL with errno set when it fails. */
 static coll_gpu_ctl_t *ctl_map(const char *name, bool create, int nranks)
 {
     coll_gpu_ctl_t *ctl;
@@ -432,14 +436,25 @@ static int team_setup(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm
         }
     }
     if (mine.ok && 0 == rank) {
-        snprintf(ctl_name, sizeof(ctl_name), "/collgpu-ctl-%d-%d", (int) getpid(),
-                 atomic_fetch_add(&ctl_counter, 1) + 1);
-        t->ctl = ctl_map(ctl_name, true, size);
+        /* The name is made from the pid, and a process killed between the two rounds (a job
+         * ended by a timeout or an abort) leaves its name behind; pids wrap (at 32768 by
+         * default), so a later process with the same pid finds its first names taken.  A
+         * taken name is skipped, never removed: in another pid namespace that shares /dev/shm
+         * its owner may be alive. */
+        for (int tries = 0; tries < CTL_NAME_TRIES; ++tries) {
+            snprintf(ctl_name, sizeof(ctl_name), "/collgpu-ctl-%d-%d", (int) getpid(),
+                     atomic_fetch_add(&ctl_counter, 1) + 1);
+            t->ctl = ctl_map(ctl_name, true, size);
+            if (NULL != t->ctl || EEXIST != errno) {
+                break;
+            }
+        }
         mine.ok = (NULL != t->ctl);
         if (mine.ok) {
             memcpy(mine.ctl_name, ctl_name, sizeof(ctl_name));
         } else {
-            snprintf(why, why_len, "cannot create the control block %s", ctl_name);
+            snprintf(why, why_len, "cannot create the control block %s: %s", ctl_name,
+                     strerror(errno));
             ctl_name[0] = '\0'; /* ctl_map removed it */
         }
     }

@@ -30,7 +30,12 @@ run() {
     ran=$(grep -c '^ok ' "$log")
     check_decisions "$log" "$log.ranks" "$coll" "$alg" "$np"
     taken=$?
-    [ "$taken" -eq 0 ] || echo "# $dec_msg"
+    if [ "$taken" -ne 0 ]; then
+        echo "# $dec_msg"
+        # why a call did not take it: the ranks' own words (a team that did not form says why)
+        grep -h "coll:gpu:team\|cannot\|failed" "$log".ranks/*/rank.*/stderr 2>/dev/null \
+            | sed 's/^\[[^]]*\] //' | sort | uniq -c | head -8 | sed 's/^/#   /'
+    fi
     # what t_diag shows when a check fails
     cat "$log.err" >>"$log"
 }

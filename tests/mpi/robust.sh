@@ -3,7 +3,8 @@
 # freed under running nonblocking calls, MPI_Finalize right after the last wait, many calls
 # outstanding, MPI_Waitany/Waitsome/Testany, threads, memory kinds mixed across ranks and
 # calls, nonblocking calls started in different orders on different communicators, 200
-# communicators alive with a node team each; 2 and 3
+# communicators alive with a node team each, shared-memory names a dead process of the same
+# pid left behind; 2 and 3
 # ranks, on the node team's nonblocking path (coll_gpu_uniform_buffers=true: default
 # algorithms, then forced ones) and staged (false).
 #
@@ -52,6 +53,17 @@ for np in 2 3; do
     run "$np" true "auto auto" crossed warm
 done
 run 3 true "auto auto" comms 200
+# names in /dev/shm that a killed process with the same pid left (pids wrap at 32768: a test
+# suite that ends jobs by timeouts gets there) must cost no call its node team: the team of
+# world and of the dup forms on every rank, no call falls back for want of one
+for np in 2 3; do
+    COLL_GPU_MPIRUN_ARGS="--mca coll_gpu_verbose 5" run "$np" true "auto auto" stale
+    teams=$(grep -c "coll:gpu:team (cid [0-9]*): $np ranks on " "$log")
+    noteam=$(grep -c "no node team\|no NVLink/IPC team\|cannot create the control block" "$log")
+    [ "$teams" -eq $((2 * np)) ] && [ "$noteam" -eq 0 ]
+    t_ok $? "$np ranks, test_robust stale: $teams of $((2 * np)) rank-teams formed (world, dup), $noteam without"
+    [ "$teams" -eq $((2 * np)) ] && [ "$noteam" -eq 0 ] || t_diag "$log" 40
+done
 # as mpi4py initializes MPI: MPI_THREAD_MULTIPLE, real locks, one thread
 COLL_GPU_TEST_THREAD_MULTIPLE=1 run 3 true "auto auto" freed
 COLL_GPU_TEST_THREAD_MULTIPLE=1 run 3 true "auto auto" any

@@ -31,6 +31,8 @@
  *   test_robust comms [N] N (default 300) dups of world alive at once, each with a node team
  *                         (blocking and nonblocking device allreduce large enough to map peer
  *                         buffers), all used twice
+ *   test_robust stale     names in /dev/shm that a killed process with this process' pid left
+ *                         (pids wrap): device allreduce and bcast on world and a dup right
  *   test_robust threads   MPI_THREAD_MULTIPLE: 3 threads, each on its own dup of world, loop
  *                         over blocking and nonblocking allreduce and bcast with buffers
  *                         allocated and freed in the loop; device buffers, then host buffers
@@ -41,9 +43,12 @@
  * Every call runs on fresh random data into poisoned device outputs and is compared with a
  * host reference computed from every rank's inputs.
  */
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "mpitest.h"
 
@@ -970,6 +975,103 @@ static void case_comms(int ncomm)
                        "nonblocking device allreduce of 70001 int32, twice over: right", ncomm);
 }
 
+/* ---- stale --------------------------------------------------------------------------------- */
+
+/* A job ended by a timeout or an abort leaves coll/gpu's shared-memory names behind, and pids
+ * wrap (at 32768 by default: a test suite gets there), so a later process can get a dead one's
+ * pid.  coll/gpu makes two kinds of names from its pid: the node team's control block
+ * (/collgpu-ctl-<pid>-<n>, made by rank 0 of a team, n from 1) and, on the emulated device,
+ * device memory (/collgpu-<pid>-<n>, n from 0).  Before its first device call each rank makes
+ * the first STALE_NAMES of both for its own pid, as its pid's dead owner would have left them
+ * (those already in use by this process stay as they are); then device allreduce and bcast on
+ * world and on a dup, blocking and nonblocking, must be right.  The calls must also take the
+ * node team (a name taken must not cost the team): robust.sh reads that from the log. */
+#define STALE_NAMES 64
+
+static void case_stale(void)
+{
+    static const char *const forms[2] = {"/collgpu-ctl-%d-%d", "/collgpu-%d-%d"};
+    char names[2 * STALE_NAMES][64];
+    bool mine[2 * STALE_NAMES];
+    char diag[MT_DIAG_LEN] = "";
+    int ok = 1, nmade = 0;
+    MPI_Comm dup;
+
+    mt_set_case("stale: names of a dead process with this pid");
+    for (int f = 0; f < 2; ++f) {
+        for (int i = 0; i < STALE_NAMES; ++i) {
+            char *name = names[f * STALE_NAMES + i];
+            int fd;
+            snprintf(name, sizeof(names[0]), forms[f], (int) getpid(), i + (0 == f ? 1 : 0));
+            fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
+            mine[f * STALE_NAMES + i] = (0 <= fd);
+            if (0 <= fd) {
+                ++nmade;
+                ok = ok && 0 == ftruncate(fd, 4096);
+                close(fd);
+            }
+        }
+    }
+    mt_check(ok && nmade > STALE_NAMES, "", "stale: %d names of this pid made in /dev/shm",
+             nmade);
+
+    /* device memory: as many allocations as there are stale names (on the emulated device
+     * each takes the next name); agreed, so that no rank enters a call its peers skip */
+    {
+        void *p[STALE_NAMES + 1];
+        char first[MT_DIAG_LEN] = "";
+        int nfailed = 0, all_ok = 0;
+        for (int i = 0; i <= STALE_NAMES; ++i) {
+            p[i] = NULL;
+            if (DEV_OK != dev_mem_alloc(&p[i], 4096)) {
+                if (0 == nfailed++) {
+                    snprintf(first, sizeof(first), "%s", dev_error_string());
+                }
+                p[i] = NULL;
+            }
+        }
+        for (int i = 0; i <= STALE_NAMES; ++i) {
+            if (NULL != p[i]) {
+                (void) dev_mem_free(p[i]);
+            }
+        }
+        ok = (0 == nfailed);
+        MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+        mt_check(all_ok, ok ? "on another rank" : first,
+                 "stale: %d device allocations beside them succeed (%d failed here)",
+                 STALE_NAMES + 1, nfailed);
+        ok = all_ok;
+    }
+
+    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+    for (int pass = 0; ok && pass < 2; ++pass) {
+        MPI_Comm comm = (0 == pass) ? MPI_COMM_WORLD : dup;
+        call_t c[4];
+        int made = call_start_at(&c[0], K_ALLREDUCE, comm, 70001, 0, MEM_DEVICE, next_round++,
+                                 true);
+        made = call_start_at(&c[1], K_BCAST, comm, 4099, mt_size - 1, MEM_DEVICE,
+                             next_round++, true) && made;
+        made = call_start_at(&c[2], K_ALLREDUCE, comm, 1023, 0, MEM_DEVICE, next_round++,
+                             false) && made;
+        made = call_start_at(&c[3], K_BCAST, comm, 70001, 0, MEM_DEVICE, next_round++,
+                             false) && made;
+        wait_all(c, made ? 4 : 0);
+        if (!(made && check_all_calls(c, 4, diag))) {
+            mt_diag_add(diag, "(%s%s) ", 0 == pass ? "world" : "dup",
+                        made ? "" : ", a device buffer could not be allocated");
+            ok = 0;
+        }
+    }
+    MPI_Comm_free(&dup);
+    for (int i = 0; i < 2 * STALE_NAMES; ++i) {
+        if (mine[i]) {
+            shm_unlink(names[i]);
+        }
+    }
+    mt_check(ok, diag, "stale: device allreduce and bcast, blocking and nonblocking, on world "
+                       "and a dup, beside names a dead process of this pid left: right");
+}
+
 /* ---- crossed ------------------------------------------------------------------------------- */
 
 /* Nonblocking collectives on different communicators may be started in different orders on
@@ -1268,6 +1370,8 @@ int main(int argc, char **argv)
         case_any();
     } else if (0 == strcmp(mode, "comms")) {
         case_comms(2 < argc ? atoi(argv[2]) : 300);
+    } else if (0 == strcmp(mode, "stale")) {
+        case_stale();
     } else if (0 == strcmp(mode, "crossed")) {
         case_crossed(2 < argc && 0 == strcmp(argv[2], "warm"));
     } else if (0 == strcmp(mode, "kinds")) {
