@@ -198,6 +198,9 @@ typedef struct mca_coll_gpu_module_t {
     COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR_NB(COLL_GPU_DECLARE_SAVED_NEIGHBOR)
     COLL_GPU_FOREACH_INTERCEPTED_INIT(COLL_GPU_DECLARE_SAVED) /* 5.0 only (coll_gpu_compat.h) */
     COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR_INIT(COLL_GPU_DECLARE_SAVED_NEIGHBOR) /* 5.0 only */
+    /* MPI_Reduce_local (through MPI_COMM_SELF's table): taken only where a function to fall
+     * back on is there after the gap filling (coll_gpu_module.c), unlike the slots above */
+    COLL_GPU_DECLARE_SAVED(reduce_local)
 
     bool enabled;               /* enable() saved the fallbacks above */
     /* Inside one of our calls that agrees on the path (coll_gpu_uniform_buffers false): the
@@ -715,6 +718,9 @@ int mca_coll_gpu_reduce_scatter_block(const void *sbuf, void *rbuf, int rcount,
 int mca_coll_gpu_scan(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
                       struct ompi_op_t *op, struct ompi_communicator_t *comm,
                       mca_coll_base_module_t *module);
+int mca_coll_gpu_reduce_local(const void *inbuf, void *inoutbuf, int count,
+                              struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                              mca_coll_base_module_t *module);
 int mca_coll_gpu_scatter(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
                          void *rbuf, int rcount, struct ompi_datatype_t *rdtype, int root,
                          struct ompi_communicator_t *comm, mca_coll_base_module_t *module);

@@ -61,6 +61,7 @@ static void gpu_module_release(mca_coll_gpu_module_t *module)
     COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR_NB(COLL_GPU_RELEASE_SAVED)
     COLL_GPU_FOREACH_INTERCEPTED_INIT(COLL_GPU_RELEASE_SAVED)
     COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR_INIT(COLL_GPU_RELEASE_SAVED)
+    COLL_GPU_RELEASE_SAVED(reduce_local)
 #undef COLL_GPU_RELEASE_SAVED
     for (int i = 0; i < module->n_gap_modules; ++i) {
         OBJ_RELEASE(module->gap_modules[i]);
@@ -170,6 +171,7 @@ mca_coll_base_module_t *mca_coll_gpu_comm_query(struct ompi_communicator_t *comm
         COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR_NB(COLL_GPU_SET_ENTRY)
         COLL_GPU_FOREACH_INTERCEPTED_INIT(COLL_GPU_SET_ENTRY)
         COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR_INIT(COLL_GPU_SET_ENTRY)
+        COLL_GPU_SET_ENTRY(reduce_local)
     }
 #undef COLL_GPU_SET_ENTRY
 
@@ -226,6 +228,12 @@ static int gpu_module_enable(mca_coll_base_module_t *module, struct ompi_communi
     COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR_NB(COLL_GPU_SAVE)
     COLL_GPU_FOREACH_INTERCEPTED_INIT(COLL_GPU_SAVE)
     COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR_INIT(COLL_GPU_SAVE)
+    /* MPI_Reduce_local's slot is taken only over a function to hand host buffers to (the gap
+     * filling provides one whenever Open MPI has any); else it stays as it is */
+    if (NULL == comm->c_coll->coll_reduce_local) {
+        m->super.coll_reduce_local = NULL;
+    }
+    COLL_GPU_SAVE(reduce_local)
 #undef COLL_GPU_SAVE
 
     m->enabled = true;

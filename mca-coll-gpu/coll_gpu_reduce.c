@@ -1,6 +1,6 @@
 /*
  * coll_gpu_reduce.c - the reductions other than allreduce: MPI_Reduce, MPI_Reduce_scatter,
- * MPI_Reduce_scatter_block, MPI_Scan, MPI_Exscan.
+ * MPI_Reduce_scatter_block, MPI_Scan, MPI_Exscan, and the local one, MPI_Reduce_local.
  *
  * Each has one shape: a send buffer read, a receive buffer written (read and written with
  * MPI_IN_PLACE).  Host buffers go to the saved module; anything else is staged.
@@ -169,4 +169,37 @@ int mca_coll_gpu_exscan(const void *sbuf, void *rbuf, int count, struct ompi_dat
     }
     return scan_like("exscan", m->prev_exscan.fn, m->prev_exscan.module, sbuf, rbuf, count,
                      dtype, op, comm, m);
+}
+
+/* MPI_Reduce_local (inoutbuf = inbuf op inoutbuf), which Open MPI routes through
+ * MPI_COMM_SELF's table: host buffers to the saved function, anything else staged.  A local
+ * call that threads may make at the same time on the same communicator: each call stages
+ * through memory of its own, never the module's bounce buffers. */
+int mca_coll_gpu_reduce_local(const void *inbuf, void *inoutbuf, int count,
+                              struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                              mca_coll_base_module_t *module)
+{
+    static const char *const name = "reduce_local";
+    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    struct ompi_communicator_t *self = &ompi_mpi_comm_self.comm;
+    coll_gpu_staged_t s, r;
+    int rc;
+
+    if (mca_coll_gpu_both_host(mca_coll_gpu_data_start(inbuf, dtype, count),
+                               mca_coll_gpu_data_start(inoutbuf, dtype, count))) {
+        return m->prev_reduce_local.fn(inbuf, inoutbuf, count, dtype, op,
+                                       m->prev_reduce_local.module);
+    }
+    mca_coll_gpu_log_call(name, self, mca_coll_gpu_call_bytes(dtype, (size_t) count), dtype, op,
+                          "staged");
+    rc = mca_coll_gpu_stage_pair_owned(m, self, name, inbuf, COLL_GPU_LAYOUT(dtype, count),
+                                       COLL_GPU_READ, inoutbuf, COLL_GPU_LAYOUT(dtype, count),
+                                       COLL_GPU_READWRITE, &s, &r);
+    if (OMPI_SUCCESS != rc) {
+        return rc;
+    }
+    rc = m->prev_reduce_local.fn(mca_coll_gpu_view(&s), mca_coll_gpu_view(&r), count, dtype, op,
+                                 m->prev_reduce_local.module);
+    return mca_coll_gpu_unstage_pair(m, self, name, rc, &s, COLL_GPU_READ, &r,
+                                     COLL_GPU_READWRITE);
 }
