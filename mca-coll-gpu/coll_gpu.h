@@ -238,11 +238,20 @@ int mca_coll_gpu_gapfill(mca_coll_gpu_module_t *module, struct ompi_communicator
 void mca_coll_gpu_gapfill_finalize(void);
 
 /* ---- node team (coll_gpu_team.c) ---- */
-/* The communicator's team, built on first use (collective: every rank must call it for the same
- * call, what names it in hang reports); NULL when the communicator cannot have one (then never
- * again). */
+/* The communicator's team, built on first use or waited for when a nonblocking call began it
+ * (collective: every rank must call it for the same call, what names it in hang reports); NULL
+ * when the communicator cannot have one (then never again). */
 coll_gpu_team_t *mca_coll_gpu_team_get(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
                                        const char *what);
+/* The communicator's team in whatever state it is, its setup begun when there is none yet
+ * (async: by a nonblocking call, which does not wait for it); NULL only when this rank has no
+ * memory for it.  Collective as team_get. */
+coll_gpu_team_t *mca_coll_gpu_team_begin(mca_coll_gpu_module_t *m,
+                                         struct ompi_communicator_t *comm, const char *what,
+                                         bool async);
+/* Move a pending setup on without waiting; the team's state after.  Called under the
+ * nonblocking engine's lock (mca_coll_gpu_async_setup_step takes it). */
+coll_gpu_team_state_t mca_coll_gpu_team_setup_step(coll_gpu_team_t *t);
 /* A blocking host exchange of ours (team setup, path agreement) between begin and end: the
  * progress engine, in which the component below us waits, reports it once past
  * coll_gpu_hang_warn_seconds (what: the collective, stage: the exchange).  Per thread. */
@@ -360,6 +369,8 @@ int mca_coll_gpu_async_bcast(mca_coll_gpu_module_t *m, void *buf, int count,
                              ompi_request_t **request, bool *taken);
 /* Before a blocking call on team t: complete its queued nonblocking calls (by progressing). */
 void mca_coll_gpu_async_drain(coll_gpu_team_t *t);
+/* mca_coll_gpu_team_setup_step under the engine's lock (a blocking wait for a setup). */
+coll_gpu_team_state_t mca_coll_gpu_async_setup_step(coll_gpu_team_t *t);
 /* From the waits of ours: move every team's queued calls (cheap when none are queued). */
 void mca_coll_gpu_async_poll(void);
 /* At team release: complete its calls, drop the progress callback with the last team. */
@@ -384,6 +395,18 @@ bool mca_coll_gpu_map_op(struct ompi_op_t *op, dev_op_t *out);
 coll_gpu_team_t *mca_coll_gpu_select(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
                                      topo_coll_t coll, size_t bytes, const char *not_capable,
                                      topo_plan_t *plan);
+/* The same for a nonblocking call, which never waits for the team's setup: NULL when the call
+ * is staged now (rc: an error that fails the call); else the team, with the plan, or with
+ * deferred set: the call waits on the team's queue until the setup has ended and decides then
+ * (mca_coll_gpu_select_plan, or the host fallback when there is no team or its plan is
+ * staged).  Every rank makes the same choice for the same call. */
+coll_gpu_team_t *mca_coll_gpu_select_nb(mca_coll_gpu_module_t *m,
+                                        struct ompi_communicator_t *comm, topo_coll_t coll,
+                                        size_t bytes, const char *not_capable, topo_plan_t *plan,
+                                        bool *deferred, int *rc);
+/* The plan of a call on a ready team; false when it is staged. */
+bool mca_coll_gpu_select_plan(coll_gpu_team_t *t, topo_coll_t coll, size_t bytes,
+                              topo_plan_t *plan);
 
 /* ---- one rank's buffers on the agreed path (coll_gpu_adapt.c) ---- */
 
@@ -915,6 +938,33 @@ static inline void mca_coll_gpu_nb_log(const char *what, struct ompi_communicato
 #define COLL_GPU_LOG_ERROR 1     /* failures and permanent fallbacks */
 #define COLL_GPU_LOG_QUERY 5     /* comm_query decisions, disqualifications */
 #define COLL_GPU_LOG_CALL 10     /* one line per device-buffer call: the path taken */
+
+/* ---- host fallback of calls queued on a team that has no GPU path (coll_gpu_fallback.c) --- */
+typedef struct coll_gpu_fallback_t {
+    mca_coll_gpu_module_t *m;
+    struct ompi_communicator_t *comm;
+    const char *what;
+    bool bcast, started;
+    int root, count, phase, rc;
+    struct ompi_datatype_t *dtype;
+    struct ompi_op_t *op;
+    coll_gpu_staged_t s, r;     /* the buffers seen from the host */
+    coll_gpu_dir_t sdir, rdir;
+    char *gather;               /* allreduce, rank 0: the other ranks' inputs */
+    ptrdiff_t lo;
+    size_t span;
+    ompi_request_t **reqs;
+    int nreqs;
+} coll_gpu_fallback_t;
+/* Start an allreduce (sbuf may be MPI_IN_PLACE) or a bcast from root; an error means the call
+ * could not start (as fatal as a request that cannot be allocated). */
+int mca_coll_gpu_fallback_start(coll_gpu_fallback_t *f, mca_coll_gpu_module_t *m,
+                                struct ompi_communicator_t *comm, const char *what, bool bcast,
+                                const void *sbuf, void *rbuf, int count,
+                                struct ompi_datatype_t *dtype, struct ompi_op_t *op, int root);
+/* Move it on without waiting; true once it has ended (result in f->rc, buffers copied back). */
+bool mca_coll_gpu_fallback_test(coll_gpu_fallback_t *f);
+
 
 END_C_DECLS
 

@@ -21,6 +21,13 @@
  * record as the blocking call does.  Everything else stays on the staged nonblocking path
  * (coll_gpu_nonblocking.c), on every rank.
  *
+ * A call made while its team's setup is in flight waits on the queue (ALG_DEFER) and is
+ * decided once the setup has ended, as it would have been on the ready team; on a team a
+ * nonblocking call set up, a call without a GPU path (the setup failed, the plan is staged or
+ * has no form here) stays on the queue too and runs through the host with coll/gpu's own
+ * messages (coll_gpu_fallback.c): when the setup's outcome becomes known differs between ranks,
+ * so such calls must not go anywhere whose order that moment would change.
+ *
  * Requests of one team run one at a time, in issue order: the team's seq, its double-buffered
  * scratch and call records assume it.  A queue per team:
  *
@@ -115,6 +122,9 @@ typedef enum {
     ALG_BC_TREE,
     ALG_BC_AGREE,  /* bcast before the root's plan is known */
     ALG_BC_EMPTY,  /* bcast of 0 bytes: arrive, wait for all */
+    ALG_DEFER,     /* queued while the team's setup was in flight: decided when it ends */
+    ALG_FALLBACK,  /* on a team a nonblocking call set up, without a GPU path for the call:
+                    * through the host (coll_gpu_fallback.c) */
     ALG_FINISH,    /* only the end is left: after a failure (or one before the call: then
                    * the rank takes part without data), or after the ring's last step */
 } async_alg_t;
@@ -188,6 +198,11 @@ typedef struct coll_gpu_async_t {
     bool persistent;                    /* MPI_Allreduce_init, MPI_Bcast_init */
     async_alg_t first_alg;              /* the algorithm decided at the call (or the init) */
     topo_plan_t first_plan;             /* bcast: this rank's plan, before the agreement */
+    /* a call decided on the queue (ALG_DEFER), and its host fallback */
+    mca_coll_gpu_module_t *module;
+    struct ompi_op_t *mpi_op;
+    bool setup_reported;                /* a long wait for the setup was reported */
+    coll_gpu_fallback_t fb;
 } coll_gpu_async_t;
 
 static void async_destruct(coll_gpu_async_t *r)
@@ -1089,6 +1104,120 @@ static bool bcast_any_mismatch(coll_gpu_team_t *t, uint64_t seq, size_t bytes)
     return false;
 }
 
+/* ---- calls decided on the queue ------------------------------------------------------------ */
+
+static void allreduce_begin(coll_gpu_async_t *r);
+static void bcast_begin(coll_gpu_async_t *r);
+
+/* The allreduce algorithm of a plan; false when the plan has no form here (staged). */
+static bool allreduce_alg(topo_plan_t *plan, bool in_place, async_alg_t *alg)
+{
+    if (TOPO_AR_FUSED == plan->alg) {
+        *alg = ALG_FUSED;
+    } else if (TOPO_AR_ONESHOT == plan->alg) {
+        *alg = in_place ? ALG_ONESHOT_SCRATCH : ALG_ONESHOT;
+    } else if (TOPO_AR_TWOSHOT == plan->alg || TOPO_AR_TWOSHOT_CE == plan->alg) {
+        if (TOPO_AR_TWOSHOT_CE == plan->alg) {
+            plan->alg = TOPO_AR_TWOSHOT; /* its nonblocking form moves by SM loads */
+            plan->nblocks = 0;
+        }
+        *alg = ALG_TWOSHOT;
+    } else if (TOPO_AR_RING == plan->alg) {
+        *alg = ALG_RING;
+    } else {
+        return false;
+    }
+    return true;
+}
+
+/* A rank kept waiting for the setup says so once (coll_gpu_hang_warn_seconds); it never gives
+ * up there: the setup's exchange has no way to tell the peers. */
+static void defer_waiting(coll_gpu_async_t *r)
+{
+    int warn = mca_coll_gpu_component.hang_warn_seconds;
+    double now;
+
+    if (0 != (++r->polls % ASYNC_CLOCK_EVERY) || 0 >= warn) {
+        return;
+    }
+    now = async_now();
+    if (0.0 == r->wait_start) {
+        r->wait_start = now;
+    } else if (now - r->wait_start >= (double) warn && !r->setup_reported) {
+        r->setup_reported = true;
+        opal_output(0, "coll:gpu: rank %d has waited %d s in a nonblocking %s on communicator "
+                       "%d for its peers to set up the node team",
+                    ompi_comm_rank(r->comm), (int) (now - r->wait_start), r->what,
+                    r->team->cid);
+    }
+}
+
+/* A call queued while its team's setup was in flight, or on a team a nonblocking call set up
+ * that has no GPU path for it: once the setup has ended, decide as the call would on a ready
+ * team (the setup's outcome and the plan are the same on every rank), then begin it; no team,
+ * a staged plan or one without a nonblocking form: the host fallback. */
+static int step_defer(coll_gpu_async_t *r)
+{
+    coll_gpu_team_t *t = r->team;
+    topo_coll_t coll = r->bcast ? TOPO_COLL_BCAST : TOPO_COLL_ALLREDUCE;
+    size_t bytes = r->bcast ? r->bytes : mca_coll_gpu_call_bytes(r->user_dtype,
+                                                                 (size_t) r->user_count);
+    coll_gpu_team_state_t state = mca_coll_gpu_team_setup_step(t);
+    topo_plan_t plan;
+    async_alg_t alg = ALG_BC_AGREE;
+    int rc;
+
+    if (COLL_GPU_TEAM_PENDING == state) {
+        defer_waiting(r);
+        return ASYNC_PENDING;
+    }
+    r->wait_start = 0.0;
+    memset(&plan, 0, sizeof(plan));
+    if (COLL_GPU_TEAM_READY == state && mca_coll_gpu_select_plan(t, coll, bytes, &plan)
+        && (r->bcast || allreduce_alg(&plan, r->in_place, &alg))) {
+        mca_coll_gpu_log_plan(r->what, r->comm, bytes, r->user_dtype, r->mpi_op, coll, t,
+                              &plan);
+        r->first_alg = alg;
+        r->first_plan = plan;
+        if (r->bcast) {
+            bcast_begin(r);
+        } else {
+            r->launch.nblocks = plan.nblocks;
+            r->launch.nthreads = plan.nthreads;
+            allreduce_begin(r);
+        }
+        return ASYNC_AGAIN;
+    }
+    plan.alg = TOPO_AR_STAGED; /* == TOPO_BC_STAGED */
+    snprintf(plan.reason, sizeof(plan.reason), "%s; through the host with coll/gpu's own "
+             "messages, as the setup ended at different times on different ranks",
+             COLL_GPU_TEAM_READY == state ? "no GPU path for it on this team"
+                                          : "no node team (its setup failed)");
+    mca_coll_gpu_log_plan(r->what, r->comm, bytes, r->user_dtype, r->mpi_op, coll, NULL,
+                          &plan);
+    rc = mca_coll_gpu_fallback_start(&r->fb, r->module, r->comm, r->what, r->bcast,
+                                     r->user_sbuf, r->user_rbuf, r->user_count, r->user_dtype,
+                                     r->mpi_op, r->root);
+    if (OMPI_SUCCESS != rc) {
+        /* this rank cannot take part: as fatal as a request that cannot be allocated */
+        mca_coll_gpu_report_failure(r->what, r->comm, "cannot start the host fallback (%d)",
+                                    rc);
+        r->rc = rc;
+        return ASYNC_END;
+    }
+    r->alg = ALG_FALLBACK;
+    return ASYNC_AGAIN;
+}
+
+static int step_fallback(coll_gpu_async_t *r)
+{
+    if (!mca_coll_gpu_fallback_test(&r->fb)) {
+        return ASYNC_PENDING;
+    }
+    r->rc = r->fb.rc;
+    return ASYNC_END;
+}
+
 /* One step of a request; ASYNC_END when it is over. */
 static int async_step(coll_gpu_async_t *r)
 {
@@ -1107,6 +1236,10 @@ static int async_step(coll_gpu_async_t *r)
         return step_agree(r);
     case ALG_BC_EMPTY:
         return step_empty(r);
+    case ALG_DEFER:
+        return step_defer(r);
+    case ALG_FALLBACK:
+        return step_fallback(r);
     case ALG_BC_PUSH:
         return step_push(r);
     case ALG_BC_PULL:
@@ -1422,6 +1555,18 @@ void mca_coll_gpu_async_drain(coll_gpu_team_t *t)
     }
 }
 
+coll_gpu_team_state_t mca_coll_gpu_async_setup_step(coll_gpu_team_t *t)
+{
+    coll_gpu_team_state_t state;
+
+    if (!async_enter()) {
+        return t->state; /* another thread is in the engine: it steps the setup too */
+    }
+    state = mca_coll_gpu_team_setup_step(t);
+    async_leave();
+    return state;
+}
+
 void mca_coll_gpu_async_release(coll_gpu_team_t *t)
 {
     if (!t->async_used) {
@@ -1524,6 +1669,10 @@ static coll_gpu_async_t *async_new(coll_gpu_team_t *t, struct ompi_communicator_
     r->wait_start = 0.0;
     memset(&r->s, 0, sizeof(r->s));
     memset(&r->r, 0, sizeof(r->r));
+    r->module = NULL;
+    r->mpi_op = NULL;
+    r->setup_reported = false;
+    memset(&r->fb, 0, sizeof(r->fb));
     return r;
 }
 
@@ -1656,6 +1805,11 @@ static void async_issue(coll_gpu_async_t *r, const void *sbuf, void *rbuf, int c
         *request = &r->super.super; /* inactive until async_pers_start */
         return;
     }
+    if (ALG_DEFER == r->first_alg) {
+        async_reset(r); /* begun once decided (step_defer) */
+        async_start(r, request);
+        return;
+    }
     if (r->bcast) {
         bcast_begin(r);
     } else {
@@ -1679,7 +1833,9 @@ int mca_coll_gpu_async_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, voi
     dev_dtype_t dt = DEV_T_UINT8;
     dev_op_t dop = DEV_OP_SUM;
     size_t nelems = 0;
-    async_alg_t alg;
+    async_alg_t alg = ALG_FINISH;
+    bool deferred = false;
+    int rc = OMPI_SUCCESS;
 
     *taken = false;
     /* device buffers on every rank (coll_gpu_uniform_buffers, and no mix of kinds seen at the
@@ -1690,25 +1846,25 @@ int mca_coll_gpu_async_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, voi
         return OMPI_SUCCESS;
     }
     not_capable = mca_coll_gpu_map_reduction(dtype, (size_t) count, op, &dt, &dop, &nelems);
-    t = mca_coll_gpu_select(m, comm, TOPO_COLL_ALLREDUCE, bytes, not_capable, &plan);
+    if (persistent) {
+        t = mca_coll_gpu_select(m, comm, TOPO_COLL_ALLREDUCE, bytes, not_capable, &plan);
+    } else {
+        t = mca_coll_gpu_select_nb(m, comm, TOPO_COLL_ALLREDUCE, bytes, not_capable, &plan,
+                                   &deferred, &rc);
+        if (OMPI_SUCCESS != rc) {
+            return rc;
+        }
+    }
     if (NULL == t) {
         return OMPI_SUCCESS;
     }
-    /* the plan is the same on every rank: so is what follows */
-    if (TOPO_AR_FUSED == plan.alg) {
-        alg = ALG_FUSED;
-    } else if (TOPO_AR_ONESHOT == plan.alg) {
-        alg = in_place ? ALG_ONESHOT_SCRATCH : ALG_ONESHOT;
-    } else if (TOPO_AR_TWOSHOT == plan.alg || TOPO_AR_TWOSHOT_CE == plan.alg) {
-        if (TOPO_AR_TWOSHOT_CE == plan.alg) {
-            plan.alg = TOPO_AR_TWOSHOT; /* its nonblocking form moves by SM loads */
-            plan.nblocks = 0;
+    /* the plan is the same on every rank: so is what follows (a plan without a nonblocking
+     * form is staged; on a team a nonblocking call set up, through its queue) */
+    if (!deferred && !allreduce_alg(&plan, in_place, &alg)) {
+        if (persistent || !t->async_setup) {
+            return OMPI_SUCCESS;
         }
-        alg = ALG_TWOSHOT;
-    } else if (TOPO_AR_RING == plan.alg) {
-        alg = ALG_RING;
-    } else {
-        return OMPI_SUCCESS; /* no nonblocking form: staged, on every rank */
+        deferred = true;
     }
     r = async_new(t, comm, name, persistent);
     if (NULL == r) {
@@ -1718,16 +1874,22 @@ int mca_coll_gpu_async_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, voi
         return OMPI_ERR_OUT_OF_RESOURCE;
     }
     *taken = true;
-    mca_coll_gpu_log_plan(name, comm, bytes, dtype, op, TOPO_COLL_ALLREDUCE, t, &plan);
-    r->first_alg = alg;
-    r->first_plan = plan;
+    r->module = m;
+    r->mpi_op = op;
     r->in_place = in_place;
     r->count = nelems;
     r->dt = dt;
     r->op = dop;
     r->esize = dev_dtype_size(dt);
-    r->launch.nblocks = plan.nblocks;
-    r->launch.nthreads = plan.nthreads;
+    if (deferred) {
+        r->first_alg = ALG_DEFER;
+    } else {
+        mca_coll_gpu_log_plan(name, comm, bytes, dtype, op, TOPO_COLL_ALLREDUCE, t, &plan);
+        r->first_alg = alg;
+        r->first_plan = plan;
+        r->launch.nblocks = plan.nblocks;
+        r->launch.nthreads = plan.nthreads;
+    }
     async_issue(r, sbuf, rbuf, count, dtype, request);
     return OMPI_SUCCESS;
 }
@@ -1742,12 +1904,22 @@ int mca_coll_gpu_async_bcast(mca_coll_gpu_module_t *m, void *buf, int count,
     coll_gpu_async_t *r;
     coll_gpu_team_t *t;
     topo_plan_t plan;
+    bool deferred = false;
+    int rc = OMPI_SUCCESS;
 
     *taken = false;
     if (m->inter || !mca_coll_gpu_nb_assume_uniform(m)) {
         return OMPI_SUCCESS;
     }
-    t = mca_coll_gpu_select(m, comm, TOPO_COLL_BCAST, bytes, NULL, &plan);
+    if (persistent) {
+        t = mca_coll_gpu_select(m, comm, TOPO_COLL_BCAST, bytes, NULL, &plan);
+    } else {
+        t = mca_coll_gpu_select_nb(m, comm, TOPO_COLL_BCAST, bytes, NULL, &plan, &deferred,
+                                   &rc);
+        if (OMPI_SUCCESS != rc) {
+            return rc;
+        }
+    }
     if (NULL == t) {
         return OMPI_SUCCESS;
     }
@@ -1757,12 +1929,17 @@ int mca_coll_gpu_async_bcast(mca_coll_gpu_module_t *m, void *buf, int count,
         return OMPI_ERR_OUT_OF_RESOURCE;
     }
     *taken = true;
-    mca_coll_gpu_log_plan(name, comm, bytes, dtype, NULL, TOPO_COLL_BCAST, t, &plan);
-    r->first_alg = ALG_BC_AGREE;
-    r->first_plan = plan;
+    r->module = m;
     r->bcast = true;
     r->bytes = bytes;
     r->root = root;
+    if (deferred) {
+        r->first_alg = ALG_DEFER;
+    } else {
+        mca_coll_gpu_log_plan(name, comm, bytes, dtype, NULL, TOPO_COLL_BCAST, t, &plan);
+        r->first_alg = ALG_BC_AGREE;
+        r->first_plan = plan;
+    }
     async_issue(r, NULL, buf, count, dtype, request);
     return OMPI_SUCCESS;
 }

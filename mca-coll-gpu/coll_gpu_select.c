@@ -184,47 +184,59 @@ void mca_coll_gpu_topo_finalize(void)
     node_model_tried = false;
 }
 
-coll_gpu_team_t *mca_coll_gpu_select(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
-                                     topo_coll_t coll, size_t bytes, const char *not_capable,
-                                     topo_plan_t *plan)
+/* What selection decides before it needs the team (the same on every rank: the arguments,
+ * the parameters, the membership): false when the call is staged whatever the team (plan says
+ * so and why). */
+static bool select_needs_team(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                              topo_coll_t coll, size_t bytes, const char *not_capable,
+                              topo_plan_t *plan)
 {
     mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
     int forced = (TOPO_COLL_ALLREDUCE == coll) ? c->allreduce_algorithm : c->bcast_algorithm;
     int staged = (TOPO_COLL_ALLREDUCE == coll) ? TOPO_AR_STAGED : TOPO_BC_STAGED;
-    topo_select_in_t in;
-    coll_gpu_team_t *t;
 
     memset(plan, 0, sizeof(*plan));
     plan->alg = staged;
     plan->forced = (staged == forced);
     if (NULL != not_capable) {
         snprintf(plan->reason, sizeof(plan->reason), "%s", not_capable);
-        return NULL;
+        return false;
     }
     if (staged == forced) {
         snprintf(plan->reason, sizeof(plan->reason), "forced by coll_gpu_%s_algorithm",
                  topo_coll_name(coll));
-        return NULL;
+        return false;
     }
     /* A bcast's byte count may differ between ranks (an erroneous program that must fail, not
      * hang): it never decides between the team and staging; the team path checks it. */
     if (2 > ompi_comm_size(comm) || (0 == bytes && TOPO_COLL_ALLREDUCE == coll)) {
         snprintf(plan->reason, sizeof(plan->reason), "nothing to exchange between GPUs");
-        return NULL;
+        return false;
     }
     /* a team serves one node: a communicator across nodes (real or emulated) never gets one
      * (coll_gpu_hier.c takes it when UCX is there) */
     if (mca_coll_gpu_hier_spans(m, comm)) {
         snprintf(plan->reason, sizeof(plan->reason), "spans nodes, no UCX path (not built, not "
                                                      "set up, or staging forced)");
-        return NULL;
+        return false;
     }
-    t = mca_coll_gpu_team_get(m, comm, topo_coll_name(coll));
-    if (NULL == t) {
-        snprintf(plan->reason, sizeof(plan->reason), "no node team (ranks off node, or IPC "
-                                                     "mapping refused)");
-        return NULL;
-    }
+    return true;
+}
+
+static void no_team_reason(topo_plan_t *plan)
+{
+    snprintf(plan->reason, sizeof(plan->reason), "no node team (ranks off node, or IPC "
+                                                 "mapping refused)");
+}
+
+bool mca_coll_gpu_select_plan(coll_gpu_team_t *t, topo_coll_t coll, size_t bytes,
+                              topo_plan_t *plan)
+{
+    mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
+    int forced = (TOPO_COLL_ALLREDUCE == coll) ? c->allreduce_algorithm : c->bcast_algorithm;
+    int staged = (TOPO_COLL_ALLREDUCE == coll) ? TOPO_AR_STAGED : TOPO_BC_STAGED;
+    topo_select_in_t in;
+
     t->what = topo_coll_name(coll); /* names this call in the waits' hang reports */
     memset(&in, 0, sizeof(in));
     topo_select_in_from_team(&in, &t->info, 1);
@@ -254,7 +266,55 @@ coll_gpu_team_t *mca_coll_gpu_select(mca_coll_gpu_module_t *m, struct ompi_commu
         snprintf(plan->reason, sizeof(plan->reason), "%zu B exceed the one-shot slot: two-shot",
                  bytes);
     }
-    return (staged == plan->alg) ? NULL : t;
+    return staged != plan->alg;
+}
+
+coll_gpu_team_t *mca_coll_gpu_select(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                                     topo_coll_t coll, size_t bytes, const char *not_capable,
+                                     topo_plan_t *plan)
+{
+    coll_gpu_team_t *t;
+
+    if (!select_needs_team(m, comm, coll, bytes, not_capable, plan)) {
+        return NULL;
+    }
+    t = mca_coll_gpu_team_get(m, comm, topo_coll_name(coll));
+    if (NULL == t) {
+        no_team_reason(plan);
+        return NULL;
+    }
+    return mca_coll_gpu_select_plan(t, coll, bytes, plan) ? t : NULL;
+}
+
+coll_gpu_team_t *mca_coll_gpu_select_nb(mca_coll_gpu_module_t *m,
+                                        struct ompi_communicator_t *comm, topo_coll_t coll,
+                                        size_t bytes, const char *not_capable, topo_plan_t *plan,
+                                        bool *deferred, int *rc)
+{
+    coll_gpu_team_t *t;
+
+    *deferred = false;
+    *rc = OMPI_SUCCESS;
+    if (!select_needs_team(m, comm, coll, bytes, not_capable, plan)) {
+        return NULL;
+    }
+    t = mca_coll_gpu_team_begin(m, comm, topo_coll_name(coll), true);
+    if (NULL == t) {
+        *rc = OMPI_ERR_OUT_OF_RESOURCE;
+        return NULL;
+    }
+    if (COLL_GPU_TEAM_READY == t->state && mca_coll_gpu_select_plan(t, coll, bytes, plan)) {
+        return t;
+    }
+    /* a setup in flight, or one a nonblocking call began whose outcome (or plan) is no team:
+     * the call waits on the team's queue (a staged plan there runs through the host) */
+    if (COLL_GPU_TEAM_PENDING == t->state || t->async_setup) {
+        *deferred = true; /* decided on the team's queue, once the setup has ended */
+        snprintf(plan->reason, sizeof(plan->reason), "the node team's setup decides");
+        return t;
+    }
+    no_team_reason(plan);
+    return NULL;
 }
 
 /* One host allreduce through the component below us, watched for a long wait

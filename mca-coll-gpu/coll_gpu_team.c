@@ -2,8 +2,11 @@
  * coll_gpu_team.c - node team setup and teardown, the shared control block's signals, and the
  * registration caches (our exports, peers' imports).
  *
- * Setup is collective over the communicator and runs through the saved host allgather, in
- * two rounds, so that every rank reaches the same verdict:
+ * Setup is collective over the communicator, in two rounds of point-to-point messages of
+ * coll/gpu's own tags (each rank sends its card to every peer), so that every rank reaches the
+ * same verdict; it never waits inside a nonblocking call (progress carries it on:
+ * mca_coll_gpu_team_begin, mca_coll_gpu_team_setup_step), and a blocking call waits for it
+ * (mca_coll_gpu_team_get):
  *
  *   round 1: {ok, GPU uuid, scratch IPC handle, control block name (rank 0)}
  *            each rank: allocate + export scratch; rank 0 also creates the control block
@@ -15,10 +18,10 @@
  * Every rank goes through both rounds whatever happened to it before: a local failure (an
  * allocation, an export, a mapping) travels in the rank's card, so that every rank reaches the
  * same verdict in the same round, and a failing rank never leaves its peers waiting in a round
- * it skipped.  The cards are on the stack (at most COLL_GPU_TEAM_MAX ranks), so that nothing
- * the exchange needs can fail to be allocated.  Any failure anywhere makes every rank drop the
- * team, release what it built (scratch, mappings, control block and its name) and keep the
- * staged path for that communicator, permanently.
+ * it skipped.  Any failure anywhere makes every rank drop the team, release what it built
+ * (scratch, mappings, control block and its name) and keep the staged path for that
+ * communicator, permanently (a setup that a nonblocking call began keeps its queue, whose
+ * calls then run through the host: coll_gpu_fallback.c).
  *
  * Every wait of this file (the team's flags, and the host exchanges of the setup and of the
  * path agreement, watched from the progress engine) reports once when it has waited longer
@@ -38,7 +41,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ompi/mca/pml/pml.h"
 #include "ompi/proc/proc.h"
+#include "ompi/request/request.h"
 #include "opal/mca/hwloc/hwloc-internal.h"
 #include "opal/runtime/opal_progress.h"
 #include "opal/util/show_help.h"
@@ -196,22 +201,6 @@ void mca_coll_gpu_host_watch_finalize(void)
     }
 }
 
-/* Exchange one fixed-size record per rank through the saved host allgather; a rank kept
- * waiting here says so (coll_gpu_hang_warn_seconds). */
-static int team_allgather(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
-                          const char *what, const char *stage, const void *mine, void *all,
-                          size_t bytes)
-{
-    coll_gpu_host_watch_t watch;
-    int rc;
-
-    mca_coll_gpu_host_watch_begin(&watch, comm, what, stage);
-    rc = m->prev_allgather.fn(mine, (int) bytes, MPI_BYTE, all, (int) bytes, MPI_BYTE, comm,
-                              m->prev_allgather.module);
-    mca_coll_gpu_host_watch_end(&watch);
-    return rc;
-}
-
 /* Are all ranks of the communicator on this node?  Local and uniform: Open MPI knows every
  * peer's locality without communication. */
 static bool all_on_node(struct ompi_communicator_t *comm)
@@ -238,10 +227,11 @@ static void team_release_call_holds(coll_gpu_team_t *t)
     t->nholds = 0;
 }
 
-static void team_release_memory(coll_gpu_team_t *t)
+/* What the setup built: peers' scratch mappings, our scratch, events, stream, control block.
+ * (A setup that failed gives it back from progress, where the queued calls' own release, in
+ * team_release_memory, must not run: it waits for them.) */
+static void team_release_built(coll_gpu_team_t *t)
 {
-    mca_coll_gpu_nvl_release(t);
-    team_release_call_holds(t);
     for (int p = 0; p < COLL_GPU_TEAM_MAX; ++p) {
         /* the peers free their scratch with the team: close, do not cache; and whatever else
          * of theirs is cached unheld may be memory they have freed, held alive by us */
@@ -271,6 +261,13 @@ static void team_release_memory(coll_gpu_team_t *t)
     }
 }
 
+static void team_release_memory(coll_gpu_team_t *t)
+{
+    mca_coll_gpu_nvl_release(t);
+    team_release_call_holds(t);
+    team_release_built(t);
+}
+
 /* What m->team holds once the communicator is known to have no team: one object for all such
  * communicators (never freed), so that a failed setup needs no memory to be remembered. */
 static coll_gpu_team_t team_unavailable = {.state = COLL_GPU_TEAM_FAILED};
@@ -279,6 +276,13 @@ void mca_coll_gpu_team_destroy(mca_coll_gpu_module_t *m)
 {
     coll_gpu_team_t *t = m->team;
     if (NULL == t) {
+        return;
+    }
+    if (&team_unavailable != t && NULL != t->setup) {
+        /* a setup still in flight (no call waited for it: only a communicator freed by a
+         * program that never completed its calls): its messages may still land in it, so it
+         * stays, and so does the team */
+        m->team = NULL;
         return;
     }
     if (&team_unavailable != t) {
@@ -381,162 +385,202 @@ static bool team_set_ring(coll_gpu_team_t *t, const int *ring)
     return true;
 }
 
-/* Build the team t (NULL: this rank could not allocate it; it still takes part in both rounds,
- * with a failed card).  Collective; every rank returns the same verdict (OMPI_SUCCESS when the
- * team is ready).  why receives this rank's own reason when the failure is its own error, and
- * stays empty when the team cannot exist (ranks off node) or a peer failed. */
-static int team_setup(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
-                      coll_gpu_team_t *t, const char *what, char *why, size_t why_len)
-{
-    static _Atomic int ctl_counter = 0;
-    int size = ompi_comm_size(comm), rank = ompi_comm_rank(comm);
+/* ---- setup --------------------------------------------------------------------------------- */
+
+/* The setup's exchange in flight (coll_gpu_team_t.setup): each round, every rank sends its
+ * card to every peer and receives theirs, with point-to-point messages of tags of its own
+ * (coll_gpu_team.h), so that it runs beside whatever else the program has started on the
+ * communicator and never waits inside a call: a nonblocking call starts it and returns, and
+ * progress carries it on (a blocking exchange there hangs programs that start their first
+ * nonblocking calls of two communicators in different orders on different ranks). */
+struct coll_gpu_team_setup_t {
+    struct ompi_communicator_t *comm;
+    const char *what;
+    int round;                   /* 1 or 2: that round's messages are in flight */
     team_card_t mine, cards[COLL_GPU_TEAM_MAX];
     team_card2_t mine2, cards2[COLL_GPU_TEAM_MAX];
-    char ctl_name[sizeof(mine.ctl_name)] = "";
-    int ordinal = 0, rc;
-    bool all_ok = true;
+    ompi_request_t *reqs[2 * COLL_GPU_TEAM_MAX];
+    int nreqs;
+    int rc;                      /* the first error of the exchange itself */
+    char ctl_name[sizeof(((team_card_t *) 0)->ctl_name)];
+    char why[256];               /* this rank's own reason, when the failure is its own */
+};
 
-    why[0] = '\0';
-    /* the same on every rank: they agree without an exchange that there is no team */
-    if (size > COLL_GPU_TEAM_MAX) {
-        return OMPI_ERR_NOT_AVAILABLE;
-    }
-    memset(&mine, 0, sizeof(mine));
-    memset(&mine2, 0, sizeof(mine2));
+/* Post one round: our card to every peer, theirs into all[] (ours copied in). */
+static void exchange_post(coll_gpu_team_setup_t *st, int tag, const void *mine, void *all,
+                          size_t bytes)
+{
+    struct ompi_communicator_t *comm = st->comm;
+    int size = ompi_comm_size(comm), rank = ompi_comm_rank(comm), rc;
 
-    /* local work first; a failing rank still takes part in both rounds */
-    mine.ok = (NULL != t) && all_on_node(comm);
-    if (NULL == t) {
-        snprintf(why, why_len, "out of memory for the team's state");
+    st->nreqs = 0;
+    memcpy((char *) all + (size_t) rank * bytes, mine, bytes);
+    for (int p = 0; p < size; ++p) {
+        if (p == rank) {
+            continue;
+        }
+        rc = MCA_PML_CALL(irecv((char *) all + (size_t) p * bytes, bytes, MPI_BYTE, p, tag, comm,
+                                &st->reqs[st->nreqs]));
+        st->nreqs += (OMPI_SUCCESS == rc);
+        st->rc = (OMPI_SUCCESS == st->rc) ? rc : st->rc;
+        rc = MCA_PML_CALL(isend(mine, bytes, MPI_BYTE, p, tag, MCA_PML_BASE_SEND_STANDARD, comm,
+                                &st->reqs[st->nreqs]));
+        st->nreqs += (OMPI_SUCCESS == rc);
+        st->rc = (OMPI_SUCCESS == st->rc) ? rc : st->rc;
     }
-    if (mine.ok) {
+}
+
+/* Has the round's exchange ended (its requests freed)? */
+static bool exchange_done(coll_gpu_team_setup_t *st)
+{
+    int flag = 0, rc;
+
+    if (0 < st->nreqs) {
+        rc = ompi_request_test_all((size_t) st->nreqs, st->reqs, &flag, MPI_STATUSES_IGNORE);
+        if (!flag && OMPI_SUCCESS == rc) {
+            return false;
+        }
+        st->rc = (OMPI_SUCCESS == st->rc) ? rc : st->rc;
+        st->nreqs = 0;
+    }
+    return true;
+}
+
+/* Round 1's card: this rank's local work (a failing rank still takes part, with a failed
+ * card; why gets its reason). */
+static void setup_local(coll_gpu_team_t *t, coll_gpu_team_setup_t *st)
+{
+    static _Atomic int ctl_counter = 0;
+    struct ompi_communicator_t *comm = st->comm;
+    int size = ompi_comm_size(comm), rank = ompi_comm_rank(comm), ordinal = 0;
+    team_card_t *mine = &st->mine;
+
+    mine->ok = all_on_node(comm);
+    if (mine->ok) {
         t->size = size;
         t->rank = rank;
         t->slot_bytes = mca_coll_gpu_component.oneshot_slot_bytes;
-        mine.ok = DEV_OK == dev_current_device(&ordinal)
-                  && DEV_OK == dev_device_uuid(ordinal, &mine.uuid)
-                  && DEV_OK == dev_stream_create(&t->stream);
-        if (mine.ok && rank == mca_coll_gpu_component.test_fail_team) {
+        mine->ok = DEV_OK == dev_current_device(&ordinal)
+                   && DEV_OK == dev_device_uuid(ordinal, &mine->uuid)
+                   && DEV_OK == dev_stream_create(&t->stream);
+        if (mine->ok && rank == mca_coll_gpu_component.test_fail_team) {
             /* testing only: this rank's scratch allocation fails */
-            mine.ok = 0;
-            snprintf(why, why_len, "device scratch allocation refused by "
-                                   "coll_gpu_test_fail_team");
-        } else if (mine.ok) {
-            mine.ok = DEV_OK == dev_mem_alloc(&t->scratch, 2 * t->slot_bytes)
-                      /* zero before any peer can map it: the fused allreduce's flags live here */
-                      && DEV_OK == dev_memset(t->scratch, 0, 2 * t->slot_bytes)
-                      && DEV_OK == team_describe(t->scratch, &mine.scratch)
-                      && DEV_OK == dev_ipc_export(t->scratch, &mine.scratch.handle);
+            mine->ok = 0;
+            snprintf(st->why, sizeof(st->why), "device scratch allocation refused by "
+                                               "coll_gpu_test_fail_team");
+        } else if (mine->ok) {
+            mine->ok = DEV_OK == dev_mem_alloc(&t->scratch, 2 * t->slot_bytes)
+                       /* zero before any peer can map it: the fused allreduce's flags live here */
+                       && DEV_OK == dev_memset(t->scratch, 0, 2 * t->slot_bytes)
+                       && DEV_OK == team_describe(t->scratch, &mine->scratch)
+                       && DEV_OK == dev_ipc_export(t->scratch, &mine->scratch.handle);
         }
-        for (int i = 0; mine.ok && i < COLL_GPU_CHAIN_DEPTH; ++i) {
-            mine.ok = DEV_OK == dev_event_create(&t->events[i]);
+        for (int i = 0; mine->ok && i < COLL_GPU_CHAIN_DEPTH; ++i) {
+            mine->ok = DEV_OK == dev_event_create(&t->events[i]);
         }
-        if (!mine.ok && '\0' == why[0]) {
-            snprintf(why, why_len, "%s", dev_error_string());
+        if (!mine->ok && '\0' == st->why[0]) {
+            snprintf(st->why, sizeof(st->why), "%s", dev_error_string());
         }
     }
-    if (mine.ok && 0 == rank) {
+    if (mine->ok && 0 == rank) {
         /* The name is made from the pid, and a process killed between the two rounds (a job
          * ended by a timeout or an abort) leaves its name behind; pids wrap (at 32768 by
          * default), so a later process with the same pid finds its first names taken.  A
          * taken name is skipped, never removed: in another pid namespace that shares /dev/shm
          * its owner may be alive. */
         for (int tries = 0; tries < CTL_NAME_TRIES; ++tries) {
-            snprintf(ctl_name, sizeof(ctl_name), "/collgpu-ctl-%d-%d", (int) getpid(),
+            snprintf(st->ctl_name, sizeof(st->ctl_name), "/collgpu-ctl-%d-%d", (int) getpid(),
                      atomic_fetch_add(&ctl_counter, 1) + 1);
-            t->ctl = ctl_map(ctl_name, true, size);
+            t->ctl = ctl_map(st->ctl_name, true, size);
             if (NULL != t->ctl || EEXIST != errno) {
                 break;
             }
         }
-        mine.ok = (NULL != t->ctl);
-        if (mine.ok) {
-            memcpy(mine.ctl_name, ctl_name, sizeof(ctl_name));
+        mine->ok = (NULL != t->ctl);
+        if (mine->ok) {
+            memcpy(mine->ctl_name, st->ctl_name, sizeof(st->ctl_name));
         } else {
-            snprintf(why, why_len, "cannot create the control block %s: %s", ctl_name,
-                     strerror(errno));
-            ctl_name[0] = '\0'; /* ctl_map removed it */
+            snprintf(st->why, sizeof(st->why), "cannot create the control block %s: %s",
+                     st->ctl_name, strerror(errno));
+            st->ctl_name[0] = '\0'; /* ctl_map removed it */
         }
     }
-
-    rc = team_allgather(m, comm, what, "node team setup (round 1 of 2)", &mine, cards,
-                        sizeof(mine));
-    if (OMPI_SUCCESS == rc) {
-        for (int p = 0; p < size; ++p) {
-            all_ok = all_ok && cards[p].ok;
-        }
-        /* round 2: map every peer's scratch and the control block */
-        mine2.ok = all_ok;
-        for (int p = 0; mine2.ok && p < size; ++p) {
-            t->uuid[p] = cards[p].uuid;
-            t->owner[p] = cards[p].scratch.owner;
-            if (p == rank) {
-                t->peer_scratch[p] = t->scratch;
-            } else {
-                mine2.ok = DEV_OK == mca_coll_gpu_ipcmap_open(&cards[p].scratch,
-                                                              &t->peer_scratch[p],
-                                                              &t->scratch_hold[p]);
-            }
-        }
-        if (mine2.ok && 0 != rank) {
-            t->ctl = ctl_map(cards[0].ctl_name, false, size);
-            mine2.ok = (NULL != t->ctl) && COLL_GPU_CTL_MAGIC == t->ctl->magic;
-        }
-        if (all_ok && !mine2.ok) {
-            snprintf(why, why_len, "cannot map its peers' memory: %s", dev_error_string());
-        }
-        if (mine2.ok && 0 == rank) {
-            t->ngpus = 0;
-            for (int p = 0; p < size; ++p) {
-                bool seen = false;
-                for (int q = 0; q < p; ++q) {
-                    seen = seen || 0 == memcmp(&t->uuid[p], &t->uuid[q], sizeof(dev_uuid_t));
-                }
-                t->ngpus += seen ? 0 : 1;
-            }
-            mca_coll_gpu_team_summary(t, &mine2.info, mine2.ring);
-        }
-        rc = team_allgather(m, comm, what, "node team setup (round 2 of 2)", &mine2, cards2,
-                            sizeof(mine2));
-    }
-    /* every rank has mapped the control block, or gives up: its name can go (on every path) */
-    if ('\0' != ctl_name[0]) {
-        shm_unlink(ctl_name);
-    }
-    if (OMPI_SUCCESS != rc) {
-        snprintf(why, why_len, "the setup exchange failed (%d)", rc);
-        return rc;
-    }
-    for (int p = 0; p < size; ++p) {
-        all_ok = all_ok && cards2[p].ok;
-    }
-    if (all_ok) {
-        t->info = cards2[0].info;
-        t->ngpus = t->info.ngpus;
-        all_ok = team_set_ring(t, cards2[0].ring);
-    }
-    return all_ok ? OMPI_SUCCESS : OMPI_ERR_NOT_AVAILABLE;
 }
 
-coll_gpu_team_t *mca_coll_gpu_team_get(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
-                                       const char *what)
+/* Round 2's card, once every card of round 1 is in: map every peer's scratch and the control
+ * block; rank 0 summarises the team. */
+static void setup_map(coll_gpu_team_t *t, coll_gpu_team_setup_t *st)
 {
-    coll_gpu_team_t *t = m->team;
-    char why[256];
+    int size = ompi_comm_size(st->comm), rank = ompi_comm_rank(st->comm);
+    bool all_ok = (OMPI_SUCCESS == st->rc);
+    team_card2_t *mine2 = &st->mine2;
 
-    if (NULL != t) {
-        return COLL_GPU_TEAM_READY == t->state ? t : NULL;
+    for (int p = 0; p < size; ++p) {
+        all_ok = all_ok && st->cards[p].ok;
     }
-    t = calloc(1, sizeof(*t));
-    for (int p = 0; NULL != t && p < COLL_GPU_TEAM_MAX; ++p) {
-        t->scratch_hold[p].slot = UINT32_MAX; /* none (0 would name a slot) */
+    mine2->ok = all_ok;
+    for (int p = 0; mine2->ok && p < size; ++p) {
+        t->uuid[p] = st->cards[p].uuid;
+        t->owner[p] = st->cards[p].scratch.owner;
+        if (p == rank) {
+            t->peer_scratch[p] = t->scratch;
+        } else {
+            mine2->ok = DEV_OK == mca_coll_gpu_ipcmap_open(&st->cards[p].scratch,
+                                                           &t->peer_scratch[p],
+                                                           &t->scratch_hold[p]);
+        }
     }
-    if (OMPI_SUCCESS == team_setup(m, comm, t, what, why, sizeof(why))) {
+    if (mine2->ok && 0 != rank) {
+        t->ctl = ctl_map(st->cards[0].ctl_name, false, size);
+        mine2->ok = (NULL != t->ctl) && COLL_GPU_CTL_MAGIC == t->ctl->magic;
+    }
+    if (all_ok && !mine2->ok) {
+        snprintf(st->why, sizeof(st->why), "cannot map its peers' memory: %s",
+                 dev_error_string());
+    }
+    if (mine2->ok && 0 == rank) {
+        t->ngpus = 0;
+        for (int p = 0; p < size; ++p) {
+            bool seen = false;
+            for (int q = 0; q < p; ++q) {
+                seen = seen || 0 == memcmp(&t->uuid[p], &t->uuid[q], sizeof(dev_uuid_t));
+            }
+            t->ngpus += seen ? 0 : 1;
+        }
+        mca_coll_gpu_team_summary(t, &mine2->info, mine2->ring);
+    }
+}
+
+/* The verdict, once every card of round 2 is in: the same on every rank. */
+static bool setup_verdict(coll_gpu_team_t *t, coll_gpu_team_setup_t *st)
+{
+    int size = ompi_comm_size(st->comm);
+    bool all_ok = (OMPI_SUCCESS == st->rc);
+
+    if (OMPI_SUCCESS != st->rc && '\0' == st->why[0]) {
+        snprintf(st->why, sizeof(st->why), "the setup exchange failed (%d)", st->rc);
+    }
+    for (int p = 0; p < size; ++p) {
+        all_ok = all_ok && st->cards2[p].ok;
+    }
+    if (all_ok) {
+        t->info = st->cards2[0].info;
+        t->ngpus = t->info.ngpus;
+        all_ok = team_set_ring(t, st->cards2[0].ring);
+    }
+    return all_ok;
+}
+
+/* The team is ready, or failed: log it, announce this rank's own error, release what a failed
+ * one built. */
+static void setup_end(coll_gpu_team_t *t, coll_gpu_team_setup_t *st, bool ready)
+{
+    struct ompi_communicator_t *comm = st->comm;
+
+    t->state = ready ? COLL_GPU_TEAM_READY : COLL_GPU_TEAM_FAILED;
+    if (ready) {
         char ring[COLL_GPU_TEAM_MAX * 4] = "";
         size_t len = 0;
-        t->state = COLL_GPU_TEAM_READY;
-        t->cid = coll_gpu_comm_cid(comm);
-        m->team = t;
         for (int i = 0; i < t->size && len < sizeof(ring); ++i) {
             len += (size_t) snprintf(ring + len, sizeof(ring) - len, "%s%d", i ? " " : "",
                                      t->ring_rank[i]);
@@ -551,22 +595,126 @@ coll_gpu_team_t *mca_coll_gpu_team_get(mca_coll_gpu_module_t *m, struct ompi_com
             COLL_GPU_VERBOSE(COLL_GPU_LOG_ERROR, "coll:gpu:team (cid %d): warning: %s",
                              coll_gpu_comm_cid(comm), t->info.warning);
         }
-        return t;
+        return;
     }
-    if (NULL != t) {
-        team_release_memory(t);
-        free(t);
-    }
-    m->team = &team_unavailable;
+    team_release_built(t);
     /* an error of this rank's own is announced (once: the setup is never tried again); a team
      * that cannot exist, or a peer's error (that peer announces it), only in the log */
-    if ('\0' != why[0]) {
-        team_say("team-failed", ompi_comm_rank(comm), coll_gpu_comm_cid(comm), why);
+    if ('\0' != st->why[0]) {
+        team_say("team-failed", ompi_comm_rank(comm), coll_gpu_comm_cid(comm), st->why);
     }
     COLL_GPU_VERBOSE(COLL_GPU_LOG_ERROR,
                      "coll:gpu:team (cid %d): no NVLink/IPC team for this communicator; its "
                      "device-buffer calls stay on the staged path",
                      coll_gpu_comm_cid(comm));
+}
+
+coll_gpu_team_state_t mca_coll_gpu_team_setup_step(coll_gpu_team_t *t)
+{
+    coll_gpu_team_setup_t *st = t->setup;
+
+    if (NULL == st || !exchange_done(st)) {
+        return t->state;
+    }
+    if (1 == st->round) {
+        setup_map(t, st);
+        st->round = 2;
+        exchange_post(st, COLL_GPU_TAG_SETUP2, &st->mine2, st->cards2, sizeof(st->mine2));
+        if (!exchange_done(st)) {
+            return t->state;
+        }
+    }
+    /* every rank has mapped the control block, or gives up: its name can go (on every path) */
+    if ('\0' != st->ctl_name[0]) {
+        shm_unlink(st->ctl_name);
+    }
+    setup_end(t, st, setup_verdict(t, st));
+    t->setup = NULL;
+    free(st);
+    return t->state;
+}
+
+coll_gpu_team_t *mca_coll_gpu_team_begin(mca_coll_gpu_module_t *m,
+                                         struct ompi_communicator_t *comm, const char *what,
+                                         bool async)
+{
+    coll_gpu_team_t *t = m->team;
+    coll_gpu_team_setup_t *st;
+
+    if (NULL != t) {
+        return t;
+    }
+    /* the same on every rank: they agree without an exchange that there is no team */
+    if (ompi_comm_size(comm) > COLL_GPU_TEAM_MAX) {
+        m->team = &team_unavailable;
+        return m->team;
+    }
+    t = calloc(1, sizeof(*t));
+    st = calloc(1, sizeof(*st));
+    if (NULL == t || NULL == st) {
+        /* the peers will wait for this rank's cards: as fatal as any allocation of a request */
+        free(t);
+        free(st);
+        mca_coll_gpu_report_failure(what, comm, "out of host memory for the node team's setup");
+        return NULL;
+    }
+    for (int p = 0; p < COLL_GPU_TEAM_MAX; ++p) {
+        t->scratch_hold[p].slot = UINT32_MAX; /* none (0 would name a slot) */
+    }
+    t->state = COLL_GPU_TEAM_PENDING;
+    t->async_setup = async;
+    t->size = ompi_comm_size(comm);
+    t->rank = ompi_comm_rank(comm);
+    t->cid = coll_gpu_comm_cid(comm);
+    t->setup = st;
+    st->comm = comm;
+    st->what = what;
+    st->rc = OMPI_SUCCESS;
+    setup_local(t, st);
+    st->round = 1;
+    exchange_post(st, COLL_GPU_TAG_SETUP1, &st->mine, st->cards, sizeof(st->mine));
+    m->team = t;
+    return t;
+}
+
+coll_gpu_team_t *mca_coll_gpu_team_get(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                                       const char *what)
+{
+    coll_gpu_team_t *t = mca_coll_gpu_team_begin(m, comm, what, false);
+    coll_gpu_host_watch_t watch;
+    int round = 0;
+
+    if (NULL == t) {
+        return NULL;
+    }
+    /* a blocking call waits here for the setup (its own, or one a nonblocking call began),
+     * moving everything else on meanwhile; a rank kept waiting says so */
+    while (COLL_GPU_TEAM_PENDING == t->state) {
+        if (NULL != t->setup && t->setup->round != round) {
+            if (0 != round) {
+                mca_coll_gpu_host_watch_end(&watch);
+            }
+            round = t->setup->round;
+            mca_coll_gpu_host_watch_begin(&watch, comm, what,
+                                          1 == round ? "node team setup (round 1 of 2)"
+                                                     : "node team setup (round 2 of 2)");
+        }
+        if (COLL_GPU_TEAM_PENDING == mca_coll_gpu_async_setup_step(t)) {
+            opal_progress();
+        }
+    }
+    if (0 != round) {
+        mca_coll_gpu_host_watch_end(&watch);
+    }
+    if (COLL_GPU_TEAM_READY == t->state) {
+        return t;
+    }
+    /* failed: a team that no queued call uses is given back now; one that a nonblocking call
+     * began stays for the calls queued on it (coll_gpu_nvl_async.c) */
+    if (!t->async_setup && &team_unavailable != t) {
+        mca_coll_gpu_team_destroy(m);
+        m->team = &team_unavailable;
+    }
     return NULL;
 }
 

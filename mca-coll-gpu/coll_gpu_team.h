@@ -104,8 +104,20 @@ typedef struct coll_gpu_export_entry_t {
 typedef enum {
     COLL_GPU_TEAM_UNTRIED = 0,
     COLL_GPU_TEAM_READY = 1,
+    COLL_GPU_TEAM_PENDING = 2,   /* its setup's exchange is in flight (coll_gpu_team.c) */
     COLL_GPU_TEAM_FAILED = -1
 } coll_gpu_team_state_t;
+
+/* Point-to-point tags of coll/gpu's own messages on a user's communicator: the two rounds of a
+ * team's setup, and the host fallback of calls queued on a team whose setup failed
+ * (coll_gpu_nvl_async.c).  No component of Open MPI 4.1 or 5.0 uses them (coll/base's tags
+ * start at -7; MPI_ANY_TAG is -1, and a receive for it never matches a negative tag), and they
+ * fit every PML's tag field. */
+#define COLL_GPU_TAG_SETUP1 (-3)
+#define COLL_GPU_TAG_SETUP2 (-4)
+#define COLL_GPU_TAG_FALLBACK (-5)
+
+typedef struct coll_gpu_team_setup_t coll_gpu_team_setup_t;
 
 typedef struct coll_gpu_team_t {
     coll_gpu_team_state_t state;
@@ -144,6 +156,12 @@ typedef struct coll_gpu_team_t {
     struct coll_gpu_async_t *async_head, *async_tail;
     struct coll_gpu_team_t *async_next;
     bool async_listed, async_busy, async_used;
+    /* The setup while its exchange is in flight (COLL_GPU_TEAM_PENDING), and whether a
+     * nonblocking call began it: then the team's queue takes every later call that a team
+     * could take, whatever the setup's outcome (a failed one runs them through the host,
+     * coll_gpu_nvl_async.c), since when the outcome becomes known differs between ranks. */
+    coll_gpu_team_setup_t *setup;
+    bool async_setup;
 } coll_gpu_team_t;
 
 #endif /* MCA_COLL_GPU_TEAM_H */

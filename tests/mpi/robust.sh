@@ -8,10 +8,10 @@
 # ranks, on the node team's nonblocking path (coll_gpu_uniform_buffers=true: default
 # algorithms, then forced ones) and staged (false).
 #
-# A known hang is reported as an expected failure (TAP "# TODO", automake's XFAIL; it turns
-# into a failing XPASS once fixed): the first MPI_Iallreduce / MPI_Ibcast on device buffers of
-# a communicator builds its node team with a blocking exchange, so two fresh communicators whose
-# first such calls are started in different orders on different ranks (legal MPI) deadlock.
+# Nonblocking calls started in different orders on two fresh communicators (legal MPI) hung
+# while the first MPI_Iallreduce / MPI_Ibcast on device buffers built its node team with a
+# blocking exchange; they run here on the team's path, and with a setup that fails (every call
+# queued then takes the host fallback).
 . "$(dirname "$0")/mpitest.sh"
 : "${COLL_GPU_TEST_TIMEOUT:=300}"
 export COLL_GPU_TEST_TIMEOUT
@@ -68,19 +68,18 @@ done
 COLL_GPU_TEST_THREAD_MULTIPLE=1 run 3 true "auto auto" freed
 COLL_GPU_TEST_THREAD_MULTIPLE=1 run 3 true "auto auto" any
 
-# the known hang: crossed first calls on fresh communicators with the node team's path
-COLL_GPU_TEST_UNIFORM=true COLL_GPU_TEST_CASE_TIMEOUT=15 \
-    "$RUN_MPI" 2 "$MPI_TESTS/test_robust" crossed >"$log" 2>&1
-rc=$?
-what="2 ranks, uniform_buffers=true, test_robust crossed: first device MPI_Iallreduce/MPI_Ibcast of two fresh dups started in different orders"
-if [ "$rc" -eq 0 ] && ! grep -q '^not ok' "$log"; then
-    tap_n=$((tap_n + 1))
-    echo "ok $tap_n - $what # TODO known hang (the team's setup blocks in the first nonblocking call): passes now, update robust.sh"
-elif grep -q 'timed out .* in case: crossed: first calls on fresh communicators' "$log"; then
-    tap_n=$((tap_n + 1))
-    echo "not ok $tap_n - $what # TODO known hang: the node team's setup is a blocking exchange inside the first nonblocking call"
-else
-    t_ok 1 "$what: failed otherwise than by the known hang (exit $rc)"
-    t_diag "$log" 40
-fi
+# crossed first calls on fresh communicators with the node team's path (uniform_buffers=true):
+# hung until the team's setup stopped waiting inside the first nonblocking call
+for np in 2 3; do
+    run "$np" true "auto auto" crossed
+done
+# a setup that fails (rank 1's scratch refused) under nonblocking first calls: every call
+# queued on the team runs through the host fallback, crossed orders and many calls included
+for mode in crossed "many 300" any; do
+    COLL_GPU_MPIRUN_ARGS="--mca coll_gpu_test_fail_team 1 --mca coll_gpu_verbose 10" \
+        run 3 true "auto auto" $mode
+    n=$(grep -c "through the host with coll/gpu's own messages" "$log")
+    [ "$n" -gt 0 ]
+    t_ok $? "3 ranks, rank 1's team setup fails, test_robust $mode: $n calls took the host fallback"
+done
 t_done
