@@ -3,8 +3,9 @@
  * the blocking fast path's algorithms (coll_gpu_nvl.c) as state machines, started at the call
  * and completed by progress (opal_progress, hence MPI_Wait, MPI_Test and every blocking wait).
  * MPI_Allreduce_init and MPI_Bcast_init (Open MPI 5.0, coll_gpu_persistent.c) come here too:
- * the same decision, made at init, gives an inactive persistent request of this path, and each
- * MPI_Start begins one call on it (async_pers_start) exactly as a nonblocking call begins;
+ * the same decision, made at init (or, when the init comes while the team's setup is in flight,
+ * at the first start, on the queue), gives an inactive persistent request of this path, and
+ * each MPI_Start begins one call on it (async_pers_start) exactly as a nonblocking call begins;
  * MPI_Wait and MPI_Test leave it inactive, MPI_Request_free frees it (a started one when its
  * call ends).  Peer mappings are not held from one start to the next: the team's export cache
  * and the process's peer-mapping table (coll_gpu_ipcmap.c) already serve an unchanged buffer
@@ -1780,7 +1781,9 @@ static int async_pers_start(size_t count, ompi_request_t **requests)
         req->req_complete = REQUEST_PENDING;
         req->req_status.MPI_ERROR = MPI_SUCCESS;
         req->req_status._cancelled = 0;
-        if (r->bcast) {
+        if (ALG_DEFER == r->first_alg) {
+            async_reset(r); /* decided on the queue (step_defer), begun there */
+        } else if (r->bcast) {
             bcast_begin(r);
         } else {
             allreduce_begin(r);
@@ -1846,14 +1849,12 @@ int mca_coll_gpu_async_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, voi
         return OMPI_SUCCESS;
     }
     not_capable = mca_coll_gpu_map_reduction(dtype, (size_t) count, op, &dt, &dop, &nelems);
-    if (persistent) {
-        t = mca_coll_gpu_select(m, comm, TOPO_COLL_ALLREDUCE, bytes, not_capable, &plan);
-    } else {
-        t = mca_coll_gpu_select_nb(m, comm, TOPO_COLL_ALLREDUCE, bytes, not_capable, &plan,
-                                   &deferred, &rc);
-        if (OMPI_SUCCESS != rc) {
-            return rc;
-        }
+    /* an _init may not wait for the other ranks either (MPI-4: local and nonblocking, in the
+     * order of the nonblocking calls) */
+    t = mca_coll_gpu_select_nb(m, comm, TOPO_COLL_ALLREDUCE, bytes, not_capable, &plan,
+                               &deferred, &rc);
+    if (OMPI_SUCCESS != rc) {
+        return rc;
     }
     if (NULL == t) {
         return OMPI_SUCCESS;
@@ -1861,7 +1862,7 @@ int mca_coll_gpu_async_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, voi
     /* the plan is the same on every rank: so is what follows (a plan without a nonblocking
      * form is staged; on a team a nonblocking call set up, through its queue) */
     if (!deferred && !allreduce_alg(&plan, in_place, &alg)) {
-        if (persistent || !t->async_setup) {
+        if (!t->async_setup) {
             return OMPI_SUCCESS;
         }
         deferred = true;
@@ -1911,14 +1912,9 @@ int mca_coll_gpu_async_bcast(mca_coll_gpu_module_t *m, void *buf, int count,
     if (m->inter || !mca_coll_gpu_nb_assume_uniform(m)) {
         return OMPI_SUCCESS;
     }
-    if (persistent) {
-        t = mca_coll_gpu_select(m, comm, TOPO_COLL_BCAST, bytes, NULL, &plan);
-    } else {
-        t = mca_coll_gpu_select_nb(m, comm, TOPO_COLL_BCAST, bytes, NULL, &plan, &deferred,
-                                   &rc);
-        if (OMPI_SUCCESS != rc) {
-            return rc;
-        }
+    t = mca_coll_gpu_select_nb(m, comm, TOPO_COLL_BCAST, bytes, NULL, &plan, &deferred, &rc);
+    if (OMPI_SUCCESS != rc) {
+        return rc;
     }
     if (NULL == t) {
         return OMPI_SUCCESS;

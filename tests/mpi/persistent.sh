@@ -106,4 +106,22 @@ done
 t_ok $? "team: the $n_user with a user-defined op staged (per rank: $res)"
 every bcast_init "$team" "$n_bc"
 t_ok $? "team: all $n_bc MPI_Bcast_init took the team$dmsg"
+
+# inits and starts on two fresh communicators in different orders on even and odd ranks: an
+# _init never waits for the other ranks (it waited for the node team's setup, and hung); then
+# the same with rank 1's team setup failing (every start takes the host fallback)
+COLL_GPU_TEST_TIMEOUT=120
+export COLL_GPU_TEST_TIMEOUT
+run true crossed
+passed 1
+t_ok $? "test_persistent crossed, coll_gpu_uniform_buffers=true: right (exit $rc)"
+[ $rc -eq 0 ] || t_diag "$log"
+every allreduce_init "$team" 2
+t_ok $? "crossed: each rank's 2 MPI_Allreduce_init took the team$dmsg"
+COLL_GPU_MPIRUN_ARGS="--mca coll_gpu_test_fail_team 1" run true crossed
+passed 1
+t_ok $? "test_persistent crossed, rank 1's team setup failing: right (exit $rc)"
+[ $rc -eq 0 ] || t_diag "$log"
+every bcast_init 'staged (.*through the host with coll/gpu' 4
+t_ok $? "crossed, rank 1's team setup failing: the 2 bcasts' 2 starts each took the host fallback$dmsg"
 t_done

@@ -814,6 +814,7 @@ static void user_sum(void *in, void *inout, int *len, MPI_Datatype *dt)
 }
 
 static MPI_Op team_user_op = MPI_OP_NULL;
+static MPI_Comm preq_comm = MPI_COMM_WORLD; /* where preq_init makes its request */
 
 /* Device buffers and the request (not started); 0 on success on this rank. */
 static int preq_init(preq_t *q, pq_kind_t kind, int count, int root, char *diag)
@@ -834,23 +835,23 @@ static int preq_init(preq_t *q, pq_kind_t kind, int count, int root, char *diag)
     }
     switch (kind) {
     case PQ_ALLREDUCE:
-        rc = MPI_Allreduce_init(q->sbuf, q->rbuf, count, MPI_INT32_T, MPI_SUM, MPI_COMM_WORLD,
+        rc = MPI_Allreduce_init(q->sbuf, q->rbuf, count, MPI_INT32_T, MPI_SUM, preq_comm,
                                 MPI_INFO_NULL, &q->req);
         ++team_inits_ar;
         break;
     case PQ_IN_PLACE:
         rc = MPI_Allreduce_init(MPI_IN_PLACE, q->rbuf, count, MPI_INT32_T, MPI_SUM,
-                                MPI_COMM_WORLD, MPI_INFO_NULL, &q->req);
+                                preq_comm, MPI_INFO_NULL, &q->req);
         ++team_inits_ar;
         break;
     case PQ_BCAST:
-        rc = MPI_Bcast_init(q->rbuf, count, MPI_INT32_T, root, MPI_COMM_WORLD, MPI_INFO_NULL,
+        rc = MPI_Bcast_init(q->rbuf, count, MPI_INT32_T, root, preq_comm, MPI_INFO_NULL,
                             &q->req);
         ++team_inits_bc;
         break;
     case PQ_USER_OP:
         rc = MPI_Allreduce_init(q->sbuf, q->rbuf, count, MPI_INT32_T, team_user_op,
-                                MPI_COMM_WORLD, MPI_INFO_NULL, &q->req);
+                                preq_comm, MPI_INFO_NULL, &q->req);
         ++team_inits_user;
         break;
     }
@@ -1368,6 +1369,71 @@ static int run_teamfail(void)
     return mt_finish();
 }
 
+/* Inits and starts on two fresh dups of world in different orders on different ranks (legal:
+ * the order only has to agree per communicator): even ranks make MPI_Allreduce_init and
+ * MPI_Bcast_init on A, then on B, odd ranks on B, then on A, and start them in that order, twice,
+ * MPI_Waitall each time.  An _init is local and nonblocking in MPI-4: the first one of a fresh
+ * communicator must not wait for the other ranks (the node team's setup). */
+static int run_crossed(void)
+{
+    MPI_Comm d[2];
+    preq_t q[4]; /* communicator c: q[2c] allreduce, q[2c + 1] bcast */
+    char diag[MT_DIAG_LEN] = "";
+    int first = mt_rank % 2, ok = 1, go, right = 0;
+
+    mt_set_case("crossed: inits and starts on two fresh communicators in different orders");
+    MPI_Comm_dup(MPI_COMM_WORLD, &d[0]);
+    MPI_Comm_dup(MPI_COMM_WORLD, &d[1]);
+    for (int j = 0; j < 2; ++j) {
+        int c = (j + first) % 2;
+        preq_comm = d[c];
+        ok = 0 == preq_init(&q[2 * c], PQ_ALLREDUCE, 1021, 0, diag) && ok;
+        ok = 0 == preq_init(&q[2 * c + 1], PQ_BCAST, 65537, mt_size - 1, diag) && ok;
+    }
+    preq_comm = MPI_COMM_WORLD;
+    go = mt_agree(ok);
+    for (int round = 0; go && round < 2; ++round) {
+        MPI_Request reqs[4];
+        char when[48];
+        int rc = MPI_SUCCESS;
+        for (int i = 0; i < 4; ++i) {
+            ok = 0 == preq_fill(&q[i]) && ok;
+        }
+        for (int j = 0; j < 2; ++j) {
+            int c = (j + first) % 2;
+            rc = (MPI_SUCCESS == rc) ? MPI_Start(&q[2 * c].req) : rc;
+            rc = (MPI_SUCCESS == rc) ? MPI_Start(&q[2 * c + 1].req) : rc;
+        }
+        for (int i = 0; i < 4; ++i) {
+            reqs[i] = q[i].req;
+        }
+        rc = (MPI_SUCCESS == rc) ? MPI_Waitall(4, reqs, MPI_STATUSES_IGNORE) : rc;
+        if (MPI_SUCCESS != rc) {
+            mt_diag_add(diag, "round %d: %s; ", round, mt_mpi_error(rc));
+            ok = 0;
+            break;
+        }
+        for (int i = 0; i < 4; ++i) {
+            snprintf(when, sizeof(when), "round %d, %s on dup %c", round,
+                     0 == i % 2 ? "allreduce" : "bcast", 'A' + i / 2);
+            if (preq_right(&q[i], when, diag)) {
+                ++right;
+            } else {
+                ok = 0;
+            }
+        }
+    }
+    for (int i = 0; i < 4; ++i) {
+        preq_free(&q[i], &ok, diag);
+    }
+    MPI_Comm_free(&d[0]);
+    MPI_Comm_free(&d[1]);
+    mt_check(go && ok, diag, "crossed: MPI_Allreduce_init and MPI_Bcast_init on two fresh dups, "
+             "made and started in different orders on even and odd ranks, MPI_Waitall, twice: "
+             "%d of 8 results right", right);
+    return mt_finish();
+}
+
 int main(int argc, char **argv)
 {
     int mixed = 0;
@@ -1395,6 +1461,9 @@ int main(int argc, char **argv)
     }
     if (argc > 1 && 0 == strcmp(argv[1], "teamfail")) {
         return run_teamfail();
+    }
+    if (argc > 1 && 0 == strcmp(argv[1], "crossed")) {
+        return run_crossed();
     }
     tap_diag("%d ranks, %s buffers, %d starts per request", mt_size,
              mixed ? "device (even ranks) and host (odd ranks)" : "device", STARTS);
