@@ -56,35 +56,29 @@ typedef mca_coll_base_module_2_4_0_t coll_gpu_base_module_t;
 #endif
 
 /* The persistent collectives coll/gpu takes (coll_gpu_persistent.c): MPI-4's MPI_<coll>_init
- * on 5.0.  4.1 has the slots too (for its MPIX_ extension), but coll/gpu leaves them to the
- * component below it there, as before. */
-#if COLL_GPU_OMPI_5
-#    define COLL_GPU_FOREACH_INTERCEPTED_INIT(X)                                           \
-        X(allgather_init) X(allgatherv_init) X(allreduce_init) X(alltoall_init)            \
-        X(alltoallv_init) X(alltoallw_init) X(bcast_init) X(exscan_init) X(gather_init)    \
-        X(gatherv_init) X(reduce_init) X(reduce_scatter_init) X(reduce_scatter_block_init) \
-        X(scan_init) X(scatter_init) X(scatterv_init)
+ * on 5.0, and 4.1's MPIX_<coll>_init (its pcollreq extension, <mpi-ext.h>), which fill the
+ * same slots with the same function types. */
+#define COLL_GPU_FOREACH_INTERCEPTED_INIT(X)                                           \
+    X(allgather_init) X(allgatherv_init) X(allreduce_init) X(alltoall_init)            \
+    X(alltoallv_init) X(alltoallw_init) X(bcast_init) X(exscan_init) X(gather_init)    \
+    X(gatherv_init) X(reduce_init) X(reduce_scatter_init) X(reduce_scatter_block_init) \
+    X(scan_init) X(scatter_init) X(scatterv_init)
 /* on an intercommunicator: all but the scans, which MPI defines on intracommunicators only */
-#    define COLL_GPU_FOREACH_INTER_INIT(X)                                                 \
-        X(allgather_init) X(allgatherv_init) X(allreduce_init) X(alltoall_init)            \
-        X(alltoallv_init) X(alltoallw_init) X(bcast_init) X(gather_init) X(gatherv_init)   \
-        X(reduce_init) X(reduce_scatter_init) X(reduce_scatter_block_init) X(scatter_init) \
-        X(scatterv_init)
+#define COLL_GPU_FOREACH_INTER_INIT(X)                                                 \
+    X(allgather_init) X(allgatherv_init) X(allreduce_init) X(alltoall_init)            \
+    X(alltoallv_init) X(alltoallw_init) X(bcast_init) X(gather_init) X(gatherv_init)   \
+    X(reduce_init) X(reduce_scatter_init) X(reduce_scatter_block_init) X(scatter_init) \
+    X(scatterv_init)
 /* the neighborhood ones (intracommunicators with a topology); their slots share the function
  * types of the plain ones but alltoallw's, as for the blocking neighborhood collectives */
-#    define COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR_INIT(X)                                 \
-        X(neighbor_allgather_init) X(neighbor_allgatherv_init) X(neighbor_alltoall_init) \
-        X(neighbor_alltoallv_init) X(neighbor_alltoallw_init)
+#define COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR_INIT(X)                                 \
+    X(neighbor_allgather_init) X(neighbor_allgatherv_init) X(neighbor_alltoall_init) \
+    X(neighbor_alltoallv_init) X(neighbor_alltoallw_init)
 typedef mca_coll_base_module_allgather_init_fn_t coll_gpu_neighbor_allgather_init_fn_t;
 typedef mca_coll_base_module_allgatherv_init_fn_t coll_gpu_neighbor_allgatherv_init_fn_t;
 typedef mca_coll_base_module_alltoall_init_fn_t coll_gpu_neighbor_alltoall_init_fn_t;
 typedef mca_coll_base_module_alltoallv_init_fn_t coll_gpu_neighbor_alltoallv_init_fn_t;
 typedef mca_coll_base_module_neighbor_alltoallw_init_fn_t coll_gpu_neighbor_alltoallw_init_fn_t;
-#else
-#    define COLL_GPU_FOREACH_INTERCEPTED_INIT(X)
-#    define COLL_GPU_FOREACH_INTER_INIT(X)
-#    define COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR_INIT(X)
-#endif
 
 /* The fault-tolerance agreement slots (ULFM's MPIX_Comm_agree, MPIX_Comm_iagree) of 5.0 builds
  * with FT support: filled by coll/ftagree, and needed only while FT is enabled at run time

@@ -1,14 +1,13 @@
 /*
- * coll_gpu_persistent.h - the persistent collectives of coll/gpu (coll_gpu_persistent.c), built
- * against Open MPI 5.0 only: the coll module's _init slots they fill take MPI-4's
- * MPI_<coll>_init calls (coll_gpu_compat.h: COLL_GPU_FOREACH_INTERCEPTED_INIT).
+ * coll_gpu_persistent.h - the persistent collectives of coll/gpu (coll_gpu_persistent.c): the
+ * coll module's _init slots they fill take MPI-4's MPI_<coll>_init calls on Open MPI 5.0 and
+ * the MPIX_<coll>_init calls of 4.1's pcollreq extension (coll_gpu_compat.h:
+ * COLL_GPU_FOREACH_INTERCEPTED_INIT).
  */
 #ifndef MCA_COLL_GPU_PERSISTENT_H
 #define MCA_COLL_GPU_PERSISTENT_H
 
 #include "coll_gpu.h"
-
-#if COLL_GPU_OMPI_5
 
 BEGIN_C_DECLS
 
@@ -118,7 +117,5 @@ int mca_coll_gpu_neighbor_alltoallw_init(const void *sbuf, const int *scounts,
                                          mca_coll_base_module_t *module);
 
 END_C_DECLS
-
-#endif /* COLL_GPU_OMPI_5 */
 
 #endif /* MCA_COLL_GPU_PERSISTENT_H */

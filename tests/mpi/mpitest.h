@@ -339,6 +339,60 @@ static inline int mt_mem_get(mt_mem_t kind, void *dst, const void *src, size_t b
     return 0;
 }
 
+/* Every kind of memory a CUDA program allocates, for tests that mix them (pool: stream-ordered
+ * device memory, which the legacy IPC cannot export). */
+typedef enum {
+    MT_KIND_DEVICE,
+    MT_KIND_HOST,
+    MT_KIND_PINNED,
+    MT_KIND_MANAGED,
+    MT_KIND_POOL,
+    MT_KIND_COUNT
+} mt_kind_t;
+
+static const char *const mt_kind_names[MT_KIND_COUNT] = {"device", "host", "pinned", "managed",
+                                                         "pool"};
+
+/* At least one byte of that kind; NULL on failure.  dev_memcpy copies between any two kinds. */
+static inline void *mt_kind_alloc(mt_kind_t kind, size_t bytes)
+{
+    void *p = NULL;
+    int rc = DEV_OK;
+
+    bytes = (0 == bytes) ? 1 : bytes;
+    switch (kind) {
+    case MT_KIND_DEVICE:
+        rc = dev_mem_alloc(&p, bytes);
+        break;
+    case MT_KIND_HOST:
+        p = malloc(bytes);
+        break;
+    case MT_KIND_PINNED:
+        rc = dev_host_alloc(&p, bytes);
+        break;
+    case MT_KIND_MANAGED:
+        rc = dev_mem_alloc_managed(&p, bytes);
+        break;
+    default:
+        rc = dev_mem_alloc_pool(&p, bytes);
+        break;
+    }
+    return DEV_OK == rc ? p : NULL;
+}
+
+static inline void mt_kind_free(mt_kind_t kind, void *p)
+{
+    if (NULL == p) {
+        return;
+    } else if (MT_KIND_HOST == kind) {
+        free(p);
+    } else if (MT_KIND_PINNED == kind) {
+        (void) dev_host_free(p);
+    } else {
+        (void) dev_mem_free(p);
+    }
+}
+
 /* ---- verdicts ---------------------------------------------------------------------------- */
 
 /* Append to a diagnostic string, keeping the first words when it is full. */

@@ -1,5 +1,5 @@
 #!/bin/sh
-# persistent.sh - MPI-4's persistent collectives on device buffers (Open MPI 5.0 only), 4 ranks,
+# persistent.sh - MPI-4's persistent collectives on device buffers (Open MPI 5.0; 4.1: MPIX_), 4 ranks,
 # every rank's buffers in device memory, coll_gpu_verbose on (per-rank logs):
 #   test_persistent dev (each request started three times with fresh data and a poisoned
 #   output), as the tests' default runs it (coll_gpu_uniform_buffers=false): every _init

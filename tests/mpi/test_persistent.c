@@ -1,5 +1,6 @@
 /*
- * test_persistent.c - MPI-4's persistent collectives on device buffers (Open MPI 5.0): every
+ * test_persistent.c - MPI-4's persistent collectives on device buffers (Open MPI 5.0; on 4.1
+ * the same calls by their MPIX_ names, from its pcollreq extension): every
  * MPI_<coll>_init that carries data, on MPI_COMM_WORLD, each request started several times
  * with fresh data and a poisoned output each time, compared element by element with a
  * reference computed on the host (holes between the blocks of the v collectives must keep
@@ -33,6 +34,33 @@
  * dies of SIGSEGV in the first MPI_Start.
  */
 #include "mpitest.h"
+
+/* Open MPI 4.1 has them as MPIX_<coll>_init, from its pcollreq extension (5.0 too says
+ * MPI_VERSION 3, but names them MPI_) */
+#if OMPI_MAJOR_VERSION < 5
+#    include <mpi-ext.h>
+#    define MPI_Allgather_init MPIX_Allgather_init
+#    define MPI_Allgatherv_init MPIX_Allgatherv_init
+#    define MPI_Allreduce_init MPIX_Allreduce_init
+#    define MPI_Alltoall_init MPIX_Alltoall_init
+#    define MPI_Alltoallv_init MPIX_Alltoallv_init
+#    define MPI_Alltoallw_init MPIX_Alltoallw_init
+#    define MPI_Bcast_init MPIX_Bcast_init
+#    define MPI_Exscan_init MPIX_Exscan_init
+#    define MPI_Gather_init MPIX_Gather_init
+#    define MPI_Gatherv_init MPIX_Gatherv_init
+#    define MPI_Neighbor_allgather_init MPIX_Neighbor_allgather_init
+#    define MPI_Neighbor_allgatherv_init MPIX_Neighbor_allgatherv_init
+#    define MPI_Neighbor_alltoall_init MPIX_Neighbor_alltoall_init
+#    define MPI_Neighbor_alltoallv_init MPIX_Neighbor_alltoallv_init
+#    define MPI_Neighbor_alltoallw_init MPIX_Neighbor_alltoallw_init
+#    define MPI_Reduce_init MPIX_Reduce_init
+#    define MPI_Reduce_scatter_block_init MPIX_Reduce_scatter_block_init
+#    define MPI_Reduce_scatter_init MPIX_Reduce_scatter_init
+#    define MPI_Scan_init MPIX_Scan_init
+#    define MPI_Scatter_init MPIX_Scatter_init
+#    define MPI_Scatterv_init MPIX_Scatterv_init
+#endif
 
 #define N 7        /* elements per block */
 #define STARTS 3   /* MPI_Start calls per request */

@@ -19,48 +19,6 @@
 
 #include "mpitest.h"
 
-typedef enum { MEM_DEVICE, MEM_HOST, MEM_PINNED, MEM_MANAGED, MEM_POOL, MEM_COUNT } mem_t;
-
-static const char *const mem_names[MEM_COUNT] = {"device", "host", "pinned", "managed", "pool"};
-
-static void *mem_alloc(mem_t kind, size_t bytes)
-{
-    void *p = NULL;
-    int rc = DEV_OK;
-
-    switch (kind) {
-    case MEM_DEVICE:
-        rc = dev_mem_alloc(&p, bytes);
-        break;
-    case MEM_HOST:
-        p = malloc(bytes);
-        break;
-    case MEM_PINNED:
-        rc = dev_host_alloc(&p, bytes);
-        break;
-    case MEM_MANAGED:
-        rc = dev_mem_alloc_managed(&p, bytes);
-        break;
-    default:
-        rc = dev_mem_alloc_pool(&p, bytes);
-        break;
-    }
-    return DEV_OK == rc ? p : NULL;
-}
-
-static void mem_free(mem_t kind, void *p)
-{
-    if (NULL == p) {
-        return;
-    } else if (MEM_HOST == kind) {
-        free(p);
-    } else if (MEM_PINNED == kind) {
-        (void) dev_host_free(p);
-    } else {
-        (void) dev_mem_free(p);
-    }
-}
-
 /* What each case reduces. */
 typedef enum { OPC_SUM_INT, OPC_MAX_DOUBLE, OPC_USER_INT, OPC_USER_VECTOR, OPC_COUNT } opcase_t;
 
@@ -150,7 +108,7 @@ static void reference(opcase_t oc, const void *in, const void *inout, void *out,
 }
 
 /* Run one case; returns 1 when right, else writes why into diag. */
-static int one_call(mem_t kin, mem_t kout, opcase_t oc, int count, uint32_t seed, char *diag,
+static int one_call(mt_kind_t kin, mt_kind_t kout, opcase_t oc, int count, uint32_t seed, char *diag,
                     size_t diag_len)
 {
     size_t n = elems_of(oc, count), bytes = n * esize_of(oc);
@@ -159,7 +117,7 @@ static int one_call(mem_t kin, mem_t kout, opcase_t oc, int count, uint32_t seed
                                                : MPI_INT32_T;
     MPI_Op op = OPC_MAX_DOUBLE == oc ? MPI_MAX : OPC_SUM_INT == oc ? MPI_SUM : user_op;
     char *hin = malloc(bytes), *hio = malloc(bytes), *want = malloc(bytes), *got = malloc(bytes);
-    void *in = mem_alloc(kin, bytes), *io = mem_alloc(kout, bytes);
+    void *in = mt_kind_alloc(kin, bytes), *io = mt_kind_alloc(kout, bytes);
     int ok = NULL != hin && NULL != hio && NULL != want && NULL != got && NULL != in && NULL != io;
     int rc = MPI_SUCCESS;
 
@@ -191,8 +149,8 @@ static int one_call(mem_t kin, mem_t kout, opcase_t oc, int count, uint32_t seed
             }
         }
     }
-    mem_free(kin, in);
-    mem_free(kout, io);
+    mt_kind_free(kin, in);
+    mt_kind_free(kout, io);
     free(hin);
     free(hio);
     free(want);
@@ -219,7 +177,7 @@ static void *worker(void *arg)
     w->ok = 1;
     for (int k = 0; w->ok && k < THREAD_CALLS; ++k) {
         opcase_t oc = (opcase_t) ((w->id + k) % OPC_COUNT);
-        w->ok = one_call(MEM_DEVICE, MEM_DEVICE, oc, counts[(w->id + k) % 4],
+        w->ok = one_call(MT_KIND_DEVICE, MT_KIND_DEVICE, oc, counts[(w->id + k) % 4],
                          (uint32_t) (mt_rank * 1000003 + w->id * 7919 + k), w->diag,
                          sizeof(w->diag));
     }
@@ -250,13 +208,13 @@ int main(int argc, char **argv)
     }
 
     for (int oc = 0; oc < OPC_COUNT; ++oc) {
-        for (int kin = 0; kin < MEM_COUNT; ++kin) {
-            for (int kout = 0; kout < MEM_COUNT; ++kout) {
+        for (int kin = 0; kin < MT_KIND_COUNT; ++kin) {
+            for (int kout = 0; kout < MT_KIND_COUNT; ++kout) {
                 char diag[MT_DIAG_LEN] = "";
                 int ok = 1;
                 for (size_t c = 0; ok && c < sizeof(counts) / sizeof(counts[0]); ++c) {
                     char d[256] = "";
-                    ok = one_call((mem_t) kin, (mem_t) kout, (opcase_t) oc, counts[c],
+                    ok = one_call((mt_kind_t) kin, (mt_kind_t) kout, (opcase_t) oc, counts[c],
                                   (uint32_t) (mt_rank * 7 + oc * 131 + kin * 17 + kout + c * 3),
                                   d, sizeof(d));
                     if (!ok) {
@@ -264,7 +222,7 @@ int main(int argc, char **argv)
                     }
                 }
                 mt_check(ok, diag, "MPI_Reduce_local %s, inbuf %s, inoutbuf %s: right",
-                         opcase_names[oc], mem_names[kin], mem_names[kout]);
+                         opcase_names[oc], mt_kind_names[kin], mt_kind_names[kout]);
             }
         }
     }

@@ -67,54 +67,8 @@ static int32_t input(int r, size_t i, unsigned k)
     return (int32_t) (x % 1000u) + 1;
 }
 
-/* Buffer kinds: every kind a CUDA program allocates (pool: stream-ordered, not exportable). */
-typedef enum { MEM_DEVICE, MEM_HOST, MEM_PINNED, MEM_MANAGED, MEM_POOL, MEM_COUNT } mem_t;
-
-static const char *const mem_names[MEM_COUNT] = {"device", "host", "pinned", "managed", "pool"};
-
-static void *mem_alloc(mem_t kind, size_t bytes)
-{
-    void *p = NULL;
-    int rc = DEV_OK;
-
-    bytes = (0 == bytes) ? 1 : bytes;
-    switch (kind) {
-    case MEM_DEVICE:
-        rc = dev_mem_alloc(&p, bytes);
-        break;
-    case MEM_HOST:
-        p = malloc(bytes);
-        break;
-    case MEM_PINNED:
-        rc = dev_host_alloc(&p, bytes);
-        break;
-    case MEM_MANAGED:
-        rc = dev_mem_alloc_managed(&p, bytes);
-        break;
-    case MEM_POOL:
-        rc = dev_mem_alloc_pool(&p, bytes);
-        break;
-    default:
-        break;
-    }
-    return DEV_OK == rc ? p : NULL;
-}
-
-static void mem_free(mem_t kind, void *p)
-{
-    if (NULL == p) {
-        return;
-    }
-    if (MEM_HOST == kind) {
-        free(p);
-    } else if (MEM_PINNED == kind) {
-        (void) dev_host_free(p);
-    } else {
-        (void) dev_mem_free(p);
-    }
-}
-
-/* dev_memcpy copies between any two kinds: host code never touches device memory itself. */
+/* Buffer kinds: mpitest.h's mt_kind_t, every kind a CUDA program allocates.
+ * dev_memcpy copies between any two kinds: host code never touches device memory itself. */
 static int mem_copy(void *dst, const void *src, size_t bytes)
 {
     return (0 == bytes || DEV_OK == dev_memcpy(dst, src, bytes)) ? 0 : -1;
@@ -153,7 +107,7 @@ typedef struct {
     int count;          /* elements per rank (per block for allgather, alltoall, rsb) */
     int root;
     unsigned k;
-    mem_t mem;          /* the buffers' kind */
+    mt_kind_t mem;          /* the buffers' kind */
     bool blocking;
     size_t sn, rn;      /* elements of the send and receive buffers */
     void *s, *r;
@@ -409,7 +363,7 @@ static int call_nonblocking(call_t *c, MPI_Comm comm)
 /* Make the buffers (input fresh, output poisoned) and start the call (blocking: run it); 0 when
  * the buffers could not be had (nothing started). */
 static int call_start_at(call_t *c, kind_t kind, MPI_Comm comm, int count, int root,
-                         mem_t mem, unsigned k, bool blocking)
+                         mt_kind_t mem, unsigned k, bool blocking)
 {
     int32_t *h;
     size_t hn;
@@ -431,8 +385,8 @@ static int call_start_at(call_t *c, kind_t kind, MPI_Comm comm, int count, int r
     call_shape(c);
     hn = (c->sn > c->rn ? c->sn : c->rn) + 1;
     h = malloc(hn * sizeof(int32_t));
-    c->s = mem_alloc(c->mem, c->sn * 4);
-    c->r = mem_alloc(c->mem, c->rn * 4);
+    c->s = mt_kind_alloc(c->mem, c->sn * 4);
+    c->r = mt_kind_alloc(c->mem, c->rn * 4);
     ok = NULL != h && NULL != c->s && NULL != c->r;
     if (ok) {
         for (size_t i = 0; i < c->sn; ++i) {
@@ -446,8 +400,8 @@ static int call_start_at(call_t *c, kind_t kind, MPI_Comm comm, int count, int r
     }
     free(h);
     if (!ok) {
-        mem_free(c->mem, c->s);
-        mem_free(c->mem, c->r);
+        mt_kind_free(c->mem, c->s);
+        mt_kind_free(c->mem, c->r);
         c->s = c->r = NULL;
         return 0;
     }
@@ -466,7 +420,7 @@ static int call_start_at(call_t *c, kind_t kind, MPI_Comm comm, int count, int r
  * same calls in the same order). */
 static int call_start(call_t *c, kind_t kind, MPI_Comm comm, int count, int root)
 {
-    return call_start_at(c, kind, comm, count, root, MEM_DEVICE, next_round++, false);
+    return call_start_at(c, kind, comm, count, root, MT_KIND_DEVICE, next_round++, false);
 }
 
 /* After completion (c->rc holds what the wait said): compare, free; diag gets the first
@@ -478,7 +432,7 @@ static int call_check(call_t *c, char *diag)
 
     if (MPI_SUCCESS != c->rc) {
         mt_diag_add(diag, "%s%s of %d on %s memory returned %d; ", c->blocking ? "" : "i",
-                    kind_names[c->kind], c->count, mem_names[c->mem], c->rc);
+                    kind_names[c->kind], c->count, mt_kind_names[c->mem], c->rc);
     }
     for (size_t i = 0; ok && i < c->rn; ++i) {
         bool undefined;
@@ -486,13 +440,13 @@ static int call_check(call_t *c, char *diag)
         if (!undefined && h[i] != want) {
             mt_diag_add(diag, "%s%s of %d on %s memory (round %u): element %zu is %d, not %d; ",
                         c->blocking ? "" : "i", kind_names[c->kind], c->count,
-                        mem_names[c->mem], c->k, i, (int) h[i], (int) want);
+                        mt_kind_names[c->mem], c->k, i, (int) h[i], (int) want);
             ok = 0;
         }
     }
     free(h);
-    mem_free(c->mem, c->s);
-    mem_free(c->mem, c->r);
+    mt_kind_free(c->mem, c->s);
+    mt_kind_free(c->mem, c->r);
     c->s = c->r = NULL;
     return ok;
 }
@@ -625,10 +579,10 @@ static void case_freed_inter(void)
     MPI_Comm_remote_size(inter, &rsize);
     h = malloc((size_t) n * (size_t) (rsize > 1 ? rsize : 1) * sizeof(int32_t));
     want = malloc((size_t) n * (size_t) (rsize > 1 ? rsize : 1) * sizeof(int32_t));
-    sb = mem_alloc(MEM_DEVICE, (size_t) n * 4);
-    rb[0] = mem_alloc(MEM_DEVICE, (size_t) n * 4);
-    rb[1] = mem_alloc(MEM_DEVICE, (size_t) n * 4);
-    rb[2] = mem_alloc(MEM_DEVICE, (size_t) n * (size_t) rsize * 4);
+    sb = mt_kind_alloc(MT_KIND_DEVICE, (size_t) n * 4);
+    rb[0] = mt_kind_alloc(MT_KIND_DEVICE, (size_t) n * 4);
+    rb[1] = mt_kind_alloc(MT_KIND_DEVICE, (size_t) n * 4);
+    rb[2] = mt_kind_alloc(MT_KIND_DEVICE, (size_t) n * (size_t) rsize * 4);
     ok = NULL != h && NULL != want && NULL != sb && NULL != rb[0] && NULL != rb[1]
          && NULL != rb[2];
     ok = mt_agree(ok);
@@ -690,9 +644,9 @@ static void case_freed_inter(void)
         MPI_Comm_free(&inter);
         MPI_Comm_free(&local);
     }
-    mem_free(MEM_DEVICE, sb);
+    mt_kind_free(MT_KIND_DEVICE, sb);
     for (int i = 0; i < 3; ++i) {
-        mem_free(MEM_DEVICE, rb[i]);
+        mt_kind_free(MT_KIND_DEVICE, rb[i]);
     }
     free(h);
     free(want);
@@ -954,9 +908,9 @@ static void case_comms(int ncomm)
             if (0 == pass) {
                 MPI_Comm_dup(MPI_COMM_WORLD, &d[i]);
             }
-            made = call_start_at(&c[0], K_ALLREDUCE, d[i], 70001, 0, MEM_DEVICE, next_round++,
+            made = call_start_at(&c[0], K_ALLREDUCE, d[i], 70001, 0, MT_KIND_DEVICE, next_round++,
                                  true);
-            made = call_start_at(&c[1], K_ALLREDUCE, d[i], 70001, 0, MEM_DEVICE, next_round++,
+            made = call_start_at(&c[1], K_ALLREDUCE, d[i], 70001, 0, MT_KIND_DEVICE, next_round++,
                                  false) && made;
             wait_all(c, made ? 2 : 0);
             if (!(made && check_all_calls(c, 2, diag))) {
@@ -1047,13 +1001,13 @@ static void case_stale(void)
     for (int pass = 0; ok && pass < 2; ++pass) {
         MPI_Comm comm = (0 == pass) ? MPI_COMM_WORLD : dup;
         call_t c[4];
-        int made = call_start_at(&c[0], K_ALLREDUCE, comm, 70001, 0, MEM_DEVICE, next_round++,
+        int made = call_start_at(&c[0], K_ALLREDUCE, comm, 70001, 0, MT_KIND_DEVICE, next_round++,
                                  true);
-        made = call_start_at(&c[1], K_BCAST, comm, 4099, mt_size - 1, MEM_DEVICE,
+        made = call_start_at(&c[1], K_BCAST, comm, 4099, mt_size - 1, MT_KIND_DEVICE,
                              next_round++, true) && made;
-        made = call_start_at(&c[2], K_ALLREDUCE, comm, 1023, 0, MEM_DEVICE, next_round++,
+        made = call_start_at(&c[2], K_ALLREDUCE, comm, 1023, 0, MT_KIND_DEVICE, next_round++,
                              false) && made;
-        made = call_start_at(&c[3], K_BCAST, comm, 70001, 0, MEM_DEVICE, next_round++,
+        made = call_start_at(&c[3], K_BCAST, comm, 70001, 0, MT_KIND_DEVICE, next_round++,
                              false) && made;
         wait_all(c, made ? 4 : 0);
         if (!(made && check_all_calls(c, 4, diag))) {
@@ -1092,8 +1046,8 @@ static void case_crossed(bool warm)
         call_t w[2];
         int made;
         mt_set_case("crossed: blocking allreduce on A, then B");
-        made = call_start_at(&w[0], K_ALLREDUCE, ab[0], 1021, 0, MEM_DEVICE, 900, true);
-        made = call_start_at(&w[1], K_ALLREDUCE, ab[1], 1021, 0, MEM_DEVICE, 901, true) && made;
+        made = call_start_at(&w[0], K_ALLREDUCE, ab[0], 1021, 0, MT_KIND_DEVICE, 900, true);
+        made = call_start_at(&w[1], K_ALLREDUCE, ab[1], 1021, 0, MT_KIND_DEVICE, 901, true) && made;
         mt_check(made && check_all_calls(w, made ? 2 : 0, diag), diag,
                  "crossed: a blocking device allreduce on dup A, then on dup B: right");
     }
@@ -1108,10 +1062,10 @@ static void case_crossed(bool warm)
         for (int j = 0; j < 2; ++j) {
             int which = (first + j) % 2;
             unsigned k = 1000u + (unsigned) round * 100u + (unsigned) which * 10u;
-            made = call_start_at(&c[2 * j], K_ALLREDUCE, ab[which], 4099, 0, MEM_DEVICE, k, false)
+            made = call_start_at(&c[2 * j], K_ALLREDUCE, ab[which], 4099, 0, MT_KIND_DEVICE, k, false)
                    && made;
             made = call_start_at(&c[2 * j + 1], K_BCAST, ab[which], 1021, mt_size - 1,
-                                 MEM_DEVICE, k + 1, false)
+                                 MT_KIND_DEVICE, k + 1, false)
                    && made;
         }
         for (int i = 0; i < 4; ++i) {
@@ -1147,16 +1101,16 @@ static const char *const pattern_names[PAT_COUNT] = {
     "even ranks device, odd ranks host", "every rank another kind each call",
     "device/managed/pool or host/pinned mixed, the class alternating per call"};
 
-static mem_t pick_mem(pattern_t pat, int rank, unsigned call)
+static mt_kind_t pick_mem(pattern_t pat, int rank, unsigned call)
 {
-    static const mem_t dev_class[] = {MEM_DEVICE, MEM_MANAGED, MEM_POOL};
-    static const mem_t host_class[] = {MEM_HOST, MEM_PINNED};
+    static const mt_kind_t dev_class[] = {MT_KIND_DEVICE, MT_KIND_MANAGED, MT_KIND_POOL};
+    static const mt_kind_t host_class[] = {MT_KIND_HOST, MT_KIND_PINNED};
 
     switch (pat) {
     case PAT_EVEN_ODD:
-        return (0 == rank % 2) ? MEM_DEVICE : MEM_HOST;
+        return (0 == rank % 2) ? MT_KIND_DEVICE : MT_KIND_HOST;
     case PAT_ROTATE:
-        return (mem_t) ((unsigned) rank + call) % MEM_COUNT;
+        return (mt_kind_t) ((unsigned) rank + call) % MT_KIND_COUNT;
     default:
         return (0 == call % 2) ? dev_class[((unsigned) rank + call / 2) % 3]
                                : host_class[((unsigned) rank + call / 2) % 2];
@@ -1225,7 +1179,7 @@ static int main_device;
 typedef struct {
     int id;
     MPI_Comm comm;
-    mem_t mem;
+    mt_kind_t mem;
     bool free_first;    /* MPI_Request_free on the nonblocking allreduce (node team only) */
     int ok;
     char diag[MT_DIAG_LEN];
@@ -1239,7 +1193,7 @@ static void *thread_loop(void *arg)
 {
     worker_t *w = arg;
 
-    if (MEM_HOST != w->mem && DEV_OK != dev_set_device(main_device)) {
+    if (MT_KIND_HOST != w->mem && DEV_OK != dev_set_device(main_device)) {
         mt_diag_add(w->diag, "thread %d: dev_set_device: %s; ", w->id, dev_error_string());
         w->ok = 0;
         return NULL;
@@ -1280,27 +1234,27 @@ static void *thread_loop(void *arg)
         }
         if (!check_all_calls(c, made ? 4 : 0, w->diag)) {
             mt_diag_add(w->diag, "(thread %d iteration %d, %s buffers) ", w->id, it,
-                        mem_names[w->mem]);
+                        mt_kind_names[w->mem]);
             w->ok = 0;
         }
     }
     return NULL;
 }
 
-static void case_threads(mem_t mem)
+static void case_threads(mt_kind_t mem)
 {
     worker_t w[NTHREADS];
     pthread_t th[NTHREADS];
     char name[128];
 
     snprintf(name, sizeof(name), "threads: %d threads on %s buffers", NTHREADS,
-             mem_names[mem]);
+             mt_kind_names[mem]);
     mt_set_case(name);
     for (int t = 0; t < NTHREADS; ++t) {
         memset(&w[t], 0, sizeof(w[t]));
         w[t].id = t;
         w[t].mem = mem;
-        w[t].free_first = MEM_DEVICE == mem && team_takes_nonblocking();
+        w[t].free_first = MT_KIND_DEVICE == mem && team_takes_nonblocking();
         w[t].ok = 1;
         MPI_Comm_dup(MPI_COMM_WORLD, &w[t].comm);
         MPI_Comm_set_errhandler(w[t].comm, MPI_ERRORS_RETURN);
@@ -1315,7 +1269,7 @@ static void case_threads(mem_t mem)
         mt_check(w[t].ok, w[t].diag, "threads: thread %d, %d iterations of blocking and "
                  "nonblocking allreduce and bcast on %s buffers allocated and freed in the loop, "
                  "its own communicator, %d threads at once: right", t, THREAD_ITERS,
-                 mem_names[mem], NTHREADS);
+                 mt_kind_names[mem], NTHREADS);
         MPI_Comm_free(&w[t].comm);
     }
 }
@@ -1382,8 +1336,8 @@ int main(int argc, char **argv)
             case_kinds((pattern_t) pat, false);
         }
     } else if (0 == strcmp(mode, "threads")) {
-        case_threads(MEM_DEVICE);
-        case_threads(MEM_HOST);
+        case_threads(MT_KIND_DEVICE);
+        case_threads(MT_KIND_HOST);
     } else {
         mt_check(0, "unknown mode", "test_robust: mode '%s' is known", mode);
     }
