@@ -452,13 +452,13 @@ static inline bool mca_coll_gpu_assume_uniform(const mca_coll_gpu_module_t *m)
 /* The same for a nonblocking or persistent allreduce or bcast, which cannot agree first (a
  * wait inside it would hang programs that start such calls in different orders on different
  * communicators, which MPI allows): under coll_gpu_uniform_buffers it assumes one kind on every
- * rank unless the communicator's first blocking allreduce or bcast found kinds mixed, where it
- * is staged (right with any mix).  A program whose ranks mix kinds in nonblocking calls on a
- * communicator before any blocking allreduce or bcast there needs
- * coll_gpu_uniform_buffers=false. */
+ * rank once the communicator's first blocking allreduce or bcast found one kind there; before
+ * that call (nothing known), and where it found kinds mixed, the call is staged, which is right
+ * whatever kinds the ranks pass (a host rank goes to the component below at once, so a device
+ * rank must go there too). */
 static inline bool mca_coll_gpu_nb_assume_uniform(const mca_coll_gpu_module_t *m)
 {
-    return COLL_GPU_KINDS_MIXED != m->kinds && mca_coll_gpu_component.uniform_buffers;
+    return COLL_GPU_KINDS_UNIFORM == m->kinds && mca_coll_gpu_component.uniform_buffers;
 }
 /* The process-wide node model (probed or loaded once); NULL when none could be had. */
 const topo_t *mca_coll_gpu_topo(void);

@@ -176,7 +176,8 @@ static int gpu_register(void)
         "agrees on the kind with one small host allreduce) found one kind on every rank, assume "
         "every rank passes the same kind of memory (host or device) to each later allreduce or "
         "bcast there, as NCCL requires (default); where that first call mixed kinds, every call "
-        "there agrees.  Set to false for programs that mix host and device buffers across ranks "
+        "there agrees (nonblocking ones, which cannot, are staged, also before that first call).  "
+        "Set to false for programs that mix host and device buffers across ranks "
         "only after a communicator's first such call: every call then first agrees on the kind "
         "(host-buffer calls pay for it too)", MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_3,
         MCA_BASE_VAR_SCOPE_ALL_EQ, &mca_coll_gpu_component.uniform_buffers);

@@ -68,14 +68,19 @@ done
 COLL_GPU_TEST_THREAD_MULTIPLE=1 run 3 true "auto auto" freed
 COLL_GPU_TEST_THREAD_MULTIPLE=1 run 3 true "auto auto" any
 
-# crossed first calls on fresh communicators with the node team's path (uniform_buffers=true):
-# hung until the team's setup stopped waiting inside the first nonblocking call
+# crossed first calls: on fresh communicators (uniform_buffers=true: nothing known of the kinds
+# yet, so staged), and after a blocking host allreduce on each (kinds agreed: the calls take
+# the node team and start its setup; hung while that setup waited inside the first call)
 for np in 2 3; do
     run "$np" true "auto auto" crossed
+    COLL_GPU_MPIRUN_ARGS="--mca coll_gpu_verbose 10" run "$np" true "auto auto" crossed agreed
+    n=$(grep -c "coll:gpu:iallreduce (cid [0-9]*): .* ranks -> [a-z_]* via" "$log")
+    [ "$n" -gt 0 ]
+    t_ok $? "$np ranks, test_robust crossed agreed: $n iallreduce calls took the team"
 done
 # a setup that fails (rank 1's scratch refused) under nonblocking first calls: every call
 # queued on the team runs through the host fallback, crossed orders and many calls included
-for mode in crossed "many 300" any; do
+for mode in "crossed agreed" "many 300" any; do
     COLL_GPU_MPIRUN_ARGS="--mca coll_gpu_test_fail_team 1 --mca coll_gpu_verbose 10" \
         run 3 true "auto auto" $mode
     n=$(grep -c "through the host with coll/gpu's own messages" "$log")

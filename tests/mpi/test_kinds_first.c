@@ -4,11 +4,10 @@
  * with `-evenmemtype=device -oddmemtype=host`: every rank keeps one kind of memory for the whole
  * run, chosen by the parity of its rank.  The first blocking allreduce or bcast on a
  * communicator agrees on the kind; a communicator where it found kinds mixed agrees on every
- * blocking call after, and stages its nonblocking ones.  (A nonblocking call cannot agree
- * itself: a program that mixes kinds in one before any blocking allreduce or bcast on that
- * communicator needs coll_gpu_uniform_buffers=false; not a case here.)  Before that check,
- * such a program hung: a device rank entered the node team while a host rank went straight to
- * the component below.
+ * blocking call after, and stages its nonblocking ones.  A nonblocking call cannot agree
+ * itself: before the first blocking allreduce or bcast it is staged (MPICH's nonblocking tests
+ * start that way).  Before these rules such a program hung: a device rank entered the node
+ * team while a host rank went straight to the component below.
  *
  * Usage: test_kinds_first EVEN ODD   (each one of host, pinned, device, managed)
  *
@@ -16,7 +15,8 @@
  * order, and a dup of world that is itself dup'ed before its first call: Open MPI's own
  * iallreduce on it takes no part in the check), each communicator's first allreduce or bcast
  * being the named one:
- *   first-allreduce, first-bcast-0, first-bcast-last
+ *   first-allreduce, first-bcast-0, first-bcast-last, first-iallreduce, first-ibcast-last
+ *   (the last two: the nonblocking call comes first, the next blocking one agrees)
  * then, on the same communicator, a sequence of allreduce (in place and not), bcast from every
  * root, iallreduce and ibcast, at 1, 1000 and 70000 ints.  Every call runs on fresh random data
  * into a poisoned output and is compared with a reference computed here.  A hang is reported by
@@ -200,7 +200,9 @@ int main(int argc, char **argv)
         int root_last;
     } firsts[] = {{"first-allreduce", C_ALLREDUCE, 0},
                   {"first-bcast-0", C_BCAST, 0},
-                  {"first-bcast-last", C_BCAST, 1}};
+                  {"first-bcast-last", C_BCAST, 1},
+                  {"first-iallreduce", C_IALLREDUCE, 0},
+                  {"first-ibcast-last", C_IBCAST, 1}};
     int32_t *in, *want, *got;
     char why[256];
     int kinds[2];

@@ -17,10 +17,12 @@
  *   test_robust any       MPI_Waitany, MPI_Waitsome and MPI_Testany over device calls on three
  *                         communicators, issued in one order and completed in a rank-dependent
  *                         one
- *   test_robust crossed [warm]  even ranks start MPI_Iallreduce and MPI_Ibcast on dup A then
- *                         dup B, odd ranks B then A (legal: the order only has to agree per
- *                         communicator); first on fresh dups, then again; warm: after a
- *                         blocking device allreduce on each dup
+ *   test_robust crossed [warm|agreed]  even ranks start MPI_Iallreduce and MPI_Ibcast on dup
+ *                         A then dup B, odd ranks B then A (legal: the order only has to agree
+ *                         per communicator); first on fresh dups, then again; warm: after a
+ *                         blocking device allreduce on each dup (its node team is there);
+ *                         agreed: after a blocking host allreduce on each (the kinds are
+ *                         agreed, so the calls take the team, whose setup they start)
  *   test_robust kinds     14 collectives (allreduce, bcast, allgather(v), alltoall(v), reduce,
  *                         reduce_scatter_block, gather, scatter, scan, exscan; in place where
  *                         listed), blocking, then nonblocking all at once with an MPI_Ibarrier,
@@ -541,6 +543,12 @@ static void case_freed_request(void)
 
     mt_set_case("freed: MPI_Request_free, then MPI_Comm_free");
     MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+    /* the kinds agreed first (a blocking host allreduce): the calls then take the node team,
+     * whose requests MPI_Request_free takes while they run (libnbc 4.1's refuse it) */
+    {
+        int one = 1, sum = 0;
+        MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, dup);
+    }
     made = call_start(&c[0], K_ALLREDUCE, dup, 65537, 0) && made;
     made = call_start(&c[1], K_ALLREDUCE_IP, dup, 1021, 0) && made;
     made = call_start(&c[2], K_BCAST, dup, 3, mt_size - 1) && made;
@@ -1035,13 +1043,21 @@ static void case_stale(void)
  * round 1 the same on the same dups again.  warm: a blocking device allreduce on A, then on B
  * (one order everywhere) comes first, so that the dups' node teams exist before the crossed
  * calls. */
-static void case_crossed(bool warm)
+static void case_crossed(bool warm, bool agreed)
 {
     MPI_Comm ab[2];
     char diag[MT_DIAG_LEN] = "";
 
     MPI_Comm_dup(MPI_COMM_WORLD, &ab[0]);
     MPI_Comm_dup(MPI_COMM_WORLD, &ab[1]);
+    if (agreed) {
+        int one = 1, sum[2] = {0, 0};
+        mt_set_case("crossed: blocking host allreduce on A, then B");
+        MPI_Allreduce(&one, &sum[0], 1, MPI_INT, MPI_SUM, ab[0]);
+        MPI_Allreduce(&one, &sum[1], 1, MPI_INT, MPI_SUM, ab[1]);
+        mt_check(mt_size == sum[0] && mt_size == sum[1], "",
+                 "crossed: a blocking host allreduce on dup A, then on dup B: right");
+    }
     if (warm) {
         call_t w[2];
         int made;
@@ -1056,7 +1072,7 @@ static void case_crossed(bool warm)
         MPI_Request reqs[4];
         int made = 1, ok, rc, first = mt_rank % 2;
 
-        mt_set_case(0 == round && !warm ? "crossed: first calls on fresh communicators"
+        mt_set_case(0 == round && !warm ? "crossed: first device calls of the communicators"
                                         : "crossed: calls on communicators used before");
         /* the rounds (data) of a call are those of its communicator's order, not of issue */
         for (int j = 0; j < 2; ++j) {
@@ -1080,7 +1096,9 @@ static void case_crossed(bool warm)
         ok = check_all_calls(c, made ? 4 : 0, diag) && made;
         mt_check(ok, diag, "crossed: even ranks start MPI_Iallreduce and MPI_Ibcast on dup A "
                            "then B, odd ranks on B then A, MPI_Waitall: right (%s)",
-                 0 == round && !warm ? "the first device calls of both dups"
+                 0 == round && !warm ? (agreed ? "the first device calls of both dups, after a "
+                                                 "blocking host allreduce on each"
+                                               : "the first calls of both dups")
                                      : "on dups used before");
     }
     MPI_Comm_free(&ab[0]);
@@ -1327,7 +1345,8 @@ int main(int argc, char **argv)
     } else if (0 == strcmp(mode, "stale")) {
         case_stale();
     } else if (0 == strcmp(mode, "crossed")) {
-        case_crossed(2 < argc && 0 == strcmp(argv[2], "warm"));
+        case_crossed(2 < argc && 0 == strcmp(argv[2], "warm"),
+                     2 < argc && 0 == strcmp(argv[2], "agreed"));
     } else if (0 == strcmp(mode, "kinds")) {
         const char *u = getenv("OMPI_MCA_coll_gpu_uniform_buffers");
         bool uniform = NULL == u || 0 != strcmp(u, "false");
