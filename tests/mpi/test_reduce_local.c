@@ -108,8 +108,8 @@ static void reference(opcase_t oc, const void *in, const void *inout, void *out,
 }
 
 /* Run one case; returns 1 when right, else writes why into diag. */
-static int one_call(mt_kind_t kin, mt_kind_t kout, opcase_t oc, int count, uint32_t seed, char *diag,
-                    size_t diag_len)
+static int one_call(mt_kind_t kin, mt_kind_t kout, opcase_t oc, int count, uint32_t seed,
+                    char *diag, size_t diag_len)
 {
     size_t n = elems_of(oc, count), bytes = n * esize_of(oc);
     MPI_Datatype type = OPC_MAX_DOUBLE == oc   ? MPI_DOUBLE

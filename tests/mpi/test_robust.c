@@ -1078,7 +1078,8 @@ static void case_crossed(bool warm, bool agreed)
         for (int j = 0; j < 2; ++j) {
             int which = (first + j) % 2;
             unsigned k = 1000u + (unsigned) round * 100u + (unsigned) which * 10u;
-            made = call_start_at(&c[2 * j], K_ALLREDUCE, ab[which], 4099, 0, MT_KIND_DEVICE, k, false)
+            made = call_start_at(&c[2 * j], K_ALLREDUCE, ab[which], 4099, 0, MT_KIND_DEVICE, k,
+                                 false)
                    && made;
             made = call_start_at(&c[2 * j + 1], K_BCAST, ab[which], 1021, mt_size - 1,
                                  MT_KIND_DEVICE, k + 1, false)
