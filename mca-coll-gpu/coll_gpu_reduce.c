@@ -29,6 +29,20 @@ int mca_coll_gpu_reduce(const void *sbuf, void *rbuf, int count, struct ompi_dat
     coll_gpu_staged_t s, r;
     int rc;
 
+    /* The communicator's first blocking reduce, while nothing is known of its kinds, agrees on
+     * them as a first allreduce or bcast does (every rank passes a send buffer, or the root
+     * MPI_IN_PLACE and its receive buffer): programs that reduce before any allreduce or bcast
+     * (a benchmark's statistics) then find their later nonblocking allreduces and bcasts on
+     * the GPU path (mca_coll_gpu_nb_assume_uniform).  The reduce itself goes its usual way. */
+    if (!m->inter && !m->in_agreed_call && COLL_GPU_KINDS_UNCHECKED == m->kinds
+        && mca_coll_gpu_component.uniform_buffers) {
+        const void *mine = (MPI_IN_PLACE == sbuf) ? rbuf : sbuf;
+        bool all_device;
+        (void) mca_coll_gpu_agree(m, comm, name,
+                                  !mca_coll_gpu_is_host(mca_coll_gpu_classify(
+                                      mca_coll_gpu_data_start(mine, dtype, count))),
+                                  &all_device);
+    }
     /* the receive buffer means something at the root only */
     if (mca_coll_gpu_both_host(sdir ? sbuf : NULL, rdir ? rbuf : NULL)) {
         return m->prev_reduce.fn(sbuf, rbuf, count, dtype, op, root, comm, m->prev_reduce.module);

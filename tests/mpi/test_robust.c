@@ -33,6 +33,8 @@
  *   test_robust comms [N] N (default 300) dups of world alive at once, each with a node team
  *                         (blocking and nonblocking device allreduce large enough to map peer
  *                         buffers), all used twice
+ *   test_robust reducefirst  a host MPI_Reduce as a fresh dup's first collective, then device
+ *                         MPI_Iallreduce and MPI_Ibcast there (the reduce agrees on the kinds)
  *   test_robust stale     names in /dev/shm that a killed process with this process' pid left
  *                         (pids wrap): device allreduce and bcast on world and a dup right
  *   test_robust threads   MPI_THREAD_MULTIPLE: 3 threads, each on its own dup of world, loop
@@ -937,6 +939,34 @@ static void case_comms(int ncomm)
                        "nonblocking device allreduce of 70001 int32, twice over: right", ncomm);
 }
 
+/* ---- reduce first --------------------------------------------------------------------------- */
+
+/* A fresh dup whose first collective with buffers is a blocking host MPI_Reduce (a benchmark's
+ * statistics): the kinds are agreed there, so the device MPI_Iallreduce and MPI_Ibcast after it
+ * take the node team (robust.sh reads that from the log); both right. */
+static void case_reduce_first(void)
+{
+    char diag[MT_DIAG_LEN] = "";
+    int one = 1, sum = 0, made, ok;
+    call_t c[2];
+    MPI_Comm dup;
+
+    mt_set_case("reduce first: a host MPI_Reduce, then device nonblocking calls");
+    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+    ok = MPI_SUCCESS == MPI_Reduce(&one, &sum, 1, MPI_INT, MPI_SUM, 0, dup)
+         && (0 != mt_rank || mt_size == sum);
+    if (!ok) {
+        mt_diag_add(diag, "the host reduce failed or was wrong; ");
+    }
+    made = call_start(&c[0], K_ALLREDUCE, dup, 4099, 0);
+    made = call_start(&c[1], K_BCAST, dup, 1021, mt_size - 1) && made;
+    wait_all(c, made ? 2 : 0);
+    ok = check_all_calls(c, made ? 2 : 0, diag) && made && ok;
+    MPI_Comm_free(&dup);
+    mt_check(ok, diag, "reduce first: a host MPI_Reduce on a fresh dup, then a device "
+                       "MPI_Iallreduce and MPI_Ibcast there: right");
+}
+
 /* ---- stale --------------------------------------------------------------------------------- */
 
 /* A job ended by a timeout or an abort leaves coll/gpu's shared-memory names behind, and pids
@@ -1343,6 +1373,8 @@ int main(int argc, char **argv)
         case_any();
     } else if (0 == strcmp(mode, "comms")) {
         case_comms(2 < argc ? atoi(argv[2]) : 300);
+    } else if (0 == strcmp(mode, "reducefirst")) {
+        case_reduce_first();
     } else if (0 == strcmp(mode, "stale")) {
         case_stale();
     } else if (0 == strcmp(mode, "crossed")) {
