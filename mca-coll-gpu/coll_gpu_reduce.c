@@ -38,10 +38,14 @@ int mca_coll_gpu_reduce(const void *sbuf, void *rbuf, int count, struct ompi_dat
         && mca_coll_gpu_component.uniform_buffers) {
         const void *mine = (MPI_IN_PLACE == sbuf) ? rbuf : sbuf;
         bool all_device;
+        /* the host allreduce below may come back to us (tuned's reduce-then-bcast allreduce
+         * calls the communicator's reduce and bcast): those go straight to the saved module */
+        m->in_agreed_call = true;
         (void) mca_coll_gpu_agree(m, comm, name,
                                   !mca_coll_gpu_is_host(mca_coll_gpu_classify(
                                       mca_coll_gpu_data_start(mine, dtype, count))),
                                   &all_device);
+        m->in_agreed_call = false;
     }
     /* the receive buffer means something at the root only */
     if (mca_coll_gpu_both_host(sdir ? sbuf : NULL, rdir ? rbuf : NULL)) {
