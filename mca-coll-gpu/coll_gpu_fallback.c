@@ -136,23 +136,27 @@ int mca_coll_gpu_fallback_start(coll_gpu_fallback_t *f, mca_coll_gpu_module_t *m
     return OMPI_SUCCESS;
 }
 
-/* Have the posted messages ended? */
-static bool fb_done(coll_gpu_fallback_t *f)
+bool mca_coll_gpu_requests_done(ompi_request_t **reqs, int *nreqs, int *first_error)
 {
     int flag = 0, rc;
 
-    if (0 == f->nreqs) {
+    if (0 == *nreqs) {
         return true;
     }
-    rc = ompi_request_test_all((size_t) f->nreqs, f->reqs, &flag, MPI_STATUSES_IGNORE);
+    rc = ompi_request_test_all((size_t) *nreqs, reqs, &flag, MPI_STATUSES_IGNORE);
     if (!flag && OMPI_SUCCESS == rc) {
         return false;
     }
-    if (OMPI_SUCCESS != rc && OMPI_SUCCESS == f->rc) {
-        f->rc = rc;
+    if (OMPI_SUCCESS != rc && OMPI_SUCCESS == *first_error) {
+        *first_error = rc;
     }
-    f->nreqs = 0;
+    *nreqs = 0;
     return true;
+}
+
+static bool fb_done(coll_gpu_fallback_t *f)
+{
+    return mca_coll_gpu_requests_done(f->reqs, &f->nreqs, &f->rc);
 }
 
 bool mca_coll_gpu_fallback_test(coll_gpu_fallback_t *f)

@@ -1131,6 +1131,21 @@ static bool allreduce_alg(topo_plan_t *plan, bool in_place, async_alg_t *alg)
     return true;
 }
 
+/* The call runs alg (allreduce) or the bcast agreement with plan, decided now: at the call, or
+ * on the queue once the team's setup has ended (step_defer); the log line says so. */
+static void async_take_plan(coll_gpu_async_t *r, async_alg_t alg, const topo_plan_t *plan,
+                            size_t bytes, struct ompi_datatype_t *dtype)
+{
+    mca_coll_gpu_log_plan(r->what, r->comm, bytes, dtype, r->mpi_op,
+                          r->bcast ? TOPO_COLL_BCAST : TOPO_COLL_ALLREDUCE, r->team, plan);
+    r->first_alg = r->bcast ? ALG_BC_AGREE : alg;
+    r->first_plan = *plan;
+    if (!r->bcast) {
+        r->launch.nblocks = plan->nblocks;
+        r->launch.nthreads = plan->nthreads;
+    }
+}
+
 /* A rank kept waiting for the setup says so once (coll_gpu_hang_warn_seconds); it never gives
  * up there: the setup's exchange has no way to tell the peers. */
 static void defer_waiting(coll_gpu_async_t *r)
@@ -1165,7 +1180,7 @@ static int step_defer(coll_gpu_async_t *r)
                                                                  (size_t) r->user_count);
     coll_gpu_team_state_t state = mca_coll_gpu_team_setup_step(t);
     topo_plan_t plan;
-    async_alg_t alg = ALG_BC_AGREE;
+    async_alg_t alg = ALG_BC_AGREE; /* a bcast's; an allreduce's comes from its plan */
     int rc;
 
     if (COLL_GPU_TEAM_PENDING == state) {
@@ -1176,15 +1191,10 @@ static int step_defer(coll_gpu_async_t *r)
     memset(&plan, 0, sizeof(plan));
     if (COLL_GPU_TEAM_READY == state && mca_coll_gpu_select_plan(t, coll, bytes, &plan)
         && (r->bcast || allreduce_alg(&plan, r->in_place, &alg))) {
-        mca_coll_gpu_log_plan(r->what, r->comm, bytes, r->user_dtype, r->mpi_op, coll, t,
-                              &plan);
-        r->first_alg = alg;
-        r->first_plan = plan;
+        async_take_plan(r, alg, &plan, bytes, r->user_dtype);
         if (r->bcast) {
             bcast_begin(r);
         } else {
-            r->launch.nblocks = plan.nblocks;
-            r->launch.nthreads = plan.nthreads;
             allreduce_begin(r);
         }
         return ASYNC_AGAIN;
@@ -1885,11 +1895,7 @@ int mca_coll_gpu_async_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, voi
     if (deferred) {
         r->first_alg = ALG_DEFER;
     } else {
-        mca_coll_gpu_log_plan(name, comm, bytes, dtype, op, TOPO_COLL_ALLREDUCE, t, &plan);
-        r->first_alg = alg;
-        r->first_plan = plan;
-        r->launch.nblocks = plan.nblocks;
-        r->launch.nthreads = plan.nthreads;
+        async_take_plan(r, alg, &plan, bytes, dtype);
     }
     async_issue(r, sbuf, rbuf, count, dtype, request);
     return OMPI_SUCCESS;
@@ -1932,9 +1938,7 @@ int mca_coll_gpu_async_bcast(mca_coll_gpu_module_t *m, void *buf, int count,
     if (deferred) {
         r->first_alg = ALG_DEFER;
     } else {
-        mca_coll_gpu_log_plan(name, comm, bytes, dtype, NULL, TOPO_COLL_BCAST, t, &plan);
-        r->first_alg = ALG_BC_AGREE;
-        r->first_plan = plan;
+        async_take_plan(r, ALG_BC_AGREE, &plan, bytes, dtype);
     }
     async_issue(r, NULL, buf, count, dtype, request);
     return OMPI_SUCCESS;

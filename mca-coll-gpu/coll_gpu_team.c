@@ -433,17 +433,7 @@ static void exchange_post(coll_gpu_team_setup_t *st, int tag, const void *mine, 
 /* Has the round's exchange ended (its requests freed)? */
 static bool exchange_done(coll_gpu_team_setup_t *st)
 {
-    int flag = 0, rc;
-
-    if (0 < st->nreqs) {
-        rc = ompi_request_test_all((size_t) st->nreqs, st->reqs, &flag, MPI_STATUSES_IGNORE);
-        if (!flag && OMPI_SUCCESS == rc) {
-            return false;
-        }
-        st->rc = (OMPI_SUCCESS == st->rc) ? rc : st->rc;
-        st->nreqs = 0;
-    }
-    return true;
+    return mca_coll_gpu_requests_done(st->reqs, &st->nreqs, &st->rc);
 }
 
 /* Round 1's card: this rank's local work (a failing rank still takes part, with a failed
@@ -457,8 +447,6 @@ static void setup_local(coll_gpu_team_t *t, coll_gpu_team_setup_t *st)
 
     mine->ok = all_on_node(comm);
     if (mine->ok) {
-        t->size = size;
-        t->rank = rank;
         t->slot_bytes = mca_coll_gpu_component.oneshot_slot_bytes;
         mine->ok = DEV_OK == dev_current_device(&ordinal)
                    && DEV_OK == dev_device_uuid(ordinal, &mine->uuid)

@@ -24,59 +24,22 @@
  */
 #include "mpitest.h"
 
-enum { K_HOST, K_PINNED, K_DEVICE, K_MANAGED, K_COUNT };
-static const char *const kind_names[K_COUNT] = {"host", "pinned", "device", "managed"};
 
 #define POISON ((int32_t) 0x5a5a5a5a)
 #define MAX_COUNT 70000
 
-static int my_kind;
+static mt_kind_t my_kind; /* mpitest.h: host, pinned, device or managed here */
 static uint64_t round_no = 0;
 
+/* One of the kinds the usage names (mpitest.h's, pool aside), or -1. */
 static int kind_of(const char *s)
 {
-    for (int k = 0; k < K_COUNT; ++k) {
-        if (0 == strcmp(s, kind_names[k])) {
+    for (int k = 0; k < MT_KIND_COUNT; ++k) {
+        if (MT_KIND_POOL != k && 0 == strcmp(s, mt_kind_names[k])) {
             return k;
         }
     }
     return -1;
-}
-
-static void *buf_alloc(size_t bytes)
-{
-    void *p = NULL;
-    int rc = DEV_OK;
-
-    switch (my_kind) {
-    case K_HOST:
-        p = malloc(bytes);
-        break;
-    case K_PINNED:
-        rc = dev_host_alloc(&p, bytes);
-        break;
-    case K_DEVICE:
-        rc = dev_mem_alloc(&p, bytes);
-        break;
-    default:
-        rc = dev_mem_alloc_managed(&p, bytes);
-        break;
-    }
-    return DEV_OK == rc ? p : NULL;
-}
-
-static void buf_free(void *p)
-{
-    if (NULL == p) {
-        return;
-    }
-    if (K_HOST == my_kind) {
-        free(p);
-    } else if (K_PINNED == my_kind) {
-        dev_host_free(p);
-    } else {
-        dev_mem_free(p);
-    }
 }
 
 /* dev_memcpy copies between any kinds; host code never touches device memory. */
@@ -113,7 +76,8 @@ static int one_call(MPI_Comm comm, const int *world_of, coll_t c, int root, size
                     int32_t *host_in, int32_t *want, int32_t *got, char *diag)
 {
     int rank, size, rc, ok = 1;
-    void *sbuf = buf_alloc(n * sizeof(int32_t)), *rbuf = buf_alloc(n * sizeof(int32_t));
+    void *sbuf = mt_kind_alloc(my_kind, n * sizeof(int32_t)),
+         *rbuf = mt_kind_alloc(my_kind, n * sizeof(int32_t));
     MPI_Request req = MPI_REQUEST_NULL;
 
     MPI_Comm_rank(comm, &rank);
@@ -128,8 +92,8 @@ static int one_call(MPI_Comm comm, const int *world_of, coll_t c, int root, size
         ok = 0;
     }
     if (!mt_agree(ok)) {
-        buf_free(sbuf);
-        buf_free(rbuf);
+        mt_kind_free(my_kind, sbuf);
+        mt_kind_free(my_kind, rbuf);
         return 0;
     }
     if (C_BCAST == c || C_IBCAST == c) {
@@ -186,8 +150,8 @@ static int one_call(MPI_Comm comm, const int *world_of, coll_t c, int root, size
             }
         }
     }
-    buf_free(sbuf);
-    buf_free(rbuf);
+    mt_kind_free(my_kind, sbuf);
+    mt_kind_free(my_kind, rbuf);
     return ok;
 }
 
@@ -215,7 +179,7 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return 2;
     }
-    my_kind = kinds[mt_rank % 2];
+    my_kind = (mt_kind_t) kinds[mt_rank % 2];
     if (!mt_device_open(why, sizeof(why))) {
         mt_skip_all(why);
     }
@@ -236,7 +200,7 @@ int main(int argc, char **argv)
                      0 == variant   ? "a dup of world"
                      : 1 == variant ? "a reversed split"
                                     : "a dup of world dup'ed before its first call",
-                     kind_names[kinds[0]], kind_names[kinds[1]]);
+                     mt_kind_names[kinds[0]], mt_kind_names[kinds[1]]);
             mt_set_case(name);
             if (1 == variant) {
                 MPI_Comm_split(MPI_COMM_WORLD, 0, mt_size - mt_rank, &comm);
