@@ -181,13 +181,21 @@ typedef struct coll_gpu_bounce_t {
 /* The hierarchical path across nodes (coll_gpu_hier.c), made on first use. */
 typedef struct coll_gpu_hier_t coll_gpu_hier_t;
 
-/* What a communicator's first blocking allreduce or bcast found out about its ranks' memory
- * kinds, under coll_gpu_uniform_buffers (coll_gpu_select.c, mca_coll_gpu_agree). */
+/* How the blocking allreduces, bcasts and reduces of a communicator agree on their ranks'
+ * memory kinds (coll_gpu_kinds.c), settled at its first such call. */
 typedef enum {
-    COLL_GPU_KINDS_UNCHECKED = 0, /* no such call yet: the next one agrees */
-    COLL_GPU_KINDS_UNIFORM,       /* that call had one kind on every rank: assume it from now */
-    COLL_GPU_KINDS_MIXED          /* host memory on some ranks, device on others: always agree */
-} coll_gpu_kinds_t;
+    COLL_GPU_KMODE_UNSET = 0,      /* no such call yet: the next one settles it */
+    COLL_GPU_KMODE_BOARD,          /* per call, through a block shared on this host */
+    COLL_GPU_KMODE_AGREE,          /* per call, by a host allreduce (the ranks span hosts) */
+    COLL_GPU_KMODE_SINGLE,         /* one rank: nothing to agree */
+    COLL_GPU_KMODE_PROMISE_DEVICE, /* every rank asserts device memory only (MPI 4.1 info) */
+    COLL_GPU_KMODE_PROMISE_HOST    /* every rank asserts host memory only (MPI 4.1 info) */
+} coll_gpu_kmode_t;
+
+/* The shared block of the per-call agreement (coll_gpu_kinds.c). */
+typedef struct coll_gpu_kinds_board_t coll_gpu_kinds_board_t;
+#define COLL_GPU_KINDS_RING 64 /* entries per rank: calls a rank may be ahead, and behind */
+#define COLL_GPU_KINDS_LEAD 32 /* a rank waits every this many calls for the slowest peer */
 
 typedef struct mca_coll_gpu_module_t {
     mca_coll_base_module_t super;
@@ -203,14 +211,22 @@ typedef struct mca_coll_gpu_module_t {
     COLL_GPU_DECLARE_SAVED(reduce_local)
 
     bool enabled;               /* enable() saved the fallbacks above */
-    /* Inside one of our calls that agrees on the path (coll_gpu_uniform_buffers false): the
-     * saved module may call back into the communicator's table (coll/basic's allreduce is a
-     * reduce and a bcast), and those nested calls, always on host memory, must go straight
-     * through instead of agreeing again. */
+    /* Inside one of our blocking allreduces, bcasts or reduces: the saved module may call back
+     * into the communicator's table (coll/basic's allreduce is a reduce and a bcast), and those
+     * nested calls, always on host memory, go straight through: they are no calls of the
+     * program's, and every rank must count the same calls (coll_gpu_kinds.c). */
     bool in_agreed_call;
     bool released;              /* the fallbacks' references are dropped (disable is idempotent) */
     bool inter;                 /* an intercommunicator: staging only, no team, no agreement */
-    coll_gpu_kinds_t kinds;     /* what the first call found (mca_coll_gpu_assume_uniform) */
+    /* The per-call agreement on memory kinds (coll_gpu_kinds.c): how, the shared block, this
+     * rank's record in it and the calls published; nb_device: a blocking allreduce, bcast or
+     * reduce had device memory on every rank, from which on the nonblocking and persistent
+     * allreduces and bcasts take the node team's path (mca_coll_gpu_nb_team_path). */
+    coll_gpu_kmode_t kmode;
+    coll_gpu_kinds_board_t *board;
+    int board_rank;
+    uint64_t kinds_seq;
+    bool nb_device;
 
     coll_gpu_bounce_t bounce[2];
     /* Device temporaries (send and receive roles) for the ranks whose own buffer the team path
@@ -435,30 +451,59 @@ int mca_coll_gpu_adapt_out(mca_coll_gpu_module_t *m, struct ompi_communicator_t 
                            const char *what, const coll_gpu_adapt_t *a, bool copy_out);
 /* Free the device temporaries (module teardown). */
 void mca_coll_gpu_adapt_release(mca_coll_gpu_module_t *m);
-/* Agree on whether this call's buffers are device memory on every rank: one host allreduce.
- * Returns OMPI_SUCCESS and sets *all_device; the first agreement on a communicator also
- * records whether its ranks mixed kinds (m->kinds). */
+/* Agree on whether this call's buffers are device memory on every rank: one host allreduce
+ * (communicators whose ranks span hosts, coll_gpu_kinds.c).  Returns OMPI_SUCCESS and sets
+ * *all_device. */
 int mca_coll_gpu_agree(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
                        const char *what, bool mine, bool *all_device);
-/* May this blocking allreduce or bcast skip the agreement and assume that every rank passes
- * the kind of memory this one does?  Only with coll_gpu_uniform_buffers (the default), and
- * only once the communicator's first such call agreed and found one kind on all ranks.  A call
- * for which this is false agrees first (mca_coll_gpu_agree). */
-static inline bool mca_coll_gpu_assume_uniform(const mca_coll_gpu_module_t *m)
-{
-    return COLL_GPU_KINDS_UNIFORM == m->kinds && mca_coll_gpu_component.uniform_buffers;
-}
 
-/* The same for a nonblocking or persistent allreduce or bcast, which cannot agree first (a
- * wait inside it would hang programs that start such calls in different orders on different
- * communicators, which MPI allows): under coll_gpu_uniform_buffers it assumes one kind on every
- * rank once the communicator's first blocking allreduce or bcast found one kind there; before
- * that call (nothing known), and where it found kinds mixed, the call is staged, which is right
- * whatever kinds the ranks pass (a host rank goes to the component below at once, so a device
- * rank must go there too). */
-static inline bool mca_coll_gpu_nb_assume_uniform(const mca_coll_gpu_module_t *m)
+/* What one rank brings to a blocking allreduce, bcast or reduce, for the agreement. */
+#define COLL_GPU_KINDS_REDUCE 7 /* coll of a reduce (beside topo_coll_t's values) */
+typedef struct coll_gpu_kinds_call_t {
+    int coll;               /* TOPO_COLL_ALLREDUCE, TOPO_COLL_BCAST or COLL_GPU_KINDS_REDUCE */
+    bool device;            /* this rank's buffers are not all host memory */
+    bool capable;           /* allreduce: the kernels take the element type and op */
+    int dt;                 /* ... that element type (dev_dtype_t) */
+    uint64_t bytes;         /* count x type size of this rank */
+    int root;               /* bcast */
+    struct ompi_op_t *op;   /* allreduce */
+} coll_gpu_kinds_call_t;
+
+/* The path of this call, agreed with every rank of it (coll_gpu_kinds.c): *all_device is true
+ * on every rank when every rank passes device memory (then the GPU path, else the component
+ * below).  An erroneous call whose ranks all pass device memory returns the same MPI error on
+ * every rank.  Collective: every rank of the call makes it, host-memory ranks too. */
+int mca_coll_gpu_kinds_agree(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                             const char *what, const coll_gpu_kinds_call_t *call,
+                             bool *all_device);
+/* The host-memory rank's part of it on a board (the hot path: no wait). */
+void mca_coll_gpu_kinds_publish_host(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                                     const char *what, int coll);
+void mca_coll_gpu_kinds_release(mca_coll_gpu_module_t *m);
+/* Are all ranks of comm on this host?  The same answer on every rank (coll_gpu_team.c). */
+bool mca_coll_gpu_all_on_host(struct ompi_communicator_t *comm);
+
+/* Does a nonblocking or persistent allreduce or bcast take the node team's path (its
+ * algorithms, coll_gpu_nvl_async.c), whatever this rank's own kind (a rank with host memory
+ * goes through a device temporary)?  It cannot agree on the kinds itself: a wait inside it
+ * would hang programs that start such calls in different orders on different communicators,
+ * which MPI allows.  So it follows what every rank knows alike: whether some blocking
+ * allreduce, bcast or reduce on the communicator before it, in the order every rank makes
+ * them, had device memory on every rank (the agreement of that call told every rank).  From
+ * then on every rank can run the team's path (a rank with host memory through a device
+ * temporary); before, every rank is staged.  Under a promise (coll_gpu_uniform_buffers, one
+ * rank) its own kind decides. */
+static inline bool mca_coll_gpu_nb_team_path(const mca_coll_gpu_module_t *m, bool own_device)
 {
-    return COLL_GPU_KINDS_UNIFORM == m->kinds && mca_coll_gpu_component.uniform_buffers;
+    if (COLL_GPU_KMODE_SINGLE == m->kmode
+        || (mca_coll_gpu_component.uniform_buffers && COLL_GPU_KMODE_PROMISE_HOST != m->kmode
+            && COLL_GPU_KMODE_PROMISE_DEVICE != m->kmode)) {
+        return own_device;
+    }
+    if (COLL_GPU_KMODE_PROMISE_DEVICE == m->kmode) {
+        return true;
+    }
+    return m->nb_device;
 }
 /* The process-wide node model (probed or loaded once); NULL when none could be had. */
 const topo_t *mca_coll_gpu_topo(void);

@@ -8,14 +8,12 @@
  *   anything else                      -> host staging (coll_gpu_stage.c)
  *
  * "Every rank takes the same path": the decision uses only what all ranks share (count, the
- * type's signature, op, communicator, parameters, the team) and the buffers' kind.  The first
- * allreduce or bcast on a communicator agrees on the kind with one host allreduce; when every
- * rank passed the same kind there, later calls assume the kind is the same on all ranks (host,
- * or not), as NCCL requires, under the default coll_gpu_uniform_buffers=true.  A communicator
- * whose first call mixed host and device buffers across ranks, and every call with
- * coll_gpu_uniform_buffers=false, agrees first on every call, so that such programs are served
- * correctly at that price.  Device and managed memory, dense or not, take the same path; each rank adapts its own
- * buffers to it (coll_gpu_adapt.c).
+ * type's signature, op, communicator, parameters, the team) and what the ranks of this call
+ * agreed on their buffers' kinds (coll_gpu_kinds.c): a rank with host memory goes to the saved
+ * module at once, after a note of its kind in a block it shares with its peers; a rank with
+ * device memory reads its peers' notes of this call and takes the GPU path only where every
+ * rank passes device memory.  Device and managed memory, dense or not, take the same path;
+ * each rank adapts its own buffers to it (coll_gpu_adapt.c).
  */
 #include "ompi_config.h"
 
@@ -97,8 +95,8 @@ int mca_coll_gpu_allreduce(const void *sbuf, void *rbuf, int count,
 {
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
     /* the kind of the memory the elements occupy, not of the pointers (which may lie outside) */
-    const void *sdata = mca_coll_gpu_data_start(sbuf, dtype, count);
-    const void *rdata = mca_coll_gpu_data_start(rbuf, dtype, count);
+    const void *sdata, *rdata;
+    coll_gpu_kinds_call_t call;
     bool host, all_device;
     int rc;
 
@@ -116,22 +114,35 @@ int mca_coll_gpu_allreduce(const void *sbuf, void *rbuf, int count,
                                                m->prev_allreduce.module, sbuf, rbuf, count,
                                                dtype, op, comm, m);
     }
-    if (!m->in_agreed_call && mca_coll_gpu_assume_uniform(m)) {
-        if (mca_coll_gpu_both_host(sdata, rdata)) {
-            return m->prev_allreduce.fn(sbuf, rbuf, count, dtype, op, comm,
-                                        m->prev_allreduce.module);
-        }
-        /* not host memory on this rank, so not on any (coll_gpu_uniform_buffers) */
-        return allreduce_device(sbuf, rbuf, count, dtype, op, comm, m, true);
-    }
+    /* a call the saved module makes on our communicator from inside one of ours */
     if (m->in_agreed_call) {
         return m->prev_allreduce.fn(sbuf, rbuf, count, dtype, op, comm, m->prev_allreduce.module);
     }
-    /* the first call here, mixed kinds seen, or coll_gpu_uniform_buffers=false: agree first,
-     * then take the agreed path */
-    m->in_agreed_call = true;
+    sdata = mca_coll_gpu_data_start(sbuf, dtype, count);
+    rdata = mca_coll_gpu_data_start(rbuf, dtype, count);
     host = mca_coll_gpu_both_host(sdata, rdata);
-    rc = mca_coll_gpu_agree(m, comm, allreduce_name, !host, &all_device);
+    m->in_agreed_call = true;
+    if (host && COLL_GPU_KMODE_BOARD == m->kmode && !mca_coll_gpu_component.uniform_buffers) {
+        /* the hot path of host buffers: a note on the board, no wait (coll_gpu_kinds.c) */
+        mca_coll_gpu_kinds_publish_host(m, comm, allreduce_name, TOPO_COLL_ALLREDUCE);
+        rc = m->prev_allreduce.fn(sbuf, rbuf, count, dtype, op, comm, m->prev_allreduce.module);
+        m->in_agreed_call = false;
+        return rc;
+    }
+    memset(&call, 0, sizeof(call));
+    call.coll = TOPO_COLL_ALLREDUCE;
+    call.device = !host;
+    call.bytes = mca_coll_gpu_call_bytes(dtype, (size_t) count);
+    call.op = op;
+    if (!host) {
+        dev_dtype_t dt = DEV_T_UINT8;
+        dev_op_t dop = DEV_OP_SUM;
+        size_t nelems = 0;
+        call.capable = (NULL == mca_coll_gpu_map_reduction(dtype, (size_t) count, op, &dt,
+                                                           &dop, &nelems));
+        call.dt = (int) dt;
+    }
+    rc = mca_coll_gpu_kinds_agree(m, comm, allreduce_name, &call, &all_device);
     if (OMPI_SUCCESS == rc) {
         rc = host ? m->prev_allreduce.fn(sbuf, rbuf, count, dtype, op, comm,
                                          m->prev_allreduce.module)

@@ -10,7 +10,7 @@
  *                                            UCX between them (coll_gpu_hier.c)
  *   anything else                         -> host staging: the root copies its data in, the
  *                                            others copy the result out
- * The path decision follows coll_gpu_allreduce.c (coll_gpu_uniform_buffers).  On an
+ * The path is agreed per call as for MPI_Allreduce (coll_gpu_kinds.c).  On an
  * intercommunicator every rank stages its own buffer (no team, no agreement): the root passes
  * MPI_ROOT and reads its buffer, the rest of its group passes MPI_PROC_NULL and touches nothing,
  * and the remote group receives.  Ranks may pass
@@ -97,8 +97,7 @@ int mca_coll_gpu_bcast(void *buf, int count, struct ompi_datatype_t *dtype, int 
                        struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
-    /* the kind of the memory the elements occupy, not of buf (which may lie outside it) */
-    const void *data = mca_coll_gpu_data_start(buf, dtype, count);
+    coll_gpu_kinds_call_t call;
     bool host, all_device;
     int rc;
 
@@ -110,21 +109,27 @@ int mca_coll_gpu_bcast(void *buf, int count, struct ompi_datatype_t *dtype, int 
                               dtype, NULL, "staged (intercommunicator)");
         return bcast_staged(buf, count, dtype, root, comm, m);
     }
-    if (!m->in_agreed_call && mca_coll_gpu_assume_uniform(m)) {
-        if (mca_coll_gpu_is_host(mca_coll_gpu_classify(data))) {
-            return m->prev_bcast.fn(buf, count, dtype, root, comm, m->prev_bcast.module);
-        }
-        /* not host memory here, so not on any rank (coll_gpu_uniform_buffers) */
-        return bcast_device(buf, count, dtype, root, comm, m, true);
-    }
+    /* a call the saved module makes on our communicator from inside one of ours */
     if (m->in_agreed_call) {
         return m->prev_bcast.fn(buf, count, dtype, root, comm, m->prev_bcast.module);
     }
-    /* the first call here, mixed kinds seen, or coll_gpu_uniform_buffers=false: agree first
-     * (coll_gpu_allreduce.c), then take the agreed path */
+    /* the kind of the memory the elements occupy, not of buf (which may lie outside it) */
+    host = mca_coll_gpu_is_host(mca_coll_gpu_classify(mca_coll_gpu_data_start(buf, dtype,
+                                                                              count)));
     m->in_agreed_call = true;
-    host = mca_coll_gpu_is_host(mca_coll_gpu_classify(data));
-    rc = mca_coll_gpu_agree(m, comm, bcast_name, !host, &all_device);
+    if (host && COLL_GPU_KMODE_BOARD == m->kmode && !mca_coll_gpu_component.uniform_buffers) {
+        /* the hot path of host buffers (coll_gpu_allreduce.c) */
+        mca_coll_gpu_kinds_publish_host(m, comm, bcast_name, TOPO_COLL_BCAST);
+        rc = m->prev_bcast.fn(buf, count, dtype, root, comm, m->prev_bcast.module);
+        m->in_agreed_call = false;
+        return rc;
+    }
+    memset(&call, 0, sizeof(call));
+    call.coll = TOPO_COLL_BCAST;
+    call.device = !host;
+    call.bytes = mca_coll_gpu_call_bytes(dtype, (size_t) count);
+    call.root = root;
+    rc = mca_coll_gpu_kinds_agree(m, comm, bcast_name, &call, &all_device);
     if (OMPI_SUCCESS == rc) {
         rc = host ? m->prev_bcast.fn(buf, count, dtype, root, comm, m->prev_bcast.module)
                   : bcast_device(buf, count, dtype, root, comm, m, all_device);

@@ -44,7 +44,7 @@ __attribute__((visibility("default"))) mca_coll_gpu_component_t mca_coll_gpu_com
     .allreduce_algorithm = TOPO_AR_AUTO,
     .bcast_algorithm = TOPO_BC_AUTO,
     .oneshot_slot_bytes = 1UL << 20,
-    .uniform_buffers = true,
+    .uniform_buffers = false,
     .p2p_level = TOPO_P2P_LEVEL_AUTO,
     .hang_warn_seconds = 60,
     .hang_error_seconds = 0,
@@ -172,14 +172,11 @@ static int gpu_register(void)
         MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0,
         OPAL_INFO_LVL_6, MCA_BASE_VAR_SCOPE_ALL_EQ, &mca_coll_gpu_component.oneshot_slot_bytes);
     (void) mca_base_component_var_register(
-        c, "uniform_buffers", "Once the first allreduce or bcast on a communicator (which "
-        "agrees on the kind with one small host allreduce) found one kind on every rank, assume "
-        "every rank passes the same kind of memory (host or device) to each later allreduce or "
-        "bcast there, as NCCL requires (default); where that first call mixed kinds, every call "
-        "there agrees (nonblocking ones, which cannot, are staged, also before that first call).  "
-        "Set to false for programs that mix host and device buffers across ranks "
-        "only after a communicator's first such call: every call then first agrees on the kind "
-        "(host-buffer calls pay for it too)", MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_3,
+        c, "uniform_buffers", "A promise, not needed for correct results: every rank passes "
+        "the same kind of memory (host or device) to each allreduce, bcast and reduce, as NCCL "
+        "requires, so that the per-call agreement on the kinds is skipped.  Without it (the "
+        "default) the ranks of each call agree through a block they share on their host (a host "
+        "allreduce where they span hosts); a program that breaks the promise may hang", MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_3,
         MCA_BASE_VAR_SCOPE_ALL_EQ, &mca_coll_gpu_component.uniform_buffers);
 
     register_enum("p2p_level", "coll_gpu_p2p_level", AS_MCA_ENUM(topo_p2p_level_values),

@@ -72,6 +72,7 @@ static void gpu_module_release(mca_coll_gpu_module_t *module)
     mca_coll_gpu_hier_release(module);
     mca_coll_gpu_bounce_release(module);
     mca_coll_gpu_adapt_release(module);
+    mca_coll_gpu_kinds_release(module);
 }
 
 static void gpu_module_destruct(mca_coll_gpu_module_t *module)

@@ -387,15 +387,17 @@ int mca_coll_gpu_ibcast(void *buf, int count, struct ompi_datatype_t *dtype, int
                     mca_coll_gpu_classify(mca_coll_gpu_data_start(buf, dtype, count)));
     int rc;
 
+    /* the node team's algorithms once a blocking allreduce, bcast or reduce had
+     * device memory on every rank, whatever this rank's kind (mca_coll_gpu_nb_team_path;
+     * coll_gpu_nvl_async.c decides the plan); else host memory to the saved module at once */
+    if (COLL_GPU_NONE != dir && !m->inter && mca_coll_gpu_nb_team_path(m, !host)) {
+        rc = mca_coll_gpu_async_bcast(m, buf, count, dtype, root, comm, false, request, &taken);
+        if (taken || OMPI_SUCCESS != rc) {
+            return rc;
+        }
+    }
     if (host) {
         return m->prev_ibcast.fn(buf, count, dtype, root, comm, request, m->prev_ibcast.module);
-    }
-    /* device buffers on every rank (coll_gpu_uniform_buffers, unless the communicator's first
-     * blocking allreduce or bcast found kinds mixed): the node team's algorithms
-     * (coll_gpu_nvl_async.c decides) */
-    rc = mca_coll_gpu_async_bcast(m, buf, count, dtype, root, comm, false, request, &taken);
-    if (taken || OMPI_SUCCESS != rc) {
-        return rc;
     }
     nb_log(name, comm, mca_coll_gpu_call_bytes(dtype, (size_t) count), dtype, NULL);
     rc = nb_stage(m, comm, name, NULL, COLL_GPU_LAYOUT(dtype, 0), COLL_GPU_NONE, buf,

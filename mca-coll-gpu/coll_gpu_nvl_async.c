@@ -13,10 +13,11 @@
  * that outlived the call would pin a slot of that table for the request's life (held slots are
  * never evicted; persistent requests may be many and long-lived, and would fill it).
  *
- * Which calls come here: device buffers, coll_gpu_uniform_buffers true and no mix of kinds seen
- * at the communicator's first blocking allreduce or bcast (a nonblocking call cannot agree on
- * the kind first: coll_gpu.h, mca_coll_gpu_nb_assume_uniform), and a plan from
- * mca_coll_gpu_select that names the team (every algorithm of the blocking calls has a form below).  Every input of that choice is the
+ * Which calls come here: those of a communicator where a blocking allreduce, bcast or reduce
+ * had device memory on every rank, whatever this rank's own kind (a nonblocking call cannot
+ * agree on the kinds itself: coll_gpu.h, mca_coll_gpu_nb_team_path), and a plan from
+ * mca_coll_gpu_select that names the team (every algorithm of the blocking calls has a form
+ * below).  Every input of that choice is the
  * same on all ranks: the plan of an allreduce is a function of the byte count, and a bcast
  * takes the team whatever its byte count, then runs the root's plan, read from the root's
  * record as the blocking call does.  Everything else stays on the staged nonblocking path
@@ -1851,11 +1852,12 @@ int mca_coll_gpu_async_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, voi
     int rc = OMPI_SUCCESS;
 
     *taken = false;
-    /* device buffers on every rank (coll_gpu_uniform_buffers, and no mix of kinds seen at the
-     * communicator's first blocking allreduce or bcast: mca_coll_gpu_nb_assume_uniform) */
-    if (m->inter || !mca_coll_gpu_nb_assume_uniform(m)
-        || mca_coll_gpu_both_host(mca_coll_gpu_data_start(sbuf, dtype, count),
-                                  mca_coll_gpu_data_start(rbuf, dtype, count))) {
+    /* the team's path once a blocking allreduce, bcast or reduce had device memory on
+     * every rank (mca_coll_gpu_nb_team_path): then this rank takes it whatever its own kind */
+    if (m->inter
+        || !mca_coll_gpu_nb_team_path(
+            m, !mca_coll_gpu_both_host(mca_coll_gpu_data_start(sbuf, dtype, count),
+                                       mca_coll_gpu_data_start(rbuf, dtype, count)))) {
         return OMPI_SUCCESS;
     }
     not_capable = mca_coll_gpu_map_reduction(dtype, (size_t) count, op, &dt, &dop, &nelems);
@@ -1915,7 +1917,8 @@ int mca_coll_gpu_async_bcast(mca_coll_gpu_module_t *m, void *buf, int count,
     int rc = OMPI_SUCCESS;
 
     *taken = false;
-    if (m->inter || !mca_coll_gpu_nb_assume_uniform(m)) {
+    /* the caller asked mca_coll_gpu_nb_team_path */
+    if (m->inter) {
         return OMPI_SUCCESS;
     }
     t = mca_coll_gpu_select_nb(m, comm, TOPO_COLL_BCAST, bytes, NULL, &plan, &deferred, &rc);

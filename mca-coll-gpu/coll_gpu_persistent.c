@@ -565,14 +565,16 @@ int mca_coll_gpu_bcast_init(void *buf, int count, struct ompi_datatype_t *dtype,
                     mca_coll_gpu_classify(mca_coll_gpu_data_start(buf, dtype, count)));
     int rc;
 
+    /* the nonblocking call's decision and algorithms (MPI_Ibcast) */
+    if (COLL_GPU_NONE != dir && !m->inter && mca_coll_gpu_nb_team_path(m, !host)) {
+        rc = mca_coll_gpu_async_bcast(m, buf, count, dtype, root, comm, true, request, &taken);
+        if (taken || OMPI_SUCCESS != rc) {
+            return rc;
+        }
+    }
     if (host) {
         return m->prev_bcast_init.fn(buf, count, dtype, root, comm, info, request,
                                      m->prev_bcast_init.module);
-    }
-    /* the nonblocking call's decision and algorithms, as for MPI_Allreduce_init */
-    rc = mca_coll_gpu_async_bcast(m, buf, count, dtype, root, comm, true, request, &taken);
-    if (taken || OMPI_SUCCESS != rc) {
-        return rc;
     }
     pers_log(name, comm, mca_coll_gpu_call_bytes(dtype, (size_t) count), dtype, NULL);
     rc = pers_stage(m, comm, name, NULL, COLL_GPU_LAYOUT(dtype, 0), COLL_GPU_NONE, buf,

@@ -11,42 +11,19 @@
  */
 #include "ompi_config.h"
 
+#include <string.h>
+
 #include "coll_gpu.h"
 
-int mca_coll_gpu_reduce(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
-                        struct ompi_op_t *op, int root, struct ompi_communicator_t *comm,
-                        mca_coll_base_module_t *module)
+/* MPI_Reduce once the path is known: host buffers to the saved module, anything else staged. */
+static int reduce_body(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
+                       struct ompi_op_t *op, int root, struct ompi_communicator_t *comm,
+                       mca_coll_gpu_module_t *m, coll_gpu_dir_t sdir, coll_gpu_dir_t rdir)
 {
     static const char *const name = "reduce";
-    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
-    bool is_root = mca_coll_gpu_is_root(comm, root);
-    /* an intercommunicator's root and its idle group send nothing */
-    coll_gpu_dir_t sdir = (mca_coll_gpu_is_idle(root) || (OMPI_COMM_IS_INTER(comm) && is_root))
-                              ? COLL_GPU_NONE
-                              : COLL_GPU_READ;
-    coll_gpu_dir_t rdir = !is_root ? COLL_GPU_NONE
-                          : (MPI_IN_PLACE == sbuf) ? COLL_GPU_READWRITE : COLL_GPU_WRITE;
     coll_gpu_staged_t s, r;
     int rc;
 
-    /* The communicator's first blocking reduce, while nothing is known of its kinds, agrees on
-     * them as a first allreduce or bcast does (every rank passes a send buffer, or the root
-     * MPI_IN_PLACE and its receive buffer): programs that reduce before any allreduce or bcast
-     * (a benchmark's statistics) then find their later nonblocking allreduces and bcasts on
-     * the GPU path (mca_coll_gpu_nb_assume_uniform).  The reduce itself goes its usual way. */
-    if (!m->inter && !m->in_agreed_call && COLL_GPU_KINDS_UNCHECKED == m->kinds
-        && mca_coll_gpu_component.uniform_buffers) {
-        const void *mine = (MPI_IN_PLACE == sbuf) ? rbuf : sbuf;
-        bool all_device;
-        /* the host allreduce below may come back to us (tuned's reduce-then-bcast allreduce
-         * calls the communicator's reduce and bcast): those go straight to the saved module */
-        m->in_agreed_call = true;
-        (void) mca_coll_gpu_agree(m, comm, name,
-                                  !mca_coll_gpu_is_host(mca_coll_gpu_classify(
-                                      mca_coll_gpu_data_start(mine, dtype, count))),
-                                  &all_device);
-        m->in_agreed_call = false;
-    }
     /* the receive buffer means something at the root only */
     if (mca_coll_gpu_both_host(sdir ? sbuf : NULL, rdir ? rbuf : NULL)) {
         return m->prev_reduce.fn(sbuf, rbuf, count, dtype, op, root, comm, m->prev_reduce.module);
@@ -61,6 +38,52 @@ int mca_coll_gpu_reduce(const void *sbuf, void *rbuf, int count, struct ompi_dat
     rc = m->prev_reduce.fn(mca_coll_gpu_view(&s), mca_coll_gpu_view(&r), count, dtype, op, root,
                            comm, m->prev_reduce.module);
     return mca_coll_gpu_unstage_pair(m, comm, name, rc, &s, sdir, &r, rdir);
+}
+
+int mca_coll_gpu_reduce(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
+                        struct ompi_op_t *op, int root, struct ompi_communicator_t *comm,
+                        mca_coll_base_module_t *module)
+{
+    static const char *const name = "reduce";
+    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    bool is_root = mca_coll_gpu_is_root(comm, root);
+    /* an intercommunicator's root and its idle group send nothing */
+    coll_gpu_dir_t sdir = (mca_coll_gpu_is_idle(root) || (OMPI_COMM_IS_INTER(comm) && is_root))
+                              ? COLL_GPU_NONE
+                              : COLL_GPU_READ;
+    coll_gpu_dir_t rdir = !is_root ? COLL_GPU_NONE
+                          : (MPI_IN_PLACE == sbuf) ? COLL_GPU_READWRITE : COLL_GPU_WRITE;
+    coll_gpu_kinds_call_t call;
+    bool host, all_device;
+    int rc;
+
+    if (m->inter || m->in_agreed_call) {
+        return reduce_body(sbuf, rbuf, count, dtype, op, root, comm, m, sdir, rdir);
+    }
+    /* On an intracommunicator the ranks note their kinds for the communicator's agreement as
+     * for MPI_Allreduce (coll_gpu_kinds.c), though a reduce never takes the GPU path: the
+     * nonblocking allreduces and bcasts after it follow what it found (a benchmark's
+     * statistics often come first).  Nested calls of the saved module go straight through. */
+    host = mca_coll_gpu_both_host(sdir ? mca_coll_gpu_data_start(sbuf, dtype, count) : NULL,
+                                  rdir ? mca_coll_gpu_data_start(rbuf, dtype, count) : NULL);
+    m->in_agreed_call = true;
+    if (host && COLL_GPU_KMODE_BOARD == m->kmode && !mca_coll_gpu_component.uniform_buffers) {
+        mca_coll_gpu_kinds_publish_host(m, comm, name, COLL_GPU_KINDS_REDUCE);
+        rc = m->prev_reduce.fn(sbuf, rbuf, count, dtype, op, root, comm, m->prev_reduce.module);
+        m->in_agreed_call = false;
+        return rc;
+    }
+    memset(&call, 0, sizeof(call));
+    call.coll = COLL_GPU_KINDS_REDUCE;
+    call.device = !host;
+    call.bytes = mca_coll_gpu_call_bytes(dtype, (size_t) count);
+    call.root = root;
+    rc = mca_coll_gpu_kinds_agree(m, comm, name, &call, &all_device);
+    if (OMPI_SUCCESS == rc) {
+        rc = reduce_body(sbuf, rbuf, count, dtype, op, root, comm, m, sdir, rdir);
+    }
+    m->in_agreed_call = false;
+    return rc;
 }
 
 int mca_coll_gpu_reduce_scatter(const void *sbuf, void *rbuf, const int *rcounts,

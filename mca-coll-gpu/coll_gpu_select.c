@@ -318,16 +318,9 @@ coll_gpu_team_t *mca_coll_gpu_select_nb(mca_coll_gpu_module_t *m,
 }
 
 /* One host allreduce through the component below us, watched for a long wait
- * (coll_gpu_hang_warn_seconds): the MIN of (device here, host here) over the ranks says whether
- * every rank passes device memory, and whether every rank passes host memory; neither is a call
- * that mixes kinds.  The first agreement on a communicator keeps what it found: every rank makes
- * it at the same call (the first blocking allreduce or bcast there), so every rank keeps the
- * same answer, and from then on mca_coll_gpu_assume_uniform lets the calls of a communicator
- * whose ranks agreed on one kind skip it (coll_gpu_uniform_buffers).  Nonblocking and
- * persistent calls never agree: a wait inside them would hang programs that start them in
- * different orders on different communicators, which MPI allows (coll_gpu.h,
- * mca_coll_gpu_nb_assume_uniform).  Calls that mix kinds on a later call than the first need
- * coll_gpu_uniform_buffers=false. */
+ * (coll_gpu_hang_warn_seconds): the MIN of (device here) over the ranks says whether every rank
+ * passes device memory.  The per-call agreement of communicators whose ranks span hosts
+ * (coll_gpu_kinds.c). */
 int mca_coll_gpu_agree(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
                        const char *what, bool mine, bool *all_device)
 {
@@ -338,14 +331,5 @@ int mca_coll_gpu_agree(mca_coll_gpu_module_t *m, struct ompi_communicator_t *com
     rc = m->prev_allreduce.fn(in, out, 2, MPI_INT, MPI_MIN, comm, m->prev_allreduce.module);
     mca_coll_gpu_host_watch_end(&watch);
     *all_device = (OMPI_SUCCESS == rc && 1 == out[0]);
-    if (OMPI_SUCCESS == rc && COLL_GPU_KINDS_UNCHECKED == m->kinds) {
-        m->kinds = (1 == out[0] || 1 == out[1]) ? COLL_GPU_KINDS_UNIFORM : COLL_GPU_KINDS_MIXED;
-        COLL_GPU_VERBOSE(COLL_GPU_LOG_CALL,
-                         "coll:gpu:%s (cid %d): first call: %s", what, coll_gpu_comm_cid(comm),
-                         COLL_GPU_KINDS_UNIFORM == m->kinds
-                             ? "one memory kind on every rank"
-                             : "host memory on some ranks, device memory on others: every "
-                               "allreduce and bcast here agrees on the kind first");
-    }
     return rc;
 }

@@ -203,7 +203,7 @@ void mca_coll_gpu_host_watch_finalize(void)
 
 /* Are all ranks of the communicator on this node?  Local and uniform: Open MPI knows every
  * peer's locality without communication. */
-static bool all_on_node(struct ompi_communicator_t *comm)
+bool mca_coll_gpu_all_on_host(struct ompi_communicator_t *comm)
 {
     int size = ompi_comm_size(comm);
     for (int i = 0; i < size; ++i) {
@@ -445,7 +445,7 @@ static void setup_local(coll_gpu_team_t *t, coll_gpu_team_setup_t *st)
     int size = ompi_comm_size(comm), rank = ompi_comm_rank(comm), ordinal = 0;
     team_card_t *mine = &st->mine;
 
-    mine->ok = all_on_node(comm);
+    mine->ok = mca_coll_gpu_all_on_host(comm);
     if (mine->ok) {
         t->slot_bytes = mca_coll_gpu_component.oneshot_slot_bytes;
         mine->ok = DEV_OK == dev_current_device(&ordinal)

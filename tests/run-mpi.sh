@@ -37,10 +37,12 @@ else
     export OMPI_MCA_mca_base_component_path="$OMPI_PKGLIBDIR"
 fi
 export OMPI_MCA_coll_gpu_device="$COLL_GPU_TEST_DEVICE"
-# The matrix mixes host and device buffers across ranks in one call, which coll/gpu serves
-# correctly only when told to agree on the path (coll_gpu_uniform_buffers=false; see the
-# README).  Tests of the default set COLL_GPU_TEST_UNIFORM=true and use no mixed cases.
-export OMPI_MCA_coll_gpu_uniform_buffers="${COLL_GPU_TEST_UNIFORM:-false}"
+# Every test runs with coll/gpu's defaults, under which any mix of memory kinds across ranks is
+# right; COLL_GPU_TEST_UNIFORM=true makes the promise of coll_gpu_uniform_buffers (tests of
+# that promise use no mixed cases).
+if [ -n "${COLL_GPU_TEST_UNIFORM:-}" ]; then
+    export OMPI_MCA_coll_gpu_uniform_buffers="$COLL_GPU_TEST_UNIFORM"
+fi
 export OMPI_MCA_coll="$COLL_GPU_TEST_COLL"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # No network needed: everything runs on this machine over shared memory.

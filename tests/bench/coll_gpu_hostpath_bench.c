@@ -68,22 +68,24 @@ static void read_coll_selection(char *buf, size_t len)
 
 static void usage(void)
 {
-    printf("usage: mpirun -np N coll_gpu_hostpath_bench [-b BATCHES] [-k CALLS] [-w WARMUP]\n"
-           "  times an 8-byte MPI_Allreduce (2 x MPI_FLOAT, MPI_SUM) on host buffers:\n"
+    printf("usage: mpirun -np N coll_gpu_hostpath_bench [-b BATCHES] [-k CALLS] [-w WARMUP] [-c]\n"
+           "  times an 8-byte MPI_Allreduce (2 x MPI_FLOAT, MPI_SUM; -c: MPI_Bcast from rank 0)\n"
+           "  on host buffers:\n"
            "  BATCHES batches (default 50) of CALLS calls (default 1000), after WARMUP calls\n"
            "  (default 10000); prints the median per-call time over the batches\n");
 }
 
 int main(int argc, char **argv)
 {
-    int batches = 50, calls = 1000, warmup = 10000;
+    int batches = 50, calls = 1000, warmup = 10000, bcast = 0;
     int rank, size, provided, c, i, b, bad = 0, present, mpit;
     float *in, *out;
     double *per_call, t0, stats[4], gstats[4];
     char colls[1024];
 
-    while (-1 != (c = getopt(argc, argv, "b:k:w:h"))) {
+    while (-1 != (c = getopt(argc, argv, "b:k:w:ch"))) {
         switch (c) {
+        case 'c': bcast = 1; break;
         case 'b': batches = atoi(optarg); break;
         case 'k': calls = atoi(optarg); break;
         case 'w': warmup = atoi(optarg); break;
@@ -118,18 +120,34 @@ int main(int argc, char **argv)
     in[0] = (float) rank + 0.5f;
     in[1] = (float) -rank;
     for (i = 0; i < warmup; ++i) {
-        MPI_Allreduce(in, out, 2, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        if (bcast) {
+            MPI_Bcast(out, 2, MPI_FLOAT, 0, MPI_COMM_WORLD);
+        } else {
+            MPI_Allreduce(in, out, 2, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        }
+    }
+    if (bcast) {
+        out[0] = (0 == rank) ? 1.5f : 0.0f;
+        out[1] = (0 == rank) ? -2.0f : 0.0f;
     }
     for (b = 0; b < batches; ++b) {
         MPI_Barrier(MPI_COMM_WORLD);
         t0 = now_ns();
-        for (i = 0; i < calls; ++i) {
-            MPI_Allreduce(in, out, 2, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        if (bcast) {
+            for (i = 0; i < calls; ++i) {
+                MPI_Bcast(out, 2, MPI_FLOAT, 0, MPI_COMM_WORLD);
+            }
+        } else {
+            for (i = 0; i < calls; ++i) {
+                MPI_Allreduce(in, out, 2, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+            }
         }
         per_call[b] = (now_ns() - t0) / calls;
     }
     /* the last result must be right, or the timing means nothing */
-    if (out[0] != 0.5f * size + 0.5f * size * (size - 1) || out[1] != -0.5f * size * (size - 1)) {
+    if (bcast ? (out[0] != 1.5f || out[1] != -2.0f)
+              : (out[0] != 0.5f * size + 0.5f * size * (size - 1)
+                 || out[1] != -0.5f * size * (size - 1))) {
         bad = 1;
     }
     MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
@@ -141,9 +159,10 @@ int main(int argc, char **argv)
     stats[3] = quantile(per_call, batches, 0.9);
     MPI_Reduce(stats, gstats, 4, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
     if (0 == rank) {
-        printf("# coll_gpu_hostpath_bench: 8-byte MPI_Allreduce (2 x MPI_FLOAT, MPI_SUM) on host "
+        printf("# coll_gpu_hostpath_bench: 8-byte %s (2 x MPI_FLOAT%s) on host "
                "buffers, %d ranks, %d batches x %d calls after %d warm-up\n",
-               size, batches, calls, warmup);
+               bcast ? "MPI_Bcast" : "MPI_Allreduce", bcast ? ", root 0" : ", MPI_SUM", size,
+               batches, calls, warmup);
         printf("# MCA coll: %s; coll/gpu: %s\n", '\0' != colls[0] ? colls : "(default)",
                present ? "loaded" : "not loaded");
         printf("hostpath coll_gpu=%s median_ns=%.1f min_ns=%.1f p10_ns=%.1f p90_ns=%.1f%s\n",

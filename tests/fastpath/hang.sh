@@ -5,7 +5,8 @@
 #   - late for the second call through the team: ranks 0 and 1 each print one line naming
 #     MPI_Allreduce, communicator 0, call 2 and rank 2; the result is right;
 #   - late for the first call: the lines name the team's setup exchange;
-#   - late with coll_gpu_uniform_buffers=false: the lines name the agreement;
+#   - late under the defaults (no coll_gpu_uniform_buffers promise): the lines name the
+#     per-call agreement on the memory kinds and the late rank;
 #   - late by 3 s with coll_gpu_hang_error_seconds=1: ranks 0 and 1 give up with an error (one
 #     line each), the late rank gets an error too, nothing hangs; then the same for two-shot
 #     and ring allreduce and push, chain and tree bcast (every rank returns an error; which
@@ -62,7 +63,7 @@ t_ok $r "ranks 0 and 1 each print one line naming the team's setup exchange"
 report $r
 
 run "late for the agreement" false "$one --mca coll_gpu_hang_warn_seconds 1" late 3 call
-lines "has waited [0-9]* s in MPI_Allreduce on communicator 0, in the agreement on the buffers' kind"
+lines "has waited [0-9]* s in MPI_Allreduce on communicator 0 (call [0-9]*, memory-kind agreement) for rank(s) 2 to enter the call"
 r=$?
 t_ok $r "ranks 0 and 1 each print one line naming the agreement"
 report $r

@@ -1,18 +1,15 @@
 #!/bin/sh
-# kinds_first.sh - test_kinds_first on 4 ranks under coll/gpu's defaults
-# (coll_gpu_uniform_buffers=true): even and odd ranks keep different kinds of memory for the
-# whole run, as MPICH's test suite does with -evenmemtype/-oddmemtype.  Each communicator's first
-# blocking allreduce or bcast agrees on the kind, finds them mixed, and every later blocking call
-# there agrees too (the nonblocking ones are staged, also those before that first blocking
-# call, as on two of the five kinds of communicator): every case right, none hung, and the log
-# says the kinds were found mixed.  The same program with one kind on every rank finds them
-# uniform and takes the fast path.
+# kinds_first.sh - test_kinds_first on 4 ranks under coll/gpu's defaults: even and odd ranks
+# keep different kinds of memory for the whole run, as MPICH's test suite does with
+# -evenmemtype/-oddmemtype.  Every blocking allreduce and bcast agrees on its ranks' kinds
+# (coll_gpu_kinds.c), finds them mixed and is staged on every rank; the nonblocking ones are
+# staged too (no blocking call had device memory on every rank): every case right, none hung,
+# and no allreduce or bcast took a GPU path.  The same program with one kind on every rank
+# takes the fast path for every blocking call.
 . "$(dirname "$0")/mpitest.sh"
 out=${TMPDIR:-/tmp}/coll_gpu_kinds_first.$$
 logs=${TMPDIR:-/tmp}/coll_gpu_kinds_first_logs.$$
 trap 'rm -rf "$out" "$logs"' EXIT
-COLL_GPU_TEST_UNIFORM=true
-export COLL_GPU_TEST_UNIFORM
 
 # run EVEN ODD: the program, its TAP checked, each rank's log apart under $logs
 run() {
@@ -33,16 +30,16 @@ ranklogs() { cat "$logs"/*/rank.*/stderr 2>/dev/null; }
 for pair in "device host" "host device" "managed host" "device pinned"; do
     # shellcheck disable=SC2086
     run $pair
-    n=$(ranklogs | grep -c 'first call: host memory on some ranks')
-    # 15 communicators, each rank's line: 60 in all
-    [ "$n" -eq 60 ]
-    t_ok $? "even ranks ${pair% *}, odd ranks ${pair#* }: every rank found the kinds mixed on \
-each of the 15 communicators ($n lines of 60)"
+    staged=$(ranklogs | grep -E 'coll:gpu:(allreduce|bcast) ' | grep -c 'host memory on some rank')
+    fast=$(ranklogs | grep -E 'coll:gpu:i?(allreduce|bcast) .* -> ' | grep -vc 'staged')
+    [ "$staged" -gt 0 ] && [ "$fast" -eq 0 ]
+    t_ok $? "even ranks ${pair% *}, odd ranks ${pair#* }: the device ranks' allreduces and \
+bcasts were staged for host memory on some rank ($staged lines), none took a GPU path ($fast)"
 done
 run device device
-n=$(ranklogs | grep -c 'first call: one memory kind on every rank')
-staged=$(ranklogs | grep -E 'coll:gpu:(allreduce|bcast).*staged' | grep -vc 'intercommunicator')
-[ "$n" -ge 60 ] && [ "$staged" -eq 0 ]
-t_ok $? "device on every rank: one kind found on every communicator ($n lines, at least 60), \
-no allreduce or bcast staged ($staged)"
+fast=$(ranklogs | grep -E 'coll:gpu:(allreduce|bcast) .* -> ' | grep -vc 'staged')
+staged=$(ranklogs | grep -E 'coll:gpu:(allreduce|bcast) .*staged' | grep -vc 'intercommunicator')
+[ "$fast" -ge 60 ] && [ "$staged" -eq 0 ]
+t_ok $? "device on every rank: every blocking allreduce and bcast took a GPU path ($fast lines, \
+at least 60), none staged ($staged)"
 t_done

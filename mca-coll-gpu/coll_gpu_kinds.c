@@ -1,0 +1,641 @@
+/*
+ * coll_gpu_kinds.c - which memory kinds the ranks of one call pass: the agreement behind the
+ * path of every blocking MPI_Allreduce, MPI_Bcast and MPI_Reduce on an intracommunicator.
+ *
+ * The GPU path of a call needs every rank on it; host memory on any rank sends the whole call
+ * to the component below (the device ranks stage).  MPI lets each rank pass any kind of memory
+ * to any call, and Open MPI makes collectives of its own on a user's communicators
+ * (MPI_Comm_split_type opens with a host allreduce), so no earlier call can stand for this one:
+ * the decision is made per call, from what every rank of that call contributes.
+ *
+ * The kinds board.  On a communicator whose ranks share one host, each rank owns a record in a
+ * POSIX shared memory block made at the communicator's first such call: its last call number
+ * (seq) and a ring of COLL_GPU_KINDS_RING entries, one per call (kind, collective, bytes, op,
+ * element type, root).  Per call u:
+ *
+ *   host memory here     write entry u, store seq = u (release), go to the component below.
+ *                        No wait: a host rank already knows the call cannot take the GPU
+ *                        path.  Two stores to a line no other rank reads in a host-only
+ *                        program: it stays in this core's cache.
+ *   device memory here   write entry u, store seq = u, wait until every peer's seq >= u, read
+ *                        their entries u: all device (and one signature) -> the GPU path; any
+ *                        host -> staged through the component below, like the host ranks.
+ *
+ * Every device rank reads the same entries, so every rank takes the same path, and a host rank
+ * takes the only path its peers can take with it.  A device rank waits only for peers that are
+ * behind it in the communicator's call order: they never need it to get there (it finished
+ * those calls), so the wait cannot deadlock a program that would not deadlock were the call
+ * synchronizing (MPI's rule for correct programs).  The wait serves opal_progress, so that
+ * nonblocking calls a peer waits for move on meanwhile.
+ *
+ * Why no fence on the host path: only device ranks read entries, and only after they see the
+ * writer's seq (acquire after release), so the order of the writer's own stores is all that
+ * matters; no rank decides from the absence of another's store (the Dekker pattern that needs a
+ * store-load fence on both sides does not arise, because a host rank never waits and a device
+ * rank always waits for every peer's entry of its call).
+ *
+ * The ring: a rank may run ahead of its peers through calls that do not wait (a host root of
+ * several bcasts), and a slower device rank must still find its entry.  Before it writes an
+ * entry u with u a multiple of COLL_GPU_KINDS_LEAD, a rank waits until every peer's seq is at
+ * least u - COLL_GPU_KINDS_LEAD (a read of the peers' lines every 32 calls, almost never a
+ * wait).  So a rank writes at most u + 31 while a peer still reads u - 32 or later, and
+ * entries u - 32 ... u + 31 sit in distinct slots of a 64-entry ring.
+ *
+ * An erroneous call whose ranks all pass device memory is found here: byte counts, ops, element
+ * types, roots or collectives that differ make every rank return the same MPI error (no data
+ * moves), and the lowest rank says what differed on which ranks.  Where some rank passes host
+ * memory, no one can tell it (it does not wait), and the call goes to the component below.
+ *
+ * Communicators whose ranks span hosts have no shared memory to agree through: every blocking
+ * allreduce, bcast and reduce there agrees with one small host allreduce of the kinds
+ * (mca_coll_gpu_agree), host-only calls included.  One agreement for the whole communicator:
+ * the node steps and the leaders' step of the hierarchical path then all run, or none.
+ *
+ * Promises that skip the agreement, agreed at the communicator's first call:
+ *   - coll_gpu_uniform_buffers=true: every rank passes the kind this one does (NCCL's rule);
+ *   - the MPI 4.1 info assertion mpi_assert_memory_alloc_kinds on the communicator, when every
+ *     rank's value lists device kinds only (cuda:device, cuda:managed: every call takes the
+ *     device path; a host buffer is then moved through a device temporary) or host kinds only
+ *     (system, mpi, cuda:host: every call goes to the component below; a device buffer, which
+ *     the promise rules out, is still staged rather than crashing).
+ */
+#include "ompi_config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "opal/runtime/opal_progress.h"
+
+#include "coll_gpu.h"
+
+#define COLL_GPU_KINDS_MAGIC 0x636f6c6c6b696e64ULL /* "collkind" */
+
+/* Entry flags. */
+#define KINDS_DEVICE 0x1  /* this rank's buffers are not (all) host memory */
+#define KINDS_CAPABLE 0x2 /* the kernels take this call's element type and op */
+
+/* One rank's contribution to one call. */
+typedef struct coll_gpu_kinds_entry_t {
+    uint64_t seq;
+    uint64_t bytes;
+    int32_t root;
+    uint16_t op;   /* coll_gpu_kinds_op_id */
+    uint8_t dt;    /* dev_dtype_t when KINDS_CAPABLE */
+    uint8_t flags;
+    uint8_t coll;  /* topo_coll_t, or COLL_GPU_KINDS_REDUCE */
+    uint8_t pad[7];
+} coll_gpu_kinds_entry_t;
+
+typedef struct coll_gpu_kinds_rank_t {
+    _Atomic uint64_t seq;       /* the last call whose entry is written (release) */
+    _Atomic uint64_t abandoned; /* the call this rank gave up waiting in; 0: none */
+    char pad[48];
+    coll_gpu_kinds_entry_t ring[COLL_GPU_KINDS_RING];
+} __attribute__((aligned(64))) coll_gpu_kinds_rank_t;
+
+struct coll_gpu_kinds_board_t {
+    uint64_t magic;
+    int nranks;
+    char pad[52];
+    coll_gpu_kinds_rank_t rank[];
+};
+
+/* Names tried before a board cannot be made (names of killed processes may be left). */
+#define KINDS_NAME_TRIES 1024
+
+static size_t board_bytes(int nranks)
+{
+    return sizeof(coll_gpu_kinds_board_t) + (size_t) nranks * sizeof(coll_gpu_kinds_rank_t);
+}
+
+/* An op as the entries compare it: a predefined op by its index (the same in every process),
+ * any user-defined op as one value (two of them cannot be compared across processes). */
+static uint16_t kinds_op_id(struct ompi_op_t *op)
+{
+    if (NULL == op) {
+        return 0;
+    }
+    return ompi_op_is_intrinsic(op) ? (uint16_t) (1 + (op->o_f_to_c_index & 0x3fff)) : 0xffff;
+}
+
+static double kinds_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double) ts.tv_sec + 1e-9 * (double) ts.tv_nsec;
+}
+
+/* ---- the promise of mpi_assert_memory_alloc_kinds -------------------------------------- */
+
+/*
+ * This rank's promise for comm: KINDS_PROMISE_DEVICE when the communicator's info asserts
+ * (MPI 4.1, "memory allocation kinds") that only device kinds are used on it, _HOST when only
+ * host kinds, else _NONE.  The value is a comma-separated list of kinds with optional
+ * restrictors ("system", "mpi", "cuda:device", "cuda:host,cuda:managed"); a kind without
+ * restrictors means all of them, so "cuda" alone allows host and device memory.
+ */
+typedef enum { KINDS_PROMISE_NONE = 0, KINDS_PROMISE_DEVICE, KINDS_PROMISE_HOST } kinds_promise_t;
+
+static kinds_promise_t kinds_read_promise(struct ompi_communicator_t *comm)
+{
+    char value[MPI_MAX_INFO_VAL + 1], *save = NULL, *tok;
+    bool any_host = false, any_device = false, other = false;
+    MPI_Info info = MPI_INFO_NULL;
+    int flag = 0;
+
+    if (MPI_SUCCESS != MPI_Comm_get_info(comm, &info) || MPI_INFO_NULL == info) {
+        return KINDS_PROMISE_NONE;
+    }
+    if (MPI_SUCCESS != MPI_Info_get(info, "mpi_assert_memory_alloc_kinds", MPI_MAX_INFO_VAL,
+                                    value, &flag)) {
+        flag = 0;
+    }
+    MPI_Info_free(&info);
+    if (!flag) {
+        return KINDS_PROMISE_NONE;
+    }
+    for (tok = strtok_r(value, ", \t", &save); NULL != tok; tok = strtok_r(NULL, ", \t", &save)) {
+        if (0 == strcmp(tok, "system") || 0 == strcmp(tok, "mpi")
+            || 0 == strcmp(tok, "cuda:host")) {
+            any_host = true;
+        } else if (0 == strcmp(tok, "cuda:device") || 0 == strcmp(tok, "cuda:managed")
+                   || 0 == strcmp(tok, "cuda:device:managed")
+                   || 0 == strcmp(tok, "cuda:managed:device")) {
+            any_device = true;
+        } else {
+            other = true; /* "cuda" (every restrictor), another kind, or a typo: no promise */
+        }
+    }
+    if (other || any_host == any_device) {
+        return KINDS_PROMISE_NONE;
+    }
+    return any_device ? KINDS_PROMISE_DEVICE : KINDS_PROMISE_HOST;
+}
+
+/* ---- setup: the communicator's first call ------------------------------------------------ */
+
+static coll_gpu_kinds_board_t *board_map(const char *name, bool create, int nranks)
+{
+    size_t len = board_bytes(nranks);
+    coll_gpu_kinds_board_t *b;
+    int fd = shm_open(name, create ? (O_CREAT | O_EXCL | O_RDWR) : O_RDWR, 0600);
+
+    if (0 > fd) {
+        return NULL;
+    }
+    if (create && 0 != ftruncate(fd, (off_t) len)) {
+        close(fd);
+        shm_unlink(name);
+        return NULL;
+    }
+    b = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (MAP_FAILED == b) {
+        if (create) {
+            shm_unlink(name);
+        }
+        return NULL;
+    }
+    if (create) {
+        memset(b, 0, len); /* fresh pages are zero; a stale name of ours never is reused */
+        b->nranks = nranks;
+        b->magic = COLL_GPU_KINDS_MAGIC;
+    } else if (COLL_GPU_KINDS_MAGIC != b->magic || nranks != b->nranks) {
+        munmap(b, len);
+        return NULL;
+    }
+    return b;
+}
+
+/*
+ * The communicator's first blocking allreduce, bcast or reduce: every rank is in it, so two
+ * host collectives of the component below (nested calls go straight to it) settle how its
+ * calls agree from now on: rank 0 makes the board and sends its name; every rank maps it and
+ * reads its promise; one allreduce says whether every rank mapped it and what every rank
+ * promised.  The board's name is removed at once (the mappings keep it).  A rank that cannot
+ * map it still takes part, and the communicator then agrees through host allreduces.
+ */
+static int kinds_setup(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                       const char *what)
+{
+    int size = ompi_comm_size(comm), rank = ompi_comm_rank(comm), rc;
+    kinds_promise_t promise = kinds_read_promise(comm);
+    bool on_host = mca_coll_gpu_all_on_host(comm);
+    static _Atomic int counter;
+    char name[64] = "";
+    int in[3], out[3] = {0, 0, 0};
+    coll_gpu_kinds_board_t *b = NULL;
+
+    if (1 == size) {
+        m->kmode = COLL_GPU_KMODE_SINGLE;
+        return OMPI_SUCCESS;
+    }
+    if (on_host) {
+        if (0 == rank) {
+            for (int i = 0; i < KINDS_NAME_TRIES && NULL == b; ++i) {
+                snprintf(name, sizeof(name), "/collgpu-kb-%d-%d", (int) getpid(),
+                         atomic_fetch_add(&counter, 1) + 1);
+                b = board_map(name, true, size);
+                if (NULL == b && EEXIST != errno) {
+                    break;
+                }
+            }
+            if (NULL == b) {
+                name[0] = '\0';
+            }
+        }
+        rc = m->prev_bcast.fn(name, sizeof(name), MPI_CHAR, 0, comm, m->prev_bcast.module);
+        if (OMPI_SUCCESS != rc) {
+            name[0] = '\0';
+        }
+        name[sizeof(name) - 1] = '\0';
+        if (0 != rank && '\0' != name[0]) {
+            b = board_map(name, false, size);
+        }
+    }
+    in[0] = (NULL != b) ? 1 : 0;
+    in[1] = (KINDS_PROMISE_DEVICE == promise) ? 1 : 0;
+    in[2] = (KINDS_PROMISE_HOST == promise) ? 1 : 0;
+    rc = m->prev_allreduce.fn(in, out, 3, MPI_INT, MPI_MIN, comm, m->prev_allreduce.module);
+    if (0 == rank && '\0' != name[0]) {
+        shm_unlink(name);
+    }
+    if (OMPI_SUCCESS != rc) {
+        out[0] = out[1] = out[2] = 0;
+    }
+    if (1 == out[1] || 1 == out[2] || 1 != out[0]) {
+        if (NULL != b) {
+            munmap(b, board_bytes(size));
+            b = NULL;
+        }
+    }
+    m->board = b;
+    m->board_rank = rank;
+    m->kmode = (1 == out[1])   ? COLL_GPU_KMODE_PROMISE_DEVICE
+               : (1 == out[2]) ? COLL_GPU_KMODE_PROMISE_HOST
+               : (NULL != b)   ? COLL_GPU_KMODE_BOARD
+                               : COLL_GPU_KMODE_AGREE;
+    COLL_GPU_VERBOSE(COLL_GPU_LOG_QUERY,
+                     "coll:gpu:%s (cid %d): memory kinds agreed %s", what,
+                     coll_gpu_comm_cid(comm),
+                     COLL_GPU_KMODE_PROMISE_DEVICE == m->kmode
+                         ? "never: every rank asserts device memory only "
+                           "(mpi_assert_memory_alloc_kinds)"
+                     : COLL_GPU_KMODE_PROMISE_HOST == m->kmode
+                         ? "never: every rank asserts host memory only "
+                           "(mpi_assert_memory_alloc_kinds)"
+                     : COLL_GPU_KMODE_BOARD == m->kmode
+                         ? "per call through a shared block of this host"
+                         : "per call by a host allreduce (the ranks span hosts, or the shared "
+                           "block could not be made)");
+    return rc;
+}
+
+void mca_coll_gpu_kinds_release(mca_coll_gpu_module_t *m)
+{
+    if (NULL != m->board) {
+        munmap(m->board, board_bytes(m->board->nranks));
+        m->board = NULL;
+    }
+}
+
+/* ---- waits ------------------------------------------------------------------------------- */
+
+/* Every peer's seq at least want; a long wait is reported (coll_gpu_hang_warn_seconds) and
+ * given up (coll_gpu_hang_error_seconds: OMPI_ERROR, and this rank's mark makes every later
+ * waiter give up too).  A peer that gave up ends the wait with an error as well. */
+static int kinds_wait(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                      const char *what, uint64_t want, uint64_t call, const char *stage)
+{
+    mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
+    coll_gpu_kinds_board_t *b = m->board;
+    unsigned spins = 0;
+    double start = 0.0;
+    bool warned = false;
+    char name[32];
+
+    /* "Allreduce" from "allreduce", for the messages */
+    snprintf(name, sizeof(name), "%s", what);
+    name[0] = (char) toupper((unsigned char) name[0]);
+
+    for (;;) {
+        int missing = -1;
+        for (int p = 0; p < b->nranks; ++p) {
+            if (atomic_load_explicit(&b->rank[p].abandoned, memory_order_acquire)) {
+                return OMPI_ERROR;
+            }
+            if (atomic_load_explicit(&b->rank[p].seq, memory_order_acquire) < want) {
+                missing = p;
+                break;
+            }
+        }
+        if (0 > missing) {
+            return OMPI_SUCCESS;
+        }
+        if (++spins < 256) {
+            continue;
+        }
+        opal_progress(); /* a peer behind may wait for a nonblocking call of ours */
+        if (spins > 4096) {
+            sched_yield(); /* ranks may outnumber cores */
+        }
+        if (0 != (spins & 63) || (0 >= c->hang_warn_seconds && 0 >= c->hang_error_seconds)) {
+            continue;
+        }
+        double now = kinds_now();
+        if (0.0 == start) {
+            start = now;
+            continue;
+        }
+        if (!warned && 0 < c->hang_warn_seconds && now - start >= c->hang_warn_seconds) {
+            char whom[256];
+            size_t n = 0;
+            warned = true;
+            for (int p = 0; p < b->nranks && n < sizeof(whom); ++p) {
+                if (atomic_load(&b->rank[p].seq) < want) {
+                    n += (size_t) snprintf(whom + n, sizeof(whom) - n, " %d", p);
+                }
+            }
+            opal_output(0, "coll/gpu: rank %d has waited %d s in MPI_%s on communicator %d "
+                        "(call %lu, %s) for rank(s)%s to enter the call; still waiting "
+                        "(coll_gpu_hang_warn_seconds)", ompi_comm_rank(comm),
+                        (int) (now - start), name, coll_gpu_comm_cid(comm),
+                        (unsigned long) call, stage, whom);
+        }
+        if (0 < c->hang_error_seconds && now - start >= c->hang_error_seconds) {
+            opal_output(0, "coll/gpu: rank %d gave up after %d s in MPI_%s on communicator %d "
+                        "(call %lu, %s) waiting for rank %d; this call and every later "
+                        "allreduce, bcast and reduce on device memory there return an error "
+                        "(coll_gpu_hang_error_seconds)", ompi_comm_rank(comm),
+                        (int) (now - start), name, coll_gpu_comm_cid(comm),
+                        (unsigned long) call, stage, missing);
+            atomic_store(&b->rank[m->board_rank].abandoned, call);
+            return OMPI_ERROR;
+        }
+    }
+}
+
+/* Write this rank's entry of its next call (not yet visible) and return it.  Every
+ * COLL_GPU_KINDS_LEAD calls it first waits for the slowest peer (the ring's bound, at the top
+ * of the file). */
+static coll_gpu_kinds_entry_t *kinds_next(mca_coll_gpu_module_t *m,
+                                          struct ompi_communicator_t *comm, const char *what,
+                                          int *rc)
+{
+    uint64_t u = ++m->kinds_seq;
+    coll_gpu_kinds_entry_t *e = &m->board->rank[m->board_rank].ring[u % COLL_GPU_KINDS_RING];
+
+    *rc = OMPI_SUCCESS;
+    if (0 == u % COLL_GPU_KINDS_LEAD && u > COLL_GPU_KINDS_LEAD) {
+        *rc = kinds_wait(m, comm, what, u - COLL_GPU_KINDS_LEAD, u, "bounding the lead");
+    }
+    e->seq = u;
+    return e;
+}
+
+static inline void kinds_publish(mca_coll_gpu_module_t *m, uint64_t u)
+{
+    atomic_store_explicit(&m->board->rank[m->board_rank].seq, u, memory_order_release);
+}
+
+void mca_coll_gpu_kinds_publish_host(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                                     const char *what, int coll)
+{
+    int rc;
+    coll_gpu_kinds_entry_t *e = kinds_next(m, comm, what, &rc);
+
+    /* a lead that could not be bounded (a peer gave up) changes nothing here: this call goes
+     * to the component below either way */
+    (void) rc;
+    e->flags = 0;
+    e->coll = (uint8_t) coll;
+    kinds_publish(m, e->seq);
+}
+
+/* ---- the device ranks' decision ---------------------------------------------------------- */
+
+static const char *coll_mpi_name(int coll)
+{
+    return (TOPO_COLL_ALLREDUCE == coll) ? "Allreduce"
+           : (TOPO_COLL_BCAST == coll)   ? "Bcast"
+                                         : "Reduce";
+}
+
+/* The name of an op of kinds_op_id (Open MPI's predefined ops in their Fortran index order). */
+static const char *kinds_op_name(uint16_t id)
+{
+    static const char *const names[] = {"MPI_OP_NULL", "MPI_MAX",     "MPI_MIN",    "MPI_SUM",
+                                        "MPI_PROD",    "MPI_LAND",    "MPI_BAND",   "MPI_LOR",
+                                        "MPI_BOR",     "MPI_LXOR",    "MPI_BXOR",   "MPI_MAXLOC",
+                                        "MPI_MINLOC",  "MPI_REPLACE", "MPI_NO_OP"};
+    if (0xffff == id) {
+        return "a user-defined op";
+    }
+    return (0 < id && id <= sizeof(names) / sizeof(names[0])) ? names[id - 1]
+                                                              : "a predefined op";
+}
+
+/* Say what differs between the entries of call u (the lowest rank does, once). */
+static void kinds_tell(struct ompi_communicator_t *comm, const char *what, uint64_t u,
+                       const coll_gpu_kinds_entry_t *const *all, int n, const char *field,
+                       int errclass, const char *errname)
+{
+    char list[512];
+    size_t len = 0;
+
+    if (0 != ompi_comm_rank(comm)) {
+        return;
+    }
+    for (int p = 0; p < n && len < sizeof(list); ++p) {
+        if (0 == strcmp(field, "byte count")) {
+            len += (size_t) snprintf(list + len, sizeof(list) - len, "%srank %d: %lu B",
+                                     p ? ", " : "", p, (unsigned long) all[p]->bytes);
+        } else if (0 == strcmp(field, "root")) {
+            len += (size_t) snprintf(list + len, sizeof(list) - len, "%srank %d: root %d",
+                                     p ? ", " : "", p, (int) all[p]->root);
+        } else if (0 == strcmp(field, "op")) {
+            len += (size_t) snprintf(list + len, sizeof(list) - len, "%srank %d: %s",
+                                     p ? ", " : "", p, kinds_op_name(all[p]->op));
+        } else if (0 == strcmp(field, "collective")) {
+            len += (size_t) snprintf(list + len, sizeof(list) - len, "%srank %d: MPI_%s",
+                                     p ? ", " : "", p, coll_mpi_name(all[p]->coll));
+        } else {
+            len += (size_t) snprintf(list + len, sizeof(list) - len, "%srank %d: %s",
+                                     p ? ", " : "", p,
+                                     (all[p]->flags & KINDS_CAPABLE)
+                                         ? dev_dtype_name((dev_dtype_t) all[p]->dt)
+                                         : "(no GPU kernel)");
+        }
+    }
+    opal_output(0, "coll/gpu: erroneous MPI_%s on communicator %d (call %lu): the ranks' %s "
+                "differs (%s); the call returns %s on every rank and moves no data",
+                coll_mpi_name(all[0]->coll),
+                coll_gpu_comm_cid(comm), (unsigned long) u, field, list, errname);
+    (void) errclass;
+    (void) what;
+}
+
+/*
+ * Compare the entries of one call whose ranks all pass device memory: OMPI_SUCCESS, or the MPI
+ * error class every rank returns (each rank compares the same entries).  *capable: every rank's
+ * kernels take the call.
+ */
+static int kinds_compare(struct ompi_communicator_t *comm, const char *what, uint64_t u,
+                         const coll_gpu_kinds_entry_t *const *all, int n, bool *capable)
+{
+    const coll_gpu_kinds_entry_t *ref = all[0];
+
+    *capable = true;
+    for (int p = 0; p < n; ++p) {
+        if (all[p]->coll != ref->coll) {
+            kinds_tell(comm, what, u, all, n, "collective", MPI_ERR_OTHER, "MPI_ERR_OTHER");
+            return MPI_ERR_OTHER;
+        }
+    }
+    if (TOPO_COLL_BCAST == ref->coll) {
+        for (int p = 0; p < n; ++p) {
+            if (all[p]->root != ref->root) {
+                kinds_tell(comm, what, u, all, n, "root", MPI_ERR_ROOT, "MPI_ERR_ROOT");
+                return MPI_ERR_ROOT;
+            }
+        }
+        if (0 > ref->root || ref->root >= n) {
+            return OMPI_SUCCESS; /* the component below tells an invalid root (param check) */
+        }
+        for (int p = 0; p < n; ++p) {
+            if (all[p]->bytes != all[ref->root]->bytes) {
+                kinds_tell(comm, what, u, all, n, "byte count", MPI_ERR_TRUNCATE,
+                           "MPI_ERR_TRUNCATE");
+                return MPI_ERR_TRUNCATE;
+            }
+        }
+        return OMPI_SUCCESS;
+    }
+    if (TOPO_COLL_ALLREDUCE != ref->coll) {
+        return OMPI_SUCCESS; /* reduce: staged; its entries only tell the kinds */
+    }
+    for (int p = 0; p < n; ++p) {
+        if (all[p]->bytes != ref->bytes) {
+            kinds_tell(comm, what, u, all, n, "byte count", MPI_ERR_COUNT, "MPI_ERR_COUNT");
+            return MPI_ERR_COUNT;
+        }
+    }
+    for (int p = 0; p < n; ++p) {
+        if (all[p]->op != ref->op && (0xffff != all[p]->op || 0xffff != ref->op)) {
+            kinds_tell(comm, what, u, all, n, "op", MPI_ERR_OP, "MPI_ERR_OP");
+            return MPI_ERR_OP;
+        }
+    }
+    for (int p = 0; p < n; ++p) {
+        *capable = *capable && (all[p]->flags & KINDS_CAPABLE);
+    }
+    for (int p = 0; *capable && p < n; ++p) {
+        if (all[p]->dt != ref->dt) {
+            kinds_tell(comm, what, u, all, n, "element type", MPI_ERR_OTHER, "MPI_ERR_OTHER");
+            return MPI_ERR_OTHER;
+        }
+    }
+    return OMPI_SUCCESS;
+}
+
+static int kinds_board_device(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                              const char *what, const coll_gpu_kinds_call_t *call,
+                              bool *all_device)
+{
+    coll_gpu_kinds_board_t *b = m->board;
+    const coll_gpu_kinds_entry_t *stack_all[COLL_GPU_TEAM_MAX], **all = stack_all;
+    coll_gpu_kinds_entry_t *e;
+    bool device = true, capable = true;
+    uint64_t u;
+    int rc, bound_rc;
+
+    e = kinds_next(m, comm, what, &bound_rc);
+    u = e->seq;
+    e->flags = KINDS_DEVICE | (call->capable ? KINDS_CAPABLE : 0);
+    e->coll = (uint8_t) call->coll;
+    e->bytes = call->bytes;
+    e->root = call->root;
+    e->op = kinds_op_id(call->op);
+    e->dt = (uint8_t) call->dt;
+    kinds_publish(m, u);
+    *all_device = false;
+    rc = (OMPI_SUCCESS != bound_rc) ? bound_rc
+                                    : kinds_wait(m, comm, what, u, u, "memory-kind agreement");
+    if (OMPI_SUCCESS != rc) {
+        return rc;
+    }
+    if (b->nranks > COLL_GPU_TEAM_MAX) {
+        all = malloc((size_t) b->nranks * sizeof(*all));
+        if (NULL == all) {
+            /* every rank is in the call and has published: leave the call to the component
+             * below, where a host rank, if any, already went (with no memory for the
+             * comparison, the path of a call of all device ranks stays the same: staged) */
+            return OMPI_SUCCESS;
+        }
+    }
+    for (int p = 0; p < b->nranks; ++p) {
+        all[p] = &b->rank[p].ring[u % COLL_GPU_KINDS_RING];
+        device = device && (all[p]->flags & KINDS_DEVICE) && all[p]->seq == u;
+    }
+    if (device) {
+        rc = kinds_compare(comm, what, u, all, b->nranks, &capable);
+        *all_device = (OMPI_SUCCESS == rc);
+    }
+    if (all != stack_all) {
+        free(all);
+    }
+    return rc;
+}
+
+int mca_coll_gpu_kinds_agree(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                             const char *what, const coll_gpu_kinds_call_t *call,
+                             bool *all_device)
+{
+    int rc = OMPI_SUCCESS;
+
+    if (COLL_GPU_KMODE_UNSET == m->kmode) {
+        rc = kinds_setup(m, comm, what);
+        if (OMPI_SUCCESS != rc) {
+            return rc;
+        }
+    }
+    if (mca_coll_gpu_component.uniform_buffers && COLL_GPU_KMODE_PROMISE_HOST != m->kmode
+        && COLL_GPU_KMODE_PROMISE_DEVICE != m->kmode) {
+        /* the user's promise (coll_gpu_uniform_buffers): every rank passes this rank's kind */
+        *all_device = call->device;
+        return OMPI_SUCCESS;
+    }
+    switch (m->kmode) {
+    case COLL_GPU_KMODE_SINGLE:
+        *all_device = call->device;
+        break;
+    case COLL_GPU_KMODE_PROMISE_DEVICE:
+        *all_device = true;
+        break;
+    case COLL_GPU_KMODE_PROMISE_HOST:
+        *all_device = false;
+        break;
+    case COLL_GPU_KMODE_BOARD:
+        if (!call->device) {
+            mca_coll_gpu_kinds_publish_host(m, comm, what, call->coll);
+            *all_device = false;
+            return OMPI_SUCCESS;
+        }
+        rc = kinds_board_device(m, comm, what, call, all_device);
+        break;
+    default:
+        rc = mca_coll_gpu_agree(m, comm, what, call->device, all_device);
+        break;
+    }
+    if (OMPI_SUCCESS == rc && *all_device) {
+        m->nb_device = true; /* every rank knows it alike (mca_coll_gpu_nb_team_path) */
+    }
+    return rc;
+}

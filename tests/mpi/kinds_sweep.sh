@@ -1,0 +1,24 @@
+#!/bin/sh
+# kinds_sweep.sh - test_kinds_sweep on 2, 3 and 4 ranks under coll/gpu's defaults: each rank
+# draws the memory kind of every buffer of every call on its own (host, pinned, device,
+# managed), on communicators made by split_type (as CUDA-aware programs open), dup, split and
+# create_group, with Open MPI's own collectives in between; blocking, nonblocking and persistent
+# calls.  Every call right, none hung.  COLL_GPU_SWEEP_SEED repeats a run (the seed is printed).
+. "$(dirname "$0")/mpitest.sh"
+out=${TMPDIR:-/tmp}/coll_gpu_kinds_sweep.$$
+trap 'rm -f "$out"' EXIT
+: "${COLL_GPU_TEST_TIMEOUT:=300}"
+export COLL_GPU_TEST_TIMEOUT
+seed=${COLL_GPU_SWEEP_SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}
+for np in 2 3 4; do
+    "$RUN_MPI" "$np" "$MPI_TESTS/test_kinds_sweep" "$((seed + np))" 2 >"$out" 2>&1
+    rc=$?
+    tap=$(grep -E '^(ok|not ok|1\.\.)' "$out")
+    ! echo "$tap" | grep -q '^not ok' && echo "$tap" | grep -q '^1\.\.[1-9]'
+    ok=$?
+    [ "$rc" -eq 0 ] || ok=1
+    t_ok "$ok" "$np ranks, seed $((seed + np)): exit $rc, $(echo "$tap" | grep -c '^ok') \
+communicators right, $(echo "$tap" | grep -c '^not ok') wrong"
+    [ "$ok" -eq 0 ] || t_diag "$out" 40
+done
+t_done
