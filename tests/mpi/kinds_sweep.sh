@@ -11,7 +11,8 @@ trap 'rm -f "$out"' EXIT
 export COLL_GPU_TEST_TIMEOUT
 seed=${COLL_GPU_SWEEP_SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}
 for np in 2 3 4; do
-    "$RUN_MPI" "$np" "$MPI_TESTS/test_kinds_sweep" "$((seed + np))" 2 >"$out" 2>&1
+    COLL_GPU_MPIRUN_ARGS="--mca coll_gpu_verbose 5 ${COLL_GPU_MPIRUN_ARGS:-}" \
+        "$RUN_MPI" "$np" "$MPI_TESTS/test_kinds_sweep" "$((seed + np))" 2 >"$out" 2>&1
     rc=$?
     tap=$(grep -E '^(ok|not ok|1\.\.)' "$out")
     ! echo "$tap" | grep -q '^not ok' && echo "$tap" | grep -q '^1\.\.[1-9]'
@@ -20,5 +21,11 @@ for np in 2 3 4; do
     t_ok "$ok" "$np ranks, seed $((seed + np)): exit $rc, $(echo "$tap" | grep -c '^ok') \
 communicators right, $(echo "$tap" | grep -c '^not ok') wrong"
     [ "$ok" -eq 0 ] || t_diag "$out" 40
+    d=$(grep -c 'memory kinds agreed never: every rank asserts device memory only' "$out")
+    h=$(grep -c 'memory kinds agreed never: every rank asserts host memory only' "$out")
+    b=$(grep -c 'memory kinds agreed per call through a shared block' "$out")
+    [ "$d" -eq "$np" ] && [ "$h" -eq "$np" ] && [ "$b" -gt 0 ]
+    t_ok $? "$np ranks: every rank read both promises of mpi_assert_memory_alloc_kinds ($d, $h of \
+$np), the other communicators agree per call through the shared block ($b lines)"
 done
 t_done

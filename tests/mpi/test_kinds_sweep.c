@@ -13,6 +13,9 @@
  * and the element count from a few sizes up to a two-shot-sized one.  Inputs are fresh random
  * values, outputs poisoned first, results compared with references computed here.
  *
+ * Then two communicators whose ranks all make the MPI 4.1 promise mpi_assert_memory_alloc_kinds
+ * (device kinds only; host kinds only), each with calls on the kinds it promises.
+ *
  * Usage: test_kinds_sweep [SEED [ROUNDS]]   (the seed is printed; 0 or none: from the clock)
  */
 #include <time.h>
@@ -53,9 +56,13 @@ static int32_t value(int r, size_t i)
     return v >= 0 ? v + 1 : v;
 }
 
+/* The kinds a case lets the ranks draw from: all of kinds[], or a promise's (below). */
+static const mt_kind_t *draw_from = kinds;
+static size_t draw_n = sizeof(kinds) / sizeof(kinds[0]);
+
 static mt_kind_t draw_kind(void)
 {
-    return kinds[next(&my_state) % (sizeof(kinds) / sizeof(kinds[0]))];
+    return draw_from[next(&my_state) % draw_n];
 }
 
 typedef enum {
@@ -310,6 +317,42 @@ int main(int argc, char **argv)
             mt_check(ok, diag, "%s: %d calls of random kinds per rank right, none hung", name,
                      ncalls);
         }
+    }
+    /* the MPI 4.1 promise: a communicator whose ranks all assert device kinds only, then one
+     * whose ranks all assert host kinds only (coll/gpu then skips the agreement) */
+    for (int promise = 0; promise < 2; ++promise) {
+        static const mt_kind_t device_kinds[] = {MT_KIND_DEVICE, MT_KIND_MANAGED};
+        static const mt_kind_t host_kinds[] = {MT_KIND_HOST, MT_KIND_PINNED};
+        char diag[MT_DIAG_LEN] = "", name[160];
+        int ok = 1, size, *world_of;
+        MPI_Comm comm;
+        MPI_Info info;
+
+        snprintf(name, sizeof(name), "mpi_assert_memory_alloc_kinds=%s on every rank",
+                 promise ? "system,cuda:host" : "cuda:device,cuda:managed");
+        mt_set_case(name);
+        MPI_Info_create(&info);
+        MPI_Info_set(info, "mpi_assert_memory_alloc_kinds",
+                     promise ? "system,cuda:host" : "cuda:device,cuda:managed");
+        MPI_Comm_dup_with_info(MPI_COMM_WORLD, info, &comm);
+        MPI_Info_free(&info);
+        MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+        MPI_Comm_size(comm, &size);
+        world_of = malloc((size_t) size * sizeof(int));
+        MPI_Allgather(&mt_rank, 1, MPI_INT, world_of, 1, MPI_INT, comm);
+        draw_from = promise ? host_kinds : device_kinds;
+        draw_n = 2;
+        for (int k = 0; k < 12; ++k) {
+            coll_t c = (coll_t) (next(&all_state) % C_COUNT);
+            size_t n = sizes[next(&all_state) % 4];
+            int root = (int) (next(&all_state) % (uint64_t) size);
+            ok &= one_call(comm, world_of, c, root, n, tmp, want, diag);
+        }
+        draw_from = kinds;
+        draw_n = sizeof(kinds) / sizeof(kinds[0]);
+        free(world_of);
+        MPI_Comm_free(&comm);
+        mt_check(ok, diag, "%s: 12 calls right, none hung", name);
     }
     tap_diag("%d communicators, %d calls", comms, calls);
     free(tmp);
