@@ -170,7 +170,9 @@ static int gpu_register(void)
     (void) mca_base_component_var_register(
         c, "priority",
         "Priority of coll/gpu (it takes every data-carrying collective and hands host buffers "
-        "to the component below it)",
+        "to the component below it).  A value not above another selected component's (other "
+        "than cuda, accelerator, hcoll, ucc) is raised just above it, with a warning: that "
+        "component would take collectives it cannot run on device buffers.  Negative: off",
         MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_6, MCA_BASE_VAR_SCOPE_READONLY,
         &mca_coll_gpu_component.priority);
 
@@ -221,21 +223,22 @@ static int gpu_register(void)
                   &mca_coll_gpu_component.bcast_algorithm);
 
     (void) mca_base_component_var_register(
-        c, "nblocks", "Thread blocks of the reduction kernels (NCCL_MIN_NCHANNELS); 0: chosen "
-        "by the decision table", MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_6,
+        c, "nblocks", "Thread blocks of the reduction kernels (NCCL_MIN_NCHANNELS, 0-1024); 0: "
+        "chosen by the decision table", MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_6,
         MCA_BASE_VAR_SCOPE_ALL_EQ, &mca_coll_gpu_component.nblocks);
     (void) mca_base_component_var_register(
-        c, "nthreads", "Threads per block of the reduction kernels (NCCL_NTHREADS); 0: chosen "
-        "by the decision table", MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_6,
+        c, "nthreads", "Threads per block of the reduction kernels (NCCL_NTHREADS, 0-1024); 0: "
+        "chosen by the decision table", MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_6,
         MCA_BASE_VAR_SCOPE_ALL_EQ, &mca_coll_gpu_component.nthreads);
     (void) mca_base_component_var_register(
-        c, "chunk_bytes", "Pipeline chunk of pipelined algorithms (bytes); 0: chosen by the "
-        "decision table", MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_6,
+        c, "chunk_bytes", "Pipeline chunk of pipelined algorithms (bytes, 4 KiB-1 GiB); 0: chosen "
+        "by the decision table", MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_6,
         MCA_BASE_VAR_SCOPE_ALL_EQ, &mca_coll_gpu_component.chunk_bytes);
     (void) mca_base_component_var_register(
         c, "oneshot_slot_bytes", "Device scratch per rank for one-shot and fused allreduce (two "
         "slots of this size, 8 KiB of each for the fused allreduce's flags); larger messages "
-        "use two-shot, or fused pieces of a slot's share per rank",
+        "use two-shot, or fused pieces of a slot's share per rank (64 KiB up to 1/64 of "
+        "the machine's memory, at most 1 GiB)",
         MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0,
         OPAL_INFO_LVL_6, MCA_BASE_VAR_SCOPE_ALL_EQ, &mca_coll_gpu_component.oneshot_slot_bytes);
     (void) mca_base_component_var_register(
@@ -297,12 +300,13 @@ static int gpu_register(void)
     (void) mca_base_component_var_register(
         c, "emulate_nodes", "Split the ranks of one host into this many nodes (blocks of "
         "MPI_COMM_WORLD ranks: rank r is on node r * N / size), so that the paths across nodes "
-        "(node teams per node, UCX between node leaders) run on one machine; 0 or 1: off",
+        "(node teams per node, UCX between node leaders) run on one machine (at most "
+        "1024); 0 or 1: off",
         MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_ALL_EQ,
         &mca_coll_gpu_component.emulate_nodes);
     (void) mca_base_component_var_register(
         c, "ucx_chunk_bytes", "Chunk of the pipeline between node leaders over UCX (bytes, "
-        "rounded down to a multiple of 16)", MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0,
+        "4 KiB-256 MiB, rounded down to a multiple of 16)", MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0,
         OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_ALL_EQ, &mca_coll_gpu_component.ucx_chunk_bytes);
     (void) mca_base_component_var_register(
         c, "ucx_depth", "Chunks in flight per node leader in the pipeline over UCX (1-16)",
