@@ -41,7 +41,7 @@ job=$!
 victim=
 pids=
 i=0
-while [ -z "$victim" ] && [ "$i" -lt 300 ] && kill -0 "$job" 2>/dev/null; do
+while [ -z "$victim" ] && [ "$i" -lt 600 ] && kill -0 "$job" 2>/dev/null; do
     for n in $(ls /dev/shm 2>/dev/null | sed -n 's/^collgpu-ctl-\([0-9]*\)-[0-9]*$/\1/p'); do
         if is_ours "$n"; then
             victim=$n
