@@ -339,7 +339,7 @@ static long shm_name_owner(const char *name)
             continue;
         }
         pid = strtol(name + len, &end, 10);
-        if (end == name + len || '-' != *end || pid <= 0 || pid > INT32_MAX) {
+        if (name + len == end || '-' != *end || 0 >= pid || INT32_MAX < pid) {
             return 0;
         }
         return pid;
