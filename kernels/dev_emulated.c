@@ -30,8 +30,10 @@
  * unlinks the name when it frees the allocation; mappings already made by peers stay valid
  * until they close them, as with CUDA.  A process killed before it frees (a crash, MPI_Abort,
  * a test timeout) leaves its names in /dev/shm, which is memory: dev_open removes every
- * collgpu-<pid>-* whose pid no longer exists (COLL_GPU_EMULATED_SWEEP=0 turns that off, e.g.
- * where processes of other pid namespaces share /dev/shm).
+ * collgpu-<pid>-* and collgpu-ctl-<pid>-* (the node team's control block, which
+ * coll_gpu_team.c names from its maker's pid) whose pid no longer exists
+ * (COLL_GPU_EMULATED_SWEEP=0 turns that off, e.g. where processes of other pid namespaces
+ * share /dev/shm).
  *
  * Streams and events.  Every operation runs to completion when it is enqueued, so streams are
  * trivially in order and events are always complete.
@@ -321,11 +323,35 @@ static int host_view(const void *p, size_t bytes, const char *fn, void **view)
 
 /* ---- lifecycle and devices --------------------------------------------------------------- */
 
-/* Unlink the segments of processes that no longer exist.  Only names are removed: a live
- * process that still maps such a segment keeps its memory until it unmaps it. */
+/* The owner pid in a name coll/gpu makes in /dev/shm: collgpu-<pid>-<n> (emulated device
+ * memory, above) or collgpu-ctl-<pid>-<n> (a node team's control block, coll_gpu_team.c);
+ * 0 for any other name.  Both forms are swept by the same rule: a control block's name lives
+ * only while its team sets up, so a rank killed then leaves it as surely as its memory. */
+static long shm_name_owner(const char *name)
+{
+    static const char *const prefixes[] = {"collgpu-ctl-", "collgpu-"};
+    char *end = NULL;
+    long pid;
+
+    for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); ++i) {
+        size_t len = strlen(prefixes[i]);
+        if (0 != strncmp(name, prefixes[i], len)) {
+            continue;
+        }
+        pid = strtol(name + len, &end, 10);
+        if (name + len == end || '-' != *end || 0 >= pid || INT32_MAX < pid) {
+            return 0;
+        }
+        return pid;
+    }
+    return 0;
+}
+
+/* Unlink the names of processes that no longer exist (shm_name_owner).  Only names are
+ * removed: a live process that still maps such a segment keeps its memory until it unmaps it.
+ * A pid that is alive, or that kill() cannot judge (EPERM: another user's), is left alone. */
 static void sweep_dead_segments(void)
 {
-    static const char prefix[] = "collgpu-";
     const char *env = getenv("COLL_GPU_EMULATED_SWEEP");
     struct dirent *e;
     DIR *dir;
@@ -338,14 +364,10 @@ static void sweep_dead_segments(void)
         return;
     }
     while (NULL != (e = readdir(dir))) {
-        char name[EMU_SHM_NAME_LEN + 8], *end = NULL;
-        long pid;
+        char name[EMU_SHM_NAME_LEN + 8];
+        long pid = shm_name_owner(e->d_name);
 
-        if (0 != strncmp(e->d_name, prefix, sizeof(prefix) - 1)) {
-            continue;
-        }
-        pid = strtol(e->d_name + sizeof(prefix) - 1, &end, 10);
-        if ('-' != *end || pid <= 0 || pid > INT32_MAX || (pid_t) pid == getpid()) {
+        if (0 == pid || (pid_t) pid == getpid()) {
             continue;
         }
         if (0 == kill((pid_t) pid, 0) || ESRCH != errno) {

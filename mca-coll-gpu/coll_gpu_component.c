@@ -4,7 +4,15 @@
  */
 #include "ompi_config.h"
 
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "opal/mca/base/mca_base_var.h"
 #include "opal/mca/base/mca_base_var_enum.h"
@@ -91,6 +99,57 @@ static void register_enum(const char *name, const char *enum_name,
 }
 
 /*
+ * The ranges of the numeric parameters.  Open MPI's parser takes "abc" and "1e30" for 0 and 1,
+ * "12x" for 12 and "-1" for SIZE_MAX, silently, and coll/gpu would act on that: 64g of
+ * oneshot_slot_bytes wrote 2 x 64 GiB per rank into /dev/shm on the emulated device.  So each
+ * value is checked once at open: a string that is not a number (read back from the
+ * environment, where mpirun puts --mca values; a value from a parameter file is only range
+ * checked) or a negative size takes the default; a number out of range takes the nearest
+ * bound.  Either way one line names the parameter, from world rank 0 only (every rank applies
+ * the same rule to the same values, so ALL_EQ parameters stay equal).  The caps that depend
+ * on the machine (its memory) are only on parameters that ranks of different nodes never
+ * need to share: the team's slot and the staging cache.
+ */
+typedef struct {
+    const char *name;   /* after coll_gpu_ */
+    bool is_size;       /* size_t storage; else int */
+    void *storage;
+    int64_t lo, hi;     /* the range; hi < 0: set at open (machine_cap) */
+    bool zero_off;      /* 0 is allowed below lo (auto, or off) */
+    const char *why_hi; /* what the upper bound protects */
+    int64_t def;        /* the default, read before registration */
+} gpu_param_range_t;
+
+#define GPU_KiB ((int64_t) 1 << 10)
+#define GPU_MiB ((int64_t) 1 << 20)
+#define GPU_GiB ((int64_t) 1 << 30)
+#define GPU_C (&mca_coll_gpu_component)
+
+static gpu_param_range_t gpu_ranges[] = {
+    {"priority", false, &GPU_C->priority, INT_MIN, INT_MAX, false, "", 0},
+    {"verbose", false, &GPU_C->verbose, INT_MIN, INT_MAX, false, "", 0},
+    {"stage_cache_bytes", true, &GPU_C->stage_cache_bytes, 0, -16, false,
+     "1/16 of this machine's memory", 0},
+    {"nblocks", false, &GPU_C->nblocks, 0, 1024, false, "more blocks than any GPU runs at once",
+     0},
+    {"nthreads", false, &GPU_C->nthreads, 0, 1024, false, "CUDA's threads per block", 0},
+    {"chunk_bytes", true, &GPU_C->chunk_bytes, 4 * GPU_KiB, GPU_GiB, true,
+     "1 GiB, beyond which nothing is pipelined", 0},
+    {"oneshot_slot_bytes", true, &GPU_C->oneshot_slot_bytes, 64 * GPU_KiB, -64, false,
+     "1/64 of this machine's memory (2 slots per rank), at most 1 GiB", 0},
+    {"hang_warn_seconds", false, &GPU_C->hang_warn_seconds, 0, INT_MAX, false, "", 0},
+    {"hang_error_seconds", false, &GPU_C->hang_error_seconds, 0, INT_MAX, false, "", 0},
+    {"test_fail_team", false, &GPU_C->test_fail_team, -1, INT_MAX, false, "", 0},
+    {"emulate_nodes", false, &GPU_C->emulate_nodes, 0, 1024, false, "1024 emulated nodes", 0},
+    {"ucx_chunk_bytes", true, &GPU_C->ucx_chunk_bytes, 4 * GPU_KiB, 256 * GPU_MiB, false,
+     "256 MiB of pinned host memory per chunk in flight", 0},
+    {"ucx_depth", false, &GPU_C->ucx_depth, 1, 16, false, "16 chunks in flight", 0},
+    {"hier_rail_min_bytes", true, &GPU_C->hier_rail_min_bytes, 0, INT64_MAX, false, "", 0},
+    {"ucx_timeout_seconds", false, &GPU_C->ucx_timeout_seconds, 0, INT_MAX, false, "", 0},
+    {"test_fail_ucx", false, &GPU_C->test_fail_ucx, -1, INT_MAX, false, "", 0},
+};
+
+/*
  * Scopes: every parameter that changes the path of a call (the algorithms, the kernel launch
  * shape, the chunk, the one-shot slot, peer access, uniform_buffers) has the scope
  * MCA_BASE_VAR_SCOPE_ALL_EQ: every rank of a call must choose the same path, so these must hold
@@ -98,12 +157,22 @@ static void register_enum(const char *name, const char *enum_name,
  */
 static int gpu_register(void)
 {
+    static bool defaults_read = false;
     const mca_base_component_t *c = &mca_coll_gpu_component.super.collm_version;
+
+    /* the defaults, before the first registration overwrites them with what the user gave */
+    for (size_t i = 0; !defaults_read && i < sizeof(gpu_ranges) / sizeof(gpu_ranges[0]); ++i) {
+        gpu_ranges[i].def = gpu_ranges[i].is_size ? (int64_t) *(size_t *) gpu_ranges[i].storage
+                                                  : *(int *) gpu_ranges[i].storage;
+    }
+    defaults_read = true;
 
     (void) mca_base_component_var_register(
         c, "priority",
         "Priority of coll/gpu (it takes every data-carrying collective and hands host buffers "
-        "to the component below it)",
+        "to the component below it).  A value not above another selected component's (other "
+        "than cuda, accelerator, hcoll, ucc) is raised just above it, with a warning: that "
+        "component would take collectives it cannot run on device buffers.  Negative: off",
         MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_6, MCA_BASE_VAR_SCOPE_READONLY,
         &mca_coll_gpu_component.priority);
 
@@ -154,21 +223,22 @@ static int gpu_register(void)
                   &mca_coll_gpu_component.bcast_algorithm);
 
     (void) mca_base_component_var_register(
-        c, "nblocks", "Thread blocks of the reduction kernels (NCCL_MIN_NCHANNELS); 0: chosen "
-        "by the decision table", MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_6,
+        c, "nblocks", "Thread blocks of the reduction kernels (NCCL_MIN_NCHANNELS, 0-1024); 0: "
+        "chosen by the decision table", MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_6,
         MCA_BASE_VAR_SCOPE_ALL_EQ, &mca_coll_gpu_component.nblocks);
     (void) mca_base_component_var_register(
-        c, "nthreads", "Threads per block of the reduction kernels (NCCL_NTHREADS); 0: chosen "
-        "by the decision table", MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_6,
+        c, "nthreads", "Threads per block of the reduction kernels (NCCL_NTHREADS, 0-1024); 0: "
+        "chosen by the decision table", MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_6,
         MCA_BASE_VAR_SCOPE_ALL_EQ, &mca_coll_gpu_component.nthreads);
     (void) mca_base_component_var_register(
-        c, "chunk_bytes", "Pipeline chunk of pipelined algorithms (bytes); 0: chosen by the "
-        "decision table", MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_6,
+        c, "chunk_bytes", "Pipeline chunk of pipelined algorithms (bytes, 4 KiB-1 GiB); 0: chosen "
+        "by the decision table", MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_6,
         MCA_BASE_VAR_SCOPE_ALL_EQ, &mca_coll_gpu_component.chunk_bytes);
     (void) mca_base_component_var_register(
         c, "oneshot_slot_bytes", "Device scratch per rank for one-shot and fused allreduce (two "
         "slots of this size, 8 KiB of each for the fused allreduce's flags); larger messages "
-        "use two-shot, or fused pieces of a slot's share per rank",
+        "use two-shot, or fused pieces of a slot's share per rank (64 KiB up to 1/64 of "
+        "the machine's memory, at most 1 GiB)",
         MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0,
         OPAL_INFO_LVL_6, MCA_BASE_VAR_SCOPE_ALL_EQ, &mca_coll_gpu_component.oneshot_slot_bytes);
     (void) mca_base_component_var_register(
@@ -227,12 +297,13 @@ static int gpu_register(void)
     (void) mca_base_component_var_register(
         c, "emulate_nodes", "Split the ranks of one host into this many nodes (blocks of "
         "MPI_COMM_WORLD ranks: rank r is on node r * N / size), so that the paths across nodes "
-        "(node teams per node, UCX between node leaders) run on one machine; 0 or 1: off",
+        "(node teams per node, UCX between node leaders) run on one machine (at most "
+        "1024); 0 or 1: off",
         MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_ALL_EQ,
         &mca_coll_gpu_component.emulate_nodes);
     (void) mca_base_component_var_register(
         c, "ucx_chunk_bytes", "Chunk of the pipeline between node leaders over UCX (bytes, "
-        "rounded down to a multiple of 16)", MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0,
+        "4 KiB-256 MiB, rounded down to a multiple of 16)", MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0,
         OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_ALL_EQ, &mca_coll_gpu_component.ucx_chunk_bytes);
     (void) mca_base_component_var_register(
         c, "ucx_depth", "Chunks in flight per node leader in the pipeline over UCX (1-16)",
@@ -275,6 +346,123 @@ static int gpu_register(void)
     return OMPI_SUCCESS;
 }
 
+/* Parse a parameter's string as Open MPI should: an integer (base 0: decimal, 0x hex), an
+ * optional k, m or g, blanks around.  Returns false when it is not that; *huge when it does
+ * not fit in 63 bits. */
+static bool gpu_parse_number(const char *text, int64_t *value, bool *huge)
+{
+    const char *p = text;
+    unsigned long long magnitude;
+    bool negative = false;
+    char *end = NULL;
+    int shift = 0;
+
+    *huge = false;
+    while (isspace((unsigned char) *p)) {
+        ++p;
+    }
+    if ('-' == *p || '+' == *p) {
+        negative = ('-' == *p);
+        ++p;
+    }
+    if (!isdigit((unsigned char) *p)) {
+        return false;
+    }
+    errno = 0;
+    magnitude = strtoull(p, &end, 0);
+    *huge = (ERANGE == errno);
+    switch (*end) {
+    case 'k': case 'K': shift = 10; ++end; break;
+    case 'm': case 'M': shift = 20; ++end; break;
+    case 'g': case 'G': shift = 30; ++end; break;
+    default: break;
+    }
+    while (isspace((unsigned char) *end)) {
+        ++end;
+    }
+    if ('\0' != *end) {
+        return false;
+    }
+    if (*huge || magnitude > ((unsigned long long) INT64_MAX >> shift)) {
+        *huge = true;
+        *value = negative ? INT64_MIN : INT64_MAX;
+        return true;
+    }
+    *value = (int64_t) (magnitude << shift);
+    *value = negative ? -*value : *value;
+    return true;
+}
+
+/* The upper bound of a parameter whose table entry says hi < 0: this machine's memory divided
+ * by -hi, at most 1 GiB for the slot; unknown memory: 1 GiB. */
+static int64_t gpu_machine_cap(const gpu_param_range_t *r)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    int64_t cap = (0 < pages && 0 < page) ? (int64_t) pages * page / -r->hi : GPU_GiB;
+
+    if (&GPU_C->oneshot_slot_bytes == r->storage && cap > GPU_GiB) {
+        cap = GPU_GiB;
+    }
+    return (cap < r->lo) ? r->lo : cap;
+}
+
+/* Check every numeric parameter (gpu_ranges) and put a safe value where it is not one. */
+static void gpu_check_ranges(void)
+{
+    const char *rank = getenv("OMPI_COMM_WORLD_RANK");
+    bool speak = (NULL == rank || 0 == strcmp(rank, "0"));
+
+    for (size_t i = 0; i < sizeof(gpu_ranges) / sizeof(gpu_ranges[0]); ++i) {
+        gpu_param_range_t *r = &gpu_ranges[i];
+        int64_t hi = (0 > r->hi) ? gpu_machine_cap(r) : r->hi, value, fixed;
+        char env[96], text[160];
+        const char *raw;
+        bool huge = false;
+
+        snprintf(env, sizeof(env), "OMPI_MCA_coll_gpu_%s", r->name);
+        raw = getenv(env);
+        if (r->is_size) {
+            size_t v = *(size_t *) r->storage;
+            value = (v > (size_t) INT64_MAX) ? INT64_MAX : (int64_t) v;
+        } else {
+            value = *(int *) r->storage;
+        }
+        if (NULL != raw && !gpu_parse_number(raw, &value, &huge)) {
+            fixed = r->def;
+            snprintf(text, sizeof(text), "is not a number");
+        } else if (NULL != raw && r->is_size && 0 > value) {
+            fixed = r->def;
+            snprintf(text, sizeof(text), "is negative");
+        } else if (value < r->lo && !(r->zero_off && 0 == value)) {
+            fixed = r->lo;
+            snprintf(text, sizeof(text), "is below %" PRId64 "%s", r->lo,
+                     r->zero_off ? " (or 0)" : "");
+        } else if (value > hi) {
+            fixed = hi;
+            snprintf(text, sizeof(text), "is above %" PRId64 "%s%s%s", hi,
+                     huge ? " (does not even fit in 63 bits)" : "",
+                     '\0' != r->why_hi[0] ? ": " : "", r->why_hi);
+        } else if (NULL != raw && huge) {
+            fixed = r->def;
+            snprintf(text, sizeof(text), "does not fit in 63 bits");
+        } else {
+            continue;
+        }
+        if (r->is_size) {
+            *(size_t *) r->storage = (size_t) fixed;
+        } else {
+            *(int *) r->storage = (int) fixed;
+        }
+        if (speak) {
+            /* a plain line: 4.1's mpirun garbles help messages that several ranks send in
+             * MPI_Init; every rank applies the same rule, rank 0 alone says it */
+            opal_output(0, "coll:gpu: coll_gpu_%s=%s %s; coll/gpu uses %" PRId64 " instead%s",
+                        r->name, (NULL != raw) ? raw : "(its value)", text, fixed,
+                        (fixed == r->def) ? " (the default)" : "");
+        }
+    }
+}
+
 static int gpu_open(void)
 {
     char why[512];
@@ -288,6 +476,7 @@ static int gpu_open(void)
         opal_show_help("help-coll-gpu.txt", "runtime-mismatch", true, why);
         return OMPI_ERR_NOT_SUPPORTED;
     }
+    gpu_check_ranges();
     mca_coll_gpu_component.output = opal_output_open(NULL);
     opal_output_set_verbosity(mca_coll_gpu_component.output, mca_coll_gpu_component.verbose);
     return OMPI_SUCCESS;

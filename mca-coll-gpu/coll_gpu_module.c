@@ -12,6 +12,9 @@
  *                stderr) the process goes on with dev_opened false: every buffer is host memory
  *                to it, so every call goes to the saved module at the cost of one branch, and it
  *                still takes part in every agreement its peers make.
+ *                It also settles the priority comm_query hands out (gpu_priority): never at
+ *                or below another selected component that would take a slot coll/gpu needs
+ *                for device buffers (tuned at 30, self at 75, ...), which would fail on them.
  *   comm_query   hands out a module for every communicator.  On an intercommunicator only the
  *                collectives MPI defines there are taken, and only through host staging (no
  *                team, no fast path, no agreement).
@@ -28,11 +31,17 @@
 #include "ompi_config.h"
 
 #include <stdlib.h>
+#include <string.h>
 
+#include "opal/mca/base/mca_base_var.h"
 #include "opal/util/show_help.h"
+#include "ompi/mca/coll/base/base.h"
 
 #include "coll_gpu.h"
 #include "coll_gpu_persistent.h"
+
+/* The priority comm_query hands out: coll_gpu_priority, raised by gpu_settle_priority. */
+static int gpu_priority = -1;
 
 static int gpu_module_enable(mca_coll_base_module_t *module, struct ompi_communicator_t *comm);
 static int gpu_module_disable(mca_coll_base_module_t *module, struct ompi_communicator_t *comm);
@@ -93,6 +102,64 @@ static bool test_hides_device(void)
     return NULL != hide && '\0' != hide[0] && NULL != rank && atoi(hide) == atoi(rank);
 }
 
+/*
+ * The priority to hand out.  coll/gpu needs every slot it takes: a component above it takes a
+ * slot over, and its functions (tuned, basic, self, han, ...) treat device buffers as host
+ * memory and crash.  coll/gpu loses nothing by being on top, since it hands host buffers to
+ * the component below it.  So a coll_gpu_priority at or below the priority of another
+ * selected component is raised just above it, with one line that says so (a priority parameter
+ * that silently breaks device buffers would be worse).  Components that handle device buffers
+ * themselves may stay above coll/gpu: Open MPI's cuda and accelerator (staging), hcoll and
+ * ucc.  A negative coll_gpu_priority still leaves coll/gpu out, as for every component.
+ */
+static void gpu_settle_priority(void)
+{
+    static const char *const device_aware[] = {"gpu", "cuda", "accelerator", "hcoll", "ucc"};
+    static bool said = false;
+    const char *rank = getenv("OMPI_COMM_WORLD_RANK");
+    const char *above = NULL;
+    int top = -1;
+    mca_base_component_list_item_t *cli;
+
+    gpu_priority = mca_coll_gpu_component.priority;
+    if (0 > gpu_priority) {
+        return;
+    }
+    OPAL_LIST_FOREACH (cli, &ompi_coll_base_framework.framework_components,
+                       mca_base_component_list_item_t) {
+        const char *name = cli->cli_component->mca_component_name;
+        const int *value = NULL;
+        bool skip = false;
+        int index;
+
+        for (size_t i = 0; i < sizeof(device_aware) / sizeof(device_aware[0]); ++i) {
+            skip = skip || 0 == strcmp(name, device_aware[i]);
+        }
+        index = skip ? -1 : mca_base_var_find("ompi", "coll", name, "priority");
+        if (0 > index || OPAL_SUCCESS != mca_base_var_get_value(index, &value, NULL, NULL)
+            || NULL == value || *value <= top) {
+            continue;
+        }
+        top = *value;
+        above = name;
+    }
+    if (NULL == above || gpu_priority > top) {
+        return;
+    }
+    gpu_priority = top + 1;
+    /* one plain line, from one process (4.1's mpirun garbles help messages sent in MPI_Init) */
+    if (!said && (NULL == rank || 0 == strcmp(rank, "0"))) {
+        opal_output(0,
+                    "coll:gpu: coll_gpu_priority %d is not above coll/%s's priority %d: %s "
+                    "would take MPI_Allreduce, MPI_Bcast and the other collectives coll/gpu "
+                    "serves device buffers in, and fail on device buffers; coll/gpu runs with "
+                    "priority %d instead (host buffers still go to the components below it; "
+                    "a negative coll_gpu_priority leaves coll/gpu out)",
+                    mca_coll_gpu_component.priority, above, top, above, gpu_priority);
+    }
+    said = true;
+}
+
 /* Open the backend the user asked for.  Always succeeds: without a device coll/gpu still fills
  * the slots the component list leaves empty and treats every buffer as host memory. */
 int mca_coll_gpu_init_query(bool enable_progress_threads, bool enable_mpi_threads)
@@ -104,6 +171,7 @@ int mca_coll_gpu_init_query(bool enable_progress_threads, bool enable_mpi_thread
     (void) enable_progress_threads;
     (void) enable_mpi_threads;
 
+    gpu_settle_priority();
     if (c->dev_tried) {
         return OMPI_SUCCESS;
     }
@@ -147,7 +215,7 @@ mca_coll_base_module_t *mca_coll_gpu_comm_query(struct ompi_communicator_t *comm
 {
     mca_coll_gpu_module_t *module;
 
-    if (0 > mca_coll_gpu_component.priority) {
+    if (0 > gpu_priority) {
         COLL_GPU_VERBOSE(COLL_GPU_LOG_QUERY,
                          "coll:gpu:comm_query (cid %d): disqualifying: negative priority",
                          coll_gpu_comm_cid(comm));
@@ -176,7 +244,7 @@ mca_coll_base_module_t *mca_coll_gpu_comm_query(struct ompi_communicator_t *comm
     }
 #undef COLL_GPU_SET_ENTRY
 
-    *priority = mca_coll_gpu_component.priority;
+    *priority = gpu_priority;
     COLL_GPU_VERBOSE(COLL_GPU_LOG_QUERY,
                      "coll:gpu:comm_query (cid %d): %s%d ranks, priority %d, %s",
                      coll_gpu_comm_cid(comm),

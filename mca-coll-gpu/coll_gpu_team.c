@@ -474,8 +474,9 @@ static void setup_local(coll_gpu_team_t *t, coll_gpu_team_setup_t *st)
         /* The name is made from the pid, and a process killed between the two rounds (a job
          * ended by a timeout or an abort) leaves its name behind; pids wrap (at 32768 by
          * default), so a later process with the same pid finds its first names taken.  A
-         * taken name is skipped, never removed: in another pid namespace that shares /dev/shm
-         * its owner may be alive. */
+         * taken name is skipped, never removed here: in another pid namespace that shares
+         * /dev/shm its owner may be alive.  (On the emulated device, dev_open removes the names
+         * of pids dead in this namespace, these among them: kernels/dev_emulated.c.) */
         for (int tries = 0; tries < CTL_NAME_TRIES; ++tries) {
             snprintf(st->ctl_name, sizeof(st->ctl_name), "/collgpu-ctl-%d-%d", (int) getpid(),
                      atomic_fetch_add(&ctl_counter, 1) + 1);

@@ -588,11 +588,15 @@ static void test_close(void)
     dev_close();
 }
 
-/* A process that dies without freeing leaves its segment names; the next dev_open removes
- * them when that pid is gone, and leaves those of live processes alone. */
+/* A process that dies without freeing leaves its names: segments (/collgpu-<pid>-<n>) and,
+ * killed while a node team sets up, the team's control block (/collgpu-ctl-<pid>-<n>,
+ * coll_gpu_team.c).  The next dev_open removes both when that pid is gone, and leaves those of
+ * live processes alone. */
 static void test_sweep(void)
 {
-    char dead[64], alive[64];
+    static const char *const forms[] = {"/collgpu-%d-999", "/collgpu-ctl-%d-999"};
+    static const char *const what[] = {"segment", "control block"};
+    char dead[2][64], alive[2][64];
     int status, fd;
     pid_t pid = fork();
 
@@ -600,30 +604,34 @@ static void test_sweep(void)
         _exit(0);
     }
     waitpid(pid, &status, 0); /* pid is now unused (reuse within this test is unlikely) */
-    snprintf(dead, sizeof(dead), "/collgpu-%d-999", (int) pid);
-    snprintf(alive, sizeof(alive), "/collgpu-%d-999", (int) getppid());
-    fd = shm_open(dead, O_CREAT | O_RDWR, 0600);
-    if (fd >= 0) {
-        close(fd);
-    }
-    fd = shm_open(alive, O_CREAT | O_RDWR, 0600);
-    if (fd >= 0) {
-        close(fd);
+    for (int f = 0; f < 2; ++f) {
+        snprintf(dead[f], sizeof(dead[f]), forms[f], (int) pid);
+        snprintf(alive[f], sizeof(alive[f]), forms[f], (int) getppid());
+        fd = shm_open(dead[f], O_CREAT | O_RDWR, 0600);
+        if (fd >= 0) {
+            close(fd);
+        }
+        fd = shm_open(alive[f], O_CREAT | O_RDWR, 0600);
+        if (fd >= 0) {
+            close(fd);
+        }
     }
     dev_open(DEV_BACKEND_EMULATED);
     dev_close();
-    fd = shm_open(dead, O_RDWR, 0);
-    tap_ok(fd < 0, "dev_open removed the segment of a dead process");
-    if (fd >= 0) {
-        close(fd);
-        shm_unlink(dead);
+    for (int f = 0; f < 2; ++f) {
+        fd = shm_open(dead[f], O_RDWR, 0);
+        tap_ok(fd < 0, "dev_open removed the %s name of a dead process", what[f]);
+        if (fd >= 0) {
+            close(fd);
+            shm_unlink(dead[f]);
+        }
+        fd = shm_open(alive[f], O_RDWR, 0);
+        tap_ok(fd >= 0, "and kept the %s name of a live process", what[f]);
+        if (fd >= 0) {
+            close(fd);
+        }
+        shm_unlink(alive[f]);
     }
-    fd = shm_open(alive, O_RDWR, 0);
-    tap_ok(fd >= 0, "and kept the one named after a live process");
-    if (fd >= 0) {
-        close(fd);
-    }
-    shm_unlink(alive);
 }
 
 int main(void)
