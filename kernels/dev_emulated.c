@@ -30,8 +30,9 @@
  * unlinks the name when it frees the allocation; mappings already made by peers stay valid
  * until they close them, as with CUDA.  A process killed before it frees (a crash, MPI_Abort,
  * a test timeout) leaves its names in /dev/shm, which is memory: dev_open removes every
- * collgpu-<pid>-* and collgpu-ctl-<pid>-* (the node team's control block, which
- * coll_gpu_team.c names from its maker's pid) whose pid no longer exists
+ * collgpu-<pid>-*, collgpu-ctl-<pid>-* and collgpu-kb-<pid>-* (the node team's control block
+ * and the memory-kinds block, which coll/gpu names from their maker's pid) whose pid no longer
+ * exists
  * (COLL_GPU_EMULATED_SWEEP=0 turns that off, e.g. where processes of other pid namespaces
  * share /dev/shm).
  *
@@ -324,12 +325,13 @@ static int host_view(const void *p, size_t bytes, const char *fn, void **view)
 /* ---- lifecycle and devices --------------------------------------------------------------- */
 
 /* The owner pid in a name coll/gpu makes in /dev/shm: collgpu-<pid>-<n> (emulated device
- * memory, above) or collgpu-ctl-<pid>-<n> (a node team's control block, coll_gpu_team.c);
- * 0 for any other name.  Both forms are swept by the same rule: a control block's name lives
- * only while its team sets up, so a rank killed then leaves it as surely as its memory. */
+ * memory, above), collgpu-ctl-<pid>-<n> (a node team's control block, coll_gpu_team.c) or
+ * collgpu-kb-<pid>-<n> (a communicator's memory-kinds block, coll_gpu_kinds.c); 0 for any
+ * other name.  All are swept by the same rule: a block's name lives only while its ranks map
+ * it, so a rank killed then leaves it as surely as its memory. */
 static long shm_name_owner(const char *name)
 {
-    static const char *const prefixes[] = {"collgpu-ctl-", "collgpu-"};
+    static const char *const prefixes[] = {"collgpu-ctl-", "collgpu-kb-", "collgpu-"};
     char *end = NULL;
     long pid;
 
