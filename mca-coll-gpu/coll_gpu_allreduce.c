@@ -121,13 +121,10 @@ int mca_coll_gpu_allreduce(const void *sbuf, void *rbuf, int count,
     sdata = mca_coll_gpu_data_start(sbuf, dtype, count);
     rdata = mca_coll_gpu_data_start(rbuf, dtype, count);
     host = mca_coll_gpu_both_host(sdata, rdata);
-    m->in_agreed_call = true;
     if (host && COLL_GPU_KMODE_BOARD == m->kmode && !mca_coll_gpu_component.uniform_buffers) {
         /* the hot path of host buffers: a note on the board, no wait (coll_gpu_kinds.c) */
         mca_coll_gpu_kinds_publish_host(m, comm, allreduce_name, TOPO_COLL_ALLREDUCE);
-        rc = m->prev_allreduce.fn(sbuf, rbuf, count, dtype, op, comm, m->prev_allreduce.module);
-        m->in_agreed_call = false;
-        return rc;
+        return m->prev_allreduce.fn(sbuf, rbuf, count, dtype, op, comm, m->prev_allreduce.module);
     }
     memset(&call, 0, sizeof(call));
     call.coll = TOPO_COLL_ALLREDUCE;
@@ -142,7 +139,12 @@ int mca_coll_gpu_allreduce(const void *sbuf, void *rbuf, int count,
                                                            &dop, &nelems));
         call.dt = (int) dt;
     }
+    /* the agreement's own host collectives may come back to us (coll/basic's allreduce is a
+     * reduce and a bcast): those go straight through; the call itself, and whatever the
+     * component below makes of it, count as the program's (the same on every rank) */
+    m->in_agreed_call = true;
     rc = mca_coll_gpu_kinds_agree(m, comm, allreduce_name, &call, &all_device);
+    m->in_agreed_call = false;
     if (OMPI_SUCCESS == rc) {
         rc = host ? m->prev_allreduce.fn(sbuf, rbuf, count, dtype, op, comm,
                                          m->prev_allreduce.module)

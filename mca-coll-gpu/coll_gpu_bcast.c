@@ -116,20 +116,22 @@ int mca_coll_gpu_bcast(void *buf, int count, struct ompi_datatype_t *dtype, int 
     /* the kind of the memory the elements occupy, not of buf (which may lie outside it) */
     host = mca_coll_gpu_is_host(mca_coll_gpu_classify(mca_coll_gpu_data_start(buf, dtype,
                                                                               count)));
-    m->in_agreed_call = true;
     if (host && COLL_GPU_KMODE_BOARD == m->kmode && !mca_coll_gpu_component.uniform_buffers) {
-        /* the hot path of host buffers (coll_gpu_allreduce.c) */
+        /* the hot path of host buffers: a note on the board, no wait (coll_gpu_kinds.c) */
         mca_coll_gpu_kinds_publish_host(m, comm, bcast_name, TOPO_COLL_BCAST);
-        rc = m->prev_bcast.fn(buf, count, dtype, root, comm, m->prev_bcast.module);
-        m->in_agreed_call = false;
-        return rc;
+        return m->prev_bcast.fn(buf, count, dtype, root, comm, m->prev_bcast.module);
     }
     memset(&call, 0, sizeof(call));
     call.coll = TOPO_COLL_BCAST;
     call.device = !host;
     call.bytes = mca_coll_gpu_call_bytes(dtype, (size_t) count);
     call.root = root;
+    /* the agreement's own host collectives may come back to us (coll/basic's allreduce is a
+     * reduce and a bcast): those go straight through; the call itself, and whatever the
+     * component below makes of it, count as the program's (the same on every rank) */
+    m->in_agreed_call = true;
     rc = mca_coll_gpu_kinds_agree(m, comm, bcast_name, &call, &all_device);
+    m->in_agreed_call = false;
     if (OMPI_SUCCESS == rc) {
         rc = host ? m->prev_bcast.fn(buf, count, dtype, root, comm, m->prev_bcast.module)
                   : bcast_device(buf, count, dtype, root, comm, m, all_device);

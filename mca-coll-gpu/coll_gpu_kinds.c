@@ -9,16 +9,17 @@
  * the decision is made per call, from what every rank of that call contributes.
  *
  * The kinds board.  On a communicator whose ranks share one host, each rank owns a record in a
- * POSIX shared memory block made at the communicator's first such call: its last call number
- * (seq) and a ring of COLL_GPU_KINDS_RING entries, one per call (kind, collective, bytes, op,
- * element type, root).  Per call u:
+ * POSIX shared memory block made at the communicator's first such call, on pages of its own:
+ * a ring of COLL_GPU_KINDS_RING words, word u mod RING holding (u << 8 | flags) once the rank
+ * has entered call u, and beside it a ring of details of its device calls (collective, bytes,
+ * op, element type, root).  Per call u:
  *
- *   host memory here     write entry u, store seq = u (release), go to the component below.
- *                        No wait: a host rank already knows the call cannot take the GPU
- *                        path.  Two stores to a line no other rank reads in a host-only
- *                        program: it stays in this core's cache.
- *   device memory here   write entry u, store seq = u, wait until every peer's seq >= u, read
- *                        their entries u: all device (and one signature) -> the GPU path; any
+ *   host memory here     store word u (release), go to the component below.  No wait: a host
+ *                        rank already knows the call cannot take the GPU path.  One store to
+ *                        a line no other rank reads in a host-only program: it stays in this
+ *                        core's cache.
+ *   device memory here   write details u, store word u, wait until every peer's word u is
+ *                        there, read them: all device (and one signature) -> the GPU path; any
  *                        host -> staged through the component below, like the host ranks.
  *
  * Every device rank reads the same entries, so every rank takes the same path, and a host rank
@@ -29,17 +30,18 @@
  * nonblocking calls a peer waits for move on meanwhile.
  *
  * Why no fence on the host path: only device ranks read entries, and only after they see the
- * writer's seq (acquire after release), so the order of the writer's own stores is all that
+ * writer's word (acquire after release), so the order of the writer's own stores is all that
  * matters; no rank decides from the absence of another's store (the Dekker pattern that needs a
  * store-load fence on both sides does not arise, because a host rank never waits and a device
  * rank always waits for every peer's entry of its call).
  *
  * The ring: a rank may run ahead of its peers through calls that do not wait (a host root of
  * several bcasts), and a slower device rank must still find its entry.  Before it writes an
- * entry u with u a multiple of COLL_GPU_KINDS_LEAD, a rank waits until every peer's seq is at
- * least u - COLL_GPU_KINDS_LEAD (a read of the peers' lines every 32 calls, almost never a
+ * entry u with u a multiple of COLL_GPU_KINDS_LEAD, a rank waits until every peer has entered
+ * call u - COLL_GPU_KINDS_LEAD (a read of one word per peer every 32 calls, almost never a
  * wait).  So a rank writes at most u + 31 while a peer still reads u - 32 or later, and
- * entries u - 32 ... u + 31 sit in distinct slots of a 64-entry ring.
+ * entries u - 32 ... u + 31 sit in distinct slots of a 64-entry ring.  Each rank's record
+ * starts a page of its own: the stream of one rank's stores never prefetches another's lines.
  *
  * An erroneous call whose ranks all pass device memory is found here: byte counts, ops, element
  * types, roots or collectives that differ make every rank return the same MPI error (no data
@@ -81,7 +83,7 @@
 #define KINDS_DEVICE 0x1  /* this rank's buffers are not (all) host memory */
 #define KINDS_CAPABLE 0x2 /* the kernels take this call's element type and op */
 
-/* One rank's contribution to one call. */
+/* What a rank with device memory brings to one call, beside its word. */
 typedef struct coll_gpu_kinds_entry_t {
     uint64_t seq;
     uint64_t bytes;
@@ -93,19 +95,28 @@ typedef struct coll_gpu_kinds_entry_t {
     uint8_t pad[7];
 } coll_gpu_kinds_entry_t;
 
+#define KINDS_PAGE 4096
+
 typedef struct coll_gpu_kinds_rank_t {
-    _Atomic uint64_t seq;       /* the last call whose entry is written (release) */
-    _Atomic uint64_t abandoned; /* the call this rank gave up waiting in; 0: none */
-    char pad[48];
-    coll_gpu_kinds_entry_t ring[COLL_GPU_KINDS_RING];
-} __attribute__((aligned(64))) coll_gpu_kinds_rank_t;
+    /* (u << 8) | flags for call u, stored last (release) */
+    _Atomic uint64_t word[COLL_GPU_KINDS_RING];
+    _Atomic uint64_t abandoned __attribute__((aligned(64))); /* gave up in this call; 0: none */
+    coll_gpu_kinds_entry_t detail[COLL_GPU_KINDS_RING] __attribute__((aligned(64)));
+} __attribute__((aligned(KINDS_PAGE))) coll_gpu_kinds_rank_t;
 
 struct coll_gpu_kinds_board_t {
     uint64_t magic;
     int nranks;
-    char pad[52];
-    coll_gpu_kinds_rank_t rank[];
+    coll_gpu_kinds_rank_t rank[] __attribute__((aligned(KINDS_PAGE)));
 };
+
+/* Has peer p entered call u (stored its word u)?  Its slot holds u - RING before, u after;
+ * never u + RING while we may still read it (the lead's bound). */
+static inline uint64_t kinds_word(const coll_gpu_kinds_board_t *b, int p, uint64_t u,
+                                  memory_order order)
+{
+    return atomic_load_explicit(&b->rank[p].word[u % COLL_GPU_KINDS_RING], order);
+}
 
 /* Names tried before a board cannot be made (names of killed processes may be left). */
 #define KINDS_NAME_TRIES 1024
@@ -342,7 +353,7 @@ static int kinds_wait(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm
             if (atomic_load_explicit(&b->rank[p].abandoned, memory_order_acquire)) {
                 return OMPI_ERROR;
             }
-            if (atomic_load_explicit(&b->rank[p].seq, memory_order_acquire) < want) {
+            if ((kinds_word(b, p, want, memory_order_acquire) >> 8) < want) {
                 missing = p;
                 break;
             }
@@ -370,7 +381,7 @@ static int kinds_wait(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm
             size_t n = 0;
             warned = true;
             for (int p = 0; p < b->nranks && n < sizeof(whom); ++p) {
-                if (atomic_load(&b->rank[p].seq) < want) {
+                if ((kinds_word(b, p, want, memory_order_relaxed) >> 8) < want) {
                     n += (size_t) snprintf(whom + n, sizeof(whom) - n, " %d", p);
                 }
             }
@@ -393,41 +404,38 @@ static int kinds_wait(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm
     }
 }
 
-/* Write this rank's entry of its next call (not yet visible) and return it.  Every
- * COLL_GPU_KINDS_LEAD calls it first waits for the slowest peer (the ring's bound, at the top
- * of the file). */
-static coll_gpu_kinds_entry_t *kinds_next(mca_coll_gpu_module_t *m,
-                                          struct ompi_communicator_t *comm, const char *what,
-                                          int *rc)
+/* This rank's next call number; every COLL_GPU_KINDS_LEAD calls it first waits for the
+ * slowest peer (the ring's bound, at the top of the file). */
+static uint64_t kinds_next(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                           const char *what, int *rc)
 {
     uint64_t u = ++m->kinds_seq;
-    coll_gpu_kinds_entry_t *e = &m->board->rank[m->board_rank].ring[u % COLL_GPU_KINDS_RING];
 
     *rc = OMPI_SUCCESS;
     if (0 == u % COLL_GPU_KINDS_LEAD && u > COLL_GPU_KINDS_LEAD) {
         *rc = kinds_wait(m, comm, what, u - COLL_GPU_KINDS_LEAD, u, "bounding the lead");
     }
-    e->seq = u;
-    return e;
+    return u;
 }
 
-static inline void kinds_publish(mca_coll_gpu_module_t *m, uint64_t u)
+/* Store this rank's word of call u: from now on its peers may read it (and its details). */
+static inline void kinds_publish(mca_coll_gpu_module_t *m, uint64_t u, unsigned flags)
 {
-    atomic_store_explicit(&m->board->rank[m->board_rank].seq, u, memory_order_release);
+    atomic_store_explicit(&m->board->rank[m->board_rank].word[u % COLL_GPU_KINDS_RING],
+                          (u << 8) | flags, memory_order_release);
 }
 
 void mca_coll_gpu_kinds_publish_host(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
                                      const char *what, int coll)
 {
     int rc;
-    coll_gpu_kinds_entry_t *e = kinds_next(m, comm, what, &rc);
+    uint64_t u = kinds_next(m, comm, what, &rc);
 
     /* a lead that could not be bounded (a peer gave up) changes nothing here: this call goes
      * to the component below either way */
     (void) rc;
-    e->flags = 0;
-    e->coll = (uint8_t) coll;
-    kinds_publish(m, e->seq);
+    (void) coll;
+    kinds_publish(m, u, 0);
 }
 
 /* ---- the device ranks' decision ---------------------------------------------------------- */
@@ -567,15 +575,16 @@ static int kinds_board_device(mca_coll_gpu_module_t *m, struct ompi_communicator
     uint64_t u;
     int rc, bound_rc;
 
-    e = kinds_next(m, comm, what, &bound_rc);
-    u = e->seq;
+    u = kinds_next(m, comm, what, &bound_rc);
+    e = &b->rank[m->board_rank].detail[u % COLL_GPU_KINDS_RING];
+    e->seq = u;
     e->flags = KINDS_DEVICE | (call->capable ? KINDS_CAPABLE : 0);
     e->coll = (uint8_t) call->coll;
     e->bytes = call->bytes;
     e->root = call->root;
     e->op = kinds_op_id(call->op);
     e->dt = (uint8_t) call->dt;
-    kinds_publish(m, u);
+    kinds_publish(m, u, KINDS_DEVICE);
     *all_device = false;
     rc = (OMPI_SUCCESS != bound_rc) ? bound_rc
                                     : kinds_wait(m, comm, what, u, u, "memory-kind agreement");
@@ -592,8 +601,9 @@ static int kinds_board_device(mca_coll_gpu_module_t *m, struct ompi_communicator
         }
     }
     for (int p = 0; p < b->nranks; ++p) {
-        all[p] = &b->rank[p].ring[u % COLL_GPU_KINDS_RING];
-        device = device && (all[p]->flags & KINDS_DEVICE) && all[p]->seq == u;
+        uint64_t w = kinds_word(b, p, u, memory_order_acquire);
+        all[p] = &b->rank[p].detail[u % COLL_GPU_KINDS_RING];
+        device = device && (w >> 8) == u && (w & KINDS_DEVICE) && all[p]->seq == u;
     }
     if (device) {
         rc = kinds_compare(comm, what, u, all, b->nranks, &capable);

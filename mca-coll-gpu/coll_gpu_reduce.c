@@ -66,19 +66,22 @@ int mca_coll_gpu_reduce(const void *sbuf, void *rbuf, int count, struct ompi_dat
      * statistics often come first).  Nested calls of the saved module go straight through. */
     host = mca_coll_gpu_both_host(sdir ? mca_coll_gpu_data_start(sbuf, dtype, count) : NULL,
                                   rdir ? mca_coll_gpu_data_start(rbuf, dtype, count) : NULL);
-    m->in_agreed_call = true;
     if (host && COLL_GPU_KMODE_BOARD == m->kmode && !mca_coll_gpu_component.uniform_buffers) {
+        /* the hot path of host buffers: a note on the board, no wait (coll_gpu_kinds.c) */
         mca_coll_gpu_kinds_publish_host(m, comm, name, COLL_GPU_KINDS_REDUCE);
-        rc = m->prev_reduce.fn(sbuf, rbuf, count, dtype, op, root, comm, m->prev_reduce.module);
-        m->in_agreed_call = false;
-        return rc;
+        return m->prev_reduce.fn(sbuf, rbuf, count, dtype, op, root, comm, m->prev_reduce.module);
     }
     memset(&call, 0, sizeof(call));
     call.coll = COLL_GPU_KINDS_REDUCE;
     call.device = !host;
     call.bytes = mca_coll_gpu_call_bytes(dtype, (size_t) count);
     call.root = root;
+    /* the agreement's own host collectives may come back to us (coll/basic's allreduce is a
+     * reduce and a bcast): those go straight through; the call itself, and whatever the
+     * component below makes of it, count as the program's (the same on every rank) */
+    m->in_agreed_call = true;
     rc = mca_coll_gpu_kinds_agree(m, comm, name, &call, &all_device);
+    m->in_agreed_call = false;
     if (OMPI_SUCCESS == rc) {
         rc = reduce_body(sbuf, rbuf, count, dtype, op, root, comm, m, sdir, rdir);
     }
