@@ -284,12 +284,17 @@ void mca_coll_gpu_team_wait_step(coll_gpu_team_t *t, int peer, uint64_t seq, uin
 void mca_coll_gpu_team_pause(unsigned *spins);
 /* Summarise the team's GPUs for selection (rank 0, at setup). */
 void mca_coll_gpu_team_summary(coll_gpu_team_t *t, topo_team_info_t *info, int *ring);
-/* Publish a device buffer of this rank to the team (exported once per allocation and kept).
+/* Publish a device buffer of this rank to the team (exported once per allocation and kept),
+ * stamped with the team's current call and the bytes that call uses from ptr on.
  * A dev_status_t: DEV_ERR_UNSUPPORTED, with no export attempted, for memory the legacy IPC
  * cannot export (dev_mem_ipc_capable: pool, VMM, managed or host memory). */
-int mca_coll_gpu_team_export(coll_gpu_team_t *t, const void *ptr, coll_gpu_xbuf_t *out);
-/* Map a peer's published buffer for the team's current call (held until its next call). */
-int mca_coll_gpu_team_import(coll_gpu_team_t *t, int peer, const coll_gpu_xbuf_t *x, void **ptr);
+int mca_coll_gpu_team_export(coll_gpu_team_t *t, const void *ptr, size_t bytes,
+                             coll_gpu_xbuf_t *out);
+/* Map a peer's published buffer for the team's current call (held until its next call), of
+ * which this rank will touch need bytes.  DEV_ERR_ARG, with nothing mapped, for a record of
+ * another call or one of fewer bytes (the call then fails on every rank, through the flags). */
+int mca_coll_gpu_team_import(coll_gpu_team_t *t, int peer, const coll_gpu_xbuf_t *x,
+                             size_t need, void **ptr);
 
 /* ---- the process's mappings of peers' allocations (coll_gpu_ipcmap.c) ---- */
 /* Map x's allocation (or find its mapping) and hold it; *base is its base here.  Mappings of

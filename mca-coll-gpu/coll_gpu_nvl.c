@@ -172,13 +172,14 @@ static int nvl_finish_all(coll_gpu_team_t *t, uint64_t seq, bool arrived, int rc
  * caller's nvl_finish_all whether it must still arrive.  A failure fails the call through the
  * team's flags (NVL_CHECK) or comes from a peer's. */
 static int nvl_map_pairs(coll_gpu_team_t *t, uint64_t seq, const void *sbuf, void *rbuf,
-                         void **s, void **r, bool *arrived, struct ompi_communicator_t *comm)
+                         size_t bytes, void **s, void **r, bool *arrived,
+                         struct ompi_communicator_t *comm)
 {
     coll_gpu_ctl_rank_t *me = &t->ctl->rank[t->rank];
     int rc = OMPI_SUCCESS;
 
-    NVL_CHECK(mca_coll_gpu_team_export(t, sbuf, &me->sbuf), "allreduce");
-    NVL_CHECK(mca_coll_gpu_team_export(t, rbuf, &me->rbuf), "allreduce");
+    NVL_CHECK(mca_coll_gpu_team_export(t, sbuf, bytes, &me->sbuf), "allreduce");
+    NVL_CHECK(mca_coll_gpu_team_export(t, rbuf, bytes, &me->rbuf), "allreduce");
     mca_coll_gpu_team_arrive(t, seq);
     *arrived = true;
     for (int p = 0; p < t->size; ++p) {
@@ -191,8 +192,10 @@ static int nvl_map_pairs(coll_gpu_team_t *t, uint64_t seq, const void *sbuf, voi
             s[p] = (void *) sbuf;
             r[p] = rbuf;
         } else {
-            NVL_CHECK(mca_coll_gpu_team_import(t, p, &t->ctl->rank[p].sbuf, &s[p]), "allreduce");
-            NVL_CHECK(mca_coll_gpu_team_import(t, p, &t->ctl->rank[p].rbuf, &r[p]), "allreduce");
+            NVL_CHECK(mca_coll_gpu_team_import(t, p, &t->ctl->rank[p].sbuf, bytes, &s[p]),
+                      "allreduce");
+            NVL_CHECK(mca_coll_gpu_team_import(t, p, &t->ctl->rank[p].rbuf, bytes, &r[p]),
+                      "allreduce");
         }
     }
 out:
@@ -375,7 +378,9 @@ static int allreduce_oneshot_direct(coll_gpu_team_t *t, const void *sbuf, void *
     int rc = OMPI_SUCCESS;
     bool arrived = false;
 
-    NVL_CHECK(mca_coll_gpu_team_export(t, sbuf, &t->ctl->rank[t->rank].sbuf), "allreduce");
+    NVL_CHECK(mca_coll_gpu_team_export(t, sbuf, count * dev_dtype_size(dt),
+                                       &t->ctl->rank[t->rank].sbuf),
+              "allreduce");
     mca_coll_gpu_team_arrive(t, seq);
     arrived = true;
     for (int p = 0; p < t->size; ++p) {
@@ -386,7 +391,9 @@ static int allreduce_oneshot_direct(coll_gpu_team_t *t, const void *sbuf, void *
             goto out;
         }
         if (p != t->rank) {
-            NVL_CHECK(mca_coll_gpu_team_import(t, p, &t->ctl->rank[p].sbuf, &s), "allreduce");
+            NVL_CHECK(mca_coll_gpu_team_import(t, p, &t->ctl->rank[p].sbuf,
+                                               count * dev_dtype_size(dt), &s),
+                      "allreduce");
         }
         srcs[p] = s;
     }
@@ -439,7 +446,7 @@ static int allreduce_twoshot_ce(coll_gpu_team_t *t, const void *sbuf, void *rbuf
         NVL_CHECK(nvl_ce_state(t, want * NVL_CE_DEPTH * (size_t) (n - 1), &st), "allreduce");
     }
     piece /= esize; /* elements from here on */
-    rc = nvl_map_pairs(t, seq, sbuf, rbuf, ps, pr, &arrived, comm);
+    rc = nvl_map_pairs(t, seq, sbuf, rbuf, count * esize, ps, pr, &arrived, comm);
     if (OMPI_SUCCESS != rc) {
         goto out;
     }
@@ -510,7 +517,7 @@ static int allreduce_twoshot(coll_gpu_team_t *t, const void *sbuf, void *rbuf, s
     int rc = OMPI_SUCCESS;
     bool arrived = false;
 
-    rc = nvl_map_pairs(t, seq, sbuf, rbuf, ps, pr, &arrived, comm);
+    rc = nvl_map_pairs(t, seq, sbuf, rbuf, count * esize, ps, pr, &arrived, comm);
     if (OMPI_SUCCESS != rc) {
         goto out;
     }
@@ -709,7 +716,8 @@ static int allreduce_ring(coll_gpu_team_t *t, const void *sbuf, void *rbuf, size
         NVL_CHECK(dev_memcpy_async(rbuf, sbuf, count * esize, t->stream), "allreduce");
         NVL_CHECK(dev_stream_sync(t->stream), "allreduce");
     }
-    NVL_CHECK(mca_coll_gpu_team_export(t, rbuf, &t->ctl->rank[t->rank].rbuf), "allreduce");
+    NVL_CHECK(mca_coll_gpu_team_export(t, rbuf, count * esize, &t->ctl->rank[t->rank].rbuf),
+              "allreduce");
     mca_coll_gpu_team_arrive(t, seq);
     mca_coll_gpu_team_step(t, seq, 0);
     arrived = true;
@@ -727,7 +735,8 @@ static int allreduce_ring(coll_gpu_team_t *t, const void *sbuf, void *rbuf, size
             goto out;
         }
         if (NULL == lbuf) {
-            NVL_CHECK(mca_coll_gpu_team_import(t, left, &t->ctl->rank[left].rbuf, &lbuf),
+            NVL_CHECK(mca_coll_gpu_team_import(t, left, &t->ctl->rank[left].rbuf,
+                                               count * esize, &lbuf),
                       "allreduce");
         }
         chunk_of(count, n, c, &lo, &hi);
@@ -821,12 +830,13 @@ static void bcast_wait_push(coll_gpu_team_t *t, uint64_t seq, int root)
 }
 
 /* A non-root rank of a push bcast: publish where the data must go, wait for the root. */
-static int bcast_peer(coll_gpu_team_t *t, void *buf, int root, struct ompi_communicator_t *comm)
+static int bcast_peer(coll_gpu_team_t *t, void *buf, size_t bytes, int root,
+                      struct ompi_communicator_t *comm)
 {
     uint64_t seq = ++t->seq;
     int rc = OMPI_SUCCESS;
 
-    NVL_CHECK(mca_coll_gpu_team_export(t, buf, &t->ctl->rank[t->rank].rbuf), "bcast");
+    NVL_CHECK(mca_coll_gpu_team_export(t, buf, bytes, &t->ctl->rank[t->rank].rbuf), "bcast");
 out:
     mca_coll_gpu_team_arrive(t, seq);
     mca_coll_gpu_team_wait_done(t, root, seq);
@@ -855,7 +865,7 @@ static int bcast_root(coll_gpu_team_t *t, void *buf, size_t bytes,
             rc = OMPI_ERROR;
             goto out;
         }
-        NVL_CHECK(mca_coll_gpu_team_import(t, p, &t->ctl->rank[p].rbuf, &dst), "bcast");
+        NVL_CHECK(mca_coll_gpu_team_import(t, p, &t->ctl->rank[p].rbuf, bytes, &dst), "bcast");
         NVL_CHECK(dev_memcpy_async(dst, buf, bytes, t->stream), "bcast");
     }
     NVL_CHECK(dev_stream_sync(t->stream), "bcast");
@@ -901,7 +911,8 @@ static int bcast_pipelined(coll_gpu_team_t *t, void *buf, size_t bytes, int root
                      coll_gpu_comm_cid(comm), t->rank, tree ? "tree" : "chain", at, root, parent,
                      nchunks, chunk);
     if (has_child) {
-        NVL_CHECK(mca_coll_gpu_team_export(t, buf, &t->ctl->rank[t->rank].rbuf), "bcast");
+        NVL_CHECK(mca_coll_gpu_team_export(t, buf, bytes, &t->ctl->rank[t->rank].rbuf),
+                  "bcast");
     }
     mca_coll_gpu_team_arrive(t, seq);
     arrived = true;
@@ -916,7 +927,8 @@ static int bcast_pipelined(coll_gpu_team_t *t, void *buf, size_t bytes, int root
         rc = OMPI_ERROR;
         goto out;
     }
-    NVL_CHECK(mca_coll_gpu_team_import(t, parent, &t->ctl->rank[parent].rbuf, &pbuf), "bcast");
+    NVL_CHECK(mca_coll_gpu_team_import(t, parent, &t->ctl->rank[parent].rbuf, bytes, &pbuf),
+              "bcast");
     while (complete < nchunks) {
         bool moved = false;
         /* enqueue every chunk the parent has finished, up to the depth */
@@ -969,7 +981,8 @@ static int bcast_pull(coll_gpu_team_t *t, void *buf, size_t bytes, int root,
     void *src;
 
     if (t->rank == root) {
-        NVL_CHECK(mca_coll_gpu_team_export(t, buf, &t->ctl->rank[t->rank].rbuf), "bcast");
+        NVL_CHECK(mca_coll_gpu_team_export(t, buf, bytes, &t->ctl->rank[t->rank].rbuf),
+                  "bcast");
         mca_coll_gpu_team_arrive(t, seq);
         arrived = true;
         goto out;
@@ -982,7 +995,8 @@ static int bcast_pull(coll_gpu_team_t *t, void *buf, size_t bytes, int root,
         rc = OMPI_ERROR;
         goto out;
     }
-    NVL_CHECK(mca_coll_gpu_team_import(t, root, &t->ctl->rank[root].rbuf, &src), "bcast");
+    NVL_CHECK(mca_coll_gpu_team_import(t, root, &t->ctl->rank[root].rbuf, bytes, &src),
+              "bcast");
     NVL_CHECK(dev_memcpy_async(buf, src, bytes, t->stream), "bcast");
     NVL_CHECK(dev_stream_sync(t->stream), "bcast");
 out:
@@ -1085,7 +1099,7 @@ int mca_coll_gpu_nvl_bcast(coll_gpu_team_t *t, const topo_plan_t *plan, void *bu
                              TOPO_BC_TREE == agreed.alg, comm);
     } else {
         rc = (t->rank == root) ? bcast_root(t, buf, bytes, comm)
-                               : bcast_peer(t, buf, root, comm);
+                               : bcast_peer(t, buf, bytes, root, comm);
     }
     if (OMPI_SUCCESS != rc && t->rank == root && bcast_any_mismatch(t, seq, bytes)) {
         rc = MPI_ERR_TRUNCATE;

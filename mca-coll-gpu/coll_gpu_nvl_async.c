@@ -503,7 +503,7 @@ static int step_oneshot(coll_gpu_async_t *r)
     case PH_START:
         r->seq = ++t->seq;
         me = &t->ctl->rank[t->rank];
-        ASYNC_CHECK(r, mca_coll_gpu_team_export(t, r->s.dev, &me->sbuf));
+        ASYNC_CHECK(r, mca_coll_gpu_team_export(t, r->s.dev, r->count * r->esize, &me->sbuf));
         mca_coll_gpu_team_arrive(t, r->seq);
         r->arrived = true;
         r->phase = PH_ARRIVE;
@@ -518,7 +518,8 @@ static int step_oneshot(coll_gpu_async_t *r)
         for (int p = 0; p < t->size; ++p) {
             void *s = r->s.dev;
             if (p != t->rank) {
-                ASYNC_CHECK(r, mca_coll_gpu_team_import(t, p, &t->ctl->rank[p].sbuf, &s));
+                ASYNC_CHECK(r, mca_coll_gpu_team_import(t, p, &t->ctl->rank[p].sbuf,
+                                                        r->count * r->esize, &s));
             }
             srcs[p] = s;
         }
@@ -642,8 +643,8 @@ static int step_twoshot(coll_gpu_async_t *r)
     case PH_START:
         r->seq = ++t->seq;
         me = &t->ctl->rank[t->rank];
-        ASYNC_CHECK(r, mca_coll_gpu_team_export(t, r->s.dev, &me->sbuf));
-        ASYNC_CHECK(r, mca_coll_gpu_team_export(t, r->r.dev, &me->rbuf));
+        ASYNC_CHECK(r, mca_coll_gpu_team_export(t, r->s.dev, r->count * r->esize, &me->sbuf));
+        ASYNC_CHECK(r, mca_coll_gpu_team_export(t, r->r.dev, r->count * r->esize, &me->rbuf));
         mca_coll_gpu_team_arrive(t, r->seq);
         r->arrived = true;
         r->phase = PH_ARRIVE;
@@ -659,8 +660,10 @@ static int step_twoshot(coll_gpu_async_t *r)
         for (int p = 0; p < t->size; ++p) {
             void *s = r->s.dev, *d = r->r.dev;
             if (p != t->rank) {
-                ASYNC_CHECK(r, mca_coll_gpu_team_import(t, p, &t->ctl->rank[p].sbuf, &s));
-                ASYNC_CHECK(r, mca_coll_gpu_team_import(t, p, &t->ctl->rank[p].rbuf, &d));
+                ASYNC_CHECK(r, mca_coll_gpu_team_import(t, p, &t->ctl->rank[p].sbuf,
+                                                        r->count * r->esize, &s));
+                ASYNC_CHECK(r, mca_coll_gpu_team_import(t, p, &t->ctl->rank[p].rbuf,
+                                                        r->count * r->esize, &d));
             }
             srcs[p] = (const char *) s + lo * r->esize;
             dsts[p] = (char *) d + lo * r->esize;
@@ -706,7 +709,8 @@ static int step_ring(coll_gpu_async_t *r)
             return ASYNC_PENDING;
         }
         ASYNC_CHECK(r, q);
-        ASYNC_CHECK(r, mca_coll_gpu_team_export(t, r->r.dev, &t->ctl->rank[t->rank].rbuf));
+        ASYNC_CHECK(r, mca_coll_gpu_team_export(t, r->r.dev, r->count * r->esize,
+                                                &t->ctl->rank[t->rank].rbuf));
         mca_coll_gpu_team_arrive(t, r->seq);
         mca_coll_gpu_team_step(t, r->seq, 0);
         r->arrived = true;
@@ -731,7 +735,7 @@ static int step_ring(coll_gpu_async_t *r)
         }
         if (NULL == r->peer_buf) {
             ASYNC_CHECK(r, mca_coll_gpu_team_import(t, left, &t->ctl->rank[left].rbuf,
-                                                    &r->peer_buf));
+                                                    r->count * r->esize, &r->peer_buf));
         }
         c = (int) (((uint64_t) pos + (uint64_t) n * 2 - k) % (uint64_t) n);
         chunk_of(r->count, n, c, &lo, &hi);
@@ -804,7 +808,8 @@ static int step_push(coll_gpu_async_t *r)
     if (t->rank != r->root) {
         /* where the data must go; a failed export still arrives (the root fails the call) */
         r->seq = ++t->seq;
-        if (DEV_OK != mca_coll_gpu_team_export(t, r->r.dev, &t->ctl->rank[t->rank].rbuf)) {
+        if (DEV_OK
+            != mca_coll_gpu_team_export(t, r->r.dev, r->bytes, &t->ctl->rank[t->rank].rbuf)) {
             mca_coll_gpu_report_failure(r->what, r->comm, "export of the buffer: %s",
                                         dev_error_string());
             mca_coll_gpu_team_fail(t, r->seq);
@@ -836,7 +841,8 @@ static int step_push(coll_gpu_async_t *r)
                 return ASYNC_PENDING;
             }
             if (mca_coll_gpu_team_failed(t, p, r->seq)
-                || DEV_OK != mca_coll_gpu_team_import(t, p, &t->ctl->rank[p].rbuf, &dst)
+                || DEV_OK != mca_coll_gpu_team_import(t, p, &t->ctl->rank[p].rbuf, r->bytes,
+                                                      &dst)
                 || DEV_OK != dev_memcpy_async(dst, r->r.dev, r->bytes, t->stream)) {
                 if (!mca_coll_gpu_team_failed(t, p, r->seq)) {
                     mca_coll_gpu_report_failure(r->what, r->comm, "copy to rank %d: %s", p,
@@ -882,7 +888,8 @@ static int step_pull(coll_gpu_async_t *r)
     case PH_START:
         r->seq = ++t->seq;
         if (t->rank == r->root) {
-            ASYNC_CHECK(r, mca_coll_gpu_team_export(t, r->r.dev, &t->ctl->rank[t->rank].rbuf));
+            ASYNC_CHECK(r, mca_coll_gpu_team_export(t, r->r.dev, r->bytes,
+                                                    &t->ctl->rank[t->rank].rbuf));
             mca_coll_gpu_team_arrive(t, r->seq);
             r->arrived = true;
             return async_finish(r);
@@ -900,7 +907,7 @@ static int step_pull(coll_gpu_async_t *r)
             return async_fail(r);
         }
         ASYNC_CHECK(r, mca_coll_gpu_team_import(t, r->root, &t->ctl->rank[r->root].rbuf,
-                                                &r->peer_buf));
+                                                r->bytes, &r->peer_buf));
         ASYNC_CHECK(r, dev_memcpy_async(r->r.dev, r->peer_buf, r->bytes, t->stream));
         r->phase = PH_STREAM;
         /* fall through */
@@ -939,7 +946,8 @@ static int step_pipelined(coll_gpu_async_t *r)
                          r->what, t->cid, t->rank, tree ? "tree" : "chain", at, r->root,
                          r->parent, r->nchunks, r->chunk);
         if (r->has_child) {
-            ASYNC_CHECK(r, mca_coll_gpu_team_export(t, r->r.dev, &t->ctl->rank[t->rank].rbuf));
+            ASYNC_CHECK(r, mca_coll_gpu_team_export(t, r->r.dev, r->bytes,
+                                                    &t->ctl->rank[t->rank].rbuf));
         }
         mca_coll_gpu_team_arrive(t, r->seq);
         r->arrived = true;
@@ -959,7 +967,7 @@ static int step_pipelined(coll_gpu_async_t *r)
             return async_fail(r);
         }
         ASYNC_CHECK(r, mca_coll_gpu_team_import(t, r->parent, &t->ctl->rank[r->parent].rbuf,
-                                                &r->peer_buf));
+                                                r->bytes, &r->peer_buf));
         r->phase = PH_MOVE;
         /* fall through */
     case PH_MOVE: {

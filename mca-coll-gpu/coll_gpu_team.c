@@ -32,6 +32,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -918,18 +919,24 @@ void mca_coll_gpu_team_pause(unsigned *spins)
 
 
 /* Publish a user buffer of ours for this call: its allocation's handle (exported once per
- * allocation and kept) and its offset. */
-int mca_coll_gpu_team_export(coll_gpu_team_t *t, const void *ptr, coll_gpu_xbuf_t *out)
+ * allocation and kept), its offset, and the call's stamp (coll_gpu_xbuf_t: this call's seq,
+ * the bytes it uses).  The record is written before our arrive, which publishes it. */
+int mca_coll_gpu_team_export(coll_gpu_team_t *t, const void *ptr, size_t bytes,
+                             coll_gpu_xbuf_t *out)
 {
     coll_gpu_export_entry_t *slot = NULL;
     void *base;
     uint64_t id;
     int rc;
 
+    /* a failed export must not leave the previous call's stamp behind */
+    out->seq = 0;
     rc = team_describe(ptr, out);
     if (DEV_OK != rc) {
         return rc;
     }
+    out->seq = t->seq;
+    out->bytes = (uint64_t) bytes;
     base = (void *) (uintptr_t) out->base;
     id = out->buffer_id;
     ++t->clock;
@@ -963,13 +970,27 @@ int mca_coll_gpu_team_export(coll_gpu_team_t *t, const void *ptr, coll_gpu_xbuf_
 
 /* A peer's published buffer, mapped here through the process's table (coll_gpu_ipcmap.c) and
  * held for this call: the holds of the team's previous call go first (the team's calls run one
- * at a time, and the previous one has ended on this rank). */
-int mca_coll_gpu_team_import(coll_gpu_team_t *t, int peer, const coll_gpu_xbuf_t *x, void **ptr)
+ * at a time, and the previous one has ended on this rank).  Only a record published for this
+ * very call, of at least the need bytes this rank will touch, is mapped: one left from an
+ * earlier call (the peer published nothing this time: it runs another algorithm or another
+ * count, an erroneous call) names memory the peer may have given another use, and one of fewer
+ * bytes ends before what we would write.  The refusal fails the call (the callers' checks). */
+int mca_coll_gpu_team_import(coll_gpu_team_t *t, int peer, const coll_gpu_xbuf_t *x,
+                             size_t need, void **ptr)
 {
     void *base;
     int rc;
 
-    (void) peer; /* the owner named in x is the peer's process */
+    if (x->seq != t->seq) {
+        return dev_fail(DEV_ERR_ARG, "coll/gpu: rank %d published no buffer for call %" PRIu64
+                        " (its record is of call %" PRIu64 "): the ranks' calls differ",
+                        peer, t->seq, x->seq);
+    }
+    if (x->bytes < need || x->offset > x->size || x->size - x->offset < need) {
+        return dev_fail(DEV_ERR_ARG, "coll/gpu: rank %d published %" PRIu64 " B for call %"
+                        PRIu64 ", this rank needs %zu B of it: the ranks' counts differ",
+                        peer, x->bytes, t->seq, need);
+    }
     if (t->hold_seq != t->seq) {
         team_release_call_holds(t);
         t->hold_seq = t->seq;

@@ -44,7 +44,11 @@
 /* A buffer as exported for one call: the allocation's handle and where the buffer sits in it.
  * owner (the exporting process), base and buffer_id identify the allocation (a freed and
  * reallocated range gets a new buffer_id, so a stale mapping is never used); base and size
- * let an importer find the stale mappings a new allocation overlaps (coll_gpu_ipcmap.c). */
+ * let an importer find the stale mappings a new allocation overlaps (coll_gpu_ipcmap.c).
+ * seq and bytes stamp the record with the call it was published for and the bytes that call
+ * uses from offset on: the record stays in the control block after the call, and a peer of an
+ * erroneous call (counts that differ, or an algorithm that publishes no buffer) must not map
+ * it, or write past what the exporter brought (mca_coll_gpu_team_import refuses both). */
 typedef struct coll_gpu_xbuf_t {
     dev_ipc_handle_t handle;
     uint64_t owner;
@@ -52,6 +56,8 @@ typedef struct coll_gpu_xbuf_t {
     uint64_t size;
     uint64_t buffer_id;
     uint64_t offset;
+    uint64_t seq;
+    uint64_t bytes;
 } coll_gpu_xbuf_t;
 
 /* A hold on a mapping of coll_gpu_ipcmap.c (slot UINT32_MAX: none). */
