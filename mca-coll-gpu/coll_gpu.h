@@ -274,6 +274,11 @@ void mca_coll_gpu_team_fail(coll_gpu_team_t *t, uint64_t seq);
 void mca_coll_gpu_team_wait_arrive(coll_gpu_team_t *t, int peer, uint64_t seq);
 void mca_coll_gpu_team_wait_done(coll_gpu_team_t *t, int peer, uint64_t seq);
 bool mca_coll_gpu_team_wait_call(coll_gpu_team_t *t, int root, uint64_t seq);
+/* The hang watch of a wait on call seq that is not a flag wait (the fused allreduce's); true
+ * once this rank has given up on the call. */
+bool mca_coll_gpu_team_watch(coll_gpu_team_t *t, uint64_t seq, double *start);
+/* "rank(s) 2 3 to enter the call" (or, when all have, "... to finish the call"), for reports. */
+void mca_coll_gpu_team_missing(coll_gpu_team_t *t, uint64_t seq, char *out, size_t len);
 bool mca_coll_gpu_team_failed(coll_gpu_team_t *t, int peer, uint64_t seq);
 bool mca_coll_gpu_team_any_failed(coll_gpu_team_t *t, uint64_t seq);
 /* Step counters of the ring allreduce and chain bcast (COLL_GPU_STEP in coll_gpu_team.h). */

@@ -124,9 +124,11 @@
 #define NVL_CE_PIECE_DEFAULT ((size_t) 64 << 20)
 #define NVL_CE_PIECE_MAX ((size_t) 64 << 20)
 #define NVL_CE_STAGE_MAX ((size_t) 128 << 20)
-/* fused allreduce: host spins between looks at the peers' failure flags / the stream */
+/* fused allreduce: host spins between looks at the peers' failure flags / the stream; the
+ * emulated kernel's calls of its abandon callback between looks at the clock (hang watch) */
 #define NVL_FUSED_WATCH_SPINS 256
 #define NVL_FUSED_QUERY_SPINS 65536
+#define NVL_FUSED_CLOCK_EVERY 64
 /* chunks a chain bcast may have: the step counter holds them below COLL_GPU_STEP_FAILED */
 #define NVL_CHAIN_MAX_CHUNKS (COLL_GPU_STEP_FAILED - 1)
 
@@ -541,13 +543,20 @@ out:
 typedef struct {
     coll_gpu_team_t *t;
     uint64_t seq;
+    unsigned polls;
+    double start; /* the hang watch's (mca_coll_gpu_team_watch) */
 } nvl_watch_t;
 
-/* Emulated backend: its kernel asks this while it waits for its peers. */
+/* Emulated backend: its kernel asks this while it waits for its peers (yielding the core), so
+ * its wait is watched as the team's flag waits are: reported past coll_gpu_hang_warn_seconds,
+ * given up past coll_gpu_hang_error_seconds (then this rank's failure flags stop the wait). */
 static bool nvl_fused_abandon(void *ctx)
 {
     nvl_watch_t *w = ctx;
     mca_coll_gpu_async_poll(); /* a peer may wait for a nonblocking call of ours elsewhere */
+    if (0 == (++w->polls % NVL_FUSED_CLOCK_EVERY)) {
+        (void) mca_coll_gpu_team_watch(w->t, w->seq, &w->start);
+    }
     return mca_coll_gpu_team_any_failed(w->t, w->seq);
 }
 
@@ -560,7 +569,7 @@ static int fused_piece(coll_gpu_team_t *t, const void *sbuf, void *rbuf, size_t 
 {
     uint64_t seq = ++t->seq;
     coll_gpu_nvl_state_t *st = NULL;
-    nvl_watch_t watch = {t, seq};
+    nvl_watch_t watch = {t, seq, 0, 0.0};
     unsigned spins = 0, polls = 0, yields = 1000; /* past spin_pause's threshold: it yields */
     bool released = false;
     int rc = OMPI_SUCCESS;
@@ -597,8 +606,11 @@ static int fused_piece(coll_gpu_team_t *t, const void *sbuf, void *rbuf, size_t 
         }
         if (spins > NVL_FUSED_QUERY_SPINS) {
             /* a long wait (a late peer): let other processes have the core; a short one is
-             * the kernel's few microseconds, where a yield would only add to the latency */
+             * the kernel's few microseconds, where a yield would only add to the latency.
+             * Watched as the flag waits are; a rank that gives up fails the call, and the
+             * check above releases our kernel at the next look */
             mca_coll_gpu_team_pause(&yields);
+            (void) mca_coll_gpu_team_watch(t, seq, &watch.start);
         }
     }
 out:

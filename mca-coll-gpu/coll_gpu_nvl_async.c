@@ -266,12 +266,15 @@ static void async_give_up(coll_gpu_team_t *t, uint64_t seq)
 }
 
 /* A poll that found what it waits for missing: every ASYNC_CLOCK_EVERY such polls, report a
- * long wait once and give up past the error time. */
+ * long wait once and give up past the error time.  whom NULL: the ranks that have not entered
+ * the call (or not finished it), as the fused allreduce waits for every peer. */
 static void async_waiting(coll_gpu_async_t *r, const char *whom)
 {
     mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
     coll_gpu_team_t *t = r->team;
+    char missing[COLL_GPU_TEAM_MAX * 4 + 64];
     double now, waited;
+    bool warn, give_up;
 
     if (0 != (++r->polls % ASYNC_CLOCK_EVERY)
         || (0 >= c->hang_warn_seconds && 0 >= c->hang_error_seconds)) {
@@ -283,15 +286,21 @@ static void async_waiting(coll_gpu_async_t *r, const char *whom)
         return;
     }
     waited = now - r->wait_start;
-    if (0 < c->hang_warn_seconds && waited >= (double) c->hang_warn_seconds
-        && t->warned_seq != r->seq) {
+    warn = 0 < c->hang_warn_seconds && waited >= (double) c->hang_warn_seconds
+           && t->warned_seq != r->seq;
+    give_up = 0 < c->hang_error_seconds && waited >= (double) c->hang_error_seconds
+              && 0 == t->abandoned;
+    if (NULL == whom && (warn || give_up)) {
+        mca_coll_gpu_team_missing(t, r->seq, missing, sizeof(missing));
+        whom = missing;
+    }
+    if (warn) {
         t->warned_seq = r->seq;
         opal_output(0, "coll:gpu: rank %d has waited %d s in a nonblocking %s on communicator "
                        "%d (call %" PRIu64 ") for %s",
                     t->rank, (int) waited, r->what, t->cid, r->seq, whom);
     }
-    if (0 < c->hang_error_seconds && waited >= (double) c->hang_error_seconds
-        && 0 == t->abandoned) {
+    if (give_up) {
         opal_output(0, "coll:gpu: rank %d gives up a nonblocking %s on communicator %d (call "
                        "%" PRIu64 ") after %d s waiting for %s: the call fails",
                     t->rank, r->what, t->cid, r->seq, (int) waited, whom);
@@ -411,11 +420,14 @@ static int async_finish(coll_gpu_async_t *r)
 /* ---- allreduce ----------------------------------------------------------------------------- */
 
 /* The emulated fused kernel waits on this thread: meanwhile the other teams' requests move
- * (a peer may wait for one of them before it launches), and a failure anywhere releases it. */
+ * (a peer may wait for one of them before it launches), the wait is watched as every wait of
+ * ours is (async_waiting: a rank that gives up fails the call), and a failure anywhere
+ * releases it. */
 static bool fused_abandon(void *ctx)
 {
     coll_gpu_async_t *r = ctx;
     mca_coll_gpu_async_poll();
+    async_waiting(r, NULL);
     return mca_coll_gpu_team_any_failed(r->team, r->seq);
 }
 
@@ -472,7 +484,7 @@ static int step_fused(coll_gpu_async_t *r)
                     return async_fail(r);
                 }
             }
-            async_waiting(r, "its peers' data (fused kernel)");
+            async_waiting(r, NULL);
             return ASYNC_PENDING;
         }
         mca_coll_gpu_team_done(t, r->seq);

@@ -727,8 +727,15 @@ static inline bool spin_pause(unsigned *spins)
 }
 
 /* What a wait waits for: a peer's arrival at, or completion of, call seq, or its step; or the
- * root's record of a bcast (published just before its arrival: reported as "to enter"). */
-typedef enum { TEAM_WAIT_ARRIVE, TEAM_WAIT_DONE, TEAM_WAIT_STEP, TEAM_WAIT_CALL } team_wait_kind_t;
+ * root's record of a bcast (published just before its arrival: reported as "to enter"); or,
+ * for the fused allreduce (mca_coll_gpu_team_watch), every peer's data: peer -1. */
+typedef enum {
+    TEAM_WAIT_ARRIVE,
+    TEAM_WAIT_DONE,
+    TEAM_WAIT_STEP,
+    TEAM_WAIT_CALL,
+    TEAM_WAIT_FUSED
+} team_wait_kind_t;
 
 typedef struct team_wait_t {
     team_wait_kind_t kind;
@@ -766,6 +773,13 @@ static void team_wait_text(coll_gpu_team_t *t, const team_wait_t *w, char *out, 
             n += (size_t) snprintf(out + n, len - n, " %d", p);
         }
     }
+    if (TEAM_WAIT_FUSED == w->kind && n == strlen("rank(s)")) {
+        /* every rank entered: the fused kernel waits for the data of those not finished */
+        team_wait_t done = *w;
+        done.kind = TEAM_WAIT_DONE;
+        team_wait_text(t, &done, out, len);
+        return;
+    }
     if (n < len) {
         snprintf(out + n, len - n, " to %s the call",
                  (TEAM_WAIT_DONE != w->kind) ? "enter" : "finish");
@@ -801,13 +815,15 @@ static void team_give_up(coll_gpu_team_t *t, uint64_t seq)
 
 /* The slow path of a wait, every TEAM_CLOCK_EVERY turns once it yields: report a long wait
  * once per call, give up past the error time.  True when the wait must end now: this rank has
- * given up on the call and the peer is not in it (it will see the failure when it comes). */
+ * given up on the call and the peer is not in it (it will see the failure when it comes); for
+ * the fused allreduce's wait (peer -1), as soon as this rank has given up: its kernel, once
+ * released, touches no memory of a peer's but the scratch, which a failed team never reads. */
 static bool team_wait_slow(coll_gpu_team_t *t, team_wait_t *w)
 {
     mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
     double now, waited;
 
-    if (0 != t->abandoned && !team_peer_arrived(t, w->peer, w->seq)) {
+    if (0 != t->abandoned && (0 > w->peer || !team_peer_arrived(t, w->peer, w->seq))) {
         return true;
     }
     if (0 >= c->hang_warn_seconds && 0 >= c->hang_error_seconds) {
@@ -828,9 +844,31 @@ static bool team_wait_slow(coll_gpu_team_t *t, team_wait_t *w)
         && 0 == t->abandoned) {
         team_report(t, w, "hang-error", waited);
         team_give_up(t, w->seq);
-        return !team_peer_arrived(t, w->peer, w->seq);
+        return 0 > w->peer || !team_peer_arrived(t, w->peer, w->seq);
     }
     return false;
+}
+
+/* The watch of the fused allreduce's waits, which are not flag waits of this file: its host's
+ * spin on the kernel's done word, and the emulated kernel's wait for its peers' flags (on this
+ * thread, through its abandon callback) (coll_gpu_nvl.c, coll_gpu_nvl_async.c).  Called every
+ * so often while waiting for call seq, with *start 0.0 at the wait's first call; reports and
+ * gives up as the flag waits do (team_wait_slow), naming the ranks that have not entered the
+ * call.  True once this rank has given up on the call: the caller releases its kernel. */
+bool mca_coll_gpu_team_watch(coll_gpu_team_t *t, uint64_t seq, double *start)
+{
+    team_wait_t w = {TEAM_WAIT_FUSED, -1, seq, 0, *start};
+    bool end = team_wait_slow(t, &w);
+
+    *start = w.start;
+    return end;
+}
+
+void mca_coll_gpu_team_missing(coll_gpu_team_t *t, uint64_t seq, char *out, size_t len)
+{
+    team_wait_t w = {TEAM_WAIT_FUSED, -1, seq, 0, 0.0};
+
+    team_wait_text(t, &w, out, len);
 }
 
 void mca_coll_gpu_team_arrive(coll_gpu_team_t *t, uint64_t seq)
