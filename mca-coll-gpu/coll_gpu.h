@@ -274,11 +274,14 @@ void mca_coll_gpu_team_fail(coll_gpu_team_t *t, uint64_t seq);
 void mca_coll_gpu_team_wait_arrive(coll_gpu_team_t *t, int peer, uint64_t seq);
 void mca_coll_gpu_team_wait_done(coll_gpu_team_t *t, int peer, uint64_t seq);
 bool mca_coll_gpu_team_wait_call(coll_gpu_team_t *t, int root, uint64_t seq);
+bool mca_coll_gpu_team_wait_records(coll_gpu_team_t *t, uint64_t seq);
 /* The hang watch of a wait on call seq that is not a flag wait (the fused allreduce's); true
  * once this rank has given up on the call. */
 bool mca_coll_gpu_team_watch(coll_gpu_team_t *t, uint64_t seq, double *start);
-/* "rank(s) 2 3 to enter the call" (or, when all have, "... to finish the call"), for reports. */
-void mca_coll_gpu_team_missing(coll_gpu_team_t *t, uint64_t seq, char *out, size_t len);
+/* "rank(s) 2 3 to enter the call" (or, when all have, "... to finish the call"), for reports;
+ * with records, the ranks that have not published their record of the call. */
+void mca_coll_gpu_team_missing(coll_gpu_team_t *t, uint64_t seq, bool records, char *out,
+                               size_t len);
 bool mca_coll_gpu_team_failed(coll_gpu_team_t *t, int peer, uint64_t seq);
 bool mca_coll_gpu_team_any_failed(coll_gpu_team_t *t, uint64_t seq);
 /* Step counters of the ring allreduce and chain bcast (COLL_GPU_STEP in coll_gpu_team.h). */
@@ -332,10 +335,20 @@ void mca_coll_gpu_hier_release(mca_coll_gpu_module_t *m);
 /* ---- fast path (coll_gpu_nvl.c) ---- */
 /* local_rc: OMPI_SUCCESS, or what failed on this rank before the call (its buffers could not be
  * prepared): then the rank takes part without data, so that its peers fail instead of waiting,
- * and returns local_rc. */
+ * and returns local_rc.  Counts, ops, element types or uses of MPI_IN_PLACE that differ across
+ * ranks make every rank return MPI_ERR_COUNT, MPI_ERR_OP, MPI_ERR_OTHER or MPI_ERR_BUFFER
+ * without moving data. */
 int mca_coll_gpu_nvl_allreduce(coll_gpu_team_t *t, const topo_plan_t *plan, const void *sbuf,
                                void *rbuf, size_t count, dev_dtype_t dt, dev_op_t op,
                                struct ompi_communicator_t *comm, int local_rc);
+/* The allreduce's agreement, shared with the nonblocking calls: publish this rank's record of
+ * call seq (before waiting for anyone); once every rank's is there
+ * (mca_coll_gpu_team_wait_records), compare them: OMPI_SUCCESS, or the error of the call on
+ * every rank (one line names the difference). */
+void mca_coll_gpu_nvl_allreduce_publish(coll_gpu_team_t *t, uint64_t seq, size_t bytes,
+                                        dev_dtype_t dt, dev_op_t op, bool in_place);
+int mca_coll_gpu_nvl_allreduce_check(coll_gpu_team_t *t, uint64_t seq, const char *what,
+                                     struct ompi_communicator_t *comm);
 /* bytes is this rank's count x type size; the root's plan and byte count are the call's (the
  * others take them from the control block), and a rank whose byte count differs from the
  * root's returns MPI_ERR_TRUNCATE without moving data (the root then too). */

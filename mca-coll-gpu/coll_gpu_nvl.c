@@ -101,6 +101,7 @@
  */
 #include "ompi_config.h"
 
+#include <ctype.h>
 #include <inttypes.h>
 #include <string.h>
 
@@ -793,6 +794,148 @@ static int nvl_sit_out(coll_gpu_team_t *t, bool own_done_only, bool fused, int r
     return nvl_finish_all(t, seq, false, rc);
 }
 
+/* ---- the allreduce's agreement ----------------------------------------------------------- */
+
+void mca_coll_gpu_nvl_allreduce_publish(coll_gpu_team_t *t, uint64_t seq, size_t bytes,
+                                        dev_dtype_t dt, dev_op_t op, bool in_place)
+{
+    coll_gpu_call_t *mine = &t->ctl->rank[t->rank].call[seq & 1];
+
+    mine->bytes = bytes;
+    mine->dtype = (int32_t) dt;
+    mine->op = (int32_t) op;
+    mine->in_place = in_place ? 1 : 0;
+    atomic_store_explicit(&mine->seq, seq, memory_order_release);
+}
+
+/* A field of the records that mca_coll_gpu_nvl_allreduce_check compares. */
+typedef enum { NVL_REC_BYTES, NVL_REC_OP, NVL_REC_DTYPE, NVL_REC_IN_PLACE } nvl_rec_field_t;
+
+static uint64_t nvl_rec_value(const coll_gpu_call_t *c, nvl_rec_field_t f)
+{
+    switch (f) {
+    case NVL_REC_BYTES:
+        return c->bytes;
+    case NVL_REC_OP:
+        return (uint64_t) c->op;
+    case NVL_REC_DTYPE:
+        return (uint64_t) c->dtype;
+    default:
+        return (uint64_t) c->in_place;
+    }
+}
+
+/* "64 B on rank(s) 0; 1048576 B on rank(s) 1 2": each value of field f and its ranks. */
+static void nvl_rec_diff(coll_gpu_team_t *t, uint64_t seq, nvl_rec_field_t f, char *out,
+                         size_t len)
+{
+    size_t n = 0;
+
+    out[0] = '\0';
+    for (int p = 0; p < t->size && n < len; ++p) {
+        uint64_t v = nvl_rec_value(&t->ctl->rank[p].call[seq & 1], f);
+        bool seen = false;
+        for (int q = 0; q < p && !seen; ++q) {
+            seen = (v == nvl_rec_value(&t->ctl->rank[q].call[seq & 1], f));
+        }
+        if (seen) {
+            continue;
+        }
+        if (NVL_REC_BYTES == f) {
+            n += (size_t) snprintf(out + n, len - n, "%s%" PRIu64 " B on rank(s)",
+                                   0 == n ? "" : "; ", v);
+        } else {
+            n += (size_t) snprintf(out + n, len - n, "%s%s on rank(s)", 0 == n ? "" : "; ",
+                                   NVL_REC_OP == f      ? dev_op_name((dev_op_t) v)
+                                   : NVL_REC_DTYPE == f ? dev_dtype_name((dev_dtype_t) v)
+                                   : 0 != v             ? "MPI_IN_PLACE"
+                                                        : "a send buffer");
+        }
+        for (int q = p; q < t->size && n < len; ++q) {
+            if (v == nvl_rec_value(&t->ctl->rank[q].call[seq & 1], f)) {
+                n += (size_t) snprintf(out + n, len - n, " %d", q);
+            }
+        }
+    }
+}
+
+/*
+ * Every rank's record of allreduce seq, read once all are there (mca_coll_gpu_team_wait_records):
+ * OMPI_SUCCESS when they agree; else what every rank returns, the same on all since all read
+ * the same records: MPI_ERR_COUNT when the byte counts differ, else MPI_ERR_OP when the ops do,
+ * else MPI_ERR_OTHER when the element types do, else MPI_ERR_BUFFER when some ranks passed
+ * MPI_IN_PLACE and others not (the in-place one-shot publishes no send buffer, and reads what
+ * its peers copied into their scratch); OMPI_ERROR when a rank's record is of a later call (it
+ * gave up on this one: coll_gpu_hang_error_seconds).  Rank 0 of the team names the difference
+ * in one line (what: the collective, "allreduce" or "iallreduce"...); the others log theirs at
+ * COLL_GPU_LOG_CALL.
+ */
+int mca_coll_gpu_nvl_allreduce_check(coll_gpu_team_t *t, uint64_t seq, const char *what,
+                                     struct ompi_communicator_t *comm)
+{
+    static const struct {
+        nvl_rec_field_t field;
+        const char *name;
+        int rc;
+        const char *rc_name;
+    } checks[] = {{NVL_REC_BYTES, "byte count", MPI_ERR_COUNT, "MPI_ERR_COUNT"},
+                  {NVL_REC_OP, "op", MPI_ERR_OP, "MPI_ERR_OP"},
+                  {NVL_REC_DTYPE, "element type", MPI_ERR_OTHER, "MPI_ERR_OTHER"},
+                  {NVL_REC_IN_PLACE, "use of MPI_IN_PLACE", MPI_ERR_BUFFER, "MPI_ERR_BUFFER"}};
+    const coll_gpu_call_t *first = &t->ctl->rank[0].call[seq & 1];
+    char diff[COLL_GPU_TEAM_MAX * 32], name[32];
+
+    for (int p = 0; p < t->size; ++p) {
+        if (seq != atomic_load_explicit(&t->ctl->rank[p].call[seq & 1].seq,
+                                        memory_order_acquire)) {
+            return OMPI_ERROR;
+        }
+    }
+    for (size_t i = 0; i < sizeof(checks) / sizeof(checks[0]); ++i) {
+        bool differ = false;
+        for (int p = 1; p < t->size && !differ; ++p) {
+            differ = nvl_rec_value(&t->ctl->rank[p].call[seq & 1], checks[i].field)
+                     != nvl_rec_value(first, checks[i].field);
+        }
+        if (!differ) {
+            continue;
+        }
+        nvl_rec_diff(t, seq, checks[i].field, diff, sizeof(diff));
+        if (0 == t->rank) {
+            /* "Iallreduce" from "iallreduce": the MPI name */
+            snprintf(name, sizeof(name), "%s", what);
+            name[0] = (char) toupper((unsigned char) name[0]);
+            opal_output(0, "coll/gpu: MPI_%s on communicator %d (call %" PRIu64
+                           " through the node team) is erroneous: the %s differs across ranks "
+                           "(%s); every rank returns %s, no data moved",
+                        name, coll_gpu_comm_cid(comm), seq, checks[i].name, diff,
+                        checks[i].rc_name);
+        } else {
+            COLL_GPU_VERBOSE(COLL_GPU_LOG_CALL,
+                             "coll:gpu:%s (cid %d): rank %d: call %" PRIu64 ": the %s differs "
+                             "across ranks (%s): %s, no data moved",
+                             what, coll_gpu_comm_cid(comm), t->rank, seq, checks[i].name, diff,
+                             checks[i].rc_name);
+        }
+        return checks[i].rc;
+    }
+    return OMPI_SUCCESS;
+}
+
+/*
+ * An allreduce through the team.  Before anything moves, every rank publishes its byte count,
+ * element type, op and use of MPI_IN_PLACE (coll_gpu_call_t) and reads every rank's: an
+ * erroneous call (any of them differs) then ends on every rank alike, with the same error and
+ * without data, whichever algorithm each rank's plan named (plans follow the byte count, which
+ * may be what differs): every rank fails the call, arrives, gives its done and waits for
+ * everybody's.  Without the agreement such a call could take a peer's exported buffer for one
+ * it is not, run different algorithms on different ranks, or leave a fused kernel waiting for
+ * pieces that never come.  A rank that failed before the call (local_rc) sits out as its
+ * algorithm's peers expect (nvl_sit_out).
+ *
+ *   every rank:  publish {bytes, dtype, op, in place}(seq); wait for every rank's record of seq
+ *                records agree: run the plan      records differ: fail(seq), take part empty
+ */
 int mca_coll_gpu_nvl_allreduce(coll_gpu_team_t *t, const topo_plan_t *plan, const void *sbuf,
                                void *rbuf, size_t count, dev_dtype_t dt, dev_op_t op,
                                struct ompi_communicator_t *comm, int local_rc)
@@ -800,8 +943,17 @@ int mca_coll_gpu_nvl_allreduce(coll_gpu_team_t *t, const topo_plan_t *plan, cons
     size_t esize = dev_dtype_size(dt);
     const void *src = (MPI_IN_PLACE == sbuf) ? rbuf : sbuf;
     dev_launch_t launch = {plan->nblocks, plan->nthreads};
+    int rc;
 
     mca_coll_gpu_async_drain(t); /* nonblocking calls issued before this one end first */
+    mca_coll_gpu_nvl_allreduce_publish(t, t->seq + 1, count * esize, dt, op,
+                                       MPI_IN_PLACE == sbuf);
+    rc = mca_coll_gpu_team_wait_records(t, t->seq + 1)
+             ? mca_coll_gpu_nvl_allreduce_check(t, t->seq + 1, "allreduce", comm)
+             : OMPI_ERROR; /* gave up on a rank that never came: the call fails */
+    if (OMPI_SUCCESS != rc) {
+        return nvl_sit_out(t, false, false, rc);
+    }
     if (OMPI_SUCCESS != local_rc) {
         return nvl_sit_out(t, TOPO_AR_ONESHOT == plan->alg && MPI_IN_PLACE == sbuf,
                            TOPO_AR_FUSED == plan->alg, local_rc);

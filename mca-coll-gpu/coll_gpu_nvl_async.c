@@ -57,6 +57,8 @@
  *   ring         copy sbuf -> rbuf | poll stream, export rbuf, arrive, step 0 | for k = 1 ..
  *                2n-2: wait both neighbours' step k-1, reduce (k < n) or copy chunk from the
  *                left | poll stream, step k | finish
+ *   allreduce    publish record | wait every rank's record: counts, types and ops agree, or
+ *                every rank sits the call out with the same error (the finish, without data)
  *   bcast        publish record | (non-root) wait root's record: its plan and byte count
  *   push         root: arrive | as each peer arrives: map its buffer, copy | poll stream, done
  *                peer: export, arrive | wait root's done, done
@@ -122,6 +124,7 @@ typedef enum {
     ALG_BC_CHAIN,
     ALG_BC_TREE,
     ALG_BC_AGREE,  /* bcast before the root's plan is known */
+    ALG_AR_AGREE,  /* allreduce before every rank's record is read (then first_alg) */
     ALG_BC_EMPTY,  /* bcast of 0 bytes: arrive, wait for all */
     ALG_DEFER,     /* queued while the team's setup was in flight: decided when it ends */
     ALG_FALLBACK,  /* on a team a nonblocking call set up, without a GPU path for the call:
@@ -267,7 +270,8 @@ static void async_give_up(coll_gpu_team_t *t, uint64_t seq)
 
 /* A poll that found what it waits for missing: every ASYNC_CLOCK_EVERY such polls, report a
  * long wait once and give up past the error time.  whom NULL: the ranks that have not entered
- * the call (or not finished it), as the fused allreduce waits for every peer. */
+ * the call (or not finished it), for the waits on every peer (the fused allreduce's, the
+ * allreduce's agreement: there the ranks whose record is missing). */
 static void async_waiting(coll_gpu_async_t *r, const char *whom)
 {
     mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
@@ -291,7 +295,7 @@ static void async_waiting(coll_gpu_async_t *r, const char *whom)
     give_up = 0 < c->hang_error_seconds && waited >= (double) c->hang_error_seconds
               && 0 == t->abandoned;
     if (NULL == whom && (warn || give_up)) {
-        mca_coll_gpu_team_missing(t, r->seq, missing, sizeof(missing));
+        mca_coll_gpu_team_missing(t, r->seq, ALG_AR_AGREE == r->alg, missing, sizeof(missing));
         whom = missing;
     }
     if (warn) {
@@ -786,6 +790,60 @@ static int step_ring(coll_gpu_async_t *r)
     }
 }
 
+/* Before anything moves, every rank publishes its byte count, element type, op and use of
+ * MPI_IN_PLACE, and reads every rank's (mca_coll_gpu_nvl_allreduce: the blocking call's
+ * agreement).  They agree: the algorithm (first_alg) starts, or this rank's failure before the
+ * call (local_rc) is sat out as allreduce_begin decided; they differ (or a rank gave up on the
+ * call): every rank takes the finish without data and returns the same error. */
+static int step_ar_agree(coll_gpu_async_t *r)
+{
+    coll_gpu_team_t *t = r->team;
+    uint64_t seq = t->seq + 1;
+    bool gave_up = false;
+    int rc;
+
+    if (PH_START == r->phase) {
+        mca_coll_gpu_nvl_allreduce_publish(t, seq, r->count * r->esize, r->dt, r->op,
+                                           r->in_place);
+        r->phase = PH_ARRIVE;
+    }
+    for (int p = 0; p < t->size && !gave_up; ++p) {
+        const coll_gpu_call_t *c = &t->ctl->rank[p].call[seq & 1];
+        if (atomic_load_explicit(&c->seq, memory_order_acquire) >= seq) {
+            continue;
+        }
+        /* a rank we gave up on (coll_gpu_hang_error_seconds) that never came fails the call,
+         * and so does a rank that gave up on it; the record is read again after the flags
+         * (mca_coll_gpu_team_wait_records: a rank that failed the call over a difference of
+         * the records had read them all) */
+        if ((0 != t->abandoned && !peer_arrived(t, p, seq))
+            || mca_coll_gpu_team_any_failed(t, seq)) {
+            gave_up = (atomic_load_explicit(&c->seq, memory_order_acquire) < seq);
+            continue;
+        }
+        r->seq = seq; /* for the hang reports (and their give-up) */
+        async_waiting(r, NULL);
+        r->seq = 0;
+        return ASYNC_PENDING;
+    }
+    r->wait_start = 0.0;
+    rc = gave_up ? OMPI_ERROR : mca_coll_gpu_nvl_allreduce_check(t, seq, r->what, r->comm);
+    r->phase = PH_START;
+    if (OMPI_SUCCESS != rc) {
+        r->rc = rc;
+        r->alg = ALG_FINISH; /* takes seq, fails it, arrives, waits for everybody's done */
+        return ASYNC_AGAIN;
+    }
+    r->alg = r->first_alg;
+    if (OMPI_SUCCESS != r->local_rc) {
+        r->rc = r->local_rc;
+        if (ALG_ONESHOT_SCRATCH != r->first_alg) {
+            r->alg = ALG_FINISH;
+        }
+    }
+    return ASYNC_AGAIN;
+}
+
 /* ---- bcast --------------------------------------------------------------------------------- */
 
 /* The root's end of a push bcast that failed, and every push peer's end: the root waits until
@@ -1263,6 +1321,8 @@ static int async_step(coll_gpu_async_t *r)
         return step_twoshot(r);
     case ALG_RING:
         return step_ring(r);
+    case ALG_AR_AGREE:
+        return step_ar_agree(r);
     case ALG_BC_AGREE:
         return step_agree(r);
     case ALG_BC_EMPTY:
@@ -1765,12 +1825,8 @@ static void allreduce_begin(coll_gpu_async_t *r)
         r->per = r->cap / r->esize;
         r->off = 0;
     }
-    if (OMPI_SUCCESS != rc) {
-        r->rc = rc;
-        if (ALG_ONESHOT_SCRATCH != alg) {
-            r->alg = ALG_FINISH;
-        }
-    }
+    r->local_rc = rc; /* sat out after the agreement (step_ar_agree) */
+    r->alg = ALG_AR_AGREE;
 }
 
 /* A bcast call's buffer; a local failure is kept for the agreement step (step_agree), which

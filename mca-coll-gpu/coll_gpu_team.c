@@ -728,13 +728,15 @@ static inline bool spin_pause(unsigned *spins)
 
 /* What a wait waits for: a peer's arrival at, or completion of, call seq, or its step; or the
  * root's record of a bcast (published just before its arrival: reported as "to enter"); or,
- * for the fused allreduce (mca_coll_gpu_team_watch), every peer's data: peer -1. */
+ * for the fused allreduce (mca_coll_gpu_team_watch), every peer's data: peer -1; or every
+ * rank's record of an allreduce (reported as "to enter"). */
 typedef enum {
     TEAM_WAIT_ARRIVE,
     TEAM_WAIT_DONE,
     TEAM_WAIT_STEP,
     TEAM_WAIT_CALL,
-    TEAM_WAIT_FUSED
+    TEAM_WAIT_FUSED,
+    TEAM_WAIT_RECORDS
 } team_wait_kind_t;
 
 typedef struct team_wait_t {
@@ -769,6 +771,9 @@ static void team_wait_text(coll_gpu_team_t *t, const team_wait_t *w, char *out, 
     for (int p = 0; p < t->size && n < len; ++p) {
         _Atomic uint64_t *flag = (TEAM_WAIT_DONE != w->kind) ? &t->ctl->rank[p].arrive
                                                               : &t->ctl->rank[p].done;
+        if (TEAM_WAIT_RECORDS == w->kind) {
+            flag = &t->ctl->rank[p].call[w->seq & 1].seq;
+        }
         if (atomic_load_explicit(flag, memory_order_acquire) < w->seq) {
             n += (size_t) snprintf(out + n, len - n, " %d", p);
         }
@@ -864,9 +869,10 @@ bool mca_coll_gpu_team_watch(coll_gpu_team_t *t, uint64_t seq, double *start)
     return end;
 }
 
-void mca_coll_gpu_team_missing(coll_gpu_team_t *t, uint64_t seq, char *out, size_t len)
+void mca_coll_gpu_team_missing(coll_gpu_team_t *t, uint64_t seq, bool records, char *out,
+                               size_t len)
 {
-    team_wait_t w = {TEAM_WAIT_FUSED, -1, seq, 0, 0.0};
+    team_wait_t w = {records ? TEAM_WAIT_RECORDS : TEAM_WAIT_FUSED, -1, seq, 0, 0.0};
 
     team_wait_text(t, &w, out, len);
 }
@@ -905,6 +911,31 @@ bool mca_coll_gpu_team_wait_call(coll_gpu_team_t *t, int root, uint64_t seq)
     while (seq != atomic_load_explicit(&c->seq, memory_order_acquire)) {
         if (spin_pause(&spins) && team_wait_slow(t, &w)) {
             return false;
+        }
+    }
+    return true;
+}
+
+/* Wait for every rank's record of allreduce seq (coll_gpu_call_t), or a later one (a rank
+ * that gave up on seq went on without us).  false when the call has failed before every record
+ * came: this rank, or another, gave up on it (coll_gpu_hang_error_seconds), so that the ranks
+ * that came fail together rather than each at its own error time (nothing of the call has
+ * moved yet, and a rank that comes later sees the failure once it arrives).  The record is read
+ * again after the failure flags: a rank that sat the call out because the records differ had
+ * read every one before it failed the call, and its failure must not hide that difference
+ * from us. */
+bool mca_coll_gpu_team_wait_records(coll_gpu_team_t *t, uint64_t seq)
+{
+    for (int p = 0; p < t->size; ++p) {
+        const coll_gpu_call_t *c = &t->ctl->rank[p].call[seq & 1];
+        team_wait_t w = {TEAM_WAIT_RECORDS, p, seq, 0, 0.0};
+        unsigned spins = 0;
+        while (atomic_load_explicit(&c->seq, memory_order_acquire) < seq) {
+            if (spin_pause(&spins)
+                && (team_wait_slow(t, &w) || mca_coll_gpu_team_any_failed(t, seq))
+                && atomic_load_explicit(&c->seq, memory_order_acquire) < seq) {
+                return false;
+            }
         }
     }
     return true;

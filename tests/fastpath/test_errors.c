@@ -7,7 +7,8 @@
  *   test_errors KINDS MODES [any]
  *     KINDS   comma-separated: count (16 elements on rank 0, 262144 on the others: expects
  *             MPI_ERR_COUNT), op (MPI_SUM on rank 0, MPI_MAX on the others: MPI_ERR_OP), type
- *             (MPI_INT on rank 0, MPI_FLOAT on the others, the same byte count: MPI_ERR_OTHER)
+ *             (MPI_INT on rank 0, MPI_FLOAT on the others, the same byte count: MPI_ERR_OTHER),
+ *             inplace (MPI_IN_PLACE on rank 0, a send buffer on the others: MPI_ERR_BUFFER)
  *     MODES   comma-separated: blocking (MPI_Allreduce), nb (MPI_Iallreduce + MPI_Wait)
  *     any     any error class will do, and the erroneous call's receive buffer is not checked
  *             (only what lies outside the call's buffers is)
@@ -20,7 +21,8 @@
  *      and P, S and R (R's data too, unless "any": no data moves) are unchanged;
  *   4. a correct allreduce on S, R afterwards: succeeds and is right on every rank.
  * Every buffer is one device allocation with a guard region before and after it (filled with a
- * pattern of its own, checked after every call).  Values are small integers, exact in float.
+ * pattern of its own); what a call must not change is compared with a copy taken before it.
+ * Values are small integers, exact in float.
  * Exit: TAP.
  */
 #include <mpi.h>
@@ -41,7 +43,7 @@ typedef struct {
     unsigned char *base; /* the allocation: guard, data, guard */
     void *data;
     size_t bytes;        /* of data */
-    unsigned char tag;   /* the fill pattern's seed */
+    unsigned char *snap; /* a host copy of the whole allocation (gbuf_snap) */
 } gbuf_t;
 
 static unsigned round_no = 1;
@@ -68,7 +70,6 @@ static int gbuf_fill(gbuf_t *b, unsigned char tag)
     unsigned char *h = malloc(len);
     int ok = (NULL != h);
 
-    b->tag = tag;
     for (size_t i = 0; ok && i < len; ++i) {
         h[i] = pattern(tag, i);
     }
@@ -96,20 +97,32 @@ static void gbuf_free(gbuf_t *b)
     if (NULL != b->base) {
         dev_mem_free(b->base);
     }
+    free(b->snap);
     memset(b, 0, sizeof(*b));
 }
 
-/* Is the allocation still tag's pattern: everywhere, or (guards_only) in the guards?  The first
- * difference goes to diag. */
+/* Take the host copy that gbuf_intact compares with. */
+static int gbuf_snap(gbuf_t *b)
+{
+    size_t len = b->bytes + 2 * GUARD;
+
+    if (NULL == b->snap) {
+        b->snap = malloc(len);
+    }
+    return NULL != b->snap && DEV_OK == dev_memcpy(b->snap, b->base, len);
+}
+
+/* Is the allocation as at its last gbuf_snap: everywhere, or (guards_only) in the guards?  The
+ * first difference goes to diag. */
 static int gbuf_intact(const gbuf_t *b, bool guards_only, const char *name, char *diag)
 {
     size_t len = b->bytes + 2 * GUARD;
     unsigned char *h = malloc(len);
-    int ok = (NULL != h) && DEV_OK == dev_memcpy(h, b->base, len);
+    int ok = (NULL != h) && NULL != b->snap && DEV_OK == dev_memcpy(h, b->base, len);
 
     for (size_t i = 0; ok && i < len; ++i) {
         bool in_data = (i >= GUARD && i < GUARD + b->bytes);
-        if ((!guards_only || !in_data) && h[i] != pattern(b->tag, i)) {
+        if ((!guards_only || !in_data) && h[i] != b->snap[i]) {
             mt_diag_add(diag, "%s: byte %zd (from the data's start) changed; ", name,
                         (ssize_t) i - GUARD);
             ok = 0;
@@ -153,7 +166,8 @@ static int allreduce(const void *s, void *r, int count, MPI_Datatype type, MPI_O
     return MPI_Wait(&req, MPI_STATUS_IGNORE);
 }
 
-/* A correct sum of BIG floats from s into r, checked against the reference. */
+/* A correct sum of BIG floats from s into r, checked against the reference, and the guards of
+ * both left as they were. */
 static int correct_call(gbuf_t *s, gbuf_t *r, bool nb, char *diag)
 {
     unsigned k = round_no++;
@@ -163,7 +177,8 @@ static int correct_call(gbuf_t *s, gbuf_t *r, bool nb, char *diag)
     for (size_t i = 0; ok && i < BIG; ++i) {
         h[i] = -7.0f;
     }
-    ok = ok && DEV_OK == dev_memcpy(r->data, h, (size_t) BIG * sizeof(float));
+    ok = ok && DEV_OK == dev_memcpy(r->data, h, (size_t) BIG * sizeof(float)) && gbuf_snap(s)
+         && gbuf_snap(r);
     if (!mt_agree(ok)) {
         mt_diag_add(diag, "buffers not set up; ");
         free(h);
@@ -187,6 +202,8 @@ static int correct_call(gbuf_t *s, gbuf_t *r, bool nb, char *diag)
         }
     }
     free(h);
+    ok &= gbuf_intact(s, true, "the send buffer's guards", diag);
+    ok &= gbuf_intact(r, true, "the receive buffer's guards", diag);
     return ok;
 }
 
@@ -198,9 +215,10 @@ static void run_round(const char *kind, bool nb, bool any)
     int expect = MPI_ERR_OTHER, count = BIG, rc, cls = MPI_SUCCESS, ok;
     MPI_Datatype type = MPI_FLOAT;
     MPI_Op op = MPI_SUM;
+    bool in_place = false;
     gbuf_t ps, p, s, r;
     char diag[MT_DIAG_LEN] = "";
-    char name[128];
+    char name[128], want[MPI_MAX_ERROR_STRING];
 
     if (0 == strcmp(kind, "count")) {
         expect = MPI_ERR_COUNT;
@@ -208,6 +226,9 @@ static void run_round(const char *kind, bool nb, bool any)
     } else if (0 == strcmp(kind, "op")) {
         expect = MPI_ERR_OP;
         op = (0 == mt_rank) ? MPI_SUM : MPI_MAX;
+    } else if (0 == strcmp(kind, "inplace")) {
+        expect = MPI_ERR_BUFFER;
+        in_place = (0 == mt_rank);
     } else {
         type = (0 == mt_rank) ? MPI_INT : MPI_FLOAT;
     }
@@ -220,27 +241,27 @@ static void run_round(const char *kind, bool nb, bool any)
         return;
     }
     ok = correct_call(&ps, &p, nb, diag);
-    ok = ok && gbuf_fill(&p, 15) && gbuf_fill(&ps, 16) && put_input(&s, BIG, round_no++,
-                                                                      MPI_INT == type)
-         && gbuf_fill(&r, 17);
-    /* put_input wrote S's data: its pattern now only stands in the guards */
+    /* P reused by the program; this call's input in S (or, in place, in R) */
+    ok = ok && gbuf_fill(&p, 15) && gbuf_fill(&ps, 16)
+         && put_input(in_place ? &r : &s, BIG, round_no++, MPI_INT == type) && gbuf_snap(&p)
+         && gbuf_snap(&ps) && gbuf_snap(&s) && gbuf_snap(&r);
     if (!mt_agree(ok)) {
         mt_check(0, diag, "%s: a correct call of %d floats before the erroneous one", name,
                  BIG);
         goto out;
     }
 
-    rc = allreduce(s.data, r.data, count, type, op, nb);
+    rc = allreduce(in_place ? MPI_IN_PLACE : s.data, r.data, count, type, op, nb);
     if (MPI_SUCCESS != rc) {
         MPI_Error_class(rc, &cls);
     }
+    snprintf(want, sizeof(want), "%s", any ? "an error" : mt_mpi_error(expect));
     if (any ? MPI_SUCCESS == rc : cls != expect) {
         mt_diag_add(diag, "returned %s (class %d), want %s; ",
-                    MPI_SUCCESS == rc ? "MPI_SUCCESS" : mt_mpi_error(rc), cls,
-                    any ? "an error" : mt_mpi_error(expect));
+                    MPI_SUCCESS == rc ? "MPI_SUCCESS" : mt_mpi_error(rc), cls, want);
         ok = 0;
     }
-    mt_check(ok, diag, "%s: every rank gets %s", name, any ? "an error" : mt_mpi_error(expect));
+    mt_check(ok, diag, "%s: every rank gets %s", name, want);
     diag[0] = '\0';
     ok = gbuf_intact(&p, false, "the previous call's receive buffer", diag);
     ok &= gbuf_intact(&ps, false, "the previous call's send buffer", diag);
@@ -250,8 +271,6 @@ static void run_round(const char *kind, bool nb, bool any)
              any ? "" : ", and no data moved");
     diag[0] = '\0';
     ok = correct_call(&s, &r, nb, diag);
-    ok = ok && gbuf_intact(&s, true, "the send buffer's guards", diag)
-         && gbuf_intact(&r, true, "the receive buffer's guards", diag);
     mt_check(ok, diag, "%s: a correct call after it succeeds and is right", name);
 out:
     gbuf_free(&ps);
@@ -268,7 +287,7 @@ int main(int argc, char **argv)
     mt_init(&argc, &argv);
     if (3 > argc) {
         if (0 == mt_rank) {
-            fprintf(stderr, "usage: test_errors count,op,type blocking,nb [any]\n");
+            fprintf(stderr, "usage: test_errors count,op,type,inplace blocking,nb [any]\n");
         }
         MPI_Finalize();
         return 2;
