@@ -290,6 +290,14 @@ void mca_coll_gpu_team_fail(coll_gpu_team_t *t, uint64_t seq);
 void mca_coll_gpu_team_wait_arrive(coll_gpu_team_t *t, int peer, uint64_t seq);
 void mca_coll_gpu_team_wait_done(coll_gpu_team_t *t, int peer, uint64_t seq);
 bool mca_coll_gpu_team_wait_call(coll_gpu_team_t *t, int root, uint64_t seq);
+bool mca_coll_gpu_team_wait_records(coll_gpu_team_t *t, uint64_t seq);
+/* The hang watch of a wait on call seq that is not a flag wait (the fused allreduce's); true
+ * once this rank has given up on the call. */
+bool mca_coll_gpu_team_watch(coll_gpu_team_t *t, uint64_t seq, double *start);
+/* "rank(s) 2 3 to enter the call" (or, when all have, "... to finish the call"), for reports;
+ * with records, the ranks that have not published their record of the call. */
+void mca_coll_gpu_team_missing(coll_gpu_team_t *t, uint64_t seq, bool records, char *out,
+                               size_t len);
 bool mca_coll_gpu_team_failed(coll_gpu_team_t *t, int peer, uint64_t seq);
 bool mca_coll_gpu_team_any_failed(coll_gpu_team_t *t, uint64_t seq);
 /* Step counters of the ring allreduce and chain bcast (COLL_GPU_STEP in coll_gpu_team.h). */
@@ -300,12 +308,17 @@ void mca_coll_gpu_team_wait_step(coll_gpu_team_t *t, int peer, uint64_t seq, uin
 void mca_coll_gpu_team_pause(unsigned *spins);
 /* Summarise the team's GPUs for selection (rank 0, at setup). */
 void mca_coll_gpu_team_summary(coll_gpu_team_t *t, topo_team_info_t *info, int *ring);
-/* Publish a device buffer of this rank to the team (exported once per allocation and kept).
+/* Publish a device buffer of this rank to the team (exported once per allocation and kept),
+ * stamped with the team's current call and the bytes that call uses from ptr on.
  * A dev_status_t: DEV_ERR_UNSUPPORTED, with no export attempted, for memory the legacy IPC
  * cannot export (dev_mem_ipc_capable: pool, VMM, managed or host memory). */
-int mca_coll_gpu_team_export(coll_gpu_team_t *t, const void *ptr, coll_gpu_xbuf_t *out);
-/* Map a peer's published buffer for the team's current call (held until its next call). */
-int mca_coll_gpu_team_import(coll_gpu_team_t *t, int peer, const coll_gpu_xbuf_t *x, void **ptr);
+int mca_coll_gpu_team_export(coll_gpu_team_t *t, const void *ptr, size_t bytes,
+                             coll_gpu_xbuf_t *out);
+/* Map a peer's published buffer for the team's current call (held until its next call), of
+ * which this rank will touch need bytes.  DEV_ERR_ARG, with nothing mapped, for a record of
+ * another call or one of fewer bytes (the call then fails on every rank, through the flags). */
+int mca_coll_gpu_team_import(coll_gpu_team_t *t, int peer, const coll_gpu_xbuf_t *x,
+                             size_t need, void **ptr);
 
 /* ---- the process's mappings of peers' allocations (coll_gpu_ipcmap.c) ---- */
 /* Map x's allocation (or find its mapping) and hold it; *base is its base here.  Mappings of
@@ -338,10 +351,20 @@ void mca_coll_gpu_hier_release(mca_coll_gpu_module_t *m);
 /* ---- fast path (coll_gpu_nvl.c) ---- */
 /* local_rc: OMPI_SUCCESS, or what failed on this rank before the call (its buffers could not be
  * prepared): then the rank takes part without data, so that its peers fail instead of waiting,
- * and returns local_rc. */
+ * and returns local_rc.  Counts, ops, element types or uses of MPI_IN_PLACE that differ across
+ * ranks make every rank return MPI_ERR_COUNT, MPI_ERR_OP, MPI_ERR_OTHER or MPI_ERR_BUFFER
+ * without moving data. */
 int mca_coll_gpu_nvl_allreduce(coll_gpu_team_t *t, const topo_plan_t *plan, const void *sbuf,
                                void *rbuf, size_t count, dev_dtype_t dt, dev_op_t op,
                                struct ompi_communicator_t *comm, int local_rc);
+/* The allreduce's agreement, shared with the nonblocking calls: publish this rank's record of
+ * call seq (before waiting for anyone); once every rank's is there
+ * (mca_coll_gpu_team_wait_records), compare them: OMPI_SUCCESS, or the error of the call on
+ * every rank (one line names the difference). */
+void mca_coll_gpu_nvl_allreduce_publish(coll_gpu_team_t *t, uint64_t seq, size_t bytes,
+                                        dev_dtype_t dt, dev_op_t op, bool in_place);
+int mca_coll_gpu_nvl_allreduce_check(coll_gpu_team_t *t, uint64_t seq, const char *what,
+                                     struct ompi_communicator_t *comm);
 /* bytes is this rank's count x type size; the root's plan and byte count are the call's (the
  * others take them from the control block), and a rank whose byte count differs from the
  * root's returns MPI_ERR_TRUNCATE without moving data (the root then too). */

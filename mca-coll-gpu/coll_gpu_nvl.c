@@ -101,6 +101,7 @@
  */
 #include "ompi_config.h"
 
+#include <ctype.h>
 #include <inttypes.h>
 #include <string.h>
 
@@ -124,9 +125,11 @@
 #define NVL_CE_PIECE_DEFAULT ((size_t) 64 << 20)
 #define NVL_CE_PIECE_MAX ((size_t) 64 << 20)
 #define NVL_CE_STAGE_MAX ((size_t) 128 << 20)
-/* fused allreduce: host spins between looks at the peers' failure flags / the stream */
+/* fused allreduce: host spins between looks at the peers' failure flags / the stream; the
+ * emulated kernel's calls of its abandon callback between looks at the clock (hang watch) */
 #define NVL_FUSED_WATCH_SPINS 256
 #define NVL_FUSED_QUERY_SPINS 65536
+#define NVL_FUSED_CLOCK_EVERY 64
 /* chunks a chain bcast may have: the step counter holds them below COLL_GPU_STEP_FAILED */
 #define NVL_CHAIN_MAX_CHUNKS (COLL_GPU_STEP_FAILED - 1)
 
@@ -172,13 +175,14 @@ static int nvl_finish_all(coll_gpu_team_t *t, uint64_t seq, bool arrived, int rc
  * caller's nvl_finish_all whether it must still arrive.  A failure fails the call through the
  * team's flags (NVL_CHECK) or comes from a peer's. */
 static int nvl_map_pairs(coll_gpu_team_t *t, uint64_t seq, const void *sbuf, void *rbuf,
-                         void **s, void **r, bool *arrived, struct ompi_communicator_t *comm)
+                         size_t bytes, void **s, void **r, bool *arrived,
+                         struct ompi_communicator_t *comm)
 {
     coll_gpu_ctl_rank_t *me = &t->ctl->rank[t->rank];
     int rc = OMPI_SUCCESS;
 
-    NVL_CHECK(mca_coll_gpu_team_export(t, sbuf, &me->sbuf), "allreduce");
-    NVL_CHECK(mca_coll_gpu_team_export(t, rbuf, &me->rbuf), "allreduce");
+    NVL_CHECK(mca_coll_gpu_team_export(t, sbuf, bytes, &me->sbuf), "allreduce");
+    NVL_CHECK(mca_coll_gpu_team_export(t, rbuf, bytes, &me->rbuf), "allreduce");
     mca_coll_gpu_team_arrive(t, seq);
     *arrived = true;
     for (int p = 0; p < t->size; ++p) {
@@ -191,8 +195,10 @@ static int nvl_map_pairs(coll_gpu_team_t *t, uint64_t seq, const void *sbuf, voi
             s[p] = (void *) sbuf;
             r[p] = rbuf;
         } else {
-            NVL_CHECK(mca_coll_gpu_team_import(t, p, &t->ctl->rank[p].sbuf, &s[p]), "allreduce");
-            NVL_CHECK(mca_coll_gpu_team_import(t, p, &t->ctl->rank[p].rbuf, &r[p]), "allreduce");
+            NVL_CHECK(mca_coll_gpu_team_import(t, p, &t->ctl->rank[p].sbuf, bytes, &s[p]),
+                      "allreduce");
+            NVL_CHECK(mca_coll_gpu_team_import(t, p, &t->ctl->rank[p].rbuf, bytes, &r[p]),
+                      "allreduce");
         }
     }
 out:
@@ -375,7 +381,9 @@ static int allreduce_oneshot_direct(coll_gpu_team_t *t, const void *sbuf, void *
     int rc = OMPI_SUCCESS;
     bool arrived = false;
 
-    NVL_CHECK(mca_coll_gpu_team_export(t, sbuf, &t->ctl->rank[t->rank].sbuf), "allreduce");
+    NVL_CHECK(mca_coll_gpu_team_export(t, sbuf, count * dev_dtype_size(dt),
+                                       &t->ctl->rank[t->rank].sbuf),
+              "allreduce");
     mca_coll_gpu_team_arrive(t, seq);
     arrived = true;
     for (int p = 0; p < t->size; ++p) {
@@ -386,7 +394,9 @@ static int allreduce_oneshot_direct(coll_gpu_team_t *t, const void *sbuf, void *
             goto out;
         }
         if (p != t->rank) {
-            NVL_CHECK(mca_coll_gpu_team_import(t, p, &t->ctl->rank[p].sbuf, &s), "allreduce");
+            NVL_CHECK(mca_coll_gpu_team_import(t, p, &t->ctl->rank[p].sbuf,
+                                               count * dev_dtype_size(dt), &s),
+                      "allreduce");
         }
         srcs[p] = s;
     }
@@ -439,7 +449,7 @@ static int allreduce_twoshot_ce(coll_gpu_team_t *t, const void *sbuf, void *rbuf
         NVL_CHECK(nvl_ce_state(t, want * NVL_CE_DEPTH * (size_t) (n - 1), &st), "allreduce");
     }
     piece /= esize; /* elements from here on */
-    rc = nvl_map_pairs(t, seq, sbuf, rbuf, ps, pr, &arrived, comm);
+    rc = nvl_map_pairs(t, seq, sbuf, rbuf, count * esize, ps, pr, &arrived, comm);
     if (OMPI_SUCCESS != rc) {
         goto out;
     }
@@ -510,7 +520,7 @@ static int allreduce_twoshot(coll_gpu_team_t *t, const void *sbuf, void *rbuf, s
     int rc = OMPI_SUCCESS;
     bool arrived = false;
 
-    rc = nvl_map_pairs(t, seq, sbuf, rbuf, ps, pr, &arrived, comm);
+    rc = nvl_map_pairs(t, seq, sbuf, rbuf, count * esize, ps, pr, &arrived, comm);
     if (OMPI_SUCCESS != rc) {
         goto out;
     }
@@ -534,13 +544,20 @@ out:
 typedef struct {
     coll_gpu_team_t *t;
     uint64_t seq;
+    unsigned polls;
+    double start; /* the hang watch's (mca_coll_gpu_team_watch) */
 } nvl_watch_t;
 
-/* Emulated backend: its kernel asks this while it waits for its peers. */
+/* Emulated backend: its kernel asks this while it waits for its peers (yielding the core), so
+ * its wait is watched as the team's flag waits are: reported past coll_gpu_hang_warn_seconds,
+ * given up past coll_gpu_hang_error_seconds (then this rank's failure flags stop the wait). */
 static bool nvl_fused_abandon(void *ctx)
 {
     nvl_watch_t *w = ctx;
     mca_coll_gpu_async_poll(); /* a peer may wait for a nonblocking call of ours elsewhere */
+    if (0 == (++w->polls % NVL_FUSED_CLOCK_EVERY)) {
+        (void) mca_coll_gpu_team_watch(w->t, w->seq, &w->start);
+    }
     return mca_coll_gpu_team_any_failed(w->t, w->seq);
 }
 
@@ -553,7 +570,7 @@ static int fused_piece(coll_gpu_team_t *t, const void *sbuf, void *rbuf, size_t 
 {
     uint64_t seq = ++t->seq;
     coll_gpu_nvl_state_t *st = NULL;
-    nvl_watch_t watch = {t, seq};
+    nvl_watch_t watch = {t, seq, 0, 0.0};
     unsigned spins = 0, polls = 0, yields = 1000; /* past spin_pause's threshold: it yields */
     bool released = false;
     int rc = OMPI_SUCCESS;
@@ -590,8 +607,11 @@ static int fused_piece(coll_gpu_team_t *t, const void *sbuf, void *rbuf, size_t 
         }
         if (spins > NVL_FUSED_QUERY_SPINS) {
             /* a long wait (a late peer): let other processes have the core; a short one is
-             * the kernel's few microseconds, where a yield would only add to the latency */
+             * the kernel's few microseconds, where a yield would only add to the latency.
+             * Watched as the flag waits are; a rank that gives up fails the call, and the
+             * check above releases our kernel at the next look */
             mca_coll_gpu_team_pause(&yields);
+            (void) mca_coll_gpu_team_watch(t, seq, &watch.start);
         }
     }
 out:
@@ -709,7 +729,8 @@ static int allreduce_ring(coll_gpu_team_t *t, const void *sbuf, void *rbuf, size
         NVL_CHECK(dev_memcpy_async(rbuf, sbuf, count * esize, t->stream), "allreduce");
         NVL_CHECK(dev_stream_sync(t->stream), "allreduce");
     }
-    NVL_CHECK(mca_coll_gpu_team_export(t, rbuf, &t->ctl->rank[t->rank].rbuf), "allreduce");
+    NVL_CHECK(mca_coll_gpu_team_export(t, rbuf, count * esize, &t->ctl->rank[t->rank].rbuf),
+              "allreduce");
     mca_coll_gpu_team_arrive(t, seq);
     mca_coll_gpu_team_step(t, seq, 0);
     arrived = true;
@@ -727,7 +748,8 @@ static int allreduce_ring(coll_gpu_team_t *t, const void *sbuf, void *rbuf, size
             goto out;
         }
         if (NULL == lbuf) {
-            NVL_CHECK(mca_coll_gpu_team_import(t, left, &t->ctl->rank[left].rbuf, &lbuf),
+            NVL_CHECK(mca_coll_gpu_team_import(t, left, &t->ctl->rank[left].rbuf,
+                                               count * esize, &lbuf),
                       "allreduce");
         }
         chunk_of(count, n, c, &lo, &hi);
@@ -772,6 +794,148 @@ static int nvl_sit_out(coll_gpu_team_t *t, bool own_done_only, bool fused, int r
     return nvl_finish_all(t, seq, false, rc);
 }
 
+/* ---- the allreduce's agreement ----------------------------------------------------------- */
+
+void mca_coll_gpu_nvl_allreduce_publish(coll_gpu_team_t *t, uint64_t seq, size_t bytes,
+                                        dev_dtype_t dt, dev_op_t op, bool in_place)
+{
+    coll_gpu_call_t *mine = &t->ctl->rank[t->rank].call[seq & 1];
+
+    mine->bytes = bytes;
+    mine->dtype = (int32_t) dt;
+    mine->op = (int32_t) op;
+    mine->in_place = in_place ? 1 : 0;
+    atomic_store_explicit(&mine->seq, seq, memory_order_release);
+}
+
+/* A field of the records that mca_coll_gpu_nvl_allreduce_check compares. */
+typedef enum { NVL_REC_BYTES, NVL_REC_OP, NVL_REC_DTYPE, NVL_REC_IN_PLACE } nvl_rec_field_t;
+
+static uint64_t nvl_rec_value(const coll_gpu_call_t *c, nvl_rec_field_t f)
+{
+    switch (f) {
+    case NVL_REC_BYTES:
+        return c->bytes;
+    case NVL_REC_OP:
+        return (uint64_t) c->op;
+    case NVL_REC_DTYPE:
+        return (uint64_t) c->dtype;
+    default:
+        return (uint64_t) c->in_place;
+    }
+}
+
+/* "64 B on rank(s) 0; 1048576 B on rank(s) 1 2": each value of field f and its ranks. */
+static void nvl_rec_diff(coll_gpu_team_t *t, uint64_t seq, nvl_rec_field_t f, char *out,
+                         size_t len)
+{
+    size_t n = 0;
+
+    out[0] = '\0';
+    for (int p = 0; p < t->size && n < len; ++p) {
+        uint64_t v = nvl_rec_value(&t->ctl->rank[p].call[seq & 1], f);
+        bool seen = false;
+        for (int q = 0; q < p && !seen; ++q) {
+            seen = (v == nvl_rec_value(&t->ctl->rank[q].call[seq & 1], f));
+        }
+        if (seen) {
+            continue;
+        }
+        if (NVL_REC_BYTES == f) {
+            n += (size_t) snprintf(out + n, len - n, "%s%" PRIu64 " B on rank(s)",
+                                   0 == n ? "" : "; ", v);
+        } else {
+            n += (size_t) snprintf(out + n, len - n, "%s%s on rank(s)", 0 == n ? "" : "; ",
+                                   NVL_REC_OP == f      ? dev_op_name((dev_op_t) v)
+                                   : NVL_REC_DTYPE == f ? dev_dtype_name((dev_dtype_t) v)
+                                   : 0 != v             ? "MPI_IN_PLACE"
+                                                        : "a send buffer");
+        }
+        for (int q = p; q < t->size && n < len; ++q) {
+            if (v == nvl_rec_value(&t->ctl->rank[q].call[seq & 1], f)) {
+                n += (size_t) snprintf(out + n, len - n, " %d", q);
+            }
+        }
+    }
+}
+
+/*
+ * Every rank's record of allreduce seq, read once all are there (mca_coll_gpu_team_wait_records):
+ * OMPI_SUCCESS when they agree; else what every rank returns, the same on all since all read
+ * the same records: MPI_ERR_COUNT when the byte counts differ, else MPI_ERR_OP when the ops do,
+ * else MPI_ERR_OTHER when the element types do, else MPI_ERR_BUFFER when some ranks passed
+ * MPI_IN_PLACE and others not (the in-place one-shot publishes no send buffer, and reads what
+ * its peers copied into their scratch); OMPI_ERROR when a rank's record is of a later call (it
+ * gave up on this one: coll_gpu_hang_error_seconds).  Rank 0 of the team names the difference
+ * in one line (what: the collective, "allreduce" or "iallreduce"...); the others log theirs at
+ * COLL_GPU_LOG_CALL.
+ */
+int mca_coll_gpu_nvl_allreduce_check(coll_gpu_team_t *t, uint64_t seq, const char *what,
+                                     struct ompi_communicator_t *comm)
+{
+    static const struct {
+        nvl_rec_field_t field;
+        const char *name;
+        int rc;
+        const char *rc_name;
+    } checks[] = {{NVL_REC_BYTES, "byte count", MPI_ERR_COUNT, "MPI_ERR_COUNT"},
+                  {NVL_REC_OP, "op", MPI_ERR_OP, "MPI_ERR_OP"},
+                  {NVL_REC_DTYPE, "element type", MPI_ERR_OTHER, "MPI_ERR_OTHER"},
+                  {NVL_REC_IN_PLACE, "use of MPI_IN_PLACE", MPI_ERR_BUFFER, "MPI_ERR_BUFFER"}};
+    const coll_gpu_call_t *first = &t->ctl->rank[0].call[seq & 1];
+    char diff[COLL_GPU_TEAM_MAX * 32], name[32];
+
+    for (int p = 0; p < t->size; ++p) {
+        if (seq != atomic_load_explicit(&t->ctl->rank[p].call[seq & 1].seq,
+                                        memory_order_acquire)) {
+            return OMPI_ERROR;
+        }
+    }
+    for (size_t i = 0; i < sizeof(checks) / sizeof(checks[0]); ++i) {
+        bool differ = false;
+        for (int p = 1; p < t->size && !differ; ++p) {
+            differ = nvl_rec_value(&t->ctl->rank[p].call[seq & 1], checks[i].field)
+                     != nvl_rec_value(first, checks[i].field);
+        }
+        if (!differ) {
+            continue;
+        }
+        nvl_rec_diff(t, seq, checks[i].field, diff, sizeof(diff));
+        if (0 == t->rank) {
+            /* "Iallreduce" from "iallreduce": the MPI name */
+            snprintf(name, sizeof(name), "%s", what);
+            name[0] = (char) toupper((unsigned char) name[0]);
+            opal_output(0, "coll/gpu: MPI_%s on communicator %d (call %" PRIu64
+                           " through the node team) is erroneous: the %s differs across ranks "
+                           "(%s); every rank returns %s, no data moved",
+                        name, coll_gpu_comm_cid(comm), seq, checks[i].name, diff,
+                        checks[i].rc_name);
+        } else {
+            COLL_GPU_VERBOSE(COLL_GPU_LOG_CALL,
+                             "coll:gpu:%s (cid %d): rank %d: call %" PRIu64 ": the %s differs "
+                             "across ranks (%s): %s, no data moved",
+                             what, coll_gpu_comm_cid(comm), t->rank, seq, checks[i].name, diff,
+                             checks[i].rc_name);
+        }
+        return checks[i].rc;
+    }
+    return OMPI_SUCCESS;
+}
+
+/*
+ * An allreduce through the team.  Before anything moves, every rank publishes its byte count,
+ * element type, op and use of MPI_IN_PLACE (coll_gpu_call_t) and reads every rank's: an
+ * erroneous call (any of them differs) then ends on every rank alike, with the same error and
+ * without data, whichever algorithm each rank's plan named (plans follow the byte count, which
+ * may be what differs): every rank fails the call, arrives, gives its done and waits for
+ * everybody's.  Without the agreement such a call could take a peer's exported buffer for one
+ * it is not, run different algorithms on different ranks, or leave a fused kernel waiting for
+ * pieces that never come.  A rank that failed before the call (local_rc) sits out as its
+ * algorithm's peers expect (nvl_sit_out).
+ *
+ *   every rank:  publish {bytes, dtype, op, in place}(seq); wait for every rank's record of seq
+ *                records agree: run the plan      records differ: fail(seq), take part empty
+ */
 int mca_coll_gpu_nvl_allreduce(coll_gpu_team_t *t, const topo_plan_t *plan, const void *sbuf,
                                void *rbuf, size_t count, dev_dtype_t dt, dev_op_t op,
                                struct ompi_communicator_t *comm, int local_rc)
@@ -779,8 +943,17 @@ int mca_coll_gpu_nvl_allreduce(coll_gpu_team_t *t, const topo_plan_t *plan, cons
     size_t esize = dev_dtype_size(dt);
     const void *src = (MPI_IN_PLACE == sbuf) ? rbuf : sbuf;
     dev_launch_t launch = {plan->nblocks, plan->nthreads};
+    int rc;
 
     mca_coll_gpu_async_drain(t); /* nonblocking calls issued before this one end first */
+    mca_coll_gpu_nvl_allreduce_publish(t, t->seq + 1, count * esize, dt, op,
+                                       MPI_IN_PLACE == sbuf);
+    rc = mca_coll_gpu_team_wait_records(t, t->seq + 1)
+             ? mca_coll_gpu_nvl_allreduce_check(t, t->seq + 1, "allreduce", comm)
+             : OMPI_ERROR; /* gave up on a rank that never came: the call fails */
+    if (OMPI_SUCCESS != rc) {
+        return nvl_sit_out(t, false, false, rc);
+    }
     if (OMPI_SUCCESS != local_rc) {
         return nvl_sit_out(t, TOPO_AR_ONESHOT == plan->alg && MPI_IN_PLACE == sbuf,
                            TOPO_AR_FUSED == plan->alg, local_rc);
@@ -821,12 +994,13 @@ static void bcast_wait_push(coll_gpu_team_t *t, uint64_t seq, int root)
 }
 
 /* A non-root rank of a push bcast: publish where the data must go, wait for the root. */
-static int bcast_peer(coll_gpu_team_t *t, void *buf, int root, struct ompi_communicator_t *comm)
+static int bcast_peer(coll_gpu_team_t *t, void *buf, size_t bytes, int root,
+                      struct ompi_communicator_t *comm)
 {
     uint64_t seq = ++t->seq;
     int rc = OMPI_SUCCESS;
 
-    NVL_CHECK(mca_coll_gpu_team_export(t, buf, &t->ctl->rank[t->rank].rbuf), "bcast");
+    NVL_CHECK(mca_coll_gpu_team_export(t, buf, bytes, &t->ctl->rank[t->rank].rbuf), "bcast");
 out:
     mca_coll_gpu_team_arrive(t, seq);
     mca_coll_gpu_team_wait_done(t, root, seq);
@@ -855,7 +1029,7 @@ static int bcast_root(coll_gpu_team_t *t, void *buf, size_t bytes,
             rc = OMPI_ERROR;
             goto out;
         }
-        NVL_CHECK(mca_coll_gpu_team_import(t, p, &t->ctl->rank[p].rbuf, &dst), "bcast");
+        NVL_CHECK(mca_coll_gpu_team_import(t, p, &t->ctl->rank[p].rbuf, bytes, &dst), "bcast");
         NVL_CHECK(dev_memcpy_async(dst, buf, bytes, t->stream), "bcast");
     }
     NVL_CHECK(dev_stream_sync(t->stream), "bcast");
@@ -901,7 +1075,8 @@ static int bcast_pipelined(coll_gpu_team_t *t, void *buf, size_t bytes, int root
                      coll_gpu_comm_cid(comm), t->rank, tree ? "tree" : "chain", at, root, parent,
                      nchunks, chunk);
     if (has_child) {
-        NVL_CHECK(mca_coll_gpu_team_export(t, buf, &t->ctl->rank[t->rank].rbuf), "bcast");
+        NVL_CHECK(mca_coll_gpu_team_export(t, buf, bytes, &t->ctl->rank[t->rank].rbuf),
+                  "bcast");
     }
     mca_coll_gpu_team_arrive(t, seq);
     arrived = true;
@@ -916,7 +1091,8 @@ static int bcast_pipelined(coll_gpu_team_t *t, void *buf, size_t bytes, int root
         rc = OMPI_ERROR;
         goto out;
     }
-    NVL_CHECK(mca_coll_gpu_team_import(t, parent, &t->ctl->rank[parent].rbuf, &pbuf), "bcast");
+    NVL_CHECK(mca_coll_gpu_team_import(t, parent, &t->ctl->rank[parent].rbuf, bytes, &pbuf),
+              "bcast");
     while (complete < nchunks) {
         bool moved = false;
         /* enqueue every chunk the parent has finished, up to the depth */
@@ -969,7 +1145,8 @@ static int bcast_pull(coll_gpu_team_t *t, void *buf, size_t bytes, int root,
     void *src;
 
     if (t->rank == root) {
-        NVL_CHECK(mca_coll_gpu_team_export(t, buf, &t->ctl->rank[t->rank].rbuf), "bcast");
+        NVL_CHECK(mca_coll_gpu_team_export(t, buf, bytes, &t->ctl->rank[t->rank].rbuf),
+                  "bcast");
         mca_coll_gpu_team_arrive(t, seq);
         arrived = true;
         goto out;
@@ -982,7 +1159,8 @@ static int bcast_pull(coll_gpu_team_t *t, void *buf, size_t bytes, int root,
         rc = OMPI_ERROR;
         goto out;
     }
-    NVL_CHECK(mca_coll_gpu_team_import(t, root, &t->ctl->rank[root].rbuf, &src), "bcast");
+    NVL_CHECK(mca_coll_gpu_team_import(t, root, &t->ctl->rank[root].rbuf, bytes, &src),
+              "bcast");
     NVL_CHECK(dev_memcpy_async(buf, src, bytes, t->stream), "bcast");
     NVL_CHECK(dev_stream_sync(t->stream), "bcast");
 out:
@@ -1085,7 +1263,7 @@ int mca_coll_gpu_nvl_bcast(coll_gpu_team_t *t, const topo_plan_t *plan, void *bu
                              TOPO_BC_TREE == agreed.alg, comm);
     } else {
         rc = (t->rank == root) ? bcast_root(t, buf, bytes, comm)
-                               : bcast_peer(t, buf, root, comm);
+                               : bcast_peer(t, buf, bytes, root, comm);
     }
     if (OMPI_SUCCESS != rc && t->rank == root && bcast_any_mismatch(t, seq, bytes)) {
         rc = MPI_ERR_TRUNCATE;

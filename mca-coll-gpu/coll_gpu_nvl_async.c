@@ -58,6 +58,8 @@
  *   ring         copy sbuf -> rbuf | poll stream, export rbuf, arrive, step 0 | for k = 1 ..
  *                2n-2: wait both neighbours' step k-1, reduce (k < n) or copy chunk from the
  *                left | poll stream, step k | finish
+ *   allreduce    publish record | wait every rank's record: counts, types and ops agree, or
+ *                every rank sits the call out with the same error (the finish, without data)
  *   bcast        publish record | (non-root) wait root's record: its plan and byte count
  *   push         root: arrive | as each peer arrives: map its buffer, copy | poll stream, done
  *                peer: export, arrive | wait root's done, done
@@ -123,6 +125,7 @@ typedef enum {
     ALG_BC_CHAIN,
     ALG_BC_TREE,
     ALG_BC_AGREE,  /* bcast before the root's plan is known */
+    ALG_AR_AGREE,  /* allreduce before every rank's record is read (then first_alg) */
     ALG_BC_EMPTY,  /* bcast of 0 bytes: arrive, wait for all */
     ALG_DEFER,     /* queued while the team's setup was in flight: decided when it ends */
     ALG_FALLBACK,  /* on a team a nonblocking call set up, without a GPU path for the call:
@@ -267,12 +270,16 @@ static void async_give_up(coll_gpu_team_t *t, uint64_t seq)
 }
 
 /* A poll that found what it waits for missing: every ASYNC_CLOCK_EVERY such polls, report a
- * long wait once and give up past the error time. */
+ * long wait once and give up past the error time.  whom NULL: the ranks that have not entered
+ * the call (or not finished it), for the waits on every peer (the fused allreduce's, the
+ * allreduce's agreement: there the ranks whose record is missing). */
 static void async_waiting(coll_gpu_async_t *r, const char *whom)
 {
     mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
     coll_gpu_team_t *t = r->team;
+    char missing[COLL_GPU_TEAM_MAX * 4 + 64];
     double now, waited;
+    bool warn, give_up;
 
     if (0 != (++r->polls % ASYNC_CLOCK_EVERY)
         || (0 >= c->hang_warn_seconds && 0 >= c->hang_error_seconds)) {
@@ -284,15 +291,21 @@ static void async_waiting(coll_gpu_async_t *r, const char *whom)
         return;
     }
     waited = now - r->wait_start;
-    if (0 < c->hang_warn_seconds && waited >= (double) c->hang_warn_seconds
-        && t->warned_seq != r->seq) {
+    warn = 0 < c->hang_warn_seconds && waited >= (double) c->hang_warn_seconds
+           && t->warned_seq != r->seq;
+    give_up = 0 < c->hang_error_seconds && waited >= (double) c->hang_error_seconds
+              && 0 == t->abandoned;
+    if (NULL == whom && (warn || give_up)) {
+        mca_coll_gpu_team_missing(t, r->seq, ALG_AR_AGREE == r->alg, missing, sizeof(missing));
+        whom = missing;
+    }
+    if (warn) {
         t->warned_seq = r->seq;
         opal_output(0, "coll:gpu: rank %d has waited %d s in a nonblocking %s on communicator "
                        "%d (call %" PRIu64 ") for %s",
                     t->rank, (int) waited, r->what, t->cid, r->seq, whom);
     }
-    if (0 < c->hang_error_seconds && waited >= (double) c->hang_error_seconds
-        && 0 == t->abandoned) {
+    if (give_up) {
         opal_output(0, "coll:gpu: rank %d gives up a nonblocking %s on communicator %d (call "
                        "%" PRIu64 ") after %d s waiting for %s: the call fails",
                     t->rank, r->what, t->cid, r->seq, (int) waited, whom);
@@ -412,11 +425,14 @@ static int async_finish(coll_gpu_async_t *r)
 /* ---- allreduce ----------------------------------------------------------------------------- */
 
 /* The emulated fused kernel waits on this thread: meanwhile the other teams' requests move
- * (a peer may wait for one of them before it launches), and a failure anywhere releases it. */
+ * (a peer may wait for one of them before it launches), the wait is watched as every wait of
+ * ours is (async_waiting: a rank that gives up fails the call), and a failure anywhere
+ * releases it. */
 static bool fused_abandon(void *ctx)
 {
     coll_gpu_async_t *r = ctx;
     mca_coll_gpu_async_poll();
+    async_waiting(r, NULL);
     return mca_coll_gpu_team_any_failed(r->team, r->seq);
 }
 
@@ -473,7 +489,7 @@ static int step_fused(coll_gpu_async_t *r)
                     return async_fail(r);
                 }
             }
-            async_waiting(r, "its peers' data (fused kernel)");
+            async_waiting(r, NULL);
             return ASYNC_PENDING;
         }
         mca_coll_gpu_team_done(t, r->seq);
@@ -504,7 +520,7 @@ static int step_oneshot(coll_gpu_async_t *r)
     case PH_START:
         r->seq = ++t->seq;
         me = &t->ctl->rank[t->rank];
-        ASYNC_CHECK(r, mca_coll_gpu_team_export(t, r->s.dev, &me->sbuf));
+        ASYNC_CHECK(r, mca_coll_gpu_team_export(t, r->s.dev, r->count * r->esize, &me->sbuf));
         mca_coll_gpu_team_arrive(t, r->seq);
         r->arrived = true;
         r->phase = PH_ARRIVE;
@@ -519,7 +535,8 @@ static int step_oneshot(coll_gpu_async_t *r)
         for (int p = 0; p < t->size; ++p) {
             void *s = r->s.dev;
             if (p != t->rank) {
-                ASYNC_CHECK(r, mca_coll_gpu_team_import(t, p, &t->ctl->rank[p].sbuf, &s));
+                ASYNC_CHECK(r, mca_coll_gpu_team_import(t, p, &t->ctl->rank[p].sbuf,
+                                                        r->count * r->esize, &s));
             }
             srcs[p] = s;
         }
@@ -643,8 +660,8 @@ static int step_twoshot(coll_gpu_async_t *r)
     case PH_START:
         r->seq = ++t->seq;
         me = &t->ctl->rank[t->rank];
-        ASYNC_CHECK(r, mca_coll_gpu_team_export(t, r->s.dev, &me->sbuf));
-        ASYNC_CHECK(r, mca_coll_gpu_team_export(t, r->r.dev, &me->rbuf));
+        ASYNC_CHECK(r, mca_coll_gpu_team_export(t, r->s.dev, r->count * r->esize, &me->sbuf));
+        ASYNC_CHECK(r, mca_coll_gpu_team_export(t, r->r.dev, r->count * r->esize, &me->rbuf));
         mca_coll_gpu_team_arrive(t, r->seq);
         r->arrived = true;
         r->phase = PH_ARRIVE;
@@ -660,8 +677,10 @@ static int step_twoshot(coll_gpu_async_t *r)
         for (int p = 0; p < t->size; ++p) {
             void *s = r->s.dev, *d = r->r.dev;
             if (p != t->rank) {
-                ASYNC_CHECK(r, mca_coll_gpu_team_import(t, p, &t->ctl->rank[p].sbuf, &s));
-                ASYNC_CHECK(r, mca_coll_gpu_team_import(t, p, &t->ctl->rank[p].rbuf, &d));
+                ASYNC_CHECK(r, mca_coll_gpu_team_import(t, p, &t->ctl->rank[p].sbuf,
+                                                        r->count * r->esize, &s));
+                ASYNC_CHECK(r, mca_coll_gpu_team_import(t, p, &t->ctl->rank[p].rbuf,
+                                                        r->count * r->esize, &d));
             }
             srcs[p] = (const char *) s + lo * r->esize;
             dsts[p] = (char *) d + lo * r->esize;
@@ -707,7 +726,8 @@ static int step_ring(coll_gpu_async_t *r)
             return ASYNC_PENDING;
         }
         ASYNC_CHECK(r, q);
-        ASYNC_CHECK(r, mca_coll_gpu_team_export(t, r->r.dev, &t->ctl->rank[t->rank].rbuf));
+        ASYNC_CHECK(r, mca_coll_gpu_team_export(t, r->r.dev, r->count * r->esize,
+                                                &t->ctl->rank[t->rank].rbuf));
         mca_coll_gpu_team_arrive(t, r->seq);
         mca_coll_gpu_team_step(t, r->seq, 0);
         r->arrived = true;
@@ -732,7 +752,7 @@ static int step_ring(coll_gpu_async_t *r)
         }
         if (NULL == r->peer_buf) {
             ASYNC_CHECK(r, mca_coll_gpu_team_import(t, left, &t->ctl->rank[left].rbuf,
-                                                    &r->peer_buf));
+                                                    r->count * r->esize, &r->peer_buf));
         }
         c = (int) (((uint64_t) pos + (uint64_t) n * 2 - k) % (uint64_t) n);
         chunk_of(r->count, n, c, &lo, &hi);
@@ -771,6 +791,60 @@ static int step_ring(coll_gpu_async_t *r)
     }
 }
 
+/* Before anything moves, every rank publishes its byte count, element type, op and use of
+ * MPI_IN_PLACE, and reads every rank's (mca_coll_gpu_nvl_allreduce: the blocking call's
+ * agreement).  They agree: the algorithm (first_alg) starts, or this rank's failure before the
+ * call (local_rc) is sat out as allreduce_begin decided; they differ (or a rank gave up on the
+ * call): every rank takes the finish without data and returns the same error. */
+static int step_ar_agree(coll_gpu_async_t *r)
+{
+    coll_gpu_team_t *t = r->team;
+    uint64_t seq = t->seq + 1;
+    bool gave_up = false;
+    int rc;
+
+    if (PH_START == r->phase) {
+        mca_coll_gpu_nvl_allreduce_publish(t, seq, r->count * r->esize, r->dt, r->op,
+                                           r->in_place);
+        r->phase = PH_ARRIVE;
+    }
+    for (int p = 0; p < t->size && !gave_up; ++p) {
+        const coll_gpu_call_t *c = &t->ctl->rank[p].call[seq & 1];
+        if (atomic_load_explicit(&c->seq, memory_order_acquire) >= seq) {
+            continue;
+        }
+        /* a rank we gave up on (coll_gpu_hang_error_seconds) that never came fails the call,
+         * and so does a rank that gave up on it; the record is read again after the flags
+         * (mca_coll_gpu_team_wait_records: a rank that failed the call over a difference of
+         * the records had read them all) */
+        if ((0 != t->abandoned && !peer_arrived(t, p, seq))
+            || mca_coll_gpu_team_any_failed(t, seq)) {
+            gave_up = (atomic_load_explicit(&c->seq, memory_order_acquire) < seq);
+            continue;
+        }
+        r->seq = seq; /* for the hang reports (and their give-up) */
+        async_waiting(r, NULL);
+        r->seq = 0;
+        return ASYNC_PENDING;
+    }
+    r->wait_start = 0.0;
+    rc = gave_up ? OMPI_ERROR : mca_coll_gpu_nvl_allreduce_check(t, seq, r->what, r->comm);
+    r->phase = PH_START;
+    if (OMPI_SUCCESS != rc) {
+        r->rc = rc;
+        r->alg = ALG_FINISH; /* takes seq, fails it, arrives, waits for everybody's done */
+        return ASYNC_AGAIN;
+    }
+    r->alg = r->first_alg;
+    if (OMPI_SUCCESS != r->local_rc) {
+        r->rc = r->local_rc;
+        if (ALG_ONESHOT_SCRATCH != r->first_alg) {
+            r->alg = ALG_FINISH;
+        }
+    }
+    return ASYNC_AGAIN;
+}
+
 /* ---- bcast --------------------------------------------------------------------------------- */
 
 /* The root's end of a push bcast that failed, and every push peer's end: the root waits until
@@ -805,7 +879,8 @@ static int step_push(coll_gpu_async_t *r)
     if (t->rank != r->root) {
         /* where the data must go; a failed export still arrives (the root fails the call) */
         r->seq = ++t->seq;
-        if (DEV_OK != mca_coll_gpu_team_export(t, r->r.dev, &t->ctl->rank[t->rank].rbuf)) {
+        if (DEV_OK
+            != mca_coll_gpu_team_export(t, r->r.dev, r->bytes, &t->ctl->rank[t->rank].rbuf)) {
             mca_coll_gpu_report_failure(r->what, r->comm, "export of the buffer: %s",
                                         dev_error_string());
             mca_coll_gpu_team_fail(t, r->seq);
@@ -837,7 +912,8 @@ static int step_push(coll_gpu_async_t *r)
                 return ASYNC_PENDING;
             }
             if (mca_coll_gpu_team_failed(t, p, r->seq)
-                || DEV_OK != mca_coll_gpu_team_import(t, p, &t->ctl->rank[p].rbuf, &dst)
+                || DEV_OK != mca_coll_gpu_team_import(t, p, &t->ctl->rank[p].rbuf, r->bytes,
+                                                      &dst)
                 || DEV_OK != dev_memcpy_async(dst, r->r.dev, r->bytes, t->stream)) {
                 if (!mca_coll_gpu_team_failed(t, p, r->seq)) {
                     mca_coll_gpu_report_failure(r->what, r->comm, "copy to rank %d: %s", p,
@@ -883,7 +959,8 @@ static int step_pull(coll_gpu_async_t *r)
     case PH_START:
         r->seq = ++t->seq;
         if (t->rank == r->root) {
-            ASYNC_CHECK(r, mca_coll_gpu_team_export(t, r->r.dev, &t->ctl->rank[t->rank].rbuf));
+            ASYNC_CHECK(r, mca_coll_gpu_team_export(t, r->r.dev, r->bytes,
+                                                    &t->ctl->rank[t->rank].rbuf));
             mca_coll_gpu_team_arrive(t, r->seq);
             r->arrived = true;
             return async_finish(r);
@@ -901,7 +978,7 @@ static int step_pull(coll_gpu_async_t *r)
             return async_fail(r);
         }
         ASYNC_CHECK(r, mca_coll_gpu_team_import(t, r->root, &t->ctl->rank[r->root].rbuf,
-                                                &r->peer_buf));
+                                                r->bytes, &r->peer_buf));
         ASYNC_CHECK(r, dev_memcpy_async(r->r.dev, r->peer_buf, r->bytes, t->stream));
         r->phase = PH_STREAM;
         /* fall through */
@@ -940,7 +1017,8 @@ static int step_pipelined(coll_gpu_async_t *r)
                          r->what, t->cid, t->rank, tree ? "tree" : "chain", at, r->root,
                          r->parent, r->nchunks, r->chunk);
         if (r->has_child) {
-            ASYNC_CHECK(r, mca_coll_gpu_team_export(t, r->r.dev, &t->ctl->rank[t->rank].rbuf));
+            ASYNC_CHECK(r, mca_coll_gpu_team_export(t, r->r.dev, r->bytes,
+                                                    &t->ctl->rank[t->rank].rbuf));
         }
         mca_coll_gpu_team_arrive(t, r->seq);
         r->arrived = true;
@@ -960,7 +1038,7 @@ static int step_pipelined(coll_gpu_async_t *r)
             return async_fail(r);
         }
         ASYNC_CHECK(r, mca_coll_gpu_team_import(t, r->parent, &t->ctl->rank[r->parent].rbuf,
-                                                &r->peer_buf));
+                                                r->bytes, &r->peer_buf));
         r->phase = PH_MOVE;
         /* fall through */
     case PH_MOVE: {
@@ -1244,6 +1322,8 @@ static int async_step(coll_gpu_async_t *r)
         return step_twoshot(r);
     case ALG_RING:
         return step_ring(r);
+    case ALG_AR_AGREE:
+        return step_ar_agree(r);
     case ALG_BC_AGREE:
         return step_agree(r);
     case ALG_BC_EMPTY:
@@ -1746,12 +1826,8 @@ static void allreduce_begin(coll_gpu_async_t *r)
         r->per = r->cap / r->esize;
         r->off = 0;
     }
-    if (OMPI_SUCCESS != rc) {
-        r->rc = rc;
-        if (ALG_ONESHOT_SCRATCH != alg) {
-            r->alg = ALG_FINISH;
-        }
-    }
+    r->local_rc = rc; /* sat out after the agreement (step_ar_agree) */
+    r->alg = ALG_AR_AGREE;
 }
 
 /* A bcast call's buffer; a local failure is kept for the agreement step (step_agree), which

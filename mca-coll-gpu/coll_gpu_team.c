@@ -32,6 +32,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -727,8 +728,17 @@ static inline bool spin_pause(unsigned *spins)
 }
 
 /* What a wait waits for: a peer's arrival at, or completion of, call seq, or its step; or the
- * root's record of a bcast (published just before its arrival: reported as "to enter"). */
-typedef enum { TEAM_WAIT_ARRIVE, TEAM_WAIT_DONE, TEAM_WAIT_STEP, TEAM_WAIT_CALL } team_wait_kind_t;
+ * root's record of a bcast (published just before its arrival: reported as "to enter"); or,
+ * for the fused allreduce (mca_coll_gpu_team_watch), every peer's data: peer -1; or every
+ * rank's record of an allreduce (reported as "to enter"). */
+typedef enum {
+    TEAM_WAIT_ARRIVE,
+    TEAM_WAIT_DONE,
+    TEAM_WAIT_STEP,
+    TEAM_WAIT_CALL,
+    TEAM_WAIT_FUSED,
+    TEAM_WAIT_RECORDS
+} team_wait_kind_t;
 
 typedef struct team_wait_t {
     team_wait_kind_t kind;
@@ -762,9 +772,19 @@ static void team_wait_text(coll_gpu_team_t *t, const team_wait_t *w, char *out, 
     for (int p = 0; p < t->size && n < len; ++p) {
         _Atomic uint64_t *flag = (TEAM_WAIT_DONE != w->kind) ? &t->ctl->rank[p].arrive
                                                               : &t->ctl->rank[p].done;
+        if (TEAM_WAIT_RECORDS == w->kind) {
+            flag = &t->ctl->rank[p].call[w->seq & 1].seq;
+        }
         if (atomic_load_explicit(flag, memory_order_acquire) < w->seq) {
             n += (size_t) snprintf(out + n, len - n, " %d", p);
         }
+    }
+    if (TEAM_WAIT_FUSED == w->kind && n == strlen("rank(s)")) {
+        /* every rank entered: the fused kernel waits for the data of those not finished */
+        team_wait_t done = *w;
+        done.kind = TEAM_WAIT_DONE;
+        team_wait_text(t, &done, out, len);
+        return;
     }
     if (n < len) {
         snprintf(out + n, len - n, " to %s the call",
@@ -801,13 +821,15 @@ static void team_give_up(coll_gpu_team_t *t, uint64_t seq)
 
 /* The slow path of a wait, every TEAM_CLOCK_EVERY turns once it yields: report a long wait
  * once per call, give up past the error time.  True when the wait must end now: this rank has
- * given up on the call and the peer is not in it (it will see the failure when it comes). */
+ * given up on the call and the peer is not in it (it will see the failure when it comes); for
+ * the fused allreduce's wait (peer -1), as soon as this rank has given up: its kernel, once
+ * released, touches no memory of a peer's but the scratch, which a failed team never reads. */
 static bool team_wait_slow(coll_gpu_team_t *t, team_wait_t *w)
 {
     mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
     double now, waited;
 
-    if (0 != t->abandoned && !team_peer_arrived(t, w->peer, w->seq)) {
+    if (0 != t->abandoned && (0 > w->peer || !team_peer_arrived(t, w->peer, w->seq))) {
         return true;
     }
     if (0 >= c->hang_warn_seconds && 0 >= c->hang_error_seconds) {
@@ -828,9 +850,32 @@ static bool team_wait_slow(coll_gpu_team_t *t, team_wait_t *w)
         && 0 == t->abandoned) {
         team_report(t, w, "hang-error", waited);
         team_give_up(t, w->seq);
-        return !team_peer_arrived(t, w->peer, w->seq);
+        return 0 > w->peer || !team_peer_arrived(t, w->peer, w->seq);
     }
     return false;
+}
+
+/* The watch of the fused allreduce's waits, which are not flag waits of this file: its host's
+ * spin on the kernel's done word, and the emulated kernel's wait for its peers' flags (on this
+ * thread, through its abandon callback) (coll_gpu_nvl.c, coll_gpu_nvl_async.c).  Called every
+ * so often while waiting for call seq, with *start 0.0 at the wait's first call; reports and
+ * gives up as the flag waits do (team_wait_slow), naming the ranks that have not entered the
+ * call.  True once this rank has given up on the call: the caller releases its kernel. */
+bool mca_coll_gpu_team_watch(coll_gpu_team_t *t, uint64_t seq, double *start)
+{
+    team_wait_t w = {TEAM_WAIT_FUSED, -1, seq, 0, *start};
+    bool end = team_wait_slow(t, &w);
+
+    *start = w.start;
+    return end;
+}
+
+void mca_coll_gpu_team_missing(coll_gpu_team_t *t, uint64_t seq, bool records, char *out,
+                               size_t len)
+{
+    team_wait_t w = {records ? TEAM_WAIT_RECORDS : TEAM_WAIT_FUSED, -1, seq, 0, 0.0};
+
+    team_wait_text(t, &w, out, len);
 }
 
 void mca_coll_gpu_team_arrive(coll_gpu_team_t *t, uint64_t seq)
@@ -867,6 +912,31 @@ bool mca_coll_gpu_team_wait_call(coll_gpu_team_t *t, int root, uint64_t seq)
     while (seq != atomic_load_explicit(&c->seq, memory_order_acquire)) {
         if (spin_pause(&spins) && team_wait_slow(t, &w)) {
             return false;
+        }
+    }
+    return true;
+}
+
+/* Wait for every rank's record of allreduce seq (coll_gpu_call_t), or a later one (a rank
+ * that gave up on seq went on without us).  false when the call has failed before every record
+ * came: this rank, or another, gave up on it (coll_gpu_hang_error_seconds), so that the ranks
+ * that came fail together rather than each at its own error time (nothing of the call has
+ * moved yet, and a rank that comes later sees the failure once it arrives).  The record is read
+ * again after the failure flags: a rank that sat the call out because the records differ had
+ * read every one before it failed the call, and its failure must not hide that difference
+ * from us. */
+bool mca_coll_gpu_team_wait_records(coll_gpu_team_t *t, uint64_t seq)
+{
+    for (int p = 0; p < t->size; ++p) {
+        const coll_gpu_call_t *c = &t->ctl->rank[p].call[seq & 1];
+        team_wait_t w = {TEAM_WAIT_RECORDS, p, seq, 0, 0.0};
+        unsigned spins = 0;
+        while (atomic_load_explicit(&c->seq, memory_order_acquire) < seq) {
+            if (spin_pause(&spins)
+                && (team_wait_slow(t, &w) || mca_coll_gpu_team_any_failed(t, seq))
+                && atomic_load_explicit(&c->seq, memory_order_acquire) < seq) {
+                return false;
+            }
         }
     }
     return true;
@@ -919,18 +989,24 @@ void mca_coll_gpu_team_pause(unsigned *spins)
 
 
 /* Publish a user buffer of ours for this call: its allocation's handle (exported once per
- * allocation and kept) and its offset. */
-int mca_coll_gpu_team_export(coll_gpu_team_t *t, const void *ptr, coll_gpu_xbuf_t *out)
+ * allocation and kept), its offset, and the call's stamp (coll_gpu_xbuf_t: this call's seq,
+ * the bytes it uses).  The record is written before our arrive, which publishes it. */
+int mca_coll_gpu_team_export(coll_gpu_team_t *t, const void *ptr, size_t bytes,
+                             coll_gpu_xbuf_t *out)
 {
     coll_gpu_export_entry_t *slot = NULL;
     void *base;
     uint64_t id;
     int rc;
 
+    /* a failed export must not leave the previous call's stamp behind */
+    out->seq = 0;
     rc = team_describe(ptr, out);
     if (DEV_OK != rc) {
         return rc;
     }
+    out->seq = t->seq;
+    out->bytes = (uint64_t) bytes;
     base = (void *) (uintptr_t) out->base;
     id = out->buffer_id;
     ++t->clock;
@@ -964,13 +1040,27 @@ int mca_coll_gpu_team_export(coll_gpu_team_t *t, const void *ptr, coll_gpu_xbuf_
 
 /* A peer's published buffer, mapped here through the process's table (coll_gpu_ipcmap.c) and
  * held for this call: the holds of the team's previous call go first (the team's calls run one
- * at a time, and the previous one has ended on this rank). */
-int mca_coll_gpu_team_import(coll_gpu_team_t *t, int peer, const coll_gpu_xbuf_t *x, void **ptr)
+ * at a time, and the previous one has ended on this rank).  Only a record published for this
+ * very call, of at least the need bytes this rank will touch, is mapped: one left from an
+ * earlier call (the peer published nothing this time: it runs another algorithm or another
+ * count, an erroneous call) names memory the peer may have given another use, and one of fewer
+ * bytes ends before what we would write.  The refusal fails the call (the callers' checks). */
+int mca_coll_gpu_team_import(coll_gpu_team_t *t, int peer, const coll_gpu_xbuf_t *x,
+                             size_t need, void **ptr)
 {
     void *base;
     int rc;
 
-    (void) peer; /* the owner named in x is the peer's process */
+    if (x->seq != t->seq) {
+        return dev_fail(DEV_ERR_ARG, "coll/gpu: rank %d published no buffer for call %" PRIu64
+                        " (its record is of call %" PRIu64 "): the ranks' calls differ",
+                        peer, t->seq, x->seq);
+    }
+    if (x->bytes < need || x->offset > x->size || x->size - x->offset < need) {
+        return dev_fail(DEV_ERR_ARG, "coll/gpu: rank %d published %" PRIu64 " B for call %"
+                        PRIu64 ", this rank needs %zu B of it: the ranks' counts differ",
+                        peer, x->bytes, t->seq, need);
+    }
     if (t->hold_seq != t->seq) {
         team_release_call_holds(t);
         t->hold_seq = t->seq;

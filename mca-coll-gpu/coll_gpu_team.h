@@ -44,7 +44,11 @@
 /* A buffer as exported for one call: the allocation's handle and where the buffer sits in it.
  * owner (the exporting process), base and buffer_id identify the allocation (a freed and
  * reallocated range gets a new buffer_id, so a stale mapping is never used); base and size
- * let an importer find the stale mappings a new allocation overlaps (coll_gpu_ipcmap.c). */
+ * let an importer find the stale mappings a new allocation overlaps (coll_gpu_ipcmap.c).
+ * seq and bytes stamp the record with the call it was published for and the bytes that call
+ * uses from offset on: the record stays in the control block after the call, and a peer of an
+ * erroneous call (counts that differ, or an algorithm that publishes no buffer) must not map
+ * it, or write past what the exporter brought (mca_coll_gpu_team_import refuses both). */
 typedef struct coll_gpu_xbuf_t {
     dev_ipc_handle_t handle;
     uint64_t owner;
@@ -52,6 +56,8 @@ typedef struct coll_gpu_xbuf_t {
     uint64_t size;
     uint64_t buffer_id;
     uint64_t offset;
+    uint64_t seq;
+    uint64_t bytes;
 } coll_gpu_xbuf_t;
 
 /* A hold on a mapping of coll_gpu_ipcmap.c (slot UINT32_MAX: none). */
@@ -63,16 +69,23 @@ typedef struct coll_gpu_ipcmap_hold_t {
 /* Mappings one call of a team may hold: every peer's send and receive buffers. */
 #define COLL_GPU_CALL_HOLDS (2 * COLL_GPU_TEAM_MAX)
 
-/* What a rank brings to one bcast through the team, published before it waits for anyone:
- * the root's record is the call's plan (every rank runs the root's algorithm and chunk), and a
- * rank whose byte count differs from the root's sits the call out with MPI_ERR_TRUNCATE instead
- * of moving data.  Two records per rank, by seq parity: no rank can publish for seq + 2 before
- * every rank has arrived at seq + 1, hence finished reading the records of seq. */
+/* What a rank brings to one bcast or allreduce through the team, published before it waits
+ * for anyone.  bcast: the root's record is the call's plan (every rank runs the root's
+ * algorithm and chunk), and a rank whose byte count differs from the root's sits the call out
+ * with MPI_ERR_TRUNCATE instead of moving data.  allreduce: every rank reads every record, and
+ * a byte count, op, element type or use of MPI_IN_PLACE that differs anywhere makes every rank
+ * sit the call out with the same error (coll_gpu_nvl.c, mca_coll_gpu_nvl_allreduce_check).
+ * Two records per rank, by seq parity: no rank can publish for seq + 2 before every rank has
+ * arrived at seq + 1, hence finished reading the records of seq (short of a rank that gave up:
+ * its later records stand for "gone past this call"). */
 typedef struct coll_gpu_call_t {
     _Atomic uint64_t seq;      /* the call this record is for; stored last (release) */
     uint64_t bytes;            /* this rank's count x type size */
-    uint64_t chunk;            /* the plan's pipeline chunk */
-    int32_t alg;               /* the plan's topo_bcast_alg_t */
+    uint64_t chunk;            /* bcast: the plan's pipeline chunk */
+    int32_t alg;               /* bcast: the plan's topo_bcast_alg_t */
+    int32_t dtype;             /* allreduce: the element type (dev_dtype_t) */
+    int32_t op;                /* allreduce: the op (dev_op_t) */
+    int32_t in_place;          /* allreduce: MPI_IN_PLACE given (1) or not (0) */
 } coll_gpu_call_t;
 
 /* One rank's record in the shared control block, alone on its cache lines. */
@@ -85,7 +98,7 @@ typedef struct coll_gpu_ctl_rank_t {
                                  * that call and every later one fail; 0: none */
     coll_gpu_xbuf_t sbuf;      /* this call's send buffer (zero-copy algorithms) */
     coll_gpu_xbuf_t rbuf;      /* this call's receive buffer */
-    coll_gpu_call_t call[2];   /* bcast agreement, by seq parity (coll_gpu_call_t) */
+    coll_gpu_call_t call[2];   /* bcast and allreduce agreement, by seq parity */
 } __attribute__((aligned(64))) coll_gpu_ctl_rank_t;
 
 typedef struct coll_gpu_ctl_t {

@@ -12,7 +12,13 @@
 #     and ring allreduce and push, chain and tree bcast (every rank returns an error; which
 #     ranks give up and which see a peer's failure depends on the algorithm);
 #   - the same bcasts with 2 ranks, where the late rank is the root (test_faults' bcast root is
-#     rank 1): rank 0 gives up waiting for the root's plan, every rank returns an error.
+#     rank 1): rank 0 gives up waiting for the root's plan, every rank returns an error;
+#   - fused allreduce (its waits are no flag waits: the host's spin on the kernel's done word,
+#     the emulated kernel's wait for its peers' flags): 3 ranks, the last one 8 s late with
+#     coll_gpu_hang_warn_seconds=2: ranks 0 and 1 each print the warning line (call 2, rank 2)
+#     and the result is right; the last one 12 s late with warn 2 and error 5: a rank gives
+#     up (the other may see its failure first), every rank returns an error, the next call
+#     too, and the job ends well before the test's time limit.
 . "$(dirname "$0")/../mpi/mpitest.sh"
 out=${TMPDIR:-/tmp}/coll_gpu_hang.$$
 trap 'rm -f "$out"' EXIT
@@ -98,4 +104,22 @@ for alg in push pull chain; do
     t_ok $? "$alg bcast: rank 0 says it gave up on call 2 waiting for the root, rank 1"
     report $?
 done
+np=3
+fused="--mca coll_gpu_allreduce_algorithm fused"
+run "late for a call, fused" true "$fused --mca coll_gpu_hang_warn_seconds 2" late 8 call
+lines 'has waited [0-9]* s in MPI_Allreduce on communicator 0 (call 2 through the node team) for rank(s) 2 to enter the call; still waiting'
+r=$?
+t_ok $r "fused: ranks 0 and 1 each print one line: MPI_Allreduce, communicator 0, call 2, rank 2"
+report $r
+
+start=$(date +%s)
+run "never there, fused" true \
+    "$fused --mca coll_gpu_hang_warn_seconds 2 --mca coll_gpu_hang_error_seconds 5" giveup 12
+took=$(($(date +%s) - start))
+grep -q 'gave up after [0-9]* s in MPI_Allreduce on communicator 0 (call 2 through the node team) waiting for rank(s) 2 to enter the call' "$out"
+r=$?
+t_ok $r "fused: a rank says it gave up on call 2 waiting for rank 2"
+report $r
+[ "$took" -lt 60 ]
+t_ok $? "fused: every rank returned within 60 s (took ${took} s; the late rank sleeps 12 s)"
 t_done
