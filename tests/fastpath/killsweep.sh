@@ -69,8 +69,15 @@ r=$?
 t_ok $r "rank 0 killed in the team's setup (pid ${victim:-none}, job exit $rc)"
 [ "$r" -eq 0 ] || t_diag "$out" 20
 left=$(names $victim $pids | tr '\n' ' ')
-echo "$left" | grep -q "collgpu-ctl-$victim-"
-t_ok $? "the killed job left its names behind: $left"
+if echo "$left" | grep -q "collgpu-ctl-$victim-"; then
+    t_ok 0 "the killed job left its names behind: $left"
+elif [ -z "$left" ]; then
+    # under make check -j another test's dev_open may have swept them already (the rule under
+    # test, done by a process that is not ours): the end state (4.) is still checked
+    t_skip "the killed job left its names behind" "another job's dev_open swept them first"
+else
+    t_ok 1 "the killed job left its names behind, its control block among them: $left"
+fi
 
 "$RUN_MPI" 2 "$MPI_TESTS/test_smoke" device >"$out.2" 2>&1
 rc=$?
