@@ -194,8 +194,7 @@ typedef enum {
 
 /* The shared block of the per-call agreement (coll_gpu_kinds.c). */
 typedef struct coll_gpu_kinds_board_t coll_gpu_kinds_board_t;
-#define COLL_GPU_KINDS_RING 64 /* entries per rank: calls a rank may be ahead, and behind */
-#define COLL_GPU_KINDS_LEAD 32 /* a rank waits every this many calls for the slowest peer */
+#define COLL_GPU_KINDS_RING 64 /* calls a rank's record keeps (coll_gpu_kinds.c) */
 
 typedef struct mca_coll_gpu_module_t {
     mca_coll_base_module_t super;
@@ -499,9 +498,8 @@ typedef struct coll_gpu_kinds_call_t {
 int mca_coll_gpu_kinds_agree(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
                              const char *what, const coll_gpu_kinds_call_t *call,
                              bool *all_device);
-/* The host-memory rank's part of it on a board (the hot path: no wait). */
-void mca_coll_gpu_kinds_publish_host(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
-                                     const char *what, int coll);
+/* The host-memory rank's part of it on a board (the hot path: one store, no wait). */
+void mca_coll_gpu_kinds_publish_host(mca_coll_gpu_module_t *m);
 void mca_coll_gpu_kinds_release(mca_coll_gpu_module_t *m);
 /* Are all ranks of comm on this host?  The same answer on every rank (coll_gpu_team.c). */
 bool mca_coll_gpu_all_on_host(struct ompi_communicator_t *comm);

@@ -123,7 +123,7 @@ int mca_coll_gpu_allreduce(const void *sbuf, void *rbuf, int count,
     host = mca_coll_gpu_both_host(sdata, rdata);
     if (host && COLL_GPU_KMODE_BOARD == m->kmode && !mca_coll_gpu_component.uniform_buffers) {
         /* the hot path of host buffers: a note on the board, no wait (coll_gpu_kinds.c) */
-        mca_coll_gpu_kinds_publish_host(m, comm, allreduce_name, TOPO_COLL_ALLREDUCE);
+        mca_coll_gpu_kinds_publish_host(m);
         return m->prev_allreduce.fn(sbuf, rbuf, count, dtype, op, comm, m->prev_allreduce.module);
     }
     memset(&call, 0, sizeof(call));

@@ -118,7 +118,7 @@ int mca_coll_gpu_bcast(void *buf, int count, struct ompi_datatype_t *dtype, int 
                                                                               count)));
     if (host && COLL_GPU_KMODE_BOARD == m->kmode && !mca_coll_gpu_component.uniform_buffers) {
         /* the hot path of host buffers: a note on the board, no wait (coll_gpu_kinds.c) */
-        mca_coll_gpu_kinds_publish_host(m, comm, bcast_name, TOPO_COLL_BCAST);
+        mca_coll_gpu_kinds_publish_host(m);
         return m->prev_bcast.fn(buf, count, dtype, root, comm, m->prev_bcast.module);
     }
     memset(&call, 0, sizeof(call));

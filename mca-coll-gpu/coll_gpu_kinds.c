@@ -36,11 +36,15 @@
  * rank always waits for every peer's entry of its call).
  *
  * The ring: a rank may run ahead of its peers through calls that do not wait (a host root of
- * several bcasts), and a slower device rank must still find its entry.  Before it writes an
- * entry u with u a multiple of COLL_GPU_KINDS_LEAD, a rank waits until every peer has entered
- * call u - COLL_GPU_KINDS_LEAD (a read of one word per peer every 32 calls, almost never a
- * wait).  So a rank writes at most u + 31 while a peer still reads u - 32 or later, and
- * entries u - 32 ... u + 31 sit in distinct slots of a 64-entry ring.  Each rank's record
+ * several bcasts, eager messages), past COLL_GPU_KINDS_RING calls even, and overwrite the word
+ * a slower device rank has yet to read.  That reader then finds a later call's number there
+ * (never an earlier one: a word only grows) and counts that rank as not on the device path,
+ * which is the truth of the call: a rank passes call u without waiting for the reader only
+ * where u is not an all-device call (it had host memory there, or it staged, which every rank
+ * does when one rank has host memory), for in an all-device call it waits in the node team
+ * for every rank, the reader too.  So no rank ever waits for a slower one to read, and the
+ * details of an all-device call, which only its readers compare, stay in place until all have
+ * read them.  Each rank's record
  * starts a page of its own: the stream of one rank's stores never prefetches another's lines.
  *
  * An erroneous call whose ranks all pass device memory is found here: byte counts, ops, element
@@ -110,8 +114,9 @@ struct coll_gpu_kinds_board_t {
     coll_gpu_kinds_rank_t rank[] __attribute__((aligned(KINDS_PAGE)));
 };
 
-/* Has peer p entered call u (stored its word u)?  Its slot holds u - RING before, u after;
- * never u + RING while we may still read it (the lead's bound). */
+/* Peer p's word in the slot of call u: (u << 8 | flags) once p entered call u; an earlier
+ * call's before; a later call's when p ran RING or more calls past u without waiting (then it
+ * was not on the device path at u: the top of the file). */
 static inline uint64_t kinds_word(const coll_gpu_kinds_board_t *b, int p, uint64_t u,
                                   memory_order order)
 {
@@ -226,7 +231,8 @@ static coll_gpu_kinds_board_t *board_map(const char *name, bool create, int nran
         return NULL;
     }
     if (create) {
-        memset(b, 0, len); /* fresh pages are zero; a stale name of ours never is reused */
+        /* the name is new (O_EXCL), so its pages read as zero; each rank's record is first
+         * touched by its owner (kinds_setup), which places it in that rank's memory */
         b->nranks = nranks;
         b->magic = COLL_GPU_KINDS_MAGIC;
     } else if (COLL_GPU_KINDS_MAGIC != b->magic || nranks != b->nranks) {
@@ -281,6 +287,11 @@ static int kinds_setup(mca_coll_gpu_module_t *m, struct ompi_communicator_t *com
         if (0 != rank && '\0' != name[0]) {
             b = board_map(name, false, size);
         }
+    }
+    if (NULL != b) {
+        /* first touch of this rank's own record, before any peer can read it (they read only
+         * after the allreduce below): its pages come from this rank's memory */
+        memset(&b->rank[rank], 0, sizeof(b->rank[rank]));
     }
     in[0] = (NULL != b) ? 1 : 0;
     in[1] = (KINDS_PROMISE_DEVICE == promise) ? 1 : 0;
@@ -404,19 +415,6 @@ static int kinds_wait(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm
     }
 }
 
-/* This rank's next call number; every COLL_GPU_KINDS_LEAD calls it first waits for the
- * slowest peer (the ring's bound, at the top of the file). */
-static uint64_t kinds_next(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
-                           const char *what, int *rc)
-{
-    uint64_t u = ++m->kinds_seq;
-
-    *rc = OMPI_SUCCESS;
-    if (0 == u % COLL_GPU_KINDS_LEAD && u > COLL_GPU_KINDS_LEAD) {
-        *rc = kinds_wait(m, comm, what, u - COLL_GPU_KINDS_LEAD, u, "bounding the lead");
-    }
-    return u;
-}
 
 /* Store this rank's word of call u: from now on its peers may read it (and its details). */
 static inline void kinds_publish(mca_coll_gpu_module_t *m, uint64_t u, unsigned flags)
@@ -425,17 +423,9 @@ static inline void kinds_publish(mca_coll_gpu_module_t *m, uint64_t u, unsigned 
                           (u << 8) | flags, memory_order_release);
 }
 
-void mca_coll_gpu_kinds_publish_host(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
-                                     const char *what, int coll)
+void mca_coll_gpu_kinds_publish_host(mca_coll_gpu_module_t *m)
 {
-    int rc;
-    uint64_t u = kinds_next(m, comm, what, &rc);
-
-    /* a lead that could not be bounded (a peer gave up) changes nothing here: this call goes
-     * to the component below either way */
-    (void) rc;
-    (void) coll;
-    kinds_publish(m, u, 0);
+    kinds_publish(m, ++m->kinds_seq, 0);
 }
 
 /* ---- the device ranks' decision ---------------------------------------------------------- */
@@ -573,9 +563,9 @@ static int kinds_board_device(mca_coll_gpu_module_t *m, struct ompi_communicator
     coll_gpu_kinds_entry_t *e;
     bool device = true, capable = true;
     uint64_t u;
-    int rc, bound_rc;
+    int rc;
 
-    u = kinds_next(m, comm, what, &bound_rc);
+    u = ++m->kinds_seq;
     e = &b->rank[m->board_rank].detail[u % COLL_GPU_KINDS_RING];
     e->seq = u;
     e->flags = KINDS_DEVICE | (call->capable ? KINDS_CAPABLE : 0);
@@ -586,8 +576,7 @@ static int kinds_board_device(mca_coll_gpu_module_t *m, struct ompi_communicator
     e->dt = (uint8_t) call->dt;
     kinds_publish(m, u, KINDS_DEVICE);
     *all_device = false;
-    rc = (OMPI_SUCCESS != bound_rc) ? bound_rc
-                                    : kinds_wait(m, comm, what, u, u, "memory-kind agreement");
+    rc = kinds_wait(m, comm, what, u, u, "memory-kind agreement");
     if (OMPI_SUCCESS != rc) {
         return rc;
     }
@@ -645,7 +634,7 @@ int mca_coll_gpu_kinds_agree(mca_coll_gpu_module_t *m, struct ompi_communicator_
         break;
     case COLL_GPU_KMODE_BOARD:
         if (!call->device) {
-            mca_coll_gpu_kinds_publish_host(m, comm, what, call->coll);
+            mca_coll_gpu_kinds_publish_host(m);
             *all_device = false;
             return OMPI_SUCCESS;
         }

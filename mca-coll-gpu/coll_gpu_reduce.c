@@ -68,7 +68,7 @@ int mca_coll_gpu_reduce(const void *sbuf, void *rbuf, int count, struct ompi_dat
                                   rdir ? mca_coll_gpu_data_start(rbuf, dtype, count) : NULL);
     if (host && COLL_GPU_KMODE_BOARD == m->kmode && !mca_coll_gpu_component.uniform_buffers) {
         /* the hot path of host buffers: a note on the board, no wait (coll_gpu_kinds.c) */
-        mca_coll_gpu_kinds_publish_host(m, comm, name, COLL_GPU_KINDS_REDUCE);
+        mca_coll_gpu_kinds_publish_host(m);
         return m->prev_reduce.fn(sbuf, rbuf, count, dtype, op, root, comm, m->prev_reduce.module);
     }
     memset(&call, 0, sizeof(call));

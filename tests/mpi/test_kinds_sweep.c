@@ -19,6 +19,7 @@
  * Usage: test_kinds_sweep [SEED [ROUNDS]]   (the seed is printed; 0 or none: from the clock)
  */
 #include <time.h>
+#include <unistd.h>
 
 #include "mpitest.h"
 
@@ -317,6 +318,45 @@ int main(int argc, char **argv)
             mt_check(ok, diag, "%s: %d calls of random kinds per rank right, none hung", name,
                      ncalls);
         }
+    }
+    /* a root far ahead: rank 0 broadcasts 600 times from host memory (eager messages, it waits
+     * for nobody) while the others, late, receive into device memory: they must still find
+     * rank 0's note of every call (the board's ring bounds the lead, coll_gpu_kinds.c) */
+    {
+        char diag[MT_DIAG_LEN] = "";
+        int ok = 1, vals[8];
+        void *dbuf = NULL;
+        MPI_Comm comm;
+
+        mt_set_case("a root 600 calls ahead");
+        MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+        MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+        if (0 != mt_rank) {
+            dbuf = mt_kind_alloc(MT_KIND_DEVICE, sizeof(vals));
+            usleep(300000);
+        }
+        for (int k = 0; k < 600 && ok; ++k) {
+            for (int i = 0; i < 8; ++i) {
+                vals[i] = k * 8 + i + 1;
+            }
+            if (0 == mt_rank) {
+                ok &= MPI_SUCCESS == MPI_Bcast(vals, 8, MPI_INT, 0, comm);
+            } else {
+                int got[8];
+                ok &= MPI_SUCCESS == MPI_Bcast(dbuf, 8, MPI_INT, 0, comm);
+                ok &= DEV_OK == dev_memcpy(got, dbuf, sizeof(got));
+                for (int i = 0; ok && i < 8; ++i) {
+                    if (got[i] != vals[i]) {
+                        mt_diag_add(diag, "call %d: [%d] = %d, want %d; ", k, i, got[i],
+                                    vals[i]);
+                        ok = 0;
+                    }
+                }
+            }
+        }
+        mt_kind_free(MT_KIND_DEVICE, dbuf);
+        MPI_Comm_free(&comm);
+        mt_check(ok, diag, "a host root 600 bcasts ahead of device receivers: every call right");
     }
     /* the MPI 4.1 promise: a communicator whose ranks all assert device kinds only, then one
      * whose ranks all assert host kinds only (coll/gpu then skips the agreement) */
