@@ -29,6 +29,7 @@
 
 #include "mpi.h"
 #include "ompi/communicator/communicator.h"
+#include "opal/util/info.h"
 #include "ompi/mca/coll/coll.h"
 
 /* set by configure (OMPI_DEFS in mca-coll-gpu/Makefile.am) */
@@ -94,6 +95,37 @@ typedef mca_coll_base_module_neighbor_alltoallw_init_fn_t coll_gpu_neighbor_allt
 #    define COLL_GPU_FT_ENABLED() (false)
 #    define COLL_GPU_FT_PROVIDERS
 #endif
+
+/* The value of key in comm's info as the program set it (MPI_Comm_set_info,
+ * MPI_Comm_dup_with_info ...); false when it is not there.  Read from the communicator's own info
+ * object: Open MPI 5.0 keeps a key no component subscribed to as an internal entry, which
+ * MPI_Comm_get_info does not return (4.1 returns it). */
+static inline bool coll_gpu_comm_info_get(ompi_communicator_t *comm, const char *key, char *out,
+                                          size_t len)
+{
+    opal_info_t *info = comm->super.s_info;
+    int flag = 0;
+
+    if (NULL == info || 2 > len) {
+        return false;
+    }
+#if COLL_GPU_OMPI_5
+    {
+        opal_cstring_t *value = NULL;
+        if (OPAL_SUCCESS != opal_info_get(info, key, &value, &flag) || !flag || NULL == value) {
+            return false;
+        }
+        snprintf(out, len, "%s", value->string);
+        OBJ_RELEASE(value);
+    }
+#else
+    if (OPAL_SUCCESS != opal_info_get(info, key, (int) len - 1, out, &flag) || !flag) {
+        return false;
+    }
+    out[len - 1] = '\0';
+#endif
+    return true;
+}
 
 /* The communicator id printed in log lines (4.1: the context id; 5.0: the local cid). */
 static inline int coll_gpu_comm_cid(ompi_communicator_t *comm)

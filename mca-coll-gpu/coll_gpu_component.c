@@ -272,7 +272,7 @@ static int gpu_register(void)
     (void) mca_base_component_var_register(
         c, "hang_warn_seconds", "A rank that has waited this long (seconds) for its peers in "
         "one of coll/gpu's own waits (the node team's flags on the fast path, the team's setup "
-        "exchange, the agreement of coll_gpu_uniform_buffers=false) prints one line naming the "
+        "exchange, the per-call agreement on memory kinds) prints one line naming the "
         "collective, the communicator, the call's number through the team and the ranks it "
         "waits for, and keeps waiting (a slow peer is not an error); 0: never.  Waits inside "
         "the host collectives below coll/gpu (staged calls, tuned) are not covered",

@@ -163,29 +163,8 @@ static kinds_promise_t kinds_read_promise(struct ompi_communicator_t *comm)
 {
     char value[MPI_MAX_INFO_VAL + 1], *save = NULL, *tok;
     bool any_host = false, any_device = false, other = false;
-    MPI_Info info = MPI_INFO_NULL;
-    int flag = 0;
 
-    if (MPI_SUCCESS != MPI_Comm_get_info(comm, &info) || MPI_INFO_NULL == info) {
-        return KINDS_PROMISE_NONE;
-    }
-#if COLL_GPU_OMPI_5
-    {
-        /* MPI_Info_get is deprecated from MPI 4.0 on */
-        int len = (int) sizeof(value);
-        if (MPI_SUCCESS != MPI_Info_get_string(info, "mpi_assert_memory_alloc_kinds", &len, value,
-                                               &flag)) {
-            flag = 0;
-        }
-    }
-#else
-    if (MPI_SUCCESS != MPI_Info_get(info, "mpi_assert_memory_alloc_kinds", MPI_MAX_INFO_VAL,
-                                    value, &flag)) {
-        flag = 0;
-    }
-#endif
-    MPI_Info_free(&info);
-    if (!flag) {
+    if (!coll_gpu_comm_info_get(comm, "mpi_assert_memory_alloc_kinds", value, sizeof(value))) {
         return KINDS_PROMISE_NONE;
     }
     for (tok = strtok_r(value, ", \t", &save); NULL != tok; tok = strtok_r(NULL, ", \t", &save)) {

@@ -2,9 +2,9 @@
  * coll_gpu_module.c - module lifecycle of coll/gpu: init_query, comm_query, enable, disable.
  *
  * Whether coll/gpu is active on a communicator never depends on the local device: a rank that
- * stood aside while its peers intercept would pair their agreement allreduce
- * (coll_gpu_uniform_buffers=false) with a plain allreduce of its own and hang or mix up the
- * calls.  So every rank installs the module on every communicator, intra and inter, whenever
+ * stood aside while its peers intercept would miss their per-call agreement on memory kinds
+ * (coll_gpu_kinds.c: its setup's host collectives, and the notes device ranks wait for) and
+ * hang them or mix up the calls.  So every rank installs the module on every communicator, intra and inter, whenever
  * the component is selected with a priority >= 0:
  *
  *   init_query   opens the device backend once per process.  Without a usable device (no
