@@ -126,11 +126,10 @@ int mca_coll_gpu_allreduce(const void *sbuf, void *rbuf, int count,
         mca_coll_gpu_kinds_publish_host(m);
         return m->prev_allreduce.fn(sbuf, rbuf, count, dtype, op, comm, m->prev_allreduce.module);
     }
-    memset(&call, 0, sizeof(call));
-    call.coll = TOPO_COLL_ALLREDUCE;
-    call.device = !host;
-    call.bytes = mca_coll_gpu_call_bytes(dtype, (size_t) count);
-    call.op = op;
+    call = (coll_gpu_kinds_call_t){.coll = TOPO_COLL_ALLREDUCE,
+                                   .device = !host,
+                                   .bytes = mca_coll_gpu_call_bytes(dtype, (size_t) count),
+                                   .op = op};
     if (!host) {
         dev_dtype_t dt = DEV_T_UINT8;
         dev_op_t dop = DEV_OP_SUM;
@@ -139,17 +138,11 @@ int mca_coll_gpu_allreduce(const void *sbuf, void *rbuf, int count,
                                                            &dop, &nelems));
         call.dt = (int) dt;
     }
-    /* the agreement's own host collectives may come back to us (coll/basic's allreduce is a
-     * reduce and a bcast): those go straight through; the call itself, and whatever the
-     * component below makes of it, count as the program's (the same on every rank) */
-    m->in_agreed_call = true;
     rc = mca_coll_gpu_kinds_agree(m, comm, allreduce_name, &call, &all_device);
-    m->in_agreed_call = false;
     if (OMPI_SUCCESS == rc) {
         rc = host ? m->prev_allreduce.fn(sbuf, rbuf, count, dtype, op, comm,
                                          m->prev_allreduce.module)
                   : allreduce_device(sbuf, rbuf, count, dtype, op, comm, m, all_device);
     }
-    m->in_agreed_call = false;
     return rc;
 }

@@ -121,21 +121,14 @@ int mca_coll_gpu_bcast(void *buf, int count, struct ompi_datatype_t *dtype, int 
         mca_coll_gpu_kinds_publish_host(m);
         return m->prev_bcast.fn(buf, count, dtype, root, comm, m->prev_bcast.module);
     }
-    memset(&call, 0, sizeof(call));
-    call.coll = TOPO_COLL_BCAST;
-    call.device = !host;
-    call.bytes = mca_coll_gpu_call_bytes(dtype, (size_t) count);
-    call.root = root;
-    /* the agreement's own host collectives may come back to us (coll/basic's allreduce is a
-     * reduce and a bcast): those go straight through; the call itself, and whatever the
-     * component below makes of it, count as the program's (the same on every rank) */
-    m->in_agreed_call = true;
+    call = (coll_gpu_kinds_call_t){.coll = TOPO_COLL_BCAST,
+                                   .device = !host,
+                                   .bytes = mca_coll_gpu_call_bytes(dtype, (size_t) count),
+                                   .root = root};
     rc = mca_coll_gpu_kinds_agree(m, comm, bcast_name, &call, &all_device);
-    m->in_agreed_call = false;
     if (OMPI_SUCCESS == rc) {
         rc = host ? m->prev_bcast.fn(buf, count, dtype, root, comm, m->prev_bcast.module)
                   : bcast_device(buf, count, dtype, root, comm, m, all_device);
     }
-    m->in_agreed_call = false;
     return rc;
 }

@@ -583,9 +583,8 @@ static int kinds_board_device(mca_coll_gpu_module_t *m, struct ompi_communicator
     return rc;
 }
 
-int mca_coll_gpu_kinds_agree(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
-                             const char *what, const coll_gpu_kinds_call_t *call,
-                             bool *all_device)
+static int kinds_agree(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                       const char *what, const coll_gpu_kinds_call_t *call, bool *all_device)
 {
     int rc = OMPI_SUCCESS;
 
@@ -626,5 +625,20 @@ int mca_coll_gpu_kinds_agree(mca_coll_gpu_module_t *m, struct ompi_communicator_
     if (OMPI_SUCCESS == rc && *all_device) {
         m->nb_device = true; /* every rank knows it alike (mca_coll_gpu_nb_team_path) */
     }
+    return rc;
+}
+
+int mca_coll_gpu_kinds_agree(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                             const char *what, const coll_gpu_kinds_call_t *call,
+                             bool *all_device)
+{
+    int rc;
+
+    /* the agreement's own host collectives may come back to us (coll/basic's allreduce is a
+     * reduce and a bcast): those go straight through; the call itself, and whatever the
+     * component below makes of it after, count as the program's (the same on every rank) */
+    m->in_agreed_call = true;
+    rc = kinds_agree(m, comm, what, call, all_device);
+    m->in_agreed_call = false;
     return rc;
 }

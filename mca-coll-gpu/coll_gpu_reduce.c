@@ -71,21 +71,14 @@ int mca_coll_gpu_reduce(const void *sbuf, void *rbuf, int count, struct ompi_dat
         mca_coll_gpu_kinds_publish_host(m);
         return m->prev_reduce.fn(sbuf, rbuf, count, dtype, op, root, comm, m->prev_reduce.module);
     }
-    memset(&call, 0, sizeof(call));
-    call.coll = COLL_GPU_KINDS_REDUCE;
-    call.device = !host;
-    call.bytes = mca_coll_gpu_call_bytes(dtype, (size_t) count);
-    call.root = root;
-    /* the agreement's own host collectives may come back to us (coll/basic's allreduce is a
-     * reduce and a bcast): those go straight through; the call itself, and whatever the
-     * component below makes of it, count as the program's (the same on every rank) */
-    m->in_agreed_call = true;
+    call = (coll_gpu_kinds_call_t){.coll = COLL_GPU_KINDS_REDUCE,
+                                   .device = !host,
+                                   .bytes = mca_coll_gpu_call_bytes(dtype, (size_t) count),
+                                   .root = root};
     rc = mca_coll_gpu_kinds_agree(m, comm, name, &call, &all_device);
-    m->in_agreed_call = false;
     if (OMPI_SUCCESS == rc) {
         rc = reduce_body(sbuf, rbuf, count, dtype, op, root, comm, m, sdir, rdir);
     }
-    m->in_agreed_call = false;
     return rc;
 }
 
