@@ -379,6 +379,14 @@ typedef struct {
  * launch; the emulated one after the whole exchange (it waits for its peers). */
 DEV_API int dev_fused_allreduce(const dev_fused_allreduce_t *args, const dev_launch_t *launch,
                                 dev_stream_t *stream);
+/* An identity of this process that is unique on the host, also between processes of separate
+ * PID namespaces that share IPC and /dev/shm (containers): a hash of the boot id, the PID
+ * namespace's device and inode and the pid, never 0.  Computed at the first call and kept
+ * (a forked child keeps its parent's).  dev_process_identity_of is the hash itself, for
+ * tests. */
+DEV_API uint64_t dev_process_identity(void);
+DEV_API uint64_t dev_process_identity_of(const char *boot_id, uint64_t ns_dev, uint64_t ns_ino,
+                                         uint64_t pid);
 /* ==== end of fast-path additions ========================================================== */
 
 #ifdef __cplusplus

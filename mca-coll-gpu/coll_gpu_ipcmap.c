@@ -37,7 +37,7 @@
 #define IPCMAP_CACHED COLL_GPU_REGCACHE_ENTRIES
 
 typedef struct {
-    uint64_t owner;     /* the exporting process (0: slot free) */
+    uint64_t owner;     /* the exporting process, dev_process_identity (0: slot free) */
     uint64_t base;      /* the allocation's base and size in the owner's address space */
     uint64_t size;
     uint64_t buffer_id;

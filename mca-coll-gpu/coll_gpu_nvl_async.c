@@ -103,10 +103,13 @@
 #define ASYNC_CLOCK_EVERY 1024                 /* polls between looks at the clock (hangs) */
 #define ASYNC_QUERY_EVERY 4096                 /* fused: polls between looks at the stream */
 
-/* A request's end_state (async_req_free). */
+/* A request's end_state (async_req_free).  A persistent request is ASYNC_ENDED while inactive
+ * (after its init and after each completed start: nothing of ours holds it, so a free destroys
+ * it at once) and ASYNC_RUNNING from each MPI_Start to that call's end (a free then waits for
+ * the end). */
 #define ASYNC_RUNNING 0
 #define ASYNC_USER_FREED 1 /* freed by the user before it ended */
-#define ASYNC_ENDED 2      /* ended (completed), not freed yet */
+#define ASYNC_ENDED 2      /* ended (completed), or a persistent request not started */
 
 /* What a step returns. */
 #define ASYNC_PENDING 0 /* waiting on a peer or the device: call again later */
@@ -1756,7 +1759,9 @@ static coll_gpu_async_t *async_new(coll_gpu_team_t *t, struct ompi_communicator_
     r->rc = OMPI_SUCCESS;
     r->local_rc = OMPI_SUCCESS;
     r->arrived = r->released = r->bcast = false;
-    atomic_init(&r->end_state, ASYNC_RUNNING);
+    /* an inactive persistent request is freed at once: were it RUNNING, its free would wait
+     * for an end that never comes and keep the communicator, its team, scratch and mappings */
+    atomic_init(&r->end_state, persistent ? ASYNC_ENDED : ASYNC_RUNNING);
     r->polls = 0;
     r->wait_start = 0.0;
     memset(&r->s, 0, sizeof(r->s));
@@ -1864,6 +1869,9 @@ static int async_pers_start(size_t count, ompi_request_t **requests)
         coll_gpu_async_t *r = (coll_gpu_async_t *) requests[i];
         ompi_request_t *req = &r->super.super;
 
+        /* the end of the last start left ENDED: a MPI_Request_free during this start must
+         * wait for its end (freed under the running call otherwise) */
+        atomic_store(&r->end_state, ASYNC_RUNNING);
         req->req_state = OMPI_REQUEST_ACTIVE;
         req->req_complete = REQUEST_PENDING;
         req->req_status.MPI_ERROR = MPI_SUCCESS;

@@ -79,7 +79,8 @@ static int team_describe(const void *ptr, coll_gpu_xbuf_t *x)
     if (DEV_OK != rc) {
         return rc;
     }
-    x->owner = (uint64_t) getpid();
+    /* not getpid(): ranks in separate PID namespaces that share IPC may have the same pid */
+    x->owner = dev_process_identity();
     x->base = (uint64_t) (uintptr_t) base;
     x->size = (uint64_t) size;
     x->buffer_id = id;

@@ -42,8 +42,9 @@
 #define COLL_GPU_STEP(seq, k) (((uint64_t) (seq) << COLL_GPU_STEP_BITS) | (uint64_t) (k))
 
 /* A buffer as exported for one call: the allocation's handle and where the buffer sits in it.
- * owner (the exporting process), base and buffer_id identify the allocation (a freed and
- * reallocated range gets a new buffer_id, so a stale mapping is never used); base and size
+ * owner (the exporting process: dev_process_identity, unique on the host where a pid is not),
+ * base and buffer_id identify the allocation (a freed and reallocated range gets a new
+ * buffer_id, so a stale mapping is never used); base and size
  * let an importer find the stale mappings a new allocation overlaps (coll_gpu_ipcmap.c).
  * seq and bytes stamp the record with the call it was published for and the bytes that call
  * uses from offset on: the record stays in the control block after the call, and a peer of an

@@ -8,7 +8,11 @@
  * and the control blocks' names (/dev/shm/collgpu-ctl-<pid>-<n>) are gone.  Before that, the
  * mappings of peers' allocations that the peers have freed (their names unlinked: "(deleted)" in
  * /proc/self/maps), each of which holds the peer's memory as an IPC mapping of a freed buffer
- * does on a GPU, do not grow over cycles of teams made and freed.
+ * does on a GPU, do not grow over cycles of teams made and freed.  Persistent allreduce and
+ * bcast requests of the team's path (coll_gpu_nvl_async.c) freed before their first start,
+ * freed while active in their second start, and outliving their communicator give back the
+ * communicator's team: this process's device allocations and control block mappings are as
+ * many as before, its mappings of peers' allocations no more, and the results are right.
  *
  * cuda backend (gpu/noleak_cuda.sh): the driver's free memory on each rank's GPU
  * (cuMemGetInfo, after a barrier, so that every rank sharing the GPU is at the same point)
@@ -23,6 +27,13 @@
 #include <dlfcn.h>
 
 #include "mpi/mpitest.h"
+
+/* Open MPI 4.1 has the persistent collectives as MPIX_<coll>_init (pcollreq extension) */
+#if OMPI_MAJOR_VERSION < 5
+#    include <mpi-ext.h>
+#    define MPI_Allreduce_init MPIX_Allreduce_init
+#    define MPI_Bcast_init MPIX_Bcast_init
+#endif
 
 #define COUNT 4099
 #define CYCLES 24
@@ -66,6 +77,187 @@ static int count_stale_peer_maps(const char *mine)
     }
     fclose(f);
     return n;
+}
+
+/* Lines of /proc/self/maps that name "/dev/shm/<prefix>": the control blocks ("collgpu-ctl-")
+ * a live team maps, whose names are unlinked once the team is set up. */
+static int count_maps(const char *prefix)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[1024], path[128];
+    int n = 0;
+
+    if (NULL == f) {
+        return -1;
+    }
+    snprintf(path, sizeof(path), "/dev/shm/%s", prefix);
+    while (NULL != fgets(line, sizeof(line), f)) {
+        n += NULL != strstr(line, path);
+    }
+    fclose(f);
+    return n;
+}
+
+/* What a leaked team keeps: this process's device allocations (its scratch), the control
+ * blocks it maps, and the mappings of peers' allocations (their scratch). */
+typedef struct {
+    int own, ctl, peer;
+} live_t;
+
+static void count_live(const char *mine, live_t *l)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[1024];
+
+    l->own = count_shm(mine);
+    l->ctl = count_maps("collgpu-ctl-");
+    l->peer = 0;
+    if (NULL == f) {
+        l->peer = -1;
+        return;
+    }
+    while (NULL != fgets(line, sizeof(line), f)) {
+        const char *name = strstr(line, "/dev/shm/collgpu-");
+        l->peer += NULL != name && NULL == strstr(name, mine)
+                   && NULL == strstr(name, "collgpu-ctl-");
+    }
+    fclose(f);
+}
+
+/* Persistent requests of the node team's path (MPI_Allreduce_init, MPI_Bcast_init on device
+ * buffers, coll_gpu_uniform_buffers) on a fresh communicator, released in one of three ways:
+ *   PERS_UNSTARTED   freed before their first start
+ *   PERS_FREE_ACTIVE started and completed once, started again and freed while active (a
+ *                    blocking allreduce on the communicator then drains the team's queue); the
+ *                    second start's result must still land in the user's buffers
+ *   PERS_COMM_FIRST  started, the communicator freed, then waited for and freed
+ * Then the buffers and the communicator are freed: the caller compares what is live.  Every
+ * world rank calls it.  Returns 1 when every rank's results were right. */
+#define PERS_UNSTARTED 0
+#define PERS_FREE_ACTIVE 1
+#define PERS_COMM_FIRST 2
+
+static int pers_check(void *dev, size_t count, int salt, int nranks, int bcast)
+{
+    int32_t *got = malloc(count * sizeof(int32_t));
+    int bad = (NULL == got) || DEV_OK != dev_memcpy(got, dev, count * sizeof(int32_t));
+
+    for (size_t i = 0; !bad && i < count; ++i) {
+        int32_t want = 0;
+        if (bcast) {
+            want = (int32_t) (1000 + (int) (i % 13) + salt); /* root 0's */
+        } else {
+            for (int q = 0; q < nranks; ++q) {
+                want += (int32_t) (q * 3 + (int) (i % 11) + salt);
+            }
+        }
+        bad |= (got[i] != want);
+    }
+    free(got);
+    return !bad;
+}
+
+static int pers_fill(void *s, void *r, void *b, size_t count, int rank, int salt)
+{
+    size_t bytes = count * sizeof(int32_t);
+    int32_t *host = malloc(bytes);
+    int ok = NULL != host;
+
+    for (size_t i = 0; ok && i < count; ++i) {
+        host[i] = (int32_t) (rank * 3 + (int) (i % 11) + salt);
+    }
+    ok = ok && DEV_OK == dev_memcpy(s, host, bytes);
+    for (size_t i = 0; ok && i < count; ++i) {
+        host[i] = (int32_t) -7; /* poison: the result must overwrite it */
+    }
+    ok = ok && DEV_OK == dev_memcpy(r, host, bytes);
+    for (size_t i = 0; ok && i < count; ++i) {
+        host[i] = (0 == rank) ? (int32_t) (1000 + (int) (i % 13) + salt) : (int32_t) -7;
+    }
+    ok = ok && DEV_OK == dev_memcpy(b, host, bytes);
+    free(host);
+    return ok;
+}
+
+static int pers_case(int how, size_t count, int salt)
+{
+    size_t bytes = count * sizeof(int32_t);
+    void *s = NULL, *r = NULL, *b = NULL, *t = NULL;
+    MPI_Request ar = MPI_REQUEST_NULL, bc = MPI_REQUEST_NULL;
+    MPI_Comm comm;
+    int rank, size, ok, all_ok = 0;
+
+    MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    ok = DEV_OK == dev_mem_alloc(&s, bytes) && DEV_OK == dev_mem_alloc(&r, bytes)
+         && DEV_OK == dev_mem_alloc(&b, bytes) && DEV_OK == dev_mem_alloc(&t, bytes)
+         && pers_fill(s, r, b, count, rank, salt);
+    MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, comm);
+    if (!ok) {
+        goto out;
+    }
+    /* the team is set up by a blocking call on device memory */
+    ok = MPI_SUCCESS == MPI_Allreduce(s, t, (int) count, MPI_INT32_T, MPI_SUM, comm);
+    ok = ok && MPI_SUCCESS == MPI_Allreduce_init(s, r, (int) count, MPI_INT32_T, MPI_SUM, comm,
+                                                 MPI_INFO_NULL, &ar);
+    ok = ok && MPI_SUCCESS == MPI_Bcast_init(b, (int) count, MPI_INT32_T, 0, comm,
+                                             MPI_INFO_NULL, &bc);
+    if (!ok) {
+        goto out;
+    }
+    switch (how) {
+    case PERS_UNSTARTED:
+        ok = MPI_SUCCESS == MPI_Request_free(&ar) && MPI_SUCCESS == MPI_Request_free(&bc);
+        ok = ok && MPI_REQUEST_NULL == ar && MPI_REQUEST_NULL == bc;
+        break;
+    case PERS_FREE_ACTIVE:
+        ok = MPI_SUCCESS == MPI_Start(&ar) && MPI_SUCCESS == MPI_Start(&bc)
+             && MPI_SUCCESS == MPI_Wait(&ar, MPI_STATUS_IGNORE)
+             && MPI_SUCCESS == MPI_Wait(&bc, MPI_STATUS_IGNORE);
+        ok = ok && pers_check(r, count, salt, size, 0) && pers_check(b, count, salt, size, 1);
+        /* fresh data and poisoned outputs for the second start */
+        ok = ok && pers_fill(s, r, b, count, rank, salt + 1);
+        ok = ok && MPI_SUCCESS == MPI_Start(&ar) && MPI_SUCCESS == MPI_Start(&bc);
+        ok = ok && MPI_SUCCESS == MPI_Request_free(&ar) && MPI_SUCCESS == MPI_Request_free(&bc);
+        /* queued behind the freed requests: returns once they have ended */
+        ok = ok && MPI_SUCCESS == MPI_Allreduce(s, t, (int) count, MPI_INT32_T, MPI_SUM, comm);
+        ok = ok && pers_check(r, count, salt + 1, size, 0)
+             && pers_check(b, count, salt + 1, size, 1) && pers_check(t, count, salt + 1, size, 0);
+        break;
+    default: /* PERS_COMM_FIRST */
+        ok = MPI_SUCCESS == MPI_Start(&ar) && MPI_SUCCESS == MPI_Start(&bc);
+        MPI_Comm_free(&comm);
+        ok = ok && MPI_SUCCESS == MPI_Wait(&ar, MPI_STATUS_IGNORE)
+             && MPI_SUCCESS == MPI_Wait(&bc, MPI_STATUS_IGNORE);
+        ok = ok && pers_check(r, count, salt, size, 0) && pers_check(b, count, salt, size, 1);
+        ok = ok && MPI_SUCCESS == MPI_Request_free(&ar) && MPI_SUCCESS == MPI_Request_free(&bc);
+        break;
+    }
+out:
+    if (MPI_REQUEST_NULL != ar) {
+        MPI_Request_free(&ar);
+    }
+    if (MPI_REQUEST_NULL != bc) {
+        MPI_Request_free(&bc);
+    }
+    if (MPI_COMM_NULL != comm) {
+        MPI_Comm_free(&comm);
+    }
+    if (NULL != s) {
+        dev_mem_free(s);
+    }
+    if (NULL != r) {
+        dev_mem_free(r);
+    }
+    if (NULL != b) {
+        dev_mem_free(b);
+    }
+    if (NULL != t) {
+        dev_mem_free(t);
+    }
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    return all_ok;
 }
 
 /* One allreduce and one bcast on device buffers, through the team (checked, fresh data).
@@ -224,6 +416,36 @@ int main(int argc, char **argv)
         mt_check(0 <= stale_before && stale_after <= stale_before, NULL,
                  "mappings of peers' freed allocations do not grow over 8 team cycles (%d before, "
                  "%d after)", stale_before, stale_after);
+    }
+    /* persistent requests of the team's path release the communicator, its team, scratch and
+     * mappings however they go (coll_gpu_nvl_async.c: end_state) */
+    {
+        static const char *const hows[] = {"freed before their first start",
+                                           "freed while active in their second start",
+                                           "whose communicator was freed first"};
+        for (int how = PERS_UNSTARTED; how <= PERS_COMM_FIRST; ++how) {
+            char diag[MT_DIAG_LEN] = "";
+            live_t before, after;
+            int right;
+
+            mt_set_case(hows[how]);
+            MPI_Barrier(MPI_COMM_WORLD);
+            count_live(mine, &before);
+            MPI_Barrier(MPI_COMM_WORLD);
+            right = pers_case(how, COUNT, 40 + 2 * how);
+            MPI_Barrier(MPI_COMM_WORLD); /* every peer has freed its team */
+            count_live(mine, &after);
+            mt_check(right, NULL, "persistent allreduce and bcast %s: results right", hows[how]);
+            if (after.own != before.own || after.ctl != before.ctl || after.peer > before.peer) {
+                mt_diag_add(diag, "own allocations %d -> %d, control block mappings %d -> %d, "
+                            "peer mappings %d -> %d", before.own, after.own, before.ctl,
+                            after.ctl, before.peer, after.peer);
+            }
+            mt_check(0 <= before.own && after.own == before.own && after.ctl == before.ctl
+                         && after.peer <= before.peer,
+                     diag, "persistent requests %s leave no team, scratch or mapping behind",
+                     hows[how]);
+        }
     }
     /* the communicators of team_cycle are freed; these two stay until MPI_Finalize */
     {
