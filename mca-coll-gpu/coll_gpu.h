@@ -139,6 +139,8 @@ typedef struct mca_coll_gpu_component_t {
     int hang_warn_seconds;      /* a wait of ours reports once past this; 0: never */
     int hang_error_seconds;     /* a team flag wait gives up past this (error); 0: never */
     int test_fail_team;         /* testing only: this rank's team scratch allocation fails */
+    int test_fail_alloc;        /* testing only: this world rank's allocations fail; -1: off */
+    char *test_fail_alloc_site; /* testing only: ... at this site (stage, team, fallback) */
     /* across nodes (coll_gpu_hier.c, coll_gpu_ucx.c) */
     int emulate_nodes;          /* split one host's ranks into this many nodes; 0, 1: off */
     size_t ucx_chunk_bytes;     /* the leaders' pipeline chunk */
@@ -533,6 +535,10 @@ void mca_coll_gpu_topo_finalize(void);
  * (coll_gpu_memhooks.c): init once the device backend is open, fini at component close. */
 void mca_coll_gpu_memhooks_init(void);
 void mca_coll_gpu_memhooks_fini(void);
+
+/* Testing only: do coll_gpu_test_fail_alloc and coll_gpu_test_fail_alloc_site make this
+ * process's allocations at site fail (coll_gpu_component.c)? */
+bool mca_coll_gpu_test_fail_alloc(const char *site);
 
 /* ---- staging (coll_gpu_stage.c) ---- */
 

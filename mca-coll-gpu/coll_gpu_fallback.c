@@ -122,7 +122,9 @@ int mca_coll_gpu_fallback_start(coll_gpu_fallback_t *f, mca_coll_gpu_module_t *m
     }
     mca_coll_gpu_span(dtype, (size_t) count, &f->lo, &f->span);
     if (1 < size) {
-        f->gather = malloc((size_t) (size - 1) * (0 < f->span ? f->span : 1));
+        f->gather = mca_coll_gpu_test_fail_alloc("fallback")
+                        ? NULL /* testing only: as if out of host memory */
+                        : malloc((size_t) (size - 1) * (0 < f->span ? f->span : 1));
         if (NULL == f->gather) {
             /* no room for the others' inputs: as fatal as a request that cannot be had */
             f->rc = OMPI_ERR_OUT_OF_RESOURCE;

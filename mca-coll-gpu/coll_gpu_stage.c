@@ -221,6 +221,7 @@ int mca_coll_gpu_stage_in(mca_coll_gpu_module_t *module, int slot, const void *u
                           coll_gpu_staged_t *out)
 {
     void *bounce = NULL;
+    bool inject;
     int rc;
 
     out->user = (void *) user;
@@ -235,14 +236,16 @@ int mca_coll_gpu_stage_in(mca_coll_gpu_module_t *module, int slot, const void *u
     if (!out->staged) {
         return OMPI_SUCCESS;
     }
-    rc = bounce_get(module, slot, len, &bounce, &out->owned);
+    /* testing only: no pinned and no plain memory (coll_gpu_test_fail_alloc_site stage) */
+    inject = mca_coll_gpu_test_fail_alloc("stage");
+    rc = inject ? DEV_ERR_NOMEM : bounce_get(module, slot, len, &bounce, &out->owned);
     if (DEV_OK != rc) {
         /* pageable memory does the same job, more slowly */
         COLL_GPU_VERBOSE(COLL_GPU_LOG_ERROR,
                          "coll:gpu:%s (cid %d): no pinned host memory for %zu B (%s): staging "
                          "through pageable memory", what, coll_gpu_comm_cid(comm), len,
                          dev_error_string());
-        out->owned = malloc(len);
+        out->owned = inject ? NULL : malloc(len);
         if (NULL == out->owned) {
             mca_coll_gpu_report_failure(what, comm, "cannot allocate %zu B of host memory for "
                                         "staging", len);

@@ -641,6 +641,10 @@ coll_gpu_team_t *mca_coll_gpu_team_begin(mca_coll_gpu_module_t *m,
     }
     t = calloc(1, sizeof(*t));
     st = calloc(1, sizeof(*st));
+    if (mca_coll_gpu_test_fail_alloc("team")) {
+        free(st); /* testing only: as if out of host memory */
+        st = NULL;
+    }
     if (NULL == t || NULL == st) {
         /* the peers will wait for this rank's cards: as fatal as any allocation of a request */
         free(t);
