@@ -50,7 +50,8 @@ for np in 2 3; do
         good=$(grep -c '^ok' "$log")
         [ "$rc" -eq 0 ] && [ "$bad" -eq 0 ] && [ "$good" -gt 0 ]
         st=$?
-        t_ok $st "$site allocation failing on $np ranks: every rank returns an error or the right data ($good ok, $bad not ok, exit $rc)"
+        t_ok $st "$site allocation failing on $np ranks: every rank returns an error or the right \
+data ($good ok, $bad not ok, exit $rc)"
         [ "$st" -eq 0 ] || t_diag "$log" 40
     done
 done
