@@ -139,6 +139,8 @@ typedef struct mca_coll_gpu_component_t {
     int hang_warn_seconds;      /* a wait of ours reports once past this; 0: never */
     int hang_error_seconds;     /* a team flag wait gives up past this (error); 0: never */
     int test_fail_team;         /* testing only: this rank's team scratch allocation fails */
+    int test_fail_alloc;        /* testing only: this world rank's allocations fail; -1: off */
+    char *test_fail_alloc_site; /* testing only: ... at this site (stage, team, fallback) */
     /* across nodes (coll_gpu_hier.c, coll_gpu_ucx.c) */
     int emulate_nodes;          /* split one host's ranks into this many nodes; 0, 1: off */
     size_t ucx_chunk_bytes;     /* the leaders' pipeline chunk */
@@ -534,6 +536,10 @@ void mca_coll_gpu_topo_finalize(void);
 void mca_coll_gpu_memhooks_init(void);
 void mca_coll_gpu_memhooks_fini(void);
 
+/* Testing only: do coll_gpu_test_fail_alloc and coll_gpu_test_fail_alloc_site make this
+ * process's allocations at site fail (coll_gpu_component.c)? */
+bool mca_coll_gpu_test_fail_alloc(const char *site);
+
 /* ---- staging (coll_gpu_stage.c) ---- */
 
 /* A user buffer seen from the host: either the buffer itself (host memory) or a pinned bounce
@@ -546,6 +552,8 @@ typedef struct coll_gpu_staged_t {
     int slot;          /* bounce slot used, or -1 when the bounce memory was allocated for this call */
     void *owned;       /* bounce memory allocated for this call only */
     bool owned_malloc; /* owned is plain malloc()ed scratch (no pinned memory could be had) */
+    size_t owned_map;  /* owned is mapped scratch of this length (no host memory could be had:
+                        * fail is set); 0: not mapped */
     bool staged;       /* false: user memory is host memory and is used in place */
     int fail;          /* staging failed: host_base is scratch that lets this rank take part in
                         * the collective (its peers would wait for it otherwise); nothing is
@@ -573,8 +581,9 @@ void mca_coll_gpu_span_w_aint(int n, const int *counts, const MPI_Aint *displs,
  * forever: so when the copy (or the pinned allocation) fails, *out is left pointing at host
  * scratch of the right size, out->fail holds the error (reported once, with the device layer's
  * reason), and OMPI_SUCCESS is returned; unstaging then copies nothing back and returns the
- * error.  An error is returned (nothing staged, the caller cannot take part) only when not even
- * plain host memory of len bytes can be had. */
+ * error.  Without host memory of len bytes, mapped scratch (pages given when touched) stands in,
+ * and the call fails the same way.  An error is returned (nothing staged, the caller cannot
+ * take part) only when not even that can be had. */
 int mca_coll_gpu_stage_in(mca_coll_gpu_module_t *module, int slot, const void *user,
                           dev_mem_kind_t kind, ptrdiff_t lo, size_t len, bool copy_in,
                           struct ompi_communicator_t *comm, const char *what,

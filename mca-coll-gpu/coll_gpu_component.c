@@ -57,6 +57,7 @@ __attribute__((visibility("default"))) mca_coll_gpu_component_t mca_coll_gpu_com
     .hang_warn_seconds = 60,
     .hang_error_seconds = 0,
     .test_fail_team = -1,
+    .test_fail_alloc = -1,
     .ucx_chunk_bytes = 1UL << 20,
     .ucx_depth = 4,
     /* The rails' threshold, from a model (not yet measured across real nodes): the rails
@@ -140,6 +141,7 @@ static gpu_param_range_t gpu_ranges[] = {
     {"hang_warn_seconds", false, &GPU_C->hang_warn_seconds, 0, INT_MAX, false, "", 0},
     {"hang_error_seconds", false, &GPU_C->hang_error_seconds, 0, INT_MAX, false, "", 0},
     {"test_fail_team", false, &GPU_C->test_fail_team, -1, INT_MAX, false, "", 0},
+    {"test_fail_alloc", false, &GPU_C->test_fail_alloc, -1, INT_MAX, false, "", 0},
     {"emulate_nodes", false, &GPU_C->emulate_nodes, 0, 1024, false, "1024 emulated nodes", 0},
     {"ucx_chunk_bytes", true, &GPU_C->ucx_chunk_bytes, 4 * GPU_KiB, 256 * GPU_MiB, false,
      "256 MiB of pinned host memory per chunk in flight", 0},
@@ -293,6 +295,20 @@ static int gpu_register(void)
         "device scratch allocation fails (as if out of device memory), so that the failed "
         "setup can be tested; -1: off", MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_9,
         MCA_BASE_VAR_SCOPE_ALL_EQ, &mca_coll_gpu_component.test_fail_team);
+    (void) mca_base_component_var_register(
+        c, "test_fail_alloc", "Testing only: on this rank of MPI_COMM_WORLD, the host "
+        "allocations of coll_gpu_test_fail_alloc_site fail (as if out of memory), so that "
+        "the rank's part in the collective after a local failure can be tested; -1: off",
+        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_9, MCA_BASE_VAR_SCOPE_ALL_EQ,
+        &mca_coll_gpu_component.test_fail_alloc);
+    mca_coll_gpu_component.test_fail_alloc_site = NULL;
+    (void) mca_base_component_var_register(
+        c, "test_fail_alloc_site", "Testing only: which allocations coll_gpu_test_fail_alloc "
+        "fails: stage (the bounce memory of staged calls, pinned and plain), team (the node "
+        "team's setup state), fallback (rank 0's gather buffer in the linear host fallback of "
+        "nonblocking calls queued on a failed team)", MCA_BASE_VAR_TYPE_STRING, NULL, 0, 0,
+        OPAL_INFO_LVL_9, MCA_BASE_VAR_SCOPE_ALL_EQ,
+        &mca_coll_gpu_component.test_fail_alloc_site);
     /* across nodes: coll_gpu_hier.c and coll_gpu_ucx.c */
     (void) mca_base_component_var_register(
         c, "emulate_nodes", "Split the ranks of one host into this many nodes (blocks of "
@@ -501,4 +517,14 @@ static int gpu_close(void)
         mca_coll_gpu_component.output = -1;
     }
     return OMPI_SUCCESS;
+}
+
+bool mca_coll_gpu_test_fail_alloc(const char *site)
+{
+    const char *want = mca_coll_gpu_component.test_fail_alloc_site;
+
+    return 0 <= mca_coll_gpu_component.test_fail_alloc && NULL != want
+           && 0 == strcmp(want, site)
+           && mca_coll_gpu_component.test_fail_alloc
+                  == ompi_comm_rank(&ompi_mpi_comm_world.comm);
 }

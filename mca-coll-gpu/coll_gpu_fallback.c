@@ -22,7 +22,9 @@
  *
  * Linear, so slower than libnbc's algorithms from a few ranks on; it serves the rare teams that
  * fail or have no peer access, and only the calls queued on them.  A rank whose staging copy
- * fails still takes part with scratch, and its call returns the error (coll_gpu_stage.c).
+ * fails still takes part with scratch, and its call returns the error (coll_gpu_stage.c); when
+ * rank 0 has no memory for the others' inputs of an allreduce it still receives them, and its
+ * empty result fails the call on every rank.
  */
 #include "ompi_config.h"
 
@@ -38,13 +40,15 @@
 #define FB_GATHER 1 /* allreduce, rank 0: receiving the others' inputs */
 #define FB_SPREAD 2 /* sending (or, not rank 0 / not the root, receiving) the result */
 
-static void fb_post(coll_gpu_fallback_t *f, bool send, void *buf, int peer)
+/* Post a message of count elements (f->count, or 0 for rank 0's failed gather: see
+ * mca_coll_gpu_fallback_start). */
+static void fb_post(coll_gpu_fallback_t *f, bool send, void *buf, int peer, int count)
 {
     ompi_request_t **req = &f->reqs[f->nreqs];
-    int rc = send ? MCA_PML_CALL(isend(buf, (size_t) f->count, f->dtype, peer,
+    int rc = send ? MCA_PML_CALL(isend(buf, (size_t) count, f->dtype, peer,
                                        COLL_GPU_TAG_FALLBACK, MCA_PML_BASE_SEND_STANDARD,
                                        f->comm, req))
-                  : MCA_PML_CALL(irecv(buf, (size_t) f->count, f->dtype, peer,
+                  : MCA_PML_CALL(irecv(buf, (size_t) count, f->dtype, peer,
                                        COLL_GPU_TAG_FALLBACK, f->comm, req));
     if (OMPI_SUCCESS == rc) {
         ++f->nreqs;
@@ -98,19 +102,20 @@ int mca_coll_gpu_fallback_start(coll_gpu_fallback_t *f, mca_coll_gpu_module_t *m
     if (bcast) {
         for (int p = 0; rank == root && p < size; ++p) {
             if (p != root) {
-                fb_post(f, true, mca_coll_gpu_view(&f->r), p);
+                fb_post(f, true, mca_coll_gpu_view(&f->r), p, f->count);
             }
         }
         if (rank != root) {
-            fb_post(f, false, mca_coll_gpu_view(&f->r), root);
+            fb_post(f, false, mca_coll_gpu_view(&f->r), root, f->count);
         }
         f->phase = FB_SPREAD;
         return OMPI_SUCCESS;
     }
     if (0 != rank) {
         /* the input goes to rank 0, the result comes back into the receive buffer */
-        fb_post(f, true, in_place ? mca_coll_gpu_view(&f->r) : mca_coll_gpu_view(&f->s), 0);
-        fb_post(f, false, mca_coll_gpu_view(&f->r), 0);
+        fb_post(f, true, in_place ? mca_coll_gpu_view(&f->r) : mca_coll_gpu_view(&f->s), 0,
+                f->count);
+        fb_post(f, false, mca_coll_gpu_view(&f->r), 0, f->count);
         f->phase = FB_SPREAD;
         return OMPI_SUCCESS;
     }
@@ -122,15 +127,26 @@ int mca_coll_gpu_fallback_start(coll_gpu_fallback_t *f, mca_coll_gpu_module_t *m
     }
     mca_coll_gpu_span(dtype, (size_t) count, &f->lo, &f->span);
     if (1 < size) {
-        f->gather = malloc((size_t) (size - 1) * (0 < f->span ? f->span : 1));
+        f->gather = mca_coll_gpu_test_fail_alloc("fallback")
+                        ? NULL /* testing only: as if out of host memory */
+                        : malloc((size_t) (size - 1) * (0 < f->span ? f->span : 1));
         if (NULL == f->gather) {
-            /* no room for the others' inputs: as fatal as a request that cannot be had */
+            /* No room for the others' inputs, but they are on their way and the others wait
+             * for a result: rank 0 takes each input into an empty receive (which fails as
+             * truncated, consuming it) and answers with an empty result, which the others
+             * take for the call's failure (fb_done). */
+            mca_coll_gpu_report_failure(what, comm, "out of host memory for the other ranks' "
+                                        "inputs; the call fails on every rank");
             f->rc = OMPI_ERR_OUT_OF_RESOURCE;
+            for (int p = 1; p < size; ++p) {
+                fb_post(f, false, mca_coll_gpu_view(&f->r), p, 0);
+            }
+            f->phase = FB_GATHER;
             return OMPI_SUCCESS;
         }
     }
     for (int p = 1; p < size; ++p) {
-        fb_post(f, false, f->gather + (size_t) (p - 1) * f->span - f->lo, p);
+        fb_post(f, false, f->gather + (size_t) (p - 1) * f->span - f->lo, p, f->count);
     }
     f->phase = FB_GATHER;
     return OMPI_SUCCESS;
@@ -154,9 +170,27 @@ bool mca_coll_gpu_requests_done(ompi_request_t **reqs, int *nreqs, int *first_er
     return true;
 }
 
+/* Have the posted messages completed?  An allreduce's rank other than 0 also reads the size of
+ * the result it received: empty (of a call that is not) means rank 0 failed the call. */
 static bool fb_done(coll_gpu_fallback_t *f)
 {
-    return mca_coll_gpu_requests_done(f->reqs, &f->nreqs, &f->rc);
+    bool result_in = !f->bcast && 0 != ompi_comm_rank(f->comm) && FB_SPREAD == f->phase
+                     && 2 == f->nreqs && 0 < f->count;
+    size_t got = 0;
+
+    if (result_in) {
+        if (!REQUEST_COMPLETE(f->reqs[0]) || !REQUEST_COMPLETE(f->reqs[1])) {
+            return false; /* the caller's loop moves progress on */
+        }
+        got = f->reqs[1]->req_status._ucount; /* read before the request is freed */
+    }
+    if (!mca_coll_gpu_requests_done(f->reqs, &f->nreqs, &f->rc)) {
+        return false;
+    }
+    if (result_in && 0 == got && OMPI_SUCCESS == f->rc) {
+        f->rc = OMPI_ERR_OUT_OF_RESOURCE;
+    }
+    return true;
 }
 
 bool mca_coll_gpu_fallback_test(coll_gpu_fallback_t *f)
@@ -178,7 +212,8 @@ bool mca_coll_gpu_fallback_test(coll_gpu_fallback_t *f)
             }
         }
         for (int p = 1; p < size; ++p) {
-            fb_post(f, true, acc, p);
+            /* no gather, no result: an empty one tells the others (fb_done) */
+            fb_post(f, true, acc, p, (NULL != f->gather) ? f->count : 0);
         }
         f->phase = FB_SPREAD;
         if (!fb_done(f)) {

@@ -308,9 +308,10 @@ static int pers_start(size_t count, ompi_request_t **requests)
         if (NULL == p) {
             return OMPI_ERR_BAD_PARAM; /* cannot happen: pers_start is set with the state */
         }
-        p->fail = OMPI_SUCCESS;
+        /* bounce memory that could not be had at init is scratch: every start fails */
+        p->fail = mca_coll_gpu_first_error(p->s.fail, p->r.fail);
         if (p->s_in) {
-            p->fail = pers_copy(p, &p->s, true);
+            p->fail = mca_coll_gpu_first_error(p->fail, pers_copy(p, &p->s, true));
         }
         if (p->r_in) {
             p->fail = mca_coll_gpu_first_error(p->fail, pers_copy(p, &p->r, true));

@@ -17,7 +17,8 @@
  * Each communicator's module keeps two pinned bounce buffers (send and receive roles) up to
  * coll_gpu_stage_cache_bytes; larger calls allocate for the call alone, and so does every
  * nonblocking collective (slot -1: its bounce memory lives until its request completes).  When
- * no pinned memory can be had, plain host memory serves (slower copies, same result).
+ * no pinned memory can be had, plain host memory serves (slower copies, same result); when
+ * not even that can be had, the rank takes part with scratch and fails the call (below).
  * Serves every collective of coll/gpu that the GPU path does not take.
  *
  * A failed copy does not let a rank leave the collective: its peers are already inside it and
@@ -35,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "opal/util/show_help.h"
 
@@ -221,6 +223,7 @@ int mca_coll_gpu_stage_in(mca_coll_gpu_module_t *module, int slot, const void *u
                           coll_gpu_staged_t *out)
 {
     void *bounce = NULL;
+    bool inject;
     int rc;
 
     out->user = (void *) user;
@@ -228,6 +231,7 @@ int mca_coll_gpu_stage_in(mca_coll_gpu_module_t *module, int slot, const void *u
     out->len = len;
     out->owned = NULL;
     out->owned_malloc = false;
+    out->owned_map = 0;
     out->slot = slot;
     out->fail = OMPI_SUCCESS;
     out->staged = !mca_coll_gpu_is_host(kind) && 0 < len;
@@ -235,26 +239,46 @@ int mca_coll_gpu_stage_in(mca_coll_gpu_module_t *module, int slot, const void *u
     if (!out->staged) {
         return OMPI_SUCCESS;
     }
-    rc = bounce_get(module, slot, len, &bounce, &out->owned);
+    /* testing only: no pinned and no plain memory (coll_gpu_test_fail_alloc_site stage) */
+    inject = mca_coll_gpu_test_fail_alloc("stage");
+    rc = inject ? DEV_ERR_NOMEM : bounce_get(module, slot, len, &bounce, &out->owned);
     if (DEV_OK != rc) {
         /* pageable memory does the same job, more slowly */
         COLL_GPU_VERBOSE(COLL_GPU_LOG_ERROR,
                          "coll:gpu:%s (cid %d): no pinned host memory for %zu B (%s): staging "
                          "through pageable memory", what, coll_gpu_comm_cid(comm), len,
                          dev_error_string());
-        out->owned = malloc(len);
+        out->owned = inject ? NULL : malloc(len);
         if (NULL == out->owned) {
+            /* Its peers are in the collective already: the rank takes part with scratch
+             * address space whose pages the kernel gives only when touched (the receives
+             * write them; what it sends is zeros), and fails the call.  Only when even that
+             * cannot be had does it leave the collective (its peers may then wait forever). */
+            void *map = mmap(NULL, len, PROT_READ | PROT_WRITE,
+                             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+            if (MAP_FAILED == map) {
+                mca_coll_gpu_report_failure(what, comm, "cannot allocate %zu B of host memory "
+                                            "for staging, nor map scratch for it", len);
+                out->staged = false;
+                out->host_base = NULL;
+                return OMPI_ERR_OUT_OF_RESOURCE;
+            }
             mca_coll_gpu_report_failure(what, comm, "cannot allocate %zu B of host memory for "
-                                        "staging", len);
-            out->staged = false;
-            out->host_base = NULL;
-            return OMPI_ERR_OUT_OF_RESOURCE;
+                                        "staging%s; taking part with scratch", len,
+                                        inject ? " (coll_gpu_test_fail_alloc, test only)" : "");
+            out->owned_map = len;
+            out->fail = OMPI_ERR_OUT_OF_RESOURCE;
+            bounce = map;
+        } else {
+            out->owned_malloc = true;
+            bounce = out->owned;
         }
-        out->owned_malloc = true;
-        bounce = out->owned;
     }
     out->host_base = (char *) bounce - lo;
-    if (stage_fail_injected()) {
+    if (0 != out->owned_map) {
+        /* scratch: nothing of the user's goes in (and nothing comes back: fail is set) */
+        out->owned = bounce;
+    } else if (stage_fail_injected()) {
         mca_coll_gpu_report_failure(what, comm, "staging of %zu B failed: injected by "
                                     "COLL_GPU_TEST_FAIL_STAGE (test only); taking part with "
                                     "scratch", len);
@@ -289,7 +313,10 @@ int mca_coll_gpu_stage_out(mca_coll_gpu_module_t *module, coll_gpu_staged_t *sta
         }
     }
     if (NULL != staged->owned) {
-        if (staged->owned_malloc) {
+        if (0 != staged->owned_map) {
+            (void) munmap(staged->owned, staged->owned_map);
+            staged->owned_map = 0;
+        } else if (staged->owned_malloc) {
             free(staged->owned);
         } else {
             (void) dev_host_free(staged->owned);

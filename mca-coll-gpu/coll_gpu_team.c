@@ -625,6 +625,38 @@ coll_gpu_team_state_t mca_coll_gpu_team_setup_step(coll_gpu_team_t *t)
     return t->state;
 }
 
+/* No host memory for the setup's state: this rank still goes through both rounds, with a
+ * failed card in each, reading its peers' cards into one on the stack (not kept), a peer after
+ * the other, so that every rank reaches the verdict "no team" instead of waiting for cards that
+ * never come.  Blocking, unlike the setup it stands for (mca_coll_gpu_team_begin): every peer
+ * posts all its messages of a round at once, so this waits for nothing but their arrival. */
+static void team_setup_refused(struct ompi_communicator_t *comm)
+{
+    int size = ompi_comm_size(comm), rank = ompi_comm_rank(comm);
+    team_card_t mine, theirs;
+    team_card2_t mine2, theirs2;
+    ompi_request_t *reqs[2];
+
+    memset(&mine, 0, sizeof(mine));
+    memset(&mine2, 0, sizeof(mine2));
+    for (int round = 1; round <= 2; ++round) {
+        void *out = (1 == round) ? (void *) &mine : (void *) &mine2;
+        void *in = (1 == round) ? (void *) &theirs : (void *) &theirs2;
+        size_t bytes = (1 == round) ? sizeof(mine) : sizeof(mine2);
+        int tag = (1 == round) ? COLL_GPU_TAG_SETUP1 : COLL_GPU_TAG_SETUP2;
+        for (int p = 0; p < size; ++p) {
+            int n = 0;
+            if (p == rank) {
+                continue;
+            }
+            n += OMPI_SUCCESS == MCA_PML_CALL(irecv(in, bytes, MPI_BYTE, p, tag, comm, &reqs[n]));
+            n += OMPI_SUCCESS == MCA_PML_CALL(isend(out, bytes, MPI_BYTE, p, tag,
+                                                    MCA_PML_BASE_SEND_STANDARD, comm, &reqs[n]));
+            (void) ompi_request_wait_all((size_t) n, reqs, MPI_STATUSES_IGNORE);
+        }
+    }
+}
+
 coll_gpu_team_t *mca_coll_gpu_team_begin(mca_coll_gpu_module_t *m,
                                          struct ompi_communicator_t *comm, const char *what,
                                          bool async)
@@ -642,12 +674,41 @@ coll_gpu_team_t *mca_coll_gpu_team_begin(mca_coll_gpu_module_t *m,
     }
     t = calloc(1, sizeof(*t));
     st = calloc(1, sizeof(*st));
-    if (NULL == t || NULL == st) {
-        /* the peers will wait for this rank's cards: as fatal as any allocation of a request */
-        free(t);
+    if (mca_coll_gpu_test_fail_alloc("team")) {
+        free(st); /* testing only: as if out of host memory */
+        st = NULL;
+    }
+    if (NULL == st) {
+        /* the peers wait for this rank's cards: it sends failed ones and ends where they end,
+         * with a failed team (one a nonblocking call began keeps its queue, as theirs do, so
+         * that the calls queued there take the host fallback on every rank) */
+        team_say("team-failed", ompi_comm_rank(comm), coll_gpu_comm_cid(comm),
+                 "out of host memory for the setup's state (it took part with failed cards)");
+        team_setup_refused(comm);
+        if (NULL == t) {
+            /* a nonblocking call's peers queue it on their team: not covered (no memory) */
+            m->team = &team_unavailable;
+            return m->team;
+        }
+        t->state = COLL_GPU_TEAM_FAILED;
+        t->async_setup = async;
+        t->size = ompi_comm_size(comm);
+        t->rank = ompi_comm_rank(comm);
+        t->cid = coll_gpu_comm_cid(comm);
+        for (int p = 0; p < COLL_GPU_TEAM_MAX; ++p) {
+            t->scratch_hold[p].slot = UINT32_MAX;
+        }
+        m->team = t;
+        return t;
+    }
+    if (NULL == t) {
+        /* the setup's state was had, the team's was not: the same, with nothing kept */
         free(st);
-        mca_coll_gpu_report_failure(what, comm, "out of host memory for the node team's setup");
-        return NULL;
+        team_say("team-failed", ompi_comm_rank(comm), coll_gpu_comm_cid(comm),
+                 "out of host memory for the team (it took part in the setup with failed cards)");
+        team_setup_refused(comm);
+        m->team = &team_unavailable;
+        return m->team;
     }
     for (int p = 0; p < COLL_GPU_TEAM_MAX; ++p) {
         t->scratch_hold[p].slot = UINT32_MAX; /* none (0 would name a slot) */

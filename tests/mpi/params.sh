@@ -16,12 +16,12 @@ export COLL_GPU_TEST_TIMEOUT COLL_GPU_TEST_UNIFORM
 
 params="stage_cache_bytes nblocks nthreads chunk_bytes oneshot_slot_bytes hang_warn_seconds
 hang_error_seconds test_fail_team emulate_nodes ucx_chunk_bytes ucx_depth hier_rail_min_bytes
-ucx_timeout_seconds test_fail_ucx"
+ucx_timeout_seconds test_fail_ucx test_fail_alloc"
 
 # valid PARAM VALUE: the value is a valid one for the parameter (no line is required)
 valid() {
     case "$1:$2" in
-    test_fail_team:-1 | test_fail_ucx:-1) return 0 ;;
+    test_fail_team:-1 | test_fail_ucx:-1 | test_fail_alloc:-1) return 0 ;;
     ucx_depth:0 | ucx_chunk_bytes:0 | oneshot_slot_bytes:0) return 1 ;;
     *:0) return 0 ;;
     hier_rail_min_bytes:64g) return 0 ;;

@@ -15,13 +15,32 @@
  *                             they were, the others must return (no hang) with MPI_SUCCESS and,
  *                             where their result does not depend on the failing rank, the right
  *                             data; afterwards the communicator still works.
+ *   test_lifecycle failalloc  one rank's host allocations at one site fail
+ *                             (coll_gpu_test_fail_alloc, coll_gpu_test_fail_alloc_site): allreduce,
+ *                             bcast, allgather, alltoall and reduce on device buffers, blocking,
+ *                             nonblocking and persistent, each on a fresh duplicate of
+ *                             MPI_COMM_WORLD (so that the node team's setup runs again).  Every
+ *                             rank must return, with an error or the right data: data that came
+ *                             from the failing rank's staged input is not checked (it is scratch,
+ *                             coll_gpu_stage.c), except that the failing rank must then fail.
  *
- * Run by mixed_device.sh and stage_failure.sh, which set the switches; a hang fails through
- * COLL_GPU_TEST_TIMEOUT.
+ * Run by mixed_device.sh, stage_failure.sh and fail_alloc.sh, which set the switches; a hang
+ * fails through COLL_GPU_TEST_TIMEOUT.
  */
 #include "mpitest.h"
 
 #include <time.h>
+
+/* the persistent calls of failalloc: Open MPI 4.1 has them as MPIX_<coll>_init, from its
+ * pcollreq extension (test_persistent.c) */
+#if OMPI_MAJOR_VERSION < 5
+#    include <mpi-ext.h>
+#    define MPI_Allgather_init MPIX_Allgather_init
+#    define MPI_Allreduce_init MPIX_Allreduce_init
+#    define MPI_Alltoall_init MPIX_Alltoall_init
+#    define MPI_Bcast_init MPIX_Bcast_init
+#    define MPI_Reduce_init MPIX_Reduce_init
+#endif
 
 #define POISON ((int32_t) 0x5A5A5A5A)
 
@@ -359,6 +378,178 @@ static int run_stagefail(int failing)
     return mt_finish();
 }
 
+/* ---- failalloc: one rank's allocations at one site fail ---------------------------------- */
+
+enum { FA_ALLREDUCE, FA_BCAST, FA_ALLGATHER, FA_ALLTOALL, FA_REDUCE, FA_NCOLL };
+static const char *const fa_names[FA_NCOLL] = {"allreduce", "bcast", "allgather", "alltoall",
+                                               "reduce"};
+enum { FA_BLOCKING, FA_NONBLOCKING, FA_PERSISTENT, FA_NMODES };
+static const char *const fa_modes[FA_NMODES] = {"blocking", "nonblocking", "persistent"};
+
+/* Element i of rank w's send buffer. */
+static int32_t fa_in(unsigned salt, int w, size_t i)
+{
+    return val(salt, w, (int) i);
+}
+
+/* Element i of this rank's result, n elements a block; *from: the rank whose input it is made of
+ * (-1: every rank's). */
+static int32_t fa_want(int coll, unsigned salt, size_t n, size_t i, int *from)
+{
+    int32_t sum = 0;
+
+    switch (coll) {
+    case FA_BCAST:
+        *from = 0;
+        return fa_in(salt, 0, i);
+    case FA_ALLGATHER:
+        *from = (int) (i / n);
+        return fa_in(salt, *from, i % n);
+    case FA_ALLTOALL:
+        *from = (int) (i / n);
+        return fa_in(salt, *from, (size_t) mt_rank * n + i % n);
+    default:
+        *from = -1;
+        for (int r = 0; r < mt_size; ++r) {
+            sum += fa_in(salt, r, i);
+        }
+        return sum;
+    }
+}
+
+/* A device buffer of n elements: rank w's input of salt, or the poison. */
+static void *fa_buf(size_t n, unsigned salt, int w, int poison)
+{
+    int32_t *h = malloc(n * sizeof(int32_t));
+    void *p = mt_mem_alloc(MT_MEM_DEVICE, n * sizeof(int32_t));
+
+    for (size_t i = 0; NULL != h && i < n; ++i) {
+        h[i] = poison ? POISON : fa_in(salt, w, i);
+    }
+    if (NULL == h || NULL == p || 0 != mt_mem_put(MT_MEM_DEVICE, p, h, n * sizeof(int32_t))) {
+        mt_mem_free(MT_MEM_DEVICE, p);
+        p = NULL;
+    }
+    free(h);
+    return p;
+}
+
+/* Start (or run) one call; *req stays MPI_REQUEST_NULL for a blocking one. */
+static int fa_start(int coll, int mode, void *s, void *r, int n, MPI_Comm comm, MPI_Request *req)
+{
+    MPI_Datatype t = MPI_INT32_T;
+
+    *req = MPI_REQUEST_NULL;
+    if (FA_BLOCKING == mode) {
+        switch (coll) {
+        case FA_ALLREDUCE: return MPI_Allreduce(s, r, n, t, MPI_SUM, comm);
+        case FA_BCAST: return MPI_Bcast(r, n, t, 0, comm);
+        case FA_ALLGATHER: return MPI_Allgather(s, n, t, r, n, t, comm);
+        case FA_ALLTOALL: return MPI_Alltoall(s, n, t, r, n, t, comm);
+        default: return MPI_Reduce(s, r, n, t, MPI_SUM, 0, comm);
+        }
+    }
+    if (FA_NONBLOCKING == mode) {
+        switch (coll) {
+        case FA_ALLREDUCE: return MPI_Iallreduce(s, r, n, t, MPI_SUM, comm, req);
+        case FA_BCAST: return MPI_Ibcast(r, n, t, 0, comm, req);
+        case FA_ALLGATHER: return MPI_Iallgather(s, n, t, r, n, t, comm, req);
+        case FA_ALLTOALL: return MPI_Ialltoall(s, n, t, r, n, t, comm, req);
+        default: return MPI_Ireduce(s, r, n, t, MPI_SUM, 0, comm, req);
+        }
+    }
+    {
+        int rc;
+        switch (coll) {
+        case FA_ALLREDUCE:
+            rc = MPI_Allreduce_init(s, r, n, t, MPI_SUM, comm, MPI_INFO_NULL, req);
+            break;
+        case FA_BCAST: rc = MPI_Bcast_init(r, n, t, 0, comm, MPI_INFO_NULL, req); break;
+        case FA_ALLGATHER:
+            rc = MPI_Allgather_init(s, n, t, r, n, t, comm, MPI_INFO_NULL, req);
+            break;
+        case FA_ALLTOALL:
+            rc = MPI_Alltoall_init(s, n, t, r, n, t, comm, MPI_INFO_NULL, req);
+            break;
+        default: rc = MPI_Reduce_init(s, r, n, t, MPI_SUM, 0, comm, MPI_INFO_NULL, req); break;
+        }
+        return (MPI_SUCCESS == rc) ? MPI_Start(req) : rc;
+    }
+}
+
+/* One call on a fresh communicator: every rank must return, with an error or the right data. */
+static void fa_case(int failing, const char *site, int coll, int mode, unsigned salt)
+{
+    const size_t n = 1000;
+    size_t rn = (FA_ALLGATHER == coll || FA_ALLTOALL == coll) ? n * (size_t) mt_size : n;
+    size_t sn = (FA_ALLTOALL == coll) ? n * (size_t) mt_size : n;
+    int root_only = (FA_REDUCE == coll && 0 != mt_rank);
+    char diag[MT_DIAG_LEN] = "";
+    int rc, rc2, ok = 1, from, my_err;
+    int32_t *h = malloc(rn * sizeof(int32_t));
+    MPI_Request req;
+    MPI_Comm comm;
+    void *s, *r;
+
+    MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+    s = fa_buf(sn, salt, mt_rank, 0);
+    /* the bcast root's buffer holds its input; every other result buffer starts poisoned */
+    r = fa_buf(rn, salt, mt_rank, !(FA_BCAST == coll && 0 == mt_rank));
+    rc = fa_start(coll, mode, s, r, (int) n, comm, &req);
+    if (MPI_REQUEST_NULL != req) {
+        rc2 = MPI_Wait(&req, MPI_STATUS_IGNORE);
+        rc = (MPI_SUCCESS == rc) ? rc2 : rc;
+        if (FA_PERSISTENT == mode && MPI_REQUEST_NULL != req) {
+            MPI_Request_free(&req);
+        }
+    }
+    if (NULL == h || NULL == s || NULL == r
+        || 0 != mt_mem_get(MT_MEM_DEVICE, h, r, rn * sizeof(int32_t))) {
+        mt_diag_add(diag, "test buffers: out of memory ");
+        ok = 0;
+    }
+    for (size_t i = 0; ok && MPI_SUCCESS == rc && !root_only && i < rn; ++i) {
+        int32_t want = fa_want(coll, salt, n, i, &from);
+        if (from == failing || (0 > from && 0 == strcmp(site, "stage"))) {
+            continue; /* made of the failing rank's scratch */
+        }
+        if (h[i] != want) {
+            mt_diag_add(diag, "result[%zu]: expected %d got %d ", i, want, h[i]);
+            ok = 0;
+        }
+    }
+    my_err = (MPI_SUCCESS != rc);
+    if (my_err) {
+        mt_diag_add(diag, "returned %s ", mt_mpi_error(rc));
+    }
+    /* a staging failure the failing rank kept quiet about would leave scratch in its peers'
+     * results unannounced: it must fail itself */
+    if (mt_rank == failing && 0 == strcmp(site, "stage") && !my_err && !root_only) {
+        mt_diag_add(diag, "the failing rank returned MPI_SUCCESS ");
+        ok = 0;
+    }
+    mt_check(ok, diag, "%s %s with rank %d's %s allocation failing: an error or the right data",
+             fa_modes[mode], fa_names[coll], failing, site);
+    free(h);
+    mt_mem_free(MT_MEM_DEVICE, s);
+    mt_mem_free(MT_MEM_DEVICE, r);
+    MPI_Comm_free(&comm);
+}
+
+static int run_failalloc(int failing, const char *site)
+{
+    unsigned salt = 300;
+
+    tap_diag("rank %d's %s allocations fail", failing, site);
+    for (int mode = 0; mode < FA_NMODES; ++mode) {
+        for (int coll = 0; coll < FA_NCOLL; ++coll) {
+            mt_set_case(fa_names[coll]);
+            fa_case(failing, site, coll, mode, ++salt);
+        }
+    }
+    return mt_finish();
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = (1 < argc) ? argv[1] : "";
@@ -399,8 +590,19 @@ int main(int argc, char **argv)
         }
         return run_stagefail(failing);
     }
+    if (0 == strcmp(mode, "failalloc")) {
+        int failing = env_rank("OMPI_MCA_coll_gpu_test_fail_alloc");
+        const char *site = getenv("OMPI_MCA_coll_gpu_test_fail_alloc_site");
+        if (0 > failing || failing >= mt_size || NULL == site) {
+            mt_skip_all("coll_gpu_test_fail_alloc names no rank of this job");
+        }
+        if (!mt_device_open(why, sizeof(why))) {
+            mt_skip_all(why);
+        }
+        return run_failalloc(failing, site);
+    }
     if (0 == mt_rank) {
-        fprintf(stderr, "usage: test_lifecycle mixed|stagefail\n");
+        fprintf(stderr, "usage: test_lifecycle mixed|stagefail|failalloc\n");
     }
     MPI_Finalize();
     return TAP_HARD_ERROR_EXIT;

@@ -1,0 +1,58 @@
+#!/bin/sh
+# fail_alloc.sh - a rank whose host allocation fails still takes part in the collective
+# (test_lifecycle failalloc): for each site of coll_gpu_test_fail_alloc_site, on 2 and 3 ranks,
+# one rank's allocations there fail; allreduce, bcast, allgather, alltoall and reduce on device
+# buffers, blocking and nonblocking, must return on every rank with an error or the right data.
+#   stage     the staging bounce memory (pinned and plain) of rank 1; allreduce and bcast forced
+#             onto the staged path
+#   team      the node team's setup state of rank 1 (default algorithms: the team path; the
+#             setup begun by a blocking call, and by a nonblocking one)
+#   fallback  rank 0's gather buffer in the linear host fallback, which serves the nonblocking
+#             calls queued on a team whose setup failed (coll_gpu_test_fail_team=1 fails it)
+# A hang fails through COLL_GPU_TEST_TIMEOUT; a crash through the exit status.
+. "$(dirname "$0")/mpitest.sh"
+COLL_GPU_TEST_TIMEOUT=${FAIL_ALLOC_TIMEOUT:-120}
+export COLL_GPU_TEST_TIMEOUT
+log=${TMPDIR:-/tmp}/fail_alloc.$$
+trap 'rm -f "$log"' EXIT
+
+for np in 2 3; do
+    for site in stage team fallback; do
+        (
+            OMPI_MCA_coll_gpu_test_fail_alloc_site=$site
+            OMPI_MCA_coll_gpu_test_fail_alloc=1
+            export OMPI_MCA_coll_gpu_test_fail_alloc_site OMPI_MCA_coll_gpu_test_fail_alloc
+            # the promise of device buffers lets a communicator's first nonblocking call begin
+            # the node team's setup (and queue on it), as the first blocking one does
+            OMPI_MCA_coll_gpu_uniform_buffers=true
+            export OMPI_MCA_coll_gpu_uniform_buffers
+            case $site in
+            stage)
+                OMPI_MCA_coll_gpu_allreduce_algorithm=staged
+                OMPI_MCA_coll_gpu_bcast_algorithm=staged
+                export OMPI_MCA_coll_gpu_allreduce_algorithm OMPI_MCA_coll_gpu_bcast_algorithm
+                ;;
+            fallback)
+                OMPI_MCA_coll_gpu_test_fail_alloc=0
+                OMPI_MCA_coll_gpu_test_fail_team=1
+                export OMPI_MCA_coll_gpu_test_fail_team
+                ;;
+            esac
+            run_tap "$np" "$MPI_TESTS/test_lifecycle" failalloc >"$log" 2>&1
+        )
+        rc=$?
+        why=$(t_skipped "$log")
+        if [ -n "$why" ]; then
+            t_skip "$site on $np ranks" "$why"
+            continue
+        fi
+        bad=$(grep -c '^not ok' "$log")
+        good=$(grep -c '^ok' "$log")
+        [ "$rc" -eq 0 ] && [ "$bad" -eq 0 ] && [ "$good" -gt 0 ]
+        st=$?
+        t_ok $st "$site allocation failing on $np ranks: every rank returns an error or the right \
+data ($good ok, $bad not ok, exit $rc)"
+        [ "$st" -eq 0 ] || t_diag "$log" 40
+    done
+done
+t_done
