@@ -503,6 +503,10 @@ int mca_coll_gpu_kinds_agree(mca_coll_gpu_module_t *m, struct ompi_communicator_
 /* The host-memory rank's part of it on a board (the hot path: one store, no wait). */
 void mca_coll_gpu_kinds_publish_host(mca_coll_gpu_module_t *m);
 void mca_coll_gpu_kinds_release(mca_coll_gpu_module_t *m);
+/* Map a POSIX shared memory block of len bytes by name (coll_gpu_team.c); with create, make it
+ * (O_EXCL: a taken name fails with EEXIST) and remove the name again when mapping fails.  NULL
+ * with errno set on failure. */
+void *mca_coll_gpu_shm_map(const char *name, bool create, size_t len);
 /* Are all ranks of comm on this host?  The same answer on every rank (coll_gpu_team.c). */
 bool mca_coll_gpu_all_on_host(struct ompi_communicator_t *comm);
 

@@ -69,7 +69,6 @@
 
 #include <ctype.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
@@ -121,6 +120,13 @@ static inline uint64_t kinds_word(const coll_gpu_kinds_board_t *b, int p, uint64
                                   memory_order order)
 {
     return atomic_load_explicit(&b->rank[p].word[u % COLL_GPU_KINDS_RING], order);
+}
+
+/* Peer p's details of call u (valid once its word u shows KINDS_DEVICE). */
+static inline const coll_gpu_kinds_entry_t *kinds_detail(const coll_gpu_kinds_board_t *b, int p,
+                                                         uint64_t u)
+{
+    return &b->rank[p].detail[u % COLL_GPU_KINDS_RING];
 }
 
 /* Names tried before a board cannot be made (names of killed processes may be left). */
@@ -190,23 +196,9 @@ static kinds_promise_t kinds_read_promise(struct ompi_communicator_t *comm)
 static coll_gpu_kinds_board_t *board_map(const char *name, bool create, int nranks)
 {
     size_t len = board_bytes(nranks);
-    coll_gpu_kinds_board_t *b;
-    int fd = shm_open(name, create ? (O_CREAT | O_EXCL | O_RDWR) : O_RDWR, 0600);
+    coll_gpu_kinds_board_t *b = mca_coll_gpu_shm_map(name, create, len);
 
-    if (0 > fd) {
-        return NULL;
-    }
-    if (create && 0 != ftruncate(fd, (off_t) len)) {
-        close(fd);
-        shm_unlink(name);
-        return NULL;
-    }
-    b = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (MAP_FAILED == b) {
-        if (create) {
-            shm_unlink(name);
-        }
+    if (NULL == b) {
         return NULL;
     }
     if (create) {
@@ -320,11 +312,11 @@ void mca_coll_gpu_kinds_release(mca_coll_gpu_module_t *m)
 
 /* ---- waits ------------------------------------------------------------------------------- */
 
-/* Every peer's seq at least want; a long wait is reported (coll_gpu_hang_warn_seconds) and
+/* Every peer's word of call u there; a long wait is reported (coll_gpu_hang_warn_seconds) and
  * given up (coll_gpu_hang_error_seconds: OMPI_ERROR, and this rank's mark makes every later
  * waiter give up too).  A peer that gave up ends the wait with an error as well. */
 static int kinds_wait(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
-                      const char *what, uint64_t want, uint64_t call, const char *stage)
+                      const char *what, uint64_t u)
 {
     mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
     coll_gpu_kinds_board_t *b = m->board;
@@ -343,7 +335,7 @@ static int kinds_wait(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm
             if (atomic_load_explicit(&b->rank[p].abandoned, memory_order_acquire)) {
                 return OMPI_ERROR;
             }
-            if ((kinds_word(b, p, want, memory_order_acquire) >> 8) < want) {
+            if ((kinds_word(b, p, u, memory_order_acquire) >> 8) < u) {
                 missing = p;
                 break;
             }
@@ -371,24 +363,24 @@ static int kinds_wait(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm
             size_t n = 0;
             warned = true;
             for (int p = 0; p < b->nranks && n < sizeof(whom); ++p) {
-                if ((kinds_word(b, p, want, memory_order_relaxed) >> 8) < want) {
+                if ((kinds_word(b, p, u, memory_order_relaxed) >> 8) < u) {
                     n += (size_t) snprintf(whom + n, sizeof(whom) - n, " %d", p);
                 }
             }
             opal_output(0, "coll/gpu: rank %d has waited %d s in MPI_%s on communicator %d "
-                        "(call %lu, %s) for rank(s)%s to enter the call; still waiting "
-                        "(coll_gpu_hang_warn_seconds)", ompi_comm_rank(comm),
-                        (int) (now - start), name, coll_gpu_comm_cid(comm),
-                        (unsigned long) call, stage, whom);
+                        "(call %lu, memory-kind agreement) for rank(s)%s to enter the call; "
+                        "still waiting (coll_gpu_hang_warn_seconds)", ompi_comm_rank(comm),
+                        (int) (now - start), name, coll_gpu_comm_cid(comm), (unsigned long) u,
+                        whom);
         }
         if (0 < c->hang_error_seconds && now - start >= c->hang_error_seconds) {
             opal_output(0, "coll/gpu: rank %d gave up after %d s in MPI_%s on communicator %d "
-                        "(call %lu, %s) waiting for rank %d; this call and every later "
-                        "allreduce, bcast and reduce on device memory there return an error "
-                        "(coll_gpu_hang_error_seconds)", ompi_comm_rank(comm),
-                        (int) (now - start), name, coll_gpu_comm_cid(comm),
-                        (unsigned long) call, stage, missing);
-            atomic_store(&b->rank[m->board_rank].abandoned, call);
+                        "(call %lu, memory-kind agreement) waiting for rank %d; this call and "
+                        "every later allreduce, bcast and reduce on device memory there return "
+                        "an error (coll_gpu_hang_error_seconds)", ompi_comm_rank(comm),
+                        (int) (now - start), name, coll_gpu_comm_cid(comm), (unsigned long) u,
+                        missing);
+            atomic_store(&b->rank[m->board_rank].abandoned, u);
             return OMPI_ERROR;
         }
     }
@@ -431,9 +423,8 @@ static const char *kinds_op_name(uint16_t id)
 }
 
 /* Say what differs between the entries of call u (the lowest rank does, once). */
-static void kinds_tell(struct ompi_communicator_t *comm, const char *what, uint64_t u,
-                       const coll_gpu_kinds_entry_t *const *all, int n, const char *field,
-                       int errclass, const char *errname)
+static void kinds_tell(struct ompi_communicator_t *comm, const coll_gpu_kinds_board_t *b,
+                       uint64_t u, const char *field, const char *errname)
 {
     char list[512];
     size_t len = 0;
@@ -441,56 +432,57 @@ static void kinds_tell(struct ompi_communicator_t *comm, const char *what, uint6
     if (0 != ompi_comm_rank(comm)) {
         return;
     }
-    for (int p = 0; p < n && len < sizeof(list); ++p) {
+    for (int p = 0; p < b->nranks && len < sizeof(list); ++p) {
+        const coll_gpu_kinds_entry_t *e = kinds_detail(b, p, u);
         if (0 == strcmp(field, "byte count")) {
             len += (size_t) snprintf(list + len, sizeof(list) - len, "%srank %d: %lu B",
-                                     p ? ", " : "", p, (unsigned long) all[p]->bytes);
+                                     p ? ", " : "", p, (unsigned long) e->bytes);
         } else if (0 == strcmp(field, "root")) {
             len += (size_t) snprintf(list + len, sizeof(list) - len, "%srank %d: root %d",
-                                     p ? ", " : "", p, (int) all[p]->root);
+                                     p ? ", " : "", p, (int) e->root);
         } else if (0 == strcmp(field, "op")) {
             len += (size_t) snprintf(list + len, sizeof(list) - len, "%srank %d: %s",
-                                     p ? ", " : "", p, kinds_op_name(all[p]->op));
+                                     p ? ", " : "", p, kinds_op_name(e->op));
         } else if (0 == strcmp(field, "collective")) {
             len += (size_t) snprintf(list + len, sizeof(list) - len, "%srank %d: MPI_%s",
-                                     p ? ", " : "", p, coll_mpi_name(all[p]->coll));
+                                     p ? ", " : "", p, coll_mpi_name(e->coll));
         } else {
             len += (size_t) snprintf(list + len, sizeof(list) - len, "%srank %d: %s",
                                      p ? ", " : "", p,
-                                     (all[p]->flags & KINDS_CAPABLE)
-                                         ? dev_dtype_name((dev_dtype_t) all[p]->dt)
+                                     (e->flags & KINDS_CAPABLE)
+                                         ? dev_dtype_name((dev_dtype_t) e->dt)
                                          : "(no GPU kernel)");
         }
     }
     opal_output(0, "coll/gpu: erroneous MPI_%s on communicator %d (call %lu): the ranks' %s "
                 "differs (%s); the call returns %s on every rank and moves no data",
-                coll_mpi_name(all[0]->coll),
+                coll_mpi_name(kinds_detail(b, 0, u)->coll),
                 coll_gpu_comm_cid(comm), (unsigned long) u, field, list, errname);
-    (void) errclass;
-    (void) what;
 }
 
 /*
- * Compare the entries of one call whose ranks all pass device memory: OMPI_SUCCESS, or the MPI
- * error class every rank returns (each rank compares the same entries).  *capable: every rank's
- * kernels take the call.
+ * Compare the details of call u, whose ranks all pass device memory: OMPI_SUCCESS, or the MPI
+ * error class every rank returns (each rank compares the same details).
  */
-static int kinds_compare(struct ompi_communicator_t *comm, const char *what, uint64_t u,
-                         const coll_gpu_kinds_entry_t *const *all, int n, bool *capable)
+static int kinds_compare(struct ompi_communicator_t *comm, const coll_gpu_kinds_board_t *b,
+                         uint64_t u)
 {
-    const coll_gpu_kinds_entry_t *ref = all[0];
+    const coll_gpu_kinds_entry_t *ref = kinds_detail(b, 0, u), *e;
+    bool capable = true;
+    int n = b->nranks;
 
-    *capable = true;
     for (int p = 0; p < n; ++p) {
-        if (all[p]->coll != ref->coll) {
-            kinds_tell(comm, what, u, all, n, "collective", MPI_ERR_OTHER, "MPI_ERR_OTHER");
+        e = kinds_detail(b, p, u);
+        if (e->coll != ref->coll) {
+            kinds_tell(comm, b, u, "collective", "MPI_ERR_OTHER");
             return MPI_ERR_OTHER;
         }
     }
     if (TOPO_COLL_BCAST == ref->coll) {
         for (int p = 0; p < n; ++p) {
-            if (all[p]->root != ref->root) {
-                kinds_tell(comm, what, u, all, n, "root", MPI_ERR_ROOT, "MPI_ERR_ROOT");
+            e = kinds_detail(b, p, u);
+            if (e->root != ref->root) {
+                kinds_tell(comm, b, u, "root", "MPI_ERR_ROOT");
                 return MPI_ERR_ROOT;
             }
         }
@@ -498,9 +490,9 @@ static int kinds_compare(struct ompi_communicator_t *comm, const char *what, uin
             return OMPI_SUCCESS; /* the component below tells an invalid root (param check) */
         }
         for (int p = 0; p < n; ++p) {
-            if (all[p]->bytes != all[ref->root]->bytes) {
-                kinds_tell(comm, what, u, all, n, "byte count", MPI_ERR_TRUNCATE,
-                           "MPI_ERR_TRUNCATE");
+            e = kinds_detail(b, p, u);
+            if (e->bytes != kinds_detail(b, ref->root, u)->bytes) {
+                kinds_tell(comm, b, u, "byte count", "MPI_ERR_TRUNCATE");
                 return MPI_ERR_TRUNCATE;
             }
         }
@@ -510,23 +502,25 @@ static int kinds_compare(struct ompi_communicator_t *comm, const char *what, uin
         return OMPI_SUCCESS; /* reduce: staged; its entries only tell the kinds */
     }
     for (int p = 0; p < n; ++p) {
-        if (all[p]->bytes != ref->bytes) {
-            kinds_tell(comm, what, u, all, n, "byte count", MPI_ERR_COUNT, "MPI_ERR_COUNT");
+        e = kinds_detail(b, p, u);
+        if (e->bytes != ref->bytes) {
+            kinds_tell(comm, b, u, "byte count", "MPI_ERR_COUNT");
             return MPI_ERR_COUNT;
         }
     }
     for (int p = 0; p < n; ++p) {
-        if (all[p]->op != ref->op && (0xffff != all[p]->op || 0xffff != ref->op)) {
-            kinds_tell(comm, what, u, all, n, "op", MPI_ERR_OP, "MPI_ERR_OP");
+        e = kinds_detail(b, p, u);
+        if (e->op != ref->op && (0xffff != e->op || 0xffff != ref->op)) {
+            kinds_tell(comm, b, u, "op", "MPI_ERR_OP");
             return MPI_ERR_OP;
         }
     }
     for (int p = 0; p < n; ++p) {
-        *capable = *capable && (all[p]->flags & KINDS_CAPABLE);
+        capable = capable && (kinds_detail(b, p, u)->flags & KINDS_CAPABLE);
     }
-    for (int p = 0; *capable && p < n; ++p) {
-        if (all[p]->dt != ref->dt) {
-            kinds_tell(comm, what, u, all, n, "element type", MPI_ERR_OTHER, "MPI_ERR_OTHER");
+    for (int p = 0; capable && p < n; ++p) {
+        if (kinds_detail(b, p, u)->dt != ref->dt) {
+            kinds_tell(comm, b, u, "element type", "MPI_ERR_OTHER");
             return MPI_ERR_OTHER;
         }
     }
@@ -538,9 +532,8 @@ static int kinds_board_device(mca_coll_gpu_module_t *m, struct ompi_communicator
                               bool *all_device)
 {
     coll_gpu_kinds_board_t *b = m->board;
-    const coll_gpu_kinds_entry_t *stack_all[COLL_GPU_TEAM_MAX], **all = stack_all;
     coll_gpu_kinds_entry_t *e;
-    bool device = true, capable = true;
+    bool device = true;
     uint64_t u;
     int rc;
 
@@ -555,30 +548,17 @@ static int kinds_board_device(mca_coll_gpu_module_t *m, struct ompi_communicator
     e->dt = (uint8_t) call->dt;
     kinds_publish(m, u, KINDS_DEVICE);
     *all_device = false;
-    rc = kinds_wait(m, comm, what, u, u, "memory-kind agreement");
+    rc = kinds_wait(m, comm, what, u);
     if (OMPI_SUCCESS != rc) {
         return rc;
     }
-    if (b->nranks > COLL_GPU_TEAM_MAX) {
-        all = malloc((size_t) b->nranks * sizeof(*all));
-        if (NULL == all) {
-            /* every rank is in the call and has published: leave the call to the component
-             * below, where a host rank, if any, already went (with no memory for the
-             * comparison, the path of a call of all device ranks stays the same: staged) */
-            return OMPI_SUCCESS;
-        }
-    }
     for (int p = 0; p < b->nranks; ++p) {
         uint64_t w = kinds_word(b, p, u, memory_order_acquire);
-        all[p] = &b->rank[p].detail[u % COLL_GPU_KINDS_RING];
-        device = device && (w >> 8) == u && (w & KINDS_DEVICE) && all[p]->seq == u;
+        device = device && (w >> 8) == u && (w & KINDS_DEVICE) && kinds_detail(b, p, u)->seq == u;
     }
     if (device) {
-        rc = kinds_compare(comm, what, u, all, b->nranks, &capable);
+        rc = kinds_compare(comm, b, u);
         *all_device = (OMPI_SUCCESS == rc);
-    }
-    if (all != stack_all) {
-        free(all);
     }
     return rc;
 }

@@ -297,25 +297,34 @@ void mca_coll_gpu_team_destroy(mca_coll_gpu_module_t *m)
 /* Names of control blocks team_setup tries before it gives up. */
 #define CTL_NAME_TRIES 1024
 
-/* Map (and with create, make) the control block; NULL with errno set when it fails. */
-static coll_gpu_ctl_t *ctl_map(const char *name, bool create, int nranks)
+void *mca_coll_gpu_shm_map(const char *name, bool create, size_t len)
 {
-    coll_gpu_ctl_t *ctl;
+    void *p;
     int fd = shm_open(name, create ? (O_CREAT | O_EXCL | O_RDWR) : O_RDWR, 0600);
     if (0 > fd) {
         return NULL;
     }
-    if (create && 0 != ftruncate(fd, sizeof(coll_gpu_ctl_t))) {
+    if (create && 0 != ftruncate(fd, (off_t) len)) {
         close(fd);
         shm_unlink(name);
         return NULL;
     }
-    ctl = mmap(NULL, sizeof(coll_gpu_ctl_t), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
-    if (MAP_FAILED == ctl) {
+    if (MAP_FAILED == p) {
         if (create) {
             shm_unlink(name);
         }
+        return NULL;
+    }
+    return p;
+}
+
+/* Map (and with create, make) the control block; NULL with errno set when it fails. */
+static coll_gpu_ctl_t *ctl_map(const char *name, bool create, int nranks)
+{
+    coll_gpu_ctl_t *ctl = mca_coll_gpu_shm_map(name, create, sizeof(coll_gpu_ctl_t));
+    if (NULL == ctl) {
         return NULL;
     }
     if (create) {

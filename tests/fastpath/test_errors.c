@@ -46,16 +46,6 @@ typedef struct {
 
 static unsigned round_no = 1;
 
-/* rank r's input element i in round k: a small integer, never zero, exact in float. */
-static int32_t input(int r, size_t i, unsigned k)
-{
-    uint32_t x = (uint32_t) r * 2654435761u ^ (uint32_t) i * 40503u ^ k * 2246822519u;
-    x ^= x >> 13;
-    x *= 0x5bd1e995u;
-    x ^= x >> 15;
-    return (int32_t) (x % 1000u) + 1;
-}
-
 static unsigned char pattern(unsigned char tag, size_t i)
 {
     return (unsigned char) (tag * 31u + (unsigned) i * 7u + (unsigned) (i >> 8));
@@ -138,9 +128,9 @@ static int put_input(gbuf_t *b, size_t n, unsigned k, bool as_int)
 
     for (size_t i = 0; ok && i < n; ++i) {
         if (as_int) {
-            ((int32_t *) h)[i] = input(mt_rank, i, k);
+            ((int32_t *) h)[i] = mt_input(mt_rank, i, k);
         } else {
-            ((float *) h)[i] = (float) input(mt_rank, i, k);
+            ((float *) h)[i] = (float) mt_input(mt_rank, i, k);
         }
     }
     ok = ok && DEV_OK == dev_memcpy(b->data, h, n * 4);
@@ -191,7 +181,7 @@ static int correct_call(gbuf_t *s, gbuf_t *r, bool nb, char *diag)
     for (size_t i = 0; ok && i < BIG; ++i) {
         float want = 0.0f;
         for (int q = 0; q < mt_size; ++q) {
-            want += (float) input(q, i, k);
+            want += (float) mt_input(q, i, k);
         }
         if (h[i] != want) {
             mt_diag_add(diag, "correct call: element %zu is %g, not %g; ", i, (double) h[i],

@@ -50,16 +50,6 @@ static int rank, size;
 static unsigned next_round = 1;
 static int n_iallreduce, n_ibcast;
 
-/* rank r's input element i in round k: random, never zero. */
-static int32_t input(int r, size_t i, unsigned k)
-{
-    uint32_t x = (uint32_t) r * 2654435761u ^ (uint32_t) i * 40503u ^ k * 2246822519u;
-    x ^= x >> 13;
-    x *= 0x5bd1e995u;
-    x ^= x >> 15;
-    return (int32_t) (x % 1000u) + 1;
-}
-
 typedef enum { OP_ALLREDUCE, OP_BCAST } op_kind_t;
 
 /* One nonblocking call: its buffers, the request and what to check. */
@@ -138,11 +128,11 @@ static int call_start(call_t *c, op_kind_t kind, MPI_Comm comm, int count, bool 
     for (size_t i = 0; ok && i < c->elems; ++i) {
         bool gap = (0 != i % stride);
         size_t e = i / stride;
-        put(c, hs, i, gap ? GAP : input(me, e, c->k));
+        put(c, hs, i, gap ? GAP : mt_input(me, e, c->k));
         if (OP_BCAST == kind) {
-            put(c, hr, i, gap ? GAP : (me == root) ? input(root, e, c->k) : POISON);
+            put(c, hr, i, gap ? GAP : (me == root) ? mt_input(root, e, c->k) : POISON);
         } else {
-            put(c, hr, i, gap ? GAP : in_place ? input(me, e, c->k) : POISON);
+            put(c, hr, i, gap ? GAP : in_place ? mt_input(me, e, c->k) : POISON);
         }
     }
     ok = ok && DEV_OK == dev_memcpy(c->s, hs, c->elems * esize(c))
@@ -184,10 +174,10 @@ static int call_check(call_t *c, char *msg, size_t len)
         if (0 != i % stride) {
             want = GAP;
         } else if (OP_BCAST == c->kind) {
-            want = input(c->root, i / stride, c->k);
+            want = mt_input(c->root, i / stride, c->k);
         } else {
             for (int q = 0; q < n; ++q) {
-                want += input(q, i / stride, c->k);
+                want += mt_input(q, i / stride, c->k);
             }
         }
         if (get(c, h, i) != want) {
@@ -378,7 +368,7 @@ static int blocking_allreduce(MPI_Comm comm, int count, char *msg, size_t len)
     ok = NULL != h && DEV_OK == dev_mem_alloc(&c.s, (size_t) count * 4)
          && DEV_OK == dev_mem_alloc(&c.r, (size_t) count * 4);
     for (int i = 0; ok && i < count; ++i) {
-        h[i] = input(me, (size_t) i, c.k);
+        h[i] = mt_input(me, (size_t) i, c.k);
     }
     ok = ok && DEV_OK == dev_memcpy(c.s, h, (size_t) count * 4);
     for (int i = 0; ok && i < count; ++i) {
@@ -390,7 +380,7 @@ static int blocking_allreduce(MPI_Comm comm, int count, char *msg, size_t len)
     for (int i = 0; ok && i < count; ++i) {
         int32_t want = 0;
         for (int q = 0; q < n; ++q) {
-            want += input(q, (size_t) i, c.k);
+            want += mt_input(q, (size_t) i, c.k);
         }
         if (h[i] != want) {
             snprintf(msg, len, "blocking allreduce of %d: element %d is %d, not %d", count, i,
@@ -415,13 +405,13 @@ static int blocking_bcast(MPI_Comm comm, int count, int root, char *msg, size_t 
     MPI_Comm_rank(comm, &me);
     ok = NULL != h && DEV_OK == dev_mem_alloc(&b, (size_t) count * 4);
     for (int i = 0; ok && i < count; ++i) {
-        h[i] = (me == root) ? input(root, (size_t) i, k) : POISON;
+        h[i] = (me == root) ? mt_input(root, (size_t) i, k) : POISON;
     }
     ok = ok && DEV_OK == dev_memcpy(b, h, (size_t) count * 4);
     ok = ok && MPI_SUCCESS == MPI_Bcast(b, count, MPI_INT32_T, root, comm);
     ok = ok && DEV_OK == dev_memcpy(h, b, (size_t) count * 4);
     for (int i = 0; ok && i < count; ++i) {
-        if (h[i] != input(root, (size_t) i, k)) {
+        if (h[i] != mt_input(root, (size_t) i, k)) {
             snprintf(msg, len, "blocking bcast of %d: element %d is %d", count, i, h[i]);
             ok = 0;
         }

@@ -467,6 +467,17 @@ static inline int mt_finish(void)
     return rc;
 }
 
+/* Rank r's input element i in round k: a small integer, never zero, exact in float, so that
+ * sums over many ranks are exact too (tests compare against references they compute). */
+static inline int32_t mt_input(int r, size_t i, unsigned k)
+{
+    uint32_t x = (uint32_t) r * 2654435761u ^ (uint32_t) i * 40503u ^ k * 2246822519u;
+    x ^= x >> 13;
+    x *= 0x5bd1e995u;
+    x ^= x >> 15;
+    return (int32_t) (x % 1000u) + 1;
+}
+
 /* MPI's text for an error code. */
 static inline const char *mt_mpi_error(int rc)
 {

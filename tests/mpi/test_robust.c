@@ -61,16 +61,6 @@
 
 static unsigned next_round = 1;
 
-/* rank r's element i in round k: random, never zero, small enough to sum exactly. */
-static int32_t input(int r, size_t i, unsigned k)
-{
-    uint32_t x = (uint32_t) r * 2654435761u ^ (uint32_t) i * 40503u ^ k * 2246822519u;
-    x ^= x >> 13;
-    x *= 0x5bd1e995u;
-    x ^= x >> 15;
-    return (int32_t) (x % 1000u) + 1;
-}
-
 /* Buffer kinds: mpitest.h's mt_kind_t, every kind a CUDA program allocates.
  * dev_memcpy copies between any two kinds: host code never touches device memory itself. */
 static int mem_copy(void *dst, const void *src, size_t bytes)
@@ -204,7 +194,7 @@ static int32_t expected(const call_t *c, size_t i, bool *undefined)
     case K_ALLREDUCE:
     case K_ALLREDUCE_IP:
         for (int q = 0; q < c->n; ++q) {
-            sum += input(q, i, c->k);
+            sum += mt_input(q, i, c->k);
         }
         return sum;
     case K_REDUCE:
@@ -212,38 +202,38 @@ static int32_t expected(const call_t *c, size_t i, bool *undefined)
             return POISON;
         }
         for (int q = 0; q < c->n; ++q) {
-            sum += input(q, i, c->k);
+            sum += mt_input(q, i, c->k);
         }
         return sum;
     case K_BCAST:
-        return input(c->root, i, c->k);
+        return mt_input(c->root, i, c->k);
     case K_ALLGATHER:
     case K_ALLGATHER_IP:
-        return input((int) (i / cnt), i % cnt, c->k);
+        return mt_input((int) (i / cnt), i % cnt, c->k);
     case K_GATHER:
-        return c->me == c->root ? input((int) (i / cnt), i % cnt, c->k) : POISON;
+        return c->me == c->root ? mt_input((int) (i / cnt), i % cnt, c->k) : POISON;
     case K_ALLTOALL:
         /* block q came from rank q, its block me */
-        return input((int) (i / cnt), (size_t) c->me * cnt + i % cnt, c->k);
+        return mt_input((int) (i / cnt), (size_t) c->me * cnt + i % cnt, c->k);
     case K_RSB:
         for (int q = 0; q < c->n; ++q) {
-            sum += input(q, (size_t) c->me * cnt + i, c->k);
+            sum += mt_input(q, (size_t) c->me * cnt + i, c->k);
         }
         return sum;
     case K_SCATTER:
-        return input(c->root, (size_t) c->me * cnt + i, c->k);
+        return mt_input(c->root, (size_t) c->me * cnt + i, c->k);
     case K_SCAN:
     case K_EXSCAN:
         *undefined = (K_EXSCAN == c->kind && 0 == c->me);
         for (int q = 0; q < c->me + (K_SCAN == c->kind); ++q) {
-            sum += input(q, i, c->k);
+            sum += mt_input(q, i, c->k);
         }
         return sum;
     case K_ALLGATHERV:
         for (int q = 0; q < c->n; ++q) {
             size_t lo = (size_t) c->displs[1][q];
             if (i >= lo && i < lo + (size_t) c->counts[1][q]) {
-                return input(q, i - lo, c->k);
+                return mt_input(q, i - lo, c->k);
             }
         }
         return POISON; /* a hole */
@@ -251,7 +241,7 @@ static int32_t expected(const call_t *c, size_t i, bool *undefined)
         for (int p = 0; p < c->n; ++p) {
             size_t lo = (size_t) c->displs[1][p];
             if (i >= lo && i < lo + (size_t) c->counts[1][p]) {
-                return input(p, (size_t) alltoallv_sdispl(c->count, p, c->me) + (i - lo),
+                return mt_input(p, (size_t) alltoallv_sdispl(c->count, p, c->me) + (i - lo),
                              c->k);
             }
         }
@@ -269,11 +259,11 @@ static int32_t recv_before(const call_t *c, size_t i)
 
     switch (c->kind) {
     case K_ALLREDUCE_IP:
-        return input(c->me, i, c->k);
+        return mt_input(c->me, i, c->k);
     case K_BCAST:
-        return c->me == c->root ? input(c->me, i, c->k) : POISON;
+        return c->me == c->root ? mt_input(c->me, i, c->k) : POISON;
     case K_ALLGATHER_IP:
-        return (i / cnt == (size_t) c->me) ? input(c->me, i % cnt, c->k) : POISON;
+        return (i / cnt == (size_t) c->me) ? mt_input(c->me, i % cnt, c->k) : POISON;
     default:
         return POISON;
     }
@@ -394,7 +384,7 @@ static int call_start_at(call_t *c, kind_t kind, MPI_Comm comm, int count, int r
     ok = NULL != h && NULL != c->s && NULL != c->r;
     if (ok) {
         for (size_t i = 0; i < c->sn; ++i) {
-            h[i] = input(c->me, i, c->k);
+            h[i] = mt_input(c->me, i, c->k);
         }
         ok = 0 == mem_copy(c->s, h, c->sn * 4);
         for (size_t i = 0; i < c->rn; ++i) {
@@ -599,7 +589,7 @@ static void case_freed_inter(void)
     if (ok) {
         int root_side = 0 == color; /* the even group's rank 0 broadcasts to the odd group */
         for (int i = 0; i < n; ++i) {
-            h[i] = input(mt_rank, (size_t) i, k);
+            h[i] = mt_input(mt_rank, (size_t) i, k);
         }
         ok = 0 == mem_copy(sb, h, (size_t) n * 4);
         ok = ok && 0 == mem_copy(rb[1], h, (size_t) n * 4); /* the root's data, or overwritten */
@@ -622,7 +612,7 @@ static void case_freed_inter(void)
         for (int i = 0; ok && i < n; ++i) {
             int32_t sum = 0;
             for (int q = 1 - color; q < mt_size; q += 2) {
-                sum += input(q, (size_t) i, k);
+                sum += mt_input(q, (size_t) i, k);
             }
             if (h[i] != sum) {
                 mt_diag_add(diag, "allreduce element %d is %d, not %d; ", i, (int) h[i],
@@ -633,7 +623,7 @@ static void case_freed_inter(void)
         ok = ok && 0 == mem_copy(h, rb[1], (size_t) n * 4);
         for (int i = 0; ok && i < n; ++i) {
             /* the odd group gets world rank 0's data; the even group keeps its own */
-            int32_t w = input(root_side ? mt_rank : 0, (size_t) i, k);
+            int32_t w = mt_input(root_side ? mt_rank : 0, (size_t) i, k);
             if (h[i] != w) {
                 mt_diag_add(diag, "bcast element %d is %d, not %d; ", i, (int) h[i], (int) w);
                 ok = 0;
@@ -642,7 +632,7 @@ static void case_freed_inter(void)
         ok = ok && 0 == mem_copy(h, rb[2], (size_t) n * (size_t) rsize * 4);
         for (int q = 0; ok && q < rsize; ++q) {
             for (int i = 0; ok && i < n; ++i) {
-                int32_t w = input(1 - color + 2 * q, (size_t) i, k);
+                int32_t w = mt_input(1 - color + 2 * q, (size_t) i, k);
                 if (h[(size_t) q * (size_t) n + (size_t) i] != w) {
                     mt_diag_add(diag, "allgather block %d element %d is %d, not %d; ", q, i,
                                 (int) h[(size_t) q * (size_t) n + (size_t) i], (int) w);
