@@ -468,7 +468,6 @@ static int kinds_compare(struct ompi_communicator_t *comm, const coll_gpu_kinds_
                          uint64_t u)
 {
     const coll_gpu_kinds_entry_t *ref = kinds_detail(b, 0, u), *e;
-    bool capable = true;
     int n = b->nranks;
 
     for (int p = 0; p < n; ++p) {
@@ -515,11 +514,12 @@ static int kinds_compare(struct ompi_communicator_t *comm, const coll_gpu_kinds_
             return MPI_ERR_OP;
         }
     }
+    /* the kernels take the call on every rank or on none (they decide from the signature and
+     * the op alone), and then of one element type */
     for (int p = 0; p < n; ++p) {
-        capable = capable && (kinds_detail(b, p, u)->flags & KINDS_CAPABLE);
-    }
-    for (int p = 0; capable && p < n; ++p) {
-        if (kinds_detail(b, p, u)->dt != ref->dt) {
+        e = kinds_detail(b, p, u);
+        if ((e->flags & KINDS_CAPABLE) != (ref->flags & KINDS_CAPABLE)
+            || ((e->flags & KINDS_CAPABLE) && e->dt != ref->dt)) {
             kinds_tell(comm, b, u, "element type", "MPI_ERR_OTHER");
             return MPI_ERR_OTHER;
         }

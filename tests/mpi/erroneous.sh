@@ -19,8 +19,8 @@ for np in 2 3 4; do
 $(echo "$tap" | grep -c '^not ok') wrong"
     [ "$ok" -eq 0 ] || t_diag "$out" 40
     n=$(grep -c 'coll/gpu: erroneous MPI_' "$out")
-    [ "$n" -eq 6 ]
-    t_ok $? "$np ranks: one message per erroneous call naming what differed ($n of 6)"
-    [ "$n" -eq 6 ] || t_diag "$out" 20
+    [ "$n" -eq 7 ]
+    t_ok $? "$np ranks: one message per erroneous call naming what differed ($n of 7)"
+    [ "$n" -eq 7 ] || t_diag "$out" 20
 done
 t_done

@@ -12,6 +12,8 @@
  *   op         allreduce, MPI_SUM on rank 0, MPI_MAX on the others      MPI_ERR_OP
  *   user op    allreduce, a user-defined op on rank 0, MPI_SUM elsewhere MPI_ERR_OP
  *   type       allreduce, MPI_FLOAT on rank 0, MPI_INT on the others    MPI_ERR_OTHER
+ *   type-kernel allreduce of the same bytes, MPI_LONG_DOUBLE on rank 0 (no GPU kernel),
+ *              MPI_DOUBLE on the others                                  MPI_ERR_OTHER
  *   root       bcast, root 0 on rank 0, root 1 on the others            MPI_ERR_ROOT
  *   bcast count bcast, 16 ints at the root, 262144 on the others        MPI_ERR_TRUNCATE
  * After each, a correct call on the same communicator must still be right.
@@ -180,6 +182,11 @@ static int run_pattern(const char *pattern)
     } else if (0 == strcmp(pattern, "type")) {
         want_class = MPI_ERR_OTHER;
         rc = MPI_Allreduce(s.buf, r.buf, BIG, 0 == mt_rank ? MPI_FLOAT : MPI_INT, MPI_SUM, comm);
+    } else if (0 == strcmp(pattern, "type-kernel")) {
+        /* the same bytes, but a type the kernels take on some ranks and not on the others */
+        want_class = MPI_ERR_OTHER;
+        rc = MPI_Allreduce(s.buf, r.buf, 0 == mt_rank ? BIG / 4 : BIG / 2,
+                           0 == mt_rank ? MPI_LONG_DOUBLE : MPI_DOUBLE, MPI_SUM, comm);
     } else if (0 == strcmp(pattern, "root")) {
         want_class = MPI_ERR_ROOT;
         rc = MPI_Bcast(s.buf, BIG, MPI_INT, 0 == mt_rank ? 0 : 1, comm);
@@ -213,7 +220,8 @@ static int run_pattern(const char *pattern)
 
 int main(int argc, char **argv)
 {
-    static const char *const all[] = {"count", "op", "user-op", "type", "root", "bcast-count"};
+    static const char *const all[] = {"count",       "op",   "user-op",    "type",
+                                      "type-kernel", "root", "bcast-count"};
     char why[256];
 
     mt_init(&argc, &argv);
