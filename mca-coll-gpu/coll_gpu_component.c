@@ -248,8 +248,9 @@ static int gpu_register(void)
         "the same kind of memory (host or device) to each allreduce, bcast and reduce, as NCCL "
         "requires, so that the per-call agreement on the kinds is skipped.  Without it (the "
         "default) the ranks of each call agree through a block they share on their host (a host "
-        "allreduce where they span hosts); a program that breaks the promise may hang", MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_3,
-        MCA_BASE_VAR_SCOPE_ALL_EQ, &mca_coll_gpu_component.uniform_buffers);
+        "allreduce where they span hosts); a program that breaks the promise may hang",
+        MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_3, MCA_BASE_VAR_SCOPE_ALL_EQ,
+        &mca_coll_gpu_component.uniform_buffers);
 
     register_enum("p2p_level", "coll_gpu_p2p_level", AS_MCA_ENUM(topo_p2p_level_values),
                   "Worst path over which GPUs use peer access (NCCL_P2P_LEVEL): auto (PXB), "

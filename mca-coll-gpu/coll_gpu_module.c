@@ -4,8 +4,8 @@
  * Whether coll/gpu is active on a communicator never depends on the local device: a rank that
  * stood aside while its peers intercept would miss their per-call agreement on memory kinds
  * (coll_gpu_kinds.c: its setup's host collectives, and the notes device ranks wait for) and
- * hang them or mix up the calls.  So every rank installs the module on every communicator, intra and inter, whenever
- * the component is selected with a priority >= 0:
+ * hang them or mix up the calls.  So every rank installs the module on every communicator,
+ * intra and inter, whenever the component is selected with a priority >= 0:
  *
  *   init_query   opens the device backend once per process.  Without a usable device (no
  *                driver, no GPU, or coll_gpu_device=cuda that cannot be had, which is said on

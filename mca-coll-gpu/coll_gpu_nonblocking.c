@@ -390,7 +390,7 @@ int mca_coll_gpu_ibcast(void *buf, int count, struct ompi_datatype_t *dtype, int
     /* the node team's algorithms once a blocking allreduce, bcast or reduce had
      * device memory on every rank, whatever this rank's kind (mca_coll_gpu_nb_team_path;
      * coll_gpu_nvl_async.c decides the plan); else host memory to the saved module at once */
-    if (COLL_GPU_NONE != dir && !m->inter && mca_coll_gpu_nb_team_path(m, !host)) {
+    if (mca_coll_gpu_nb_team_path(m, !host)) {
         rc = mca_coll_gpu_async_bcast(m, buf, count, dtype, root, comm, false, request, &taken);
         if (taken || OMPI_SUCCESS != rc) {
             return rc;

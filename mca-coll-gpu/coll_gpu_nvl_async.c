@@ -2001,7 +2001,8 @@ int mca_coll_gpu_async_bcast(mca_coll_gpu_module_t *m, void *buf, int count,
     int rc = OMPI_SUCCESS;
 
     *taken = false;
-    /* the caller asked mca_coll_gpu_nb_team_path */
+    /* the caller asked mca_coll_gpu_nb_team_path; intercommunicators (whose idle ranks pass
+     * MPI_PROC_NULL) are staged */
     if (m->inter) {
         return OMPI_SUCCESS;
     }

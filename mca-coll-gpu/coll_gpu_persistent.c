@@ -567,7 +567,7 @@ int mca_coll_gpu_bcast_init(void *buf, int count, struct ompi_datatype_t *dtype,
     int rc;
 
     /* the nonblocking call's decision and algorithms (MPI_Ibcast) */
-    if (COLL_GPU_NONE != dir && !m->inter && mca_coll_gpu_nb_team_path(m, !host)) {
+    if (mca_coll_gpu_nb_team_path(m, !host)) {
         rc = mca_coll_gpu_async_bcast(m, buf, count, dtype, root, comm, true, request, &taken);
         if (taken || OMPI_SUCCESS != rc) {
             return rc;

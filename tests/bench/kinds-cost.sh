@@ -30,9 +30,9 @@ host() {
         coll=gpu,tuned,basic,libnbc
         path=$build/mca-coll-gpu/component:$pkglibdir
     fi
-    line=$(OMPI_MCA_mca_base_component_path=$path OMPI_MCA_coll=$coll OMPI_MCA_coll_gpu_device=cuda \
-        timeout 60 "$MPIRUN" -np 2 --bind-to core "$new/tests/coll_gpu_hostpath_bench" "$@" 2>&1 \
-        | grep '^hostpath ')
+    line=$(OMPI_MCA_mca_base_component_path=$path OMPI_MCA_coll=$coll \
+        OMPI_MCA_coll_gpu_device=cuda timeout 60 "$MPIRUN" -np 2 --bind-to core \
+        "$new/tests/coll_gpu_hostpath_bench" "$@" 2>&1 | grep '^hostpath ')
     echo "$side ${line:-FAILED}"
     echo "$line" | sed -n 's/.*median_ns=\([0-9.]*\).*/\1/p' >>"$tmp/$side"
 }
