@@ -169,40 +169,52 @@ static bool on_my_node(struct ompi_proc_t *proc)
     return proc == ompi_proc_local() || OPAL_PROC_ON_LOCAL_NODE(proc->super.proc_flags);
 }
 
+/* The state of a communicator whose hierarchical state could not be allocated on this rank
+ * (hier_ready): failed for good, leaders' path and rails; never freed. */
+static coll_gpu_hier_t hier_no_memory = {.state = HIER_FAILED, .rails_state = HIER_FAILED};
+
 static coll_gpu_hier_t *hier_get(mca_coll_gpu_module_t *m)
 {
-    if (NULL == m->hier) {
+    if (NULL == m->hier && !mca_coll_gpu_test_fail_alloc("hier_state")) {
         m->hier = calloc(1, sizeof(*m->hier));
     }
     return m->hier;
 }
 
-bool mca_coll_gpu_hier_spans(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm)
+/* Does comm span nodes (real ones, or coll_gpu_emulate_nodes' emulated ones)?  Every rank sees
+ * a peer off its node as soon as two ranks sit on different nodes, and the emulated node of
+ * every member is a function of its name: the answer is the same on all. */
+static bool hier_membership_spans(struct ompi_communicator_t *comm)
 {
-    coll_gpu_hier_t *h = hier_get(m);
     int size = ompi_comm_size(comm);
     int mine;
 
-    if (NULL == h) {
-        return false; /* cannot happen in practice; the team path then decides as before */
-    }
-    if (h->spans_known) {
-        return h->spans;
-    }
-    h->spans_known = true;
-    h->spans = false;
     if (OMPI_COMM_IS_INTER(comm) || 2 > size) {
         return false;
     }
-    /* every rank sees a peer off its node as soon as two ranks sit on different nodes, and the
-     * emulated node of every member is a function of its name: the answer is the same on all */
     mine = emulated_node(ompi_proc_local());
     for (int i = 0; i < size; ++i) {
         struct ompi_proc_t *proc = ompi_comm_peer_lookup(comm, i);
         if (!on_my_node(proc) || emulated_node(proc) != mine) {
-            h->spans = true;
-            break;
+            return true;
         }
+    }
+    return false;
+}
+
+bool mca_coll_gpu_hier_spans(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm)
+{
+    coll_gpu_hier_t *h = hier_get(m);
+
+    if (NULL == h || &hier_no_memory == h) {
+        /* no memory for the state: the answer must still be the one every rank gives (so this
+         * rank joins the setup, where it fails with its peers: hier_ready); the shared state of
+         * such communicators holds no answer of its own */
+        return hier_membership_spans(comm);
+    }
+    if (!h->spans_known) {
+        h->spans = hier_membership_spans(comm);
+        h->spans_known = true;
     }
     return h->spans;
 }
@@ -238,10 +250,10 @@ void mca_coll_gpu_hier_release(mca_coll_gpu_module_t *m)
 {
     coll_gpu_hier_t *h = m->hier;
 
-    if (NULL == h) {
+    m->hier = NULL;
+    if (NULL == h || &hier_no_memory == h) {
         return;
     }
-    m->hier = NULL;
     mca_coll_gpu_ucx_comm_destroy(h->ucx);
     hier_free_slots(h);
     if (NULL != h->rail_comm) {
@@ -300,6 +312,32 @@ static bool direct_possible(struct ompi_communicator_t *comm, const char *what)
     return yes;
 }
 
+/* Agree over comm whether every rank has the memory for the hierarchical setup (an allreduce
+ * of one int: nothing to allocate).  OMPI_ERR_OUT_OF_RESOURCE on every rank when one has not. */
+static int hier_agree_memory(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                             const char *what, bool nomem)
+{
+    int mine = nomem, any = 0;
+    int rc = m->prev_allreduce.fn(&mine, &any, 1, MPI_INT, MPI_MAX, comm,
+                                  m->prev_allreduce.module);
+
+    if (OMPI_SUCCESS != rc) {
+        return rc;
+    }
+    if (nomem) {
+        COLL_GPU_VERBOSE(COLL_GPU_LOG_ERROR, "coll:gpu:%s (cid %d): rank %d: no host memory "
+                         "for the hierarchical path's setup%s", what, coll_gpu_comm_cid(comm),
+                         ompi_comm_rank(comm), mca_coll_gpu_test_fail_alloc("hier")
+                         ? " (coll_gpu_test_fail_alloc, test only)" : "");
+    }
+    if (any && 0 == ompi_comm_rank(comm)) {
+        opal_output(0, "coll:gpu:%s (cid %d): a rank had no memory for the hierarchical path's "
+                    "setup: device buffers on this communicator are staged through Open MPI's "
+                    "point-to-point layer", what, coll_gpu_comm_cid(comm));
+    }
+    return any ? OMPI_ERR_OUT_OF_RESOURCE : OMPI_SUCCESS;
+}
+
 /*
  * Build the sub-communicators and the leaders' UCX endpoints (collective over comm, on the first
  * device call that needs them).  Every rank ends in the same state: READY, or FAILED for good.
@@ -314,6 +352,21 @@ static int hier_setup(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm
     int ok[2] = {1, 1}, all_ok[2] = {0, 0}; /* set up; direct path wanted and possible */
     int mine[4], *cards = NULL;
 
+    /* The tables of who leads whom, before the first collective step: a rank that cannot have
+     * them says so in an agreement that needs no memory, and every rank gives up together
+     * (leaving before a step would leave its peers waiting in it). */
+    if (!mca_coll_gpu_test_fail_alloc("hier")) {
+        cards = malloc(sizeof(int) * 4 * (size_t) size);
+        h->leader_of = malloc(sizeof(int) * (size_t) size);
+        h->node_rank_of = malloc(sizeof(int) * (size_t) size);
+        h->tag_cid_of = malloc(sizeof(int) * (size_t) size);
+    }
+    rc = hier_agree_memory(m, comm, what, NULL == cards || NULL == h->leader_of
+                                          || NULL == h->node_rank_of || NULL == h->tag_cid_of);
+    if (OMPI_SUCCESS != rc) {
+        free(cards);
+        return rc;
+    }
     /* the pipeline's shape, from parameters of scope ALL_EQ */
     h->depth = mca_coll_gpu_component.ucx_depth;
     h->depth = (1 > h->depth) ? 1 : (HIER_DEPTH_MAX < h->depth) ? HIER_DEPTH_MAX : h->depth;
@@ -330,6 +383,7 @@ static int hier_setup(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm
     rc = ompi_comm_split(comm, color, rank, &h->node_comm, false);
     if (OMPI_SUCCESS != rc) {
         h->node_comm = NULL;
+        free(cards);
         return rc; /* an MPI failure of the split itself: Open MPI reported it on every rank */
     }
     node_rank = ompi_comm_rank(h->node_comm);
@@ -337,6 +391,7 @@ static int hier_setup(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm
                          false);
     if (OMPI_SUCCESS != rc) {
         h->leader_comm = NULL;
+        free(cards);
         return rc;
     }
     if (&ompi_mpi_comm_null.comm == h->leader_comm) {
@@ -346,15 +401,6 @@ static int hier_setup(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm
         leader_rank = ompi_comm_rank(h->leader_comm);
     }
     /* who leads whom: (node color, node rank, leader rank) of every rank */
-    cards = malloc(sizeof(int) * 4 * (size_t) size);
-    h->leader_of = malloc(sizeof(int) * (size_t) size);
-    h->node_rank_of = malloc(sizeof(int) * (size_t) size);
-    h->tag_cid_of = malloc(sizeof(int) * (size_t) size);
-    if (NULL == cards || NULL == h->leader_of || NULL == h->node_rank_of
-        || NULL == h->tag_cid_of) {
-        free(cards);
-        return OMPI_ERR_OUT_OF_RESOURCE; /* local: the caller still agrees */
-    }
     mine[0] = color;
     mine[1] = node_rank;
     mine[2] = leader_rank;
@@ -429,6 +475,13 @@ static bool hier_ready(mca_coll_gpu_module_t *m, struct ompi_communicator_t *com
 {
     coll_gpu_hier_t *h = m->hier;
 
+    if (NULL == h) {
+        /* this rank has no memory for the state: it takes part in the setup's first step, the
+         * memory agreement, and fails with its peers, for good */
+        (void) hier_agree_memory(m, comm, what, true);
+        m->hier = &hier_no_memory;
+        return false;
+    }
     if (HIER_UNTRIED == h->state) {
         int rc = hier_setup(m, comm, what);
         h->state = (OMPI_SUCCESS == rc) ? HIER_READY : HIER_FAILED;

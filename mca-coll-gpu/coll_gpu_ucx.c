@@ -276,6 +276,13 @@ static int host_allgather(struct ompi_communicator_t *comm, const void *in, void
                                         comm->c_coll->coll_allgather_module);
 }
 
+/* The same, for the communicator's allreduce (MPI_MAX of n ints). */
+static int host_allreduce_max(struct ompi_communicator_t *comm, const int *in, int *out, int n)
+{
+    return comm->c_coll->coll_allreduce(in, out, n, MPI_INT, MPI_MAX, comm,
+                                        comm->c_coll->coll_allreduce_module);
+}
+
 /* Seconds on a monotonic clock (teardown may run when MPI is half finalized). */
 static double now_s(void)
 {
@@ -333,20 +340,26 @@ static int peer_ep(const void *addr, size_t len, ucp_ep_h *ep, int *made)
 }
 
 /*
- * Exchange worker addresses over comm and connect to every peer.  Every rank takes part in both
- * allgathers whatever happened locally (a rank without UCX contributes an empty address), so
- * that no rank waits for one that gave up; a rank learns from the lengths whether every peer
- * has an address.  The endpoints are made locally: their failure is this rank's alone, and the
- * caller agrees on the outcome with every rank of the call.
+ * Exchange worker addresses over comm and connect to every peer.  Every rank takes part in every
+ * collective step whatever happened locally, so that no rank waits for one that gave up:
+ *   1. allreduce (max) of (address length, -address length, no memory): every rank learns the
+ *      longest address, whether some rank has none (a rank without UCX offers length 0), and
+ *      whether some rank could not allocate; it needs no memory that could fail;
+ *   2. each rank allocates its record (length, then address) and the table of all records, and
+ *      an allreduce (max) of "could not" makes every rank give up together;
+ *   3. allgather of the records, all of one size (the longest address).
+ * The endpoints are made locally: their failure is this rank's alone, and the caller agrees on
+ * the outcome with every rank of the call.
  */
 int mca_coll_gpu_ucx_comm_create(struct ompi_communicator_t *comm, coll_gpu_ucx_comm_t **out)
 {
     int size = ompi_comm_size(comm), rank = ompi_comm_rank(comm);
     ucp_address_t *addr = NULL;
-    size_t addr_len = 0;
-    int mylen = 0, maxlen = 0, made = 0, rc, local_rc;
+    size_t addr_len = 0, rec;
+    int made = 0, rc, local_rc;
+    int shape[3] = {0, 0, 0}, all_shape[3] = {0, 0, 0}; /* len, -len, no memory */
+    int nomem = 0, any_nomem = 0;
     size_t kept;
-    int *lens = NULL;
     char *mine = NULL, *all = NULL;
     coll_gpu_ucx_comm_t *uc = NULL;
     ucs_status_t st;
@@ -358,46 +371,47 @@ int mca_coll_gpu_ucx_comm_create(struct ompi_communicator_t *comm, coll_gpu_ucx_
         if (UCS_OK != st) {
             addr = NULL;
             local_rc = ucx_error("ucp_worker_get_address", st);
-        } else if (addr_len > (size_t) INT32_MAX) {
+        } else if (addr_len > (size_t) INT32_MAX - sizeof(int32_t)) {
             local_rc = OMPI_ERR_BAD_PARAM;
         } else {
-            mylen = (int) addr_len;
+            shape[0] = (int) addr_len;
+            shape[1] = -(int) addr_len;
         }
     }
-    lens = calloc((size_t) size, sizeof(int));
-    if (NULL == lens) {
-        rc = OMPI_ERR_OUT_OF_RESOURCE;
-        goto out;
-    }
-    rc = host_allgather(comm, &mylen, lens, 1, MPI_INT);
+    rc = host_allreduce_max(comm, shape, all_shape, 3);
     if (OMPI_SUCCESS != rc) {
         goto out;
     }
-    for (int i = 0; i < size; ++i) {
-        maxlen = (lens[i] > maxlen) ? lens[i] : maxlen;
+    /* every rank saw the same shape: all give up together when one has no address */
+    if (0 == all_shape[1]) { /* max(-len) is 0: some rank offers no address */
+        COLL_GPU_VERBOSE(COLL_GPU_LOG_ERROR, "coll:gpu:ucx (cid %d): some rank has no UCX "
+                         "worker address%s", coll_gpu_comm_cid(comm),
+                         (0 == shape[0]) ? " (this one)" : "");
+        rc = OMPI_ERR_NOT_AVAILABLE;
+        goto out;
     }
-    /* every rank saw the same lengths: all give up together when one has no address */
-    for (int i = 0; i < size; ++i) {
-        if (0 == lens[i]) {
-            COLL_GPU_VERBOSE(COLL_GPU_LOG_ERROR,
-                             "coll:gpu:ucx (cid %d): rank %d has no UCX worker address",
-                             coll_gpu_comm_cid(comm), i);
-            rc = OMPI_ERR_NOT_AVAILABLE;
-            goto out;
-        }
+    rec = sizeof(int32_t) + (size_t) all_shape[0];
+    rec = (rec + 7) & ~(size_t) 7;
+    if (!mca_coll_gpu_test_fail_alloc("ucx")) {
+        mine = calloc(1, rec);
+        all = calloc((size_t) size, rec);
     }
-    mine = calloc(1, (size_t) maxlen);
-    all = calloc((size_t) size, (size_t) maxlen);
-    /* an allocation failure here is local: take part with zeros, then fail */
-    if (NULL != mine && NULL != all) {
-        memcpy(mine, addr, addr_len);
+    nomem = (NULL == mine || NULL == all);
+    if (nomem) {
+        COLL_GPU_VERBOSE(COLL_GPU_LOG_ERROR, "coll:gpu:ucx (cid %d): rank %d: no memory for "
+                         "the %d peers' worker addresses (%zu B)", coll_gpu_comm_cid(comm), rank,
+                         size, (size_t) size * rec);
     }
-    rc = host_allgather(comm, (NULL != mine && NULL != all) ? mine : (void *) &mylen,
-                        (NULL != all) ? all : (void *) &mylen,
-                        (NULL != mine && NULL != all) ? maxlen : 0, MPI_BYTE);
-    if (NULL == mine || NULL == all) {
+    rc = host_allreduce_max(comm, &nomem, &any_nomem, 1);
+    if (OMPI_SUCCESS == rc && any_nomem) {
         rc = OMPI_ERR_OUT_OF_RESOURCE;
     }
+    if (OMPI_SUCCESS != rc) {
+        goto out;
+    }
+    *(int32_t *) mine = (int32_t) addr_len;
+    memcpy(mine + sizeof(int32_t), addr, addr_len);
+    rc = host_allgather(comm, mine, all, (int) rec, MPI_BYTE);
     if (OMPI_SUCCESS != rc) {
         goto out;
     }
@@ -411,7 +425,9 @@ int mca_coll_gpu_ucx_comm_create(struct ompi_communicator_t *comm, coll_gpu_ucx_
     OPAL_THREAD_LOCK(&ucx_lock);
     for (int i = 0; i < size && OMPI_SUCCESS == rc; ++i) {
         if (i != rank) {
-            rc = peer_ep(all + (size_t) i * (size_t) maxlen, (size_t) lens[i], &uc->eps[i],
+            const char *r = all + (size_t) i * rec;
+
+            rc = peer_ep(r + sizeof(int32_t), (size_t) *(const int32_t *) r, &uc->eps[i],
                          &made);
         }
     }
@@ -437,7 +453,6 @@ out:
         mca_coll_gpu_ucx_comm_destroy(*out);
         *out = NULL;
     }
-    free(lens);
     free(mine);
     free(all);
     return rc;

@@ -9,6 +9,12 @@
 #             setup begun by a blocking call, and by a nonblocking one)
 #   fallback  rank 0's gather buffer in the linear host fallback, which serves the nonblocking
 #             calls queued on a team whose setup failed (coll_gpu_test_fail_team=1 fails it)
+# and, across 2 emulated nodes (when coll/gpu has UCX), test_hier on 2 and 3 ranks, every case
+# right and the failed setup announced:
+#   hier_state  rank 1's hierarchical state of each communicator (it joins the setup's memory
+#               agreement without it)
+#   hier        rank 1's tables of the hierarchical setup (who leads whom)
+#   ucx         rank 0's (a node leader's) worker address tables in the leaders' UCX setup
 # A hang fails through COLL_GPU_TEST_TIMEOUT; a crash through the exit status.
 . "$(dirname "$0")/mpitest.sh"
 COLL_GPU_TEST_TIMEOUT=${FAIL_ALLOC_TIMEOUT:-120}
@@ -55,4 +61,28 @@ data ($good ok, $bad not ok, exit $rc)"
         [ "$st" -eq 0 ] || t_diag "$log" 40
     done
 done
+if grep -q '^#define COLL_GPU_HAVE_UCX 1' "$top_builddir/coll_gpu_config.h" 2>/dev/null; then
+    for np in 2 3; do
+        for site in hier_state hier ucx; do
+            case $site in
+            ucx) who=0 says="UCX connection between the 2 nodes could not be set up" ;;
+            *) who=1 says="a rank had no memory for the hierarchical path's setup" ;;
+            esac
+            COLL_GPU_MPIRUN_ARGS="--mca coll_gpu_emulate_nodes 2 --mca coll_gpu_test_fail_alloc $who \
+--mca coll_gpu_test_fail_alloc_site $site --mca coll_gpu_hier_rail_min_bytes 0 \
+${COLL_GPU_MPIRUN_ARGS:-}" run_tap "$np" "$MPI_TESTS/test_hier" 4096 >"$log" 2>&1
+            rc=$?
+            bad=$(grep -c '^not ok' "$log")
+            good=$(grep -c '^ok' "$log")
+            told=$(grep -c "$says" "$log")
+            [ "$rc" -eq 0 ] && [ "$bad" -eq 0 ] && [ "$good" -gt 0 ] && [ "$told" -gt 0 ]
+            st=$?
+            t_ok $st "$site allocation failing on $np ranks across 2 nodes: every case right, \
+the failed setup told ($good ok, $bad not ok, $told notices, exit $rc)"
+            [ "$st" -eq 0 ] || t_diag "$log" 40
+        done
+    done
+else
+    t_skip "hier_state, hier and ucx sites" "coll/gpu was built without UCX"
+fi
 t_done
