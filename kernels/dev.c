@@ -310,6 +310,26 @@ DEV_API int dev_set_device(int ordinal)
     return ops->set_device(ordinal);
 }
 
+DEV_API int dev_device_enter(int ordinal, dev_device_scope_t *scope)
+{
+    const dev_backend_ops_t *ops;
+    DEV_CHECK_ARG(NULL != scope, __func__);
+    scope->changed = false;
+    DEV_OPS(ops, __func__);
+    DEV_CHECK_ARG(ordinal >= 0, __func__);
+    return ops->device_enter(ordinal, scope);
+}
+
+DEV_API void dev_device_leave(dev_device_scope_t *scope)
+{
+    const dev_backend_ops_t *ops = atomic_load_explicit(&dev_ops, memory_order_acquire);
+
+    if (NULL != scope && scope->changed && NULL != ops) {
+        ops->device_leave(scope);
+        scope->changed = false;
+    }
+}
+
 DEV_API int dev_device_uuid(int ordinal, dev_uuid_t *uuid)
 {
     const dev_backend_ops_t *ops;

@@ -158,6 +158,20 @@ DEV_API int dev_device_count(int *count);
  * then works on that device (see dev_cuda.c). */
 DEV_API int dev_current_device(int *ordinal);
 DEV_API int dev_set_device(int ordinal);
+/* Work on device ordinal for a while, from a thread that may be on another device or on none:
+ * the progress of a team's requests runs on whichever thread calls MPI_Test or MPI_Wait (a
+ * communication thread that never touched CUDA; one process driving two GPUs), and its streams
+ * belong to the team's device.  dev_device_enter makes ordinal the calling thread's device when
+ * it is not already (cuda: its primary context current) and fills *scope; dev_device_leave
+ * gives the thread back what it had (cuda: the context current before, or none), so that the
+ * application never sees its thread moved.  Cheap when the thread is on ordinal already. */
+typedef struct {
+    bool changed; /* enter moved the thread; leave moves it back */
+    void *saved;  /* cuda: the context current before (may be NULL: none) */
+    int ordinal;  /* emulated: the device before */
+} dev_device_scope_t;
+DEV_API int dev_device_enter(int ordinal, dev_device_scope_t *scope);
+DEV_API void dev_device_leave(dev_device_scope_t *scope);
 DEV_API int dev_device_uuid(int ordinal, dev_uuid_t *uuid);
 /* PCI bus id as "0000:3b:00.0" */
 DEV_API int dev_device_pci_bus_id(int ordinal, char *buf, size_t len);

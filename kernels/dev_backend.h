@@ -31,6 +31,8 @@ typedef struct dev_backend_ops {
     int (*device_count)(int *count);
     int (*current_device)(int *ordinal);
     int (*set_device)(int ordinal);
+    int (*device_enter)(int ordinal, dev_device_scope_t *scope);
+    void (*device_leave)(dev_device_scope_t *scope);
     int (*device_uuid)(int ordinal, dev_uuid_t *uuid);
     int (*device_pci_bus_id)(int ordinal, char *buf, size_t len);
     int (*device_can_access_peer)(int ordinal, int peer_ordinal, bool *can);

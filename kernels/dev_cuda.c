@@ -57,6 +57,7 @@ static PFN_cuPointerGetAttributes_v7000 drv_pointer_get_attributes;
 static PFN_cuMemGetAddressRange_v3020 drv_mem_get_address_range;
 static PFN_cuCtxGetCurrent_v4000 drv_ctx_get_current;
 static PFN_cuCtxGetDevice_v2000 drv_ctx_get_device;
+static PFN_cuCtxSetCurrent_v4000 drv_ctx_set_current;
 static PFN_cuDeviceGet_v2000 drv_device_get;
 
 /* CUdevice of each ordinal (so far always the ordinal itself, which is not promised). */
@@ -183,6 +184,9 @@ static int cuda_open(void)
         rc = lookup_driver_symbol("cuCtxGetDevice", (void **) &drv_ctx_get_device);
     }
     if (DEV_OK == rc) {
+        rc = lookup_driver_symbol("cuCtxSetCurrent", (void **) &drv_ctx_set_current);
+    }
+    if (DEV_OK == rc) {
         rc = lookup_driver_symbol("cuDeviceGet", (void **) &drv_device_get);
     }
     if (DEV_OK != rc) {
@@ -279,6 +283,34 @@ static int cuda_set_device(int ordinal)
     rt_device = ordinal;
 out:
     return rc;
+}
+
+/* The thread moves to ordinal's primary context (cuda_set_device) only when the driver context
+ * current on it is not of that device; leave makes the context it had current again (NULL:
+ * none), and forgets our runtime's device for this thread, which follow_app then asks again. */
+static int cuda_device_enter(int ordinal, dev_device_scope_t *scope)
+{
+    CUcontext ctx = NULL;
+    int rc;
+
+    if (app_device() == ordinal) {
+        return DEV_OK;
+    }
+    if (CUDA_SUCCESS != drv_ctx_get_current(&ctx)) {
+        ctx = NULL;
+    }
+    rc = cuda_set_device(ordinal);
+    if (DEV_OK == rc) {
+        scope->saved = ctx;
+        scope->changed = true;
+    }
+    return rc;
+}
+
+static void cuda_device_leave(dev_device_scope_t *scope)
+{
+    (void) drv_ctx_set_current((CUcontext) scope->saved);
+    rt_device = -1;
 }
 
 static int cuda_device_uuid(int ordinal, dev_uuid_t *uuid)
@@ -758,6 +790,8 @@ const dev_backend_ops_t dev_cuda_ops = {
     .device_count = cuda_device_count,
     .current_device = cuda_current_device,
     .set_device = cuda_set_device,
+    .device_enter = cuda_device_enter,
+    .device_leave = cuda_device_leave,
     .device_uuid = cuda_device_uuid,
     .device_pci_bus_id = cuda_device_pci_bus_id,
     .device_can_access_peer = cuda_device_can_access_peer,

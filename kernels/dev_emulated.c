@@ -454,6 +454,22 @@ static int emu_set_device(int ordinal)
     return rc;
 }
 
+static int emu_device_enter(int ordinal, dev_device_scope_t *scope)
+{
+    int rc = check_ordinal(ordinal, "dev_device_enter");
+    if (DEV_OK == rc && emu_device != ordinal) {
+        scope->ordinal = emu_device;
+        scope->changed = true;
+        emu_device = ordinal;
+    }
+    return rc;
+}
+
+static void emu_device_leave(dev_device_scope_t *scope)
+{
+    emu_device = scope->ordinal;
+}
+
 static uint64_t fnv1a64(const char *s)
 {
     uint64_t h = 0xcbf29ce484222325ull;
@@ -762,9 +778,21 @@ static int emu_host_free(void *ptr)
 
 /* ---- streams and events: everything completes when enqueued ------------------------------ */
 
+/* A stream belongs to the device current when it was made; work queued on it, waited for or
+ * recorded from a thread on another device fails, as CUDA's "invalid resource handle" does (so
+ * that CI sees progress run on the wrong device). */
 struct dev_stream {
-    int unused;
+    int device;
 };
+
+static int stream_here(const dev_stream_t *stream, const char *fn)
+{
+    if (NULL != stream && stream->device != emu_device) {
+        return dev_fail(DEV_ERR, "%s: the stream belongs to device %d, the thread works on "
+                        "device %d (invalid resource handle)", fn, stream->device, emu_device);
+    }
+    return DEV_OK;
+}
 
 struct dev_event {
     int unused;
@@ -773,8 +801,11 @@ struct dev_event {
 static int emu_stream_create(dev_stream_t **stream)
 {
     *stream = calloc(1, sizeof(**stream));
-    return (NULL == *stream) ? dev_fail(DEV_ERR_NOMEM, "dev_stream_create: out of memory")
-                             : DEV_OK;
+    if (NULL == *stream) {
+        return dev_fail(DEV_ERR_NOMEM, "dev_stream_create: out of memory");
+    }
+    (*stream)->device = emu_device;
+    return DEV_OK;
 }
 
 static int emu_stream_destroy(dev_stream_t *stream)
@@ -785,8 +816,7 @@ static int emu_stream_destroy(dev_stream_t *stream)
 
 static int emu_stream_sync(dev_stream_t *stream)
 {
-    (void) stream;
-    return DEV_OK;
+    return stream_here(stream, "dev_stream_sync");
 }
 
 static int emu_event_create(dev_event_t **event)
@@ -805,8 +835,7 @@ static int emu_event_destroy(dev_event_t *event)
 static int emu_event_record(dev_event_t *event, dev_stream_t *stream)
 {
     (void) event;
-    (void) stream;
-    return DEV_OK;
+    return stream_here(stream, "dev_event_record");
 }
 
 static int emu_event_sync(dev_event_t *event)
@@ -838,8 +867,8 @@ static int emu_memcpy_sync(void *dst, const void *src, size_t bytes)
 
 static int emu_memcpy_async(void *dst, const void *src, size_t bytes, dev_stream_t *stream)
 {
-    (void) stream;
-    return emu_memcpy_sync(dst, src, bytes);
+    int rc = stream_here(stream, "dev_memcpy_async");
+    return (DEV_OK == rc) ? emu_memcpy_sync(dst, src, bytes) : rc;
 }
 
 static int emu_memset_sync(void *dst, int value, size_t bytes)
@@ -859,7 +888,10 @@ static int emu_reduce(void *dst, const void *a, const void *b, size_t count, dev
     void *d, *x, *y;
     int rc;
 
-    (void) stream;
+    rc = stream_here(stream, "dev_reduce");
+    if (DEV_OK != rc) {
+        return rc;
+    }
     if (count > SIZE_MAX / dev_dtype_size(dtype)) {
         return dev_fail(DEV_ERR_ARG, "dev_reduce: count %zu overflows", count);
     }
@@ -890,7 +922,10 @@ static int emu_reduce_multi(void *const *dsts, int ndst, const void *const *srcs
     int rc;
 
     (void) launch;
-    (void) stream;
+    rc = stream_here(stream, "dev_reduce_multi");
+    if (DEV_OK != rc) {
+        return rc;
+    }
     for (int k = 0; k < nsrc; ++k) {
         void *v;
         snprintf(what, sizeof(what), "dev_reduce_multi (source %d)", k);
@@ -1042,15 +1077,13 @@ static int emu_ipc_close(void *ptr)
 /* Streams complete their work when it is enqueued: nothing to wait for, nothing pending. */
 static int emu_stream_wait_event(dev_stream_t *stream, dev_event_t *event)
 {
-    (void) stream;
     (void) event;
-    return DEV_OK;
+    return stream_here(stream, "dev_stream_wait_event");
 }
 
 static int emu_stream_query(dev_stream_t *stream)
 {
-    (void) stream;
-    return DEV_OK;
+    return stream_here(stream, "dev_stream_query");
 }
 
 /* Pinned memory is host memory here, and the "kernels" are host code: one address for both. */
@@ -1080,9 +1113,11 @@ static int emu_fused_allreduce(const dev_fused_allreduce_t *a, const dev_launch_
     size_t blocks, per;
     bool abandoned = false;
     void *v;
-    int rc;
+    int rc = stream_here(stream, "dev_fused_allreduce");
 
-    (void) stream;
+    if (DEV_OK != rc) {
+        return rc;
+    }
     blocks = (launch->nblocks > 0) ? (size_t) launch->nblocks
                                    : (bytes + EMU_FUSED_BLOCK_BYTES - 1) / EMU_FUSED_BLOCK_BYTES;
     blocks = (blocks < 1) ? 1 : (blocks > DEV_FUSED_MAX_BLOCKS) ? DEV_FUSED_MAX_BLOCKS : blocks;
@@ -1184,6 +1219,8 @@ const dev_backend_ops_t dev_emulated_ops = {
     .device_count = emu_device_count,
     .current_device = emu_current_device,
     .set_device = emu_set_device,
+    .device_enter = emu_device_enter,
+    .device_leave = emu_device_leave,
     .device_uuid = emu_device_uuid,
     .device_pci_bus_id = emu_device_pci_bus_id,
     .device_can_access_peer = emu_device_can_access_peer,

@@ -1545,11 +1545,16 @@ static void async_complete(coll_gpu_async_t *r)
  * requests completed.  Called with async_lock held (or nested in a poll of this thread). */
 static int team_progress(coll_gpu_team_t *t)
 {
+    dev_device_scope_t scope;
     int completed = 0;
 
-    if (t->async_busy) {
+    if (t->async_busy || NULL == t->async_head) {
         return 0; /* a poll nested in this team's own step (the emulated fused kernel's wait) */
     }
+    /* Any thread may get here (MPI_Test or MPI_Wait on a communication thread that never
+     * touched CUDA, or one working on another GPU): the steps run on the team's device, and the
+     * thread gets its own back.  A failed move leaves the steps to fail and say why. */
+    (void) dev_device_enter(t->device, &scope);
     t->async_busy = true;
     while (NULL != t->async_head) {
         coll_gpu_async_t *r = t->async_head;
@@ -1569,6 +1574,7 @@ static int team_progress(coll_gpu_team_t *t)
         ++completed;
     }
     t->async_busy = false;
+    dev_device_leave(&scope);
     return completed;
 }
 

@@ -462,6 +462,7 @@ static void setup_local(coll_gpu_team_t *t, coll_gpu_team_setup_t *st)
         mine->ok = DEV_OK == dev_current_device(&ordinal)
                    && DEV_OK == dev_device_uuid(ordinal, &mine->uuid)
                    && DEV_OK == dev_stream_create(&t->stream);
+        t->device = ordinal;
         if (mine->ok && rank == mca_coll_gpu_component.test_fail_team) {
             /* testing only: this rank's scratch allocation fails */
             mine->ok = 0;
@@ -612,15 +613,20 @@ static void setup_end(coll_gpu_team_t *t, coll_gpu_team_setup_t *st, bool ready)
 coll_gpu_team_state_t mca_coll_gpu_team_setup_step(coll_gpu_team_t *t)
 {
     coll_gpu_team_setup_t *st = t->setup;
+    dev_device_scope_t scope;
 
     if (NULL == st || !exchange_done(st)) {
         return t->state;
     }
+    /* the mappings and the end of the setup run on the team's device, whichever thread
+     * progresses them (round 1's local work ran on the thread that began the setup) */
+    (void) dev_device_enter(t->device, &scope);
     if (1 == st->round) {
         setup_map(t, st);
         st->round = 2;
         exchange_post(st, COLL_GPU_TAG_SETUP2, &st->mine2, st->cards2, sizeof(st->mine2));
         if (!exchange_done(st)) {
+            dev_device_leave(&scope);
             return t->state;
         }
     }
@@ -631,6 +637,7 @@ coll_gpu_team_state_t mca_coll_gpu_team_setup_step(coll_gpu_team_t *t)
     setup_end(t, st, setup_verdict(t, st));
     t->setup = NULL;
     free(st);
+    dev_device_leave(&scope);
     return t->state;
 }
 

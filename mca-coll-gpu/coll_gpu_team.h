@@ -146,6 +146,7 @@ typedef struct coll_gpu_team_t {
     uint64_t abandoned;
     coll_gpu_ctl_t *ctl;
     dev_stream_t *stream;
+    int device;                              /* the GPU of the stream (dev_device_enter) */
     void *scratch;                           /* ours: 2 slots of slot_bytes */
     size_t slot_bytes;
     void *peer_scratch[COLL_GPU_TEAM_MAX];   /* every rank's scratch, mapped here */
