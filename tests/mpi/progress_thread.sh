@@ -1,6 +1,6 @@
 #!/bin/sh
 # progress_thread.sh - test_progress_thread: nonblocking allreduces and bcasts of device buffers
-# on a node team, posted by the main thread and completed by MPI_Waitall on another thread: one
+# on a node team, posted by the main thread and completed by MPI_Wait on another thread: one
 # that never touched the device, and one on another device (COLL_GPU_EMULATED_DEVICES=2 on the
 # emulated device; gpu/progress_thread_cuda.sh brings the machine's own).  The team's steps must
 # run on the team's device and leave every thread on its own: on the emulated device a stream
