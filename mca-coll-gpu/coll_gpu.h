@@ -546,6 +546,14 @@ bool mca_coll_gpu_test_fail_alloc(const char *site);
 
 /* ---- staging (coll_gpu_stage.c) ---- */
 
+/* A part of a staged span that is copied on its own: the bytes [off, off + len) relative to
+ * the user pointer, in host memory (copied with memcpy) or not (dev_memcpy). */
+typedef struct coll_gpu_piece_t {
+    ptrdiff_t off;
+    size_t len;
+    bool host;
+} coll_gpu_piece_t;
+
 /* A user buffer seen from the host: either the buffer itself (host memory) or a pinned bounce
  * copy of the bytes [lo, lo + len) relative to the user pointer. */
 typedef struct coll_gpu_staged_t {
@@ -556,8 +564,12 @@ typedef struct coll_gpu_staged_t {
     int slot;          /* bounce slot used, or -1 when the bounce memory was allocated for this call */
     void *owned;       /* bounce memory allocated for this call only */
     bool owned_malloc; /* owned is plain malloc()ed scratch (no pinned memory could be had) */
-    size_t owned_map;  /* owned is mapped scratch of this length (no host memory could be had:
-                        * fail is set); 0: not mapped */
+    size_t owned_map;  /* owned is an anonymous mapping of this length (a sparse span, or
+                        * scratch when no host memory could be had); 0: not mapped */
+    coll_gpu_piece_t *pieces; /* the parts copied, when the span is not one copy (it crosses
+                               * allocations or kinds: mca_coll_gpu_layout_pieces); NULL: the
+                               * whole span [lo, lo + len) is */
+    int npieces;
     bool staged;       /* false: user memory is host memory and is used in place */
     int fail;          /* staging failed: host_base is scratch that lets this rank take part in
                         * the collective (its peers would wait for it otherwise); nothing is
@@ -592,6 +604,10 @@ int mca_coll_gpu_stage_in(mca_coll_gpu_module_t *module, int slot, const void *u
                           dev_mem_kind_t kind, ptrdiff_t lo, size_t len, bool copy_in,
                           struct ompi_communicator_t *comm, const char *what,
                           coll_gpu_staged_t *out);
+/* Copy between the user's memory and the bounce memory of a staged buffer (to_bounce: in),
+ * the span or its pieces.  DEV_OK, or the device layer's status of the first failed copy (its
+ * dev_error_string() says which); *failed_len is that copy's length. */
+int mca_coll_gpu_stage_copy(const coll_gpu_staged_t *staged, bool to_bounce, size_t *failed_len);
 /* Copy the bounce range back to device memory (when copy_out) and give the bounce memory back. */
 int mca_coll_gpu_stage_out(mca_coll_gpu_module_t *module, coll_gpu_staged_t *staged,
                            bool copy_out, struct ompi_communicator_t *comm, const char *what);
@@ -618,8 +634,31 @@ typedef struct coll_gpu_layout_t {
 #define COLL_GPU_LAYOUT(dt, cnt) ((coll_gpu_layout_t){(dt), (size_t) (cnt), 0, NULL, NULL})
 #define COLL_GPU_LAYOUT_V(dt, nb, cnts, dsps) ((coll_gpu_layout_t){(dt), 0, (nb), (cnts), (dsps)})
 
+/* The kind of the memory a layout at buf occupies, as the path of a call must see it: host
+ * only when every byte the layout touches is host memory, else the kind of the first non-host
+ * block found (a rank with such a layout is a device rank).  buf itself may lie outside the
+ * memory (MPI_BOTTOM, a positive lower bound).  A dense layout costs one classification of its
+ * first byte; a layout with gaps whose first byte is host memory is walked (each page of its
+ * span, or each of its blocks, whichever are fewer), since its blocks may lie anywhere. */
+dev_mem_kind_t mca_coll_gpu_layout_kind(const void *buf, coll_gpu_layout_t layout);
+/* The parts in which the span [lo, lo + len) of a layout at buf is copied between the user's
+ * memory and a host image of it: *pieces NULL when one copy of the span is right (a dense
+ * layout; a span inside one device or managed allocation), else an array (free() it) of one
+ * part per device or managed allocation (its blocks' span there, gaps included, as a whole-span
+ * copy would have them) and one per run of host blocks (only the blocks: host memory between
+ * them may not be mapped).  OMPI_ERR_OUT_OF_RESOURCE when the array cannot be had. */
+int mca_coll_gpu_layout_pieces(const void *buf, coll_gpu_layout_t layout, ptrdiff_t lo,
+                               size_t len, coll_gpu_piece_t **pieces, int *npieces);
+/* Copy the pieces (NULL: the whole span [lo, lo + len)) between user memory and a host image
+ * of it (image + off is user + off), to_image or back; as mca_coll_gpu_stage_copy. */
+int mca_coll_gpu_pieces_copy(void *user, char *image, ptrdiff_t lo, size_t len,
+                             const coll_gpu_piece_t *pieces, int npieces, bool to_image,
+                             size_t *failed_len);
+
 /* Stage a buffer for a host collective.  A WRITE-only buffer is copied in as well when its
- * layout has holes (derived types, v blocks) so that the holes go back unchanged. */
+ * layout has holes (derived types, v blocks) so that the holes go back unchanged.  A span that
+ * crosses allocations or memory kinds is copied in pieces (mca_coll_gpu_layout_pieces); kind is
+ * the layout's (mca_coll_gpu_layout_kind). */
 int mca_coll_gpu_stage_buf(mca_coll_gpu_module_t *module, int slot, const void *buf,
                            dev_mem_kind_t kind, coll_gpu_layout_t layout, coll_gpu_dir_t dir,
                            struct ompi_communicator_t *comm, const char *what,
@@ -703,6 +742,27 @@ static inline const void *mca_coll_gpu_data_start(const void *buf, ompi_datatype
         true_lb += (ptrdiff_t) (count - 1) * extent; /* the last element comes first */
     }
     return (const char *) buf + true_lb;
+}
+
+/* The kind of the memory count elements of dtype at buf occupy: host only when all of it is
+ * host memory (mca_coll_gpu_layout_kind).  A contiguous type is one range: the kind of its
+ * first byte, and the host hot path pays one classification and a flag test, as before. */
+static inline dev_mem_kind_t mca_coll_gpu_data_kind(const void *buf, ompi_datatype_t *dtype,
+                                                    int count)
+{
+    dev_mem_kind_t kind = mca_coll_gpu_classify(mca_coll_gpu_data_start(buf, dtype, count));
+
+    if (!mca_coll_gpu_is_host(kind) || MPI_IN_PLACE == buf || 0 >= count
+        || ompi_datatype_is_contiguous_memory_layout(dtype, count)) {
+        return kind;
+    }
+    return mca_coll_gpu_layout_kind(buf, COLL_GPU_LAYOUT(dtype, count));
+}
+
+/* Is all the memory of count elements of dtype at buf host memory (MPI_IN_PLACE is)? */
+static inline bool mca_coll_gpu_data_host(const void *buf, ompi_datatype_t *dtype, int count)
+{
+    return mca_coll_gpu_is_host(mca_coll_gpu_data_kind(buf, dtype, count));
 }
 
 /* ---- roots and block counts, intercommunicators included ---- */

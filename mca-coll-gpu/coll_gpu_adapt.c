@@ -12,7 +12,8 @@
  *   the team cannot export (stream-ordered pools, VMM)
  *
  *   pack:    user (device) [lo, lo+len) --copy--> pinned span --convertor pack--> pinned dense
- *            --copy--> device temporary
+ *            --copy--> device temporary  (a span across allocations or kinds is copied in
+ *            pieces, coll_gpu_stage.c)
  *   unpack:  device temporary --copy--> pinned dense; user span --copy--> pinned span (its gaps
  *            keep their bytes) --convertor unpack--> pinned span --copy--> user
  *
@@ -80,24 +81,23 @@ void mca_coll_gpu_adapt_release(mca_coll_gpu_module_t *m)
 static int adapt_convert(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
                          const char *what, const coll_gpu_adapt_t *a, bool pack)
 {
+    coll_gpu_layout_t layout = COLL_GPU_LAYOUT(a->dtype, a->count);
     coll_gpu_staged_t span, dense;
     opal_convertor_t conv;
     struct iovec iov;
     uint32_t niov = 1;
     size_t max = a->bytes;
-    ptrdiff_t lo;
-    size_t len;
     int rc, crc;
 
-    mca_coll_gpu_span(a->dtype, (size_t) a->count, &lo, &len);
     rc = mca_coll_gpu_stage_in(m, 1, a->dev, DEV_MEM_DEVICE, 0, a->bytes, !pack, comm, what,
                                &dense);
     if (OMPI_SUCCESS != rc) {
         return rc;
     }
-    /* unpacking reads the span too: the gaps between elements go back as they were */
-    rc = mca_coll_gpu_stage_in(m, 0, a->user, mca_coll_gpu_classify((char *) a->user + lo), lo,
-                               len, true, comm, what, &span);
+    /* unpacking reads the span too: the gaps between elements go back as they were; a span
+     * across allocations or kinds moves in pieces, and any device block makes it staged */
+    rc = mca_coll_gpu_stage_buf(m, 0, a->user, mca_coll_gpu_layout_kind(a->user, layout), layout,
+                                COLL_GPU_READWRITE, comm, what, &span);
     if (OMPI_SUCCESS != rc) {
         (void) mca_coll_gpu_stage_out(m, &dense, false, comm, what);
         return rc;

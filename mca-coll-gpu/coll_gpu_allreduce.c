@@ -94,8 +94,6 @@ int mca_coll_gpu_allreduce(const void *sbuf, void *rbuf, int count,
                            struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
-    /* the kind of the memory the elements occupy, not of the pointers (which may lie outside) */
-    const void *sdata, *rdata;
     coll_gpu_kinds_call_t call;
     bool host, all_device;
     int rc;
@@ -103,7 +101,8 @@ int mca_coll_gpu_allreduce(const void *sbuf, void *rbuf, int count,
     /* an intercommunicator: every rank stages its own buffers (no team spans the two groups,
      * and staging needs no agreement) */
     if (m->inter) {
-        if (mca_coll_gpu_both_host(sbuf, rbuf)) {
+        if (mca_coll_gpu_data_host(sbuf, dtype, count)
+            && mca_coll_gpu_data_host(rbuf, dtype, count)) {
             return m->prev_allreduce.fn(sbuf, rbuf, count, dtype, op, comm,
                                         m->prev_allreduce.module);
         }
@@ -118,9 +117,9 @@ int mca_coll_gpu_allreduce(const void *sbuf, void *rbuf, int count,
     if (m->in_agreed_call) {
         return m->prev_allreduce.fn(sbuf, rbuf, count, dtype, op, comm, m->prev_allreduce.module);
     }
-    sdata = mca_coll_gpu_data_start(sbuf, dtype, count);
-    rdata = mca_coll_gpu_data_start(rbuf, dtype, count);
-    host = mca_coll_gpu_both_host(sdata, rdata);
+    /* the kind of the memory the elements occupy, not of the pointers (which may lie outside);
+     * a rank with a device block anywhere in a buffer is a device rank */
+    host = mca_coll_gpu_data_host(sbuf, dtype, count) && mca_coll_gpu_data_host(rbuf, dtype, count);
     if (host && COLL_GPU_KMODE_BOARD == m->kmode && !mca_coll_gpu_component.uniform_buffers) {
         /* the hot path of host buffers: a note on the board, no wait (coll_gpu_kinds.c) */
         mca_coll_gpu_kinds_publish_host(m);

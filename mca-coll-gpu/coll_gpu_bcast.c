@@ -102,7 +102,7 @@ int mca_coll_gpu_bcast(void *buf, int count, struct ompi_datatype_t *dtype, int 
     int rc;
 
     if (m->inter) {
-        if (mca_coll_gpu_is_idle(root) || mca_coll_gpu_is_host(mca_coll_gpu_classify(buf))) {
+        if (mca_coll_gpu_is_idle(root) || mca_coll_gpu_data_host(buf, dtype, count)) {
             return m->prev_bcast.fn(buf, count, dtype, root, comm, m->prev_bcast.module);
         }
         mca_coll_gpu_log_call(bcast_name, comm, mca_coll_gpu_call_bytes(dtype, (size_t) count),
@@ -113,9 +113,9 @@ int mca_coll_gpu_bcast(void *buf, int count, struct ompi_datatype_t *dtype, int 
     if (m->in_agreed_call) {
         return m->prev_bcast.fn(buf, count, dtype, root, comm, m->prev_bcast.module);
     }
-    /* the kind of the memory the elements occupy, not of buf (which may lie outside it) */
-    host = mca_coll_gpu_is_host(mca_coll_gpu_classify(mca_coll_gpu_data_start(buf, dtype,
-                                                                              count)));
+    /* the kind of the memory the elements occupy, not of buf (which may lie outside it); a
+     * device block anywhere makes this a device rank */
+    host = mca_coll_gpu_data_host(buf, dtype, count);
     if (host && COLL_GPU_KMODE_BOARD == m->kmode && !mca_coll_gpu_component.uniform_buffers) {
         /* the hot path of host buffers: a note on the board, no wait (coll_gpu_kinds.c) */
         mca_coll_gpu_kinds_publish_host(m);

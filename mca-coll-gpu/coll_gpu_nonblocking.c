@@ -226,7 +226,8 @@ static int nb_reduce_like(const char *what, mca_coll_base_module_iallreduce_fn_t
     coll_gpu_nb_t *x;
     int rc;
 
-    if (mca_coll_gpu_both_host(sbuf, rbuf)) {
+    /* the kind of the elements' memory, not of the pointers (MPI_BOTTOM) */
+    if (mca_coll_gpu_data_host(sbuf, dtype, count) && mca_coll_gpu_data_host(rbuf, dtype, count)) {
         return prev_fn(sbuf, rbuf, count, dtype, op, comm, request, prev_module);
     }
     nb_log(what, comm, mca_coll_gpu_call_bytes(dtype, (size_t) count), dtype, op);
@@ -292,7 +293,8 @@ int mca_coll_gpu_ireduce(const void *sbuf, void *rbuf, int count, struct ompi_da
     int rc;
 
     /* the receive buffer means something at the root only */
-    if (mca_coll_gpu_both_host(sdir ? sbuf : NULL, rdir ? rbuf : NULL)) {
+    if ((!sdir || mca_coll_gpu_data_host(sbuf, dtype, count))
+        && (!rdir || mca_coll_gpu_data_host(rbuf, dtype, count))) {
         return m->prev_ireduce.fn(sbuf, rbuf, count, dtype, op, root, comm, request,
                                   m->prev_ireduce.module);
     }
@@ -382,9 +384,7 @@ int mca_coll_gpu_ibcast(void *buf, int count, struct ompi_datatype_t *dtype, int
     coll_gpu_nb_t *x;
     bool taken = false;
     /* the kind of the memory the elements occupy, not of buf (as MPI_Bcast) */
-    bool host = COLL_GPU_NONE == dir
-                || mca_coll_gpu_is_host(
-                    mca_coll_gpu_classify(mca_coll_gpu_data_start(buf, dtype, count)));
+    bool host = COLL_GPU_NONE == dir || mca_coll_gpu_data_host(buf, dtype, count);
     int rc;
 
     /* the node team's algorithms once a blocking allreduce, bcast or reduce had

@@ -1360,11 +1360,14 @@ static int async_step(coll_gpu_async_t *r)
 /* ---- buffers ------------------------------------------------------------------------------- */
 
 /* Pack (to_dev) or unpack count x dtype between the user's layout and b->tmp, through host
- * memory of the request's own: the span copied out (gaps kept), the convertor, one copy. */
+ * memory of the request's own: the span copied out (gaps kept; in pieces where it crosses
+ * allocations or kinds, coll_gpu_stage.c), the convertor, one copy. */
 static int buf_convert(async_buf_t *b, bool to_dev)
 {
+    coll_gpu_piece_t *pieces = NULL;
+    int npieces = 0;
     ptrdiff_t lo;
-    size_t len, max = b->bytes;
+    size_t len, max = b->bytes, failed_len = 0;
     char *span, *dense;
     opal_convertor_t conv;
     struct iovec iov;
@@ -1374,10 +1377,14 @@ static int buf_convert(async_buf_t *b, bool to_dev)
     mca_coll_gpu_span(b->dtype, (size_t) b->count, &lo, &len);
     span = malloc(len);
     dense = malloc(b->bytes);
-    if (NULL == span || NULL == dense) {
+    if (NULL == span || NULL == dense
+        || OMPI_SUCCESS != mca_coll_gpu_layout_pieces(b->user,
+                                                      COLL_GPU_LAYOUT(b->dtype, b->count), lo,
+                                                      len, &pieces, &npieces)) {
         goto out;
     }
-    if (DEV_OK != dev_memcpy(span, (char *) b->user + lo, len)
+    if (DEV_OK != mca_coll_gpu_pieces_copy(b->user, span - lo, lo, len, pieces, npieces, true,
+                                           &failed_len)
         || (!to_dev && DEV_OK != dev_memcpy(dense, b->tmp, b->bytes))) {
         goto out;
     }
@@ -1399,10 +1406,12 @@ static int buf_convert(async_buf_t *b, bool to_dev)
         goto out;
     }
     if (to_dev ? DEV_OK == dev_memcpy(b->tmp, dense, b->bytes)
-               : DEV_OK == dev_memcpy((char *) b->user + lo, span, len)) {
+               : DEV_OK == mca_coll_gpu_pieces_copy(b->user, span - lo, lo, len, pieces,
+                                                    npieces, false, &failed_len)) {
         rc = OMPI_SUCCESS;
     }
 out:
+    free(pieces);
     free(span);
     free(dense);
     return rc;
@@ -1945,9 +1954,8 @@ int mca_coll_gpu_async_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, voi
     /* the team's path once a blocking allreduce, bcast or reduce had device memory on
      * every rank (mca_coll_gpu_nb_team_path): then this rank takes it whatever its own kind */
     if (m->inter
-        || !mca_coll_gpu_nb_team_path(
-            m, !mca_coll_gpu_both_host(mca_coll_gpu_data_start(sbuf, dtype, count),
-                                       mca_coll_gpu_data_start(rbuf, dtype, count)))) {
+        || !mca_coll_gpu_nb_team_path(m, !mca_coll_gpu_data_host(sbuf, dtype, count)
+                                             || !mca_coll_gpu_data_host(rbuf, dtype, count))) {
         return OMPI_SUCCESS;
     }
     not_capable = mca_coll_gpu_map_reduction(dtype, (size_t) count, op, &dt, &dop, &nelems);

@@ -232,15 +232,16 @@ static int pers_attach(coll_gpu_pers_t *p, int rc, ompi_request_t **request)
     return OMPI_SUCCESS;
 }
 
-/* Copy a staged buffer's range between the user's device memory and its bounce memory. */
+/* Copy a staged buffer's range (or its pieces) between the user's memory and its bounce
+ * memory. */
 static int pers_copy(coll_gpu_pers_t *p, coll_gpu_staged_t *b, bool in)
 {
-    char *user = (char *) b->user + b->lo, *host = b->host_base + b->lo;
-    int rc = in ? dev_memcpy(host, user, b->len) : dev_memcpy(user, host, b->len);
+    size_t failed_len = 0;
+    int rc = mca_coll_gpu_stage_copy(b, in, &failed_len);
 
     if (DEV_OK != rc) {
         mca_coll_gpu_report_failure(p->what, p->comm, "copy of %zu B %s the device failed: %s%s",
-                                    b->len, in ? "from" : "to", dev_error_string(),
+                                    failed_len, in ? "from" : "to", dev_error_string(),
                                     in ? "; taking part with stale data" : "");
         return OMPI_ERROR;
     }
@@ -396,7 +397,8 @@ static int pers_reduce_like(const char *what, mca_coll_base_module_allreduce_ini
     coll_gpu_pers_t *p;
     int rc;
 
-    if (mca_coll_gpu_both_host(sbuf, rbuf)) {
+    /* the kind of the elements' memory, not of the pointers (MPI_BOTTOM) */
+    if (mca_coll_gpu_data_host(sbuf, dtype, count) && mca_coll_gpu_data_host(rbuf, dtype, count)) {
         return prev_fn(sbuf, rbuf, count, dtype, op, comm, info, request, prev_module);
     }
     pers_log(what, comm, mca_coll_gpu_call_bytes(dtype, (size_t) count), dtype, op);
@@ -468,7 +470,8 @@ int mca_coll_gpu_reduce_init(const void *sbuf, void *rbuf, int count,
     int rc;
 
     /* the receive buffer means something at the root only */
-    if (mca_coll_gpu_both_host(sdir ? sbuf : NULL, rdir ? rbuf : NULL)) {
+    if ((!sdir || mca_coll_gpu_data_host(sbuf, dtype, count))
+        && (!rdir || mca_coll_gpu_data_host(rbuf, dtype, count))) {
         return m->prev_reduce_init.fn(sbuf, rbuf, count, dtype, op, root, comm, info, request,
                                       m->prev_reduce_init.module);
     }
@@ -561,9 +564,7 @@ int mca_coll_gpu_bcast_init(void *buf, int count, struct ompi_datatype_t *dtype,
     coll_gpu_pers_t *p;
     bool taken = false;
     /* the kind of the memory the elements occupy, not of buf (as MPI_Bcast, MPI_Ibcast) */
-    bool host = COLL_GPU_NONE == dir
-                || mca_coll_gpu_is_host(
-                    mca_coll_gpu_classify(mca_coll_gpu_data_start(buf, dtype, count)));
+    bool host = COLL_GPU_NONE == dir || mca_coll_gpu_data_host(buf, dtype, count);
     int rc;
 
     /* the nonblocking call's decision and algorithms (MPI_Ibcast) */

@@ -24,8 +24,10 @@ static int reduce_body(const void *sbuf, void *rbuf, int count, struct ompi_data
     coll_gpu_staged_t s, r;
     int rc;
 
-    /* the receive buffer means something at the root only */
-    if (mca_coll_gpu_both_host(sdir ? sbuf : NULL, rdir ? rbuf : NULL)) {
+    /* the receive buffer means something at the root only; the kind of the elements' memory,
+     * not of the pointers */
+    if ((!sdir || mca_coll_gpu_data_host(sbuf, dtype, count))
+        && (!rdir || mca_coll_gpu_data_host(rbuf, dtype, count))) {
         return m->prev_reduce.fn(sbuf, rbuf, count, dtype, op, root, comm, m->prev_reduce.module);
     }
     mca_coll_gpu_log_call(name, comm, mca_coll_gpu_call_bytes(dtype, (size_t) count), dtype, op,
@@ -64,8 +66,8 @@ int mca_coll_gpu_reduce(const void *sbuf, void *rbuf, int count, struct ompi_dat
      * for MPI_Allreduce (coll_gpu_kinds.c), though a reduce never takes the GPU path: the
      * nonblocking allreduces and bcasts after it follow what it found (a benchmark's
      * statistics often come first).  Nested calls of the saved module go straight through. */
-    host = mca_coll_gpu_both_host(sdir ? mca_coll_gpu_data_start(sbuf, dtype, count) : NULL,
-                                  rdir ? mca_coll_gpu_data_start(rbuf, dtype, count) : NULL);
+    host = (!sdir || mca_coll_gpu_data_host(sbuf, dtype, count))
+           && (!rdir || mca_coll_gpu_data_host(rbuf, dtype, count));
     if (host && COLL_GPU_KMODE_BOARD == m->kmode && !mca_coll_gpu_component.uniform_buffers) {
         /* the hot path of host buffers: a note on the board, no wait (coll_gpu_kinds.c) */
         mca_coll_gpu_kinds_publish_host(m);
@@ -175,7 +177,8 @@ static int scan_like(const char *name, mca_coll_base_module_scan_fn_t prev_fn,
                      struct ompi_datatype_t *dtype, struct ompi_op_t *op,
                      struct ompi_communicator_t *comm, mca_coll_gpu_module_t *m)
 {
-    if (mca_coll_gpu_both_host(sbuf, rbuf)) {
+    /* the kind of the elements' memory, not of the pointers (MPI_BOTTOM) */
+    if (mca_coll_gpu_data_host(sbuf, dtype, count) && mca_coll_gpu_data_host(rbuf, dtype, count)) {
         return prev_fn(sbuf, rbuf, count, dtype, op, comm, prev_module);
     }
     mca_coll_gpu_log_call(name, comm, mca_coll_gpu_call_bytes(dtype, (size_t) count), dtype, op,
@@ -222,8 +225,8 @@ int mca_coll_gpu_reduce_local(const void *inbuf, void *inoutbuf, int count,
     coll_gpu_staged_t s, r;
     int rc;
 
-    if (mca_coll_gpu_both_host(mca_coll_gpu_data_start(inbuf, dtype, count),
-                               mca_coll_gpu_data_start(inoutbuf, dtype, count))) {
+    if (mca_coll_gpu_data_host(inbuf, dtype, count)
+        && mca_coll_gpu_data_host(inoutbuf, dtype, count)) {
         return m->prev_reduce_local.fn(inbuf, inoutbuf, count, dtype, op,
                                        m->prev_reduce_local.module);
     }
