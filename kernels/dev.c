@@ -444,26 +444,48 @@ DEV_API int dev_mem_free(void *ptr)
     return ops->mem_free(ptr);
 }
 
+/* dev_host_stats: relaxed counters, read by tests between calls */
+static atomic_uint_fast64_t dev_host_allocs = 0;
+static atomic_uint_fast64_t dev_host_frees = 0;
+
 DEV_API int dev_host_alloc(void **ptr, size_t size)
 {
     const dev_backend_ops_t *ops;
+    int rc;
+
     DEV_OPS(ops, __func__);
     DEV_CHECK_ARG(NULL != ptr, __func__);
     *ptr = NULL;
     if (0 == size) {
         return DEV_OK;
     }
-    return ops->host_alloc(ptr, size);
+    rc = ops->host_alloc(ptr, size);
+    if (DEV_OK == rc) {
+        atomic_fetch_add_explicit(&dev_host_allocs, 1, memory_order_relaxed);
+    }
+    return rc;
 }
 
 DEV_API int dev_host_free(void *ptr)
 {
     const dev_backend_ops_t *ops;
+    int rc;
+
     DEV_OPS(ops, __func__);
     if (NULL == ptr) {
         return DEV_OK;
     }
-    return ops->host_free(ptr);
+    rc = ops->host_free(ptr);
+    if (DEV_OK == rc) {
+        atomic_fetch_add_explicit(&dev_host_frees, 1, memory_order_relaxed);
+    }
+    return rc;
+}
+
+DEV_API void dev_host_stats(dev_host_stats_t *stats)
+{
+    stats->allocs = atomic_load_explicit(&dev_host_allocs, memory_order_relaxed);
+    stats->frees = atomic_load_explicit(&dev_host_frees, memory_order_relaxed);
 }
 
 DEV_API int dev_stream_create(dev_stream_t **stream)
@@ -697,10 +719,16 @@ DEV_API int dev_default_stream_settle(void)
 DEV_API int dev_host_alloc_mapped(void **host, void **device, size_t size)
 {
     const dev_backend_ops_t *ops;
+    int rc;
+
     DEV_OPS(ops, __func__);
     DEV_CHECK_ARG(NULL != host && NULL != device && size > 0, __func__);
     *host = *device = NULL;
-    return ops->host_alloc_mapped(host, device, size);
+    rc = ops->host_alloc_mapped(host, device, size);
+    if (DEV_OK == rc) {
+        atomic_fetch_add_explicit(&dev_host_allocs, 1, memory_order_relaxed);
+    }
+    return rc;
 }
 
 DEV_API int dev_fused_allreduce(const dev_fused_allreduce_t *a, const dev_launch_t *launch,

@@ -9,7 +9,8 @@
  *             faults, exactly as host code touching a real device pointer does) and once
  *             read-write at a private alias that only this layer uses; IPC is the shared-memory
  *             segment itself; kernels are the plain-C references of reference.c; streams run
- *             each operation in order at the time it is enqueued.
+ *             each operation in order at the time it is enqueued (copies on a stream may be
+ *             held back for tests: COLL_GPU_EMULATED_ASYNC, dev_emulated.c).
  *
  * The library knows nothing of MPI.  It is a shared library (libcoll_gpu_dev) so that the
  * component, the tests and the benchmark in one process share one backend and one registry of
@@ -239,6 +240,15 @@ DEV_API bool dev_mem_ipc_capable(const void *ptr);
 /* Page-locked host memory for staging. */
 DEV_API int dev_host_alloc(void **ptr, size_t size);
 DEV_API int dev_host_free(void *ptr);
+/* Counters since the process started, for tests and the benchmark: page-locked allocations
+ * made (dev_host_alloc and dev_host_alloc_mapped that succeeded) and freed (dev_host_free that
+ * succeeded).  Each one is a driver call of milliseconds on a GPU, so a path that should reuse
+ * its memory shows here when it does not. */
+typedef struct {
+    uint64_t allocs;
+    uint64_t frees;
+} dev_host_stats_t;
+DEV_API void dev_host_stats(dev_host_stats_t *stats);
 
 /* ---- streams, events, copies ----------------------------------------------------------- */
 

@@ -37,7 +37,15 @@
  * share /dev/shm).
  *
  * Streams and events.  Every operation runs to completion when it is enqueued, so streams are
- * trivially in order and events are always complete.
+ * trivially in order and events are always complete.  For tests of code that must not take an
+ * asynchronous copy's data before the copy has ended, COLL_GPU_EMULATED_ASYNC=N holds back
+ * dev_memcpy_async on a stream of dev_stream_create: the copies queued on a stream run only once
+ * N queries (dev_event_query of an event recorded after them, dev_stream_query) have found them
+ * pending, or when something waits for them (dev_event_sync, dev_stream_sync,
+ * dev_stream_wait_event, another operation enqueued on that stream, dev_stream_destroy).  A
+ * reader that looks early finds the old bytes, as on a GPU.  The default stream (NULL) and the
+ * blocking copies are never held back: the streams stand for CUDA's non-blocking ones, which
+ * the default stream does not wait for.
  */
 #include "dev_backend.h"
 #include "reference.h"
@@ -101,6 +109,7 @@ static struct {
 static size_t emu_nholes = 0;
 static pthread_mutex_t emu_holes_lock = PTHREAD_MUTEX_INITIALIZER;
 
+static int emu_async_polls = 0; /* COLL_GPU_EMULATED_ASYNC (see the file header); 0: off */
 static atomic_uint_fast64_t emu_next_buffer_id = 1;
 static atomic_uint_fast64_t emu_next_shm_seq = 0;
 static int emu_ndevices = 1;
@@ -387,8 +396,20 @@ static int emu_open(void)
     const char *env = getenv("COLL_GPU_EMULATED_DEVICES");
 
     const char *reuse = getenv("COLL_GPU_EMULATED_REUSE");
+    const char *async = getenv("COLL_GPU_EMULATED_ASYNC");
 
     emu_reuse = NULL != reuse && 0 == strcmp(reuse, "1");
+    emu_async_polls = 0;
+    if (NULL != async && '\0' != async[0]) {
+        char *end = NULL;
+        long n = strtol(async, &end, 10);
+        if ('\0' != *end || n < 0 || n > 1000000) {
+            return dev_fail(DEV_ERR_ARG,
+                            "emulated: COLL_GPU_EMULATED_ASYNC=%s is not a number in 0..1000000",
+                            async);
+        }
+        emu_async_polls = (int) n;
+    }
     emu_ndevices = 1;
     if (NULL != env && '\0' != env[0]) {
         char *end = NULL;
@@ -776,13 +797,27 @@ static int emu_host_free(void *ptr)
     return remove_and_release(ptr, 1u << EMU_PINNED, "dev_host_free");
 }
 
-/* ---- streams and events: everything completes when enqueued ------------------------------ */
+/* ---- streams and events: everything completes when enqueued (or held back for tests) ---- */
 
-/* A stream belongs to the device current when it was made; work queued on it, waited for or
- * recorded from a thread on another device fails, as CUDA's "invalid resource handle" does (so
- * that CI sees progress run on the wrong device). */
+/* A copy held back (COLL_GPU_EMULATED_ASYNC): the views were resolved when it was enqueued. */
+typedef struct {
+    void *dst;
+    const void *src;
+    size_t bytes;
+} emu_copy_t;
+
+/* A stream belongs to the device current when it was made.  As on CUDA, a kernel launched on it
+ * from a thread whose current device is another fails ("invalid resource handle"), so that CI
+ * sees device work run from the wrong device; copies, queries, waits and syncs on it work from
+ * any device, as CUDA's do (stream_here guards the launches only). */
 struct dev_stream {
-    int device;
+    int device;         /* the device current when it was made (stream_here) */
+    pthread_mutex_t lock;
+    emu_copy_t *held;   /* copies not run yet, in order */
+    size_t nheld, cap;
+    uint64_t enqueued;  /* copies ever held back on this stream */
+    uint64_t ran;       /* of which have run */
+    int polls_left;     /* queries still to find the held copies pending */
 };
 
 static int stream_here(const dev_stream_t *stream, const char *fn)
@@ -795,28 +830,78 @@ static int stream_here(const dev_stream_t *stream, const char *fn)
 }
 
 struct dev_event {
-    int unused;
+    dev_stream_t *stream; /* the stream of its last record; NULL: complete */
+    uint64_t ticket;      /* complete once stream->ran reaches it */
 };
+
+/* Run every copy held back on the stream.  Caller holds stream->lock. */
+static void stream_flush_locked(dev_stream_t *stream)
+{
+    for (size_t i = 0; i < stream->nheld; ++i) {
+        memmove(stream->held[i].dst, stream->held[i].src, stream->held[i].bytes);
+    }
+    stream->nheld = 0;
+    stream->ran = stream->enqueued;
+}
+
+static void stream_flush(dev_stream_t *stream)
+{
+    if (NULL == stream || 0 == emu_async_polls) {
+        return;
+    }
+    pthread_mutex_lock(&stream->lock);
+    stream_flush_locked(stream);
+    pthread_mutex_unlock(&stream->lock);
+}
+
+/* A query of work up to ticket on stream: DEV_OK when it has run (now, if this was the query
+ * that lets it), 1 when it stays pending. */
+static int stream_poll(dev_stream_t *stream, uint64_t ticket)
+{
+    int rc = DEV_OK;
+
+    if (NULL == stream || 0 == emu_async_polls) {
+        return DEV_OK;
+    }
+    pthread_mutex_lock(&stream->lock);
+    if (stream->ran < ticket) {
+        if (0 < stream->polls_left) {
+            --stream->polls_left;
+            rc = 1;
+        } else {
+            stream_flush_locked(stream);
+        }
+    }
+    pthread_mutex_unlock(&stream->lock);
+    return rc;
+}
 
 static int emu_stream_create(dev_stream_t **stream)
 {
-    *stream = calloc(1, sizeof(**stream));
-    if (NULL == *stream) {
+    dev_stream_t *st = calloc(1, sizeof(*st));
+
+    if (NULL == st) {
         return dev_fail(DEV_ERR_NOMEM, "dev_stream_create: out of memory");
     }
-    (*stream)->device = emu_device;
+    pthread_mutex_init(&st->lock, NULL);
+    st->device = emu_device;
+    *stream = st;
     return DEV_OK;
 }
 
 static int emu_stream_destroy(dev_stream_t *stream)
 {
+    stream_flush(stream);
+    pthread_mutex_destroy(&stream->lock);
+    free(stream->held);
     free(stream);
     return DEV_OK;
 }
 
 static int emu_stream_sync(dev_stream_t *stream)
 {
-    return stream_here(stream, "dev_stream_sync");
+    stream_flush(stream);
+    return DEV_OK;
 }
 
 static int emu_event_create(dev_event_t **event)
@@ -834,20 +919,26 @@ static int emu_event_destroy(dev_event_t *event)
 
 static int emu_event_record(dev_event_t *event, dev_stream_t *stream)
 {
-    (void) event;
-    return stream_here(stream, "dev_event_record");
+    event->stream = NULL;
+    event->ticket = 0;
+    if (NULL != stream && 0 != emu_async_polls) {
+        pthread_mutex_lock(&stream->lock);
+        event->stream = stream;
+        event->ticket = stream->enqueued;
+        pthread_mutex_unlock(&stream->lock);
+    }
+    return DEV_OK;
 }
 
 static int emu_event_sync(dev_event_t *event)
 {
-    (void) event;
+    stream_flush(event->stream);
     return DEV_OK;
 }
 
 static int emu_event_query(dev_event_t *event)
 {
-    (void) event;
-    return DEV_OK;
+    return stream_poll(event->stream, event->ticket);
 }
 
 /* ---- copies and kernels ------------------------------------------------------------------ */
@@ -867,8 +958,37 @@ static int emu_memcpy_sync(void *dst, const void *src, size_t bytes)
 
 static int emu_memcpy_async(void *dst, const void *src, size_t bytes, dev_stream_t *stream)
 {
-    int rc = stream_here(stream, "dev_memcpy_async");
-    return (DEV_OK == rc) ? emu_memcpy_sync(dst, src, bytes) : rc;
+    void *d, *s;
+    int rc;
+
+    if (NULL == stream || 0 == emu_async_polls) {
+        return emu_memcpy_sync(dst, src, bytes);
+    }
+    rc = host_view(dst, bytes, "dev_memcpy_async (destination)", &d);
+    if (DEV_OK == rc) {
+        rc = host_view(src, bytes, "dev_memcpy_async (source)", &s);
+    }
+    if (DEV_OK != rc) {
+        return rc;
+    }
+    pthread_mutex_lock(&stream->lock);
+    if (stream->nheld == stream->cap) {
+        size_t cap = (0 == stream->cap) ? 8 : 2 * stream->cap;
+        emu_copy_t *held = realloc(stream->held, cap * sizeof(*held));
+        if (NULL == held) {
+            pthread_mutex_unlock(&stream->lock);
+            return dev_fail(DEV_ERR_NOMEM, "dev_memcpy_async: out of memory");
+        }
+        stream->held = held;
+        stream->cap = cap;
+    }
+    if (0 == stream->nheld) {
+        stream->polls_left = emu_async_polls;
+    }
+    stream->held[stream->nheld++] = (emu_copy_t){d, s, bytes};
+    ++stream->enqueued;
+    pthread_mutex_unlock(&stream->lock);
+    return DEV_OK;
 }
 
 static int emu_memset_sync(void *dst, int value, size_t bytes)
@@ -892,6 +1012,7 @@ static int emu_reduce(void *dst, const void *a, const void *b, size_t count, dev
     if (DEV_OK != rc) {
         return rc;
     }
+    stream_flush(stream); /* in order after the copies held back there */
     if (count > SIZE_MAX / dev_dtype_size(dtype)) {
         return dev_fail(DEV_ERR_ARG, "dev_reduce: count %zu overflows", count);
     }
@@ -926,6 +1047,7 @@ static int emu_reduce_multi(void *const *dsts, int ndst, const void *const *srcs
     if (DEV_OK != rc) {
         return rc;
     }
+    stream_flush(stream); /* in order after the copies held back there */
     for (int k = 0; k < nsrc; ++k) {
         void *v;
         snprintf(what, sizeof(what), "dev_reduce_multi (source %d)", k);
@@ -1074,16 +1196,26 @@ static int emu_ipc_close(void *ptr)
 
 /* ---- fast-path additions (dev.h's block of the same name) -------------------------------- */
 
-/* Streams complete their work when it is enqueued: nothing to wait for, nothing pending. */
+/* Streams complete their work when it is enqueued, but for the copies held back for tests:
+ * a wait on them runs them, a query counts as one of the polls they wait for. */
 static int emu_stream_wait_event(dev_stream_t *stream, dev_event_t *event)
 {
-    (void) event;
-    return stream_here(stream, "dev_stream_wait_event");
+    (void) stream;
+    stream_flush(event->stream);
+    return DEV_OK;
 }
 
 static int emu_stream_query(dev_stream_t *stream)
 {
-    return stream_here(stream, "dev_stream_query");
+    uint64_t ticket = 0;
+
+    if (NULL == stream || 0 == emu_async_polls) {
+        return DEV_OK;
+    }
+    pthread_mutex_lock(&stream->lock);
+    ticket = stream->enqueued;
+    pthread_mutex_unlock(&stream->lock);
+    return stream_poll(stream, ticket);
 }
 
 /* Pinned memory is host memory here, and the "kernels" are host code: one address for both. */
@@ -1118,6 +1250,7 @@ static int emu_fused_allreduce(const dev_fused_allreduce_t *a, const dev_launch_
     if (DEV_OK != rc) {
         return rc;
     }
+    stream_flush(stream); /* in order after the copies held back there */
     blocks = (launch->nblocks > 0) ? (size_t) launch->nblocks
                                    : (bytes + EMU_FUSED_BLOCK_BYTES - 1) / EMU_FUSED_BLOCK_BYTES;
     blocks = (blocks < 1) ? 1 : (blocks > DEV_FUSED_MAX_BLOCKS) ? DEV_FUSED_MAX_BLOCKS : blocks;

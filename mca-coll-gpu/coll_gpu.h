@@ -125,6 +125,7 @@ typedef struct mca_coll_gpu_component_t {
     int verbose;
     int device_choice;          /* coll_gpu_device_choice_t */
     size_t stage_cache_bytes;   /* pinned bounce memory kept per communicator between calls */
+    size_t pinned_pool_bytes;   /* pinned memory the process's pool keeps between calls */
     int allreduce_algorithm;    /* topo_allreduce_alg_t (settable through MPI_T) */
     int bcast_algorithm;        /* topo_bcast_alg_t (settable through MPI_T) */
     int nblocks;                /* kernel thread blocks; 0: the decision table's */
@@ -544,6 +545,25 @@ void mca_coll_gpu_memhooks_fini(void);
  * process's allocations at site fail (coll_gpu_component.c)? */
 bool mca_coll_gpu_test_fail_alloc(const char *site);
 
+/* ---- the process's pool of pinned host memory (coll_gpu_pinned_pool.c) ---- */
+
+/* Pinned host memory of at least len bytes for a staged call's bounce memory: a block the pool
+ * keeps, or a new one.  Never inside progress (it may free what waits to be freed). */
+int mca_coll_gpu_pinned_get(size_t len, void **ptr);
+/* Give back what mca_coll_gpu_pinned_get(len) gave.  Inside a completion (between
+ * mca_coll_gpu_pinned_completion_enter and _leave on this thread) it never calls the driver. */
+void mca_coll_gpu_pinned_put(void *ptr, size_t len);
+/* Free the blocks unused for idle_seconds or more (0: every block the pool keeps). */
+void mca_coll_gpu_pinned_trim(double idle_seconds);
+/* This thread runs a request's completion inside progress: no blocking driver call until
+ * _leave (nests). */
+void mca_coll_gpu_pinned_completion_enter(void);
+void mca_coll_gpu_pinned_completion_leave(void);
+/* Free everything (component close: after the last request, before the device closes). */
+void mca_coll_gpu_pinned_finalize(void);
+/* Blocks the pool keeps that nobody used for this long are freed at communicator free. */
+#define COLL_GPU_PINNED_IDLE_SECONDS 10.0
+
 /* ---- staging (coll_gpu_stage.c) ---- */
 
 /* A part of a staged span that is copied on its own: the bytes [off, off + len) relative to
@@ -611,6 +631,9 @@ int mca_coll_gpu_stage_copy(const coll_gpu_staged_t *staged, bool to_bounce, siz
 /* Copy the bounce range back to device memory (when copy_out) and give the bounce memory back. */
 int mca_coll_gpu_stage_out(mca_coll_gpu_module_t *module, coll_gpu_staged_t *staged,
                            bool copy_out, struct ompi_communicator_t *comm, const char *what);
+/* Give the bounce memory back without copying (what stage_out does after its copy); inside a
+ * completion (mca_coll_gpu_pinned_completion_enter) without a blocking driver call. */
+void mca_coll_gpu_stage_release(coll_gpu_staged_t *staged);
 void mca_coll_gpu_bounce_release(mca_coll_gpu_module_t *module);
 
 /* What a collective does with a buffer, which decides the copies around the host call. */
@@ -1014,6 +1037,37 @@ int mca_coll_gpu_ineighbor_alltoallw(const void *sbuf, const int *scounts,
                                      struct ompi_communicator_t *comm, ompi_request_t **request,
                                      mca_coll_base_module_t *module);
 
+/* ---- copies back of staged requests without waiting (coll_gpu_stage_async.c) ---- */
+
+/* A staged request's copy back: the event that ends it, on the copy stream of the device the
+ * call was made on, and what to do once it has ended. */
+typedef struct coll_gpu_copyback_t {
+    struct coll_gpu_copyback_t *next;   /* the list of copies in flight */
+    dev_event_t *event;                 /* NULL: none could be had (the copy back waits) */
+    int device;                         /* the ordinal of event and stream */
+    bool pending;                       /* in flight: the request completes from progress */
+    int rc;                             /* a failure seen so far */
+    ompi_request_t *req;
+    const char *what;
+    struct ompi_communicator_t *comm;   /* for failure reports only */
+    void (*finish)(struct coll_gpu_copyback_t *cb); /* after the copy, before the completion */
+} coll_gpu_copyback_t;
+
+/* Take an event and the copy stream of the calling thread's device for cb (at the call, never
+ * inside progress); without them cb's copies back wait (logged).  Registers the progress
+ * function on first use. */
+void mca_coll_gpu_copyback_reserve(coll_gpu_copyback_t *cb, struct ompi_communicator_t *comm,
+                                   const char *what);
+/* Give cb's event back (to be reused; never a driver call).  Idempotent. */
+void mca_coll_gpu_copyback_unreserve(coll_gpu_copyback_t *cb);
+/* Copy the n staged buffers back to the user's memory.  With may_defer, inside a request's
+ * completion callback: returns false when the copies are in flight, and then progress runs
+ * cb->finish and completes req once they have ended (req's status carries a failure); else
+ * returns true once they have ended, a failure in *rc (reported). */
+bool mca_coll_gpu_copyback_start(coll_gpu_copyback_t *cb, coll_gpu_staged_t *const *bufs, int n,
+                                 ompi_request_t *req, bool may_defer, int *rc);
+void mca_coll_gpu_copyback_finalize(void);
+
 /* ---- nonblocking staging (coll_gpu_nonblocking.c), shared with coll_gpu_neighbor.c ---- */
 
 /* What a staged nonblocking call keeps until its request completes. */
@@ -1026,6 +1080,7 @@ typedef struct coll_gpu_nb_t {
     coll_gpu_dir_t sdir, rdir;
     ompi_request_complete_fn_t inner_cb; /* a callback the saved module had set, run first */
     void *inner_cb_data;
+    coll_gpu_copyback_t cb;             /* the copy back of the written buffers */
 } coll_gpu_nb_t;
 
 /* Stage a call's send and receive buffers into bounce memory of its own; *out NULL on

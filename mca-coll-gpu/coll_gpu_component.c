@@ -49,6 +49,9 @@ __attribute__((visibility("default"))) mca_coll_gpu_component_t mca_coll_gpu_com
     .verbose = 0,
     .device_choice = COLL_GPU_DEVICE_AUTO,
     .stage_cache_bytes = 64UL << 20,
+    /* The nonblocking and persistent calls' bounce memory: enough for a few dozen calls of up
+     * to a MiB in flight at once, a fraction of what each communicator's cache may hold */
+    .pinned_pool_bytes = 16UL << 20,
     .allreduce_algorithm = TOPO_AR_AUTO,
     .bcast_algorithm = TOPO_BC_AUTO,
     .oneshot_slot_bytes = 1UL << 20,
@@ -131,6 +134,8 @@ static gpu_param_range_t gpu_ranges[] = {
     {"verbose", false, &GPU_C->verbose, INT_MIN, INT_MAX, false, "", 0},
     {"stage_cache_bytes", true, &GPU_C->stage_cache_bytes, 0, -16, false,
      "1/16 of this machine's memory", 0},
+    {"pinned_pool_bytes", true, &GPU_C->pinned_pool_bytes, 0, -16, false,
+     "1/16 of this machine's memory", 0},
     {"nblocks", false, &GPU_C->nblocks, 0, 1024, false, "more blocks than any GPU runs at once",
      0},
     {"nthreads", false, &GPU_C->nthreads, 0, 1024, false, "CUDA's threads per block", 0},
@@ -200,6 +205,18 @@ static int gpu_register(void)
         "larger staged calls allocate and free their own",
         MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
         &mca_coll_gpu_component.stage_cache_bytes);
+
+    (void) mca_base_component_var_register(
+        c, "pinned_pool_bytes",
+        "Pinned host memory the process keeps between staged calls for the bounce buffers of "
+        "nonblocking and persistent collectives and of blocking ones larger than "
+        "coll_gpu_stage_cache_bytes (bytes, up to 1/16 of the machine's memory): blocks of "
+        "powers of two from 4 KiB, the least recently used freed beyond this bound, and those "
+        "unused for 10 s at a communicator's free; larger calls allocate and free their own "
+        "(pinning takes milliseconds).  0: no block is kept (one given back inside progress is "
+        "freed at the next call's start, which may take it if it fits)",
+        MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_coll_gpu_component.pinned_pool_bytes);
 
     register_enum("allreduce_algorithm", "coll_gpu_allreduce_algorithm",
                   AS_MCA_ENUM(topo_allreduce_alg_values),
@@ -504,6 +521,11 @@ static int gpu_close(void)
 {
     mca_coll_gpu_host_watch_finalize();
     mca_coll_gpu_async_finalize();
+    if (mca_coll_gpu_component.dev_opened) {
+        /* the requests' copies back end, then their bounce memory goes: before the device */
+        mca_coll_gpu_copyback_finalize();
+        mca_coll_gpu_pinned_finalize();
+    }
     mca_coll_gpu_ucx_finalize();
     mca_coll_gpu_gapfill_finalize();
     mca_coll_gpu_topo_finalize();

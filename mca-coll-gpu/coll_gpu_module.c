@@ -80,6 +80,9 @@ static void gpu_module_release(mca_coll_gpu_module_t *module)
     mca_coll_gpu_team_destroy(module);
     mca_coll_gpu_hier_release(module);
     mca_coll_gpu_bounce_release(module);
+    /* a communicator's end is when a phase of the program may have ended: the pool's blocks
+     * nobody used for a while go back too */
+    mca_coll_gpu_pinned_trim(COLL_GPU_PINNED_IDLE_SECONDS);
     mca_coll_gpu_adapt_release(module);
     mca_coll_gpu_kinds_release(module);
 }

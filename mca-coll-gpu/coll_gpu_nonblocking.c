@@ -11,23 +11,28 @@
  *
  *   MPI_I<coll> (here)           progress (MPI_Wait, MPI_Test, ...)     MPI_Wait returns
  *   ------------------           ----------------------------------     ----------------
- *   allocate pinned bounce       saved module's schedule runs on the
- *   copy device -> bounce        bounce copies
- *   saved MPI_I<coll> on the     ompi_request_complete():
- *   bounce copies -> request       req_complete_cb (nb_complete):
- *   hook nb_complete on it           copy bounce -> device (written
- *                                    buffers), free bounce, return 0
- *                                  request marked complete                 data in device
+ *   pinned bounce from the       saved module's schedule runs on the
+ *   pool, an event (copyback)    bounce copies
+ *   copy device -> bounce        ompi_request_complete():
+ *   saved MPI_I<coll> on the       req_complete_cb (nb_complete):
+ *   bounce copies -> request         start the copies bounce -> device
+ *   hook nb_complete on it           (written buffers), return 1
+ *                                later progress (coll_gpu_stage_async.c):
+ *                                  the copies' event has ended: bounce
+ *                                  back to the pool, request complete      data in device
  *
  * ompi_request_complete() calls req_complete_cb before it marks the request complete, and marks
- * it complete only when the callback returns 0: so the copy back is done before MPI_Wait or
- * MPI_Test can report completion, and the callback always returns 0 (a failed copy is reported
- * and recorded in the request's status instead).  A request that is already complete when the
- * saved module returns it (one-process communicators, empty calls: possibly the shared
- * ompi_request_empty) is finished here and left untouched.  MPI_Request_free on an active
- * request does not take the request away before it completes (libnbc 4.1 refuses it with
- * MPI_ERR_REQUEST; a module that frees on completion frees after ompi_request_complete), so
- * the callback still runs, and its state is ours alone.
+ * it complete only when the callback returns 0: nb_complete returns 1 while its copies are in
+ * flight, and coll_gpu_stage_async.c completes the request once they have ended, so MPI_Wait or
+ * MPI_Test never report completion before the data is in the user's buffers, and nothing waits
+ * for a copy inside progress.  A failed copy is reported and recorded in the request's status.
+ * A request that is already complete when the saved module returns it (one-process
+ * communicators, empty calls: possibly the shared ompi_request_empty) is finished here and
+ * left untouched; one that completes while nb_attach hooks nb_complete on it is complete
+ * already when the callback runs, so its copies are waited for there, at the call.
+ * MPI_Request_free on an active request does not take the request away before it completes
+ * (libnbc 4.1 refuses it with MPI_ERR_REQUEST; a module that frees on completion frees after
+ * ompi_request_complete), so the callback still runs, and its state is ours alone.
  * MPI_Iallreduce and MPI_Ibcast on device buffers of a communicator with a node team take the
  * team's algorithms instead, started here and completed by progress (coll_gpu_nvl_async.c),
  * when their plan has a nonblocking form.  Intercommunicators follow the blocking
@@ -36,6 +41,7 @@
  */
 #include "ompi_config.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 
 #include "ompi/errhandler/errcode-internal.h"
@@ -56,6 +62,7 @@ static void nb_free(coll_gpu_nb_t *x)
 {
     struct ompi_communicator_t *comm = x->comm;
 
+    mca_coll_gpu_copyback_unreserve(&x->cb);
     free(x);
     OBJ_RELEASE(comm);
 }
@@ -69,9 +76,21 @@ static int nb_finish(coll_gpu_nb_t *x, int rc)
     return rc;
 }
 
+/* The copies back have ended (from progress: coll_gpu_stage_async.c), or there were none
+ * (nb_complete): the bounce memory goes back to the pool and x goes. */
+static void nb_copied(coll_gpu_copyback_t *cb)
+{
+    coll_gpu_nb_t *x = (coll_gpu_nb_t *) ((char *) cb - offsetof(coll_gpu_nb_t, cb));
+
+    mca_coll_gpu_stage_release(&x->r);
+    mca_coll_gpu_stage_release(&x->s);
+    nb_free(x);
+}
+
 /* req_complete_cb of a staged request: the saved module's own callback first (if it had one
  * and says the request is not complete yet, stay hooked on top of what it left), then the copy
- * back.  Returns 0 so that the request completes.
+ * back.  Returns 0 when the request may complete now, 1 while the copies are in flight (they
+ * complete it: nb_copied).
  *
  * Open MPI 4.1's MPI_I... bindings put a callback of their own on top of ours when a datatype
  * is derived (ompi_coll_base_retain_datatypes*, to keep the types alive), and that one calls
@@ -105,10 +124,35 @@ static int nb_complete(ompi_request_t *arg)
             return rc;
         }
     }
-    rc = nb_finish(x, req->req_status.MPI_ERROR);
+    /* a result computed from scratch goes nowhere */
+    rc = mca_coll_gpu_first_error(mca_coll_gpu_first_error(x->s.fail, x->r.fail),
+                                  req->req_status.MPI_ERROR);
+    if (OMPI_SUCCESS == rc) {
+        coll_gpu_staged_t *written[2];
+        int n = 0;
+
+        if (x->r.staged && 0 != (x->rdir & COLL_GPU_WRITE)) {
+            written[n++] = &x->r;
+        }
+        if (x->s.staged && 0 != (x->sdir & COLL_GPU_WRITE)) {
+            written[n++] = &x->s;
+        }
+        /* a request marked complete already (ompi_request_set_callback in nb_attach, when it
+         * completed meanwhile) cannot wait for the copies: they are waited for here, at the
+         * call; one that ompi_request_complete() is completing stays pending until they end */
+        if (!mca_coll_gpu_copyback_start(&x->cb, written, n, req, !REQUEST_COMPLETE(req),
+                                         &rc)) {
+            return 1;
+        }
+    }
     if (OMPI_SUCCESS != rc && MPI_SUCCESS == req->req_status.MPI_ERROR) {
         req->req_status.MPI_ERROR = ompi_errcode_get_mpi_code(rc);
     }
+    /* inside progress (but for an early completion): the bounce memory goes back, and the
+     * communicator may go with x's reference, without a blocking call */
+    mca_coll_gpu_pinned_completion_enter();
+    nb_copied(&x->cb);
+    mca_coll_gpu_pinned_completion_leave();
     return 0;
 }
 
@@ -123,12 +167,23 @@ static coll_gpu_nb_t *nb_new(struct ompi_communicator_t *comm, const char *what,
         return NULL;
     }
     x->tag = &nb_tag;
+    x->cb.finish = nb_copied;
     x->what = what;
     x->comm = comm;
     OBJ_RETAIN(comm); /* until the call completes (nb_free) */
     x->sdir = sdir;
     x->rdir = rdir;
     return x;
+}
+
+/* x's buffers are staged: when one of them is written back, take what its copy back needs now,
+ * at the call (coll_gpu_stage_async.c). */
+static void nb_reserve(coll_gpu_nb_t *x)
+{
+    if ((x->r.staged && 0 != (x->rdir & COLL_GPU_WRITE))
+        || (x->s.staged && 0 != (x->sdir & COLL_GPU_WRITE))) {
+        mca_coll_gpu_copyback_reserve(&x->cb, x->comm, x->what);
+    }
 }
 
 /* nb_stage, nb_stage_spans and nb_attach are shared with coll_gpu_neighbor.c: coll_gpu.h says
@@ -150,6 +205,7 @@ int nb_stage(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm, const c
         nb_free(x);
         return rc;
     }
+    nb_reserve(x);
     *out = x;
     return OMPI_SUCCESS;
 }
@@ -176,6 +232,7 @@ int nb_stage_spans(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm, c
         nb_free(x);
         return rc;
     }
+    nb_reserve(x);
     *out = x;
     return OMPI_SUCCESS;
 }
@@ -196,7 +253,8 @@ int nb_attach(coll_gpu_nb_t *x, int rc, ompi_request_t **request)
     x->req = req;
     x->inner_cb = req->req_complete_cb;
     x->inner_cb_data = req->req_complete_cb_data;
-    /* runs nb_complete at once if the request completed since the check above */
+    /* runs nb_complete at once if the request completed since the check above (which then
+     * waits for its copies: nb_complete) */
     (void) ompi_request_set_callback(req, nb_complete, x);
     return OMPI_SUCCESS;
 }

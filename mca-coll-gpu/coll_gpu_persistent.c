@@ -12,13 +12,14 @@
  *
  *   MPI_<coll>_init (here)        MPI_Start (pers_start)        completion (pers_complete)
  *   ----------------------        ----------------------        --------------------------
- *   allocate pinned bounce        copy device -> bounce (the    copy bounce -> device (the
- *   memory for each device          buffers the call reads)       buffers the call writes)
- *   buffer; the saved _init       the saved module's start      then the request is marked
- *   on the bounce memory          hook pers_complete on the       complete: MPI_Wait and
- *   -> its persistent request       request                       MPI_Test see the data
- *   hook pers_start, pers_free
- *   on that request
+ *   pinned bounce memory from     copy device -> bounce (the    start the copies bounce ->
+ *   the pool for each device        buffers the call reads)       device (the buffers the
+ *   buffer, an event for the      the saved module's start        call writes); once they
+ *   copy back; the saved _init    hook pers_complete on the       have ended (progress,
+ *   on the bounce memory            request                       coll_gpu_stage_async.c)
+ *   -> its persistent request                                     the request is marked
+ *   hook pers_start, pers_free                                    complete: MPI_Wait and
+ *   on that request                                               MPI_Test see the data
  *
  * The request handed to the application is the saved module's own (so MPI_Start(all),
  * MPI_Wait, MPI_Test, MPI_Request_free and the binding's datatype retention work on it as
@@ -65,6 +66,7 @@ typedef struct coll_gpu_pers_t {
     coll_gpu_dir_t sdir, rdir;
     bool s_in, r_in;                 /* copied in at every start */
     int fail;                        /* this start's copy in failed */
+    coll_gpu_copyback_t cb;          /* the copy back of each start (its event: the request's) */
 } coll_gpu_pers_t;
 
 static const char pers_tag = 0;
@@ -102,12 +104,23 @@ static coll_gpu_pers_t *pers_find(ompi_request_t *req, bool take)
     return p;
 }
 
-/* Give the bounce memory back and free the state. */
+/* Give the bounce memory and the event back and free the state. */
 static void pers_release(coll_gpu_pers_t *p)
 {
     (void) mca_coll_gpu_stage_out(NULL, &p->r, false, p->comm, p->what);
     (void) mca_coll_gpu_stage_out(NULL, &p->s, false, p->comm, p->what);
+    mca_coll_gpu_copyback_unreserve(&p->cb);
     free(p);
+}
+
+/* p's buffers are staged: when one of them is written back at the end of each start, take
+ * what the copy back needs now, at the init (coll_gpu_stage_async.c). */
+static void pers_reserve(coll_gpu_pers_t *p)
+{
+    if ((p->r.staged && 0 != (p->rdir & COLL_GPU_WRITE))
+        || (p->s.staged && 0 != (p->sdir & COLL_GPU_WRITE))) {
+        mca_coll_gpu_copyback_reserve(&p->cb, p->comm, p->what);
+    }
 }
 
 /* Does a WRITE-only buffer of this layout need its bytes copied in too, so that the holes
@@ -149,6 +162,7 @@ static int pers_stage(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm
     }
     p->s_in = p->s.staged && (0 != (sdir & COLL_GPU_READ) || layout_has_holes(slayout));
     p->r_in = p->r.staged && (0 != (rdir & COLL_GPU_READ) || layout_has_holes(rlayout));
+    pers_reserve(p);
     *out = p;
     return OMPI_SUCCESS;
 }
@@ -186,6 +200,7 @@ static int pers_stage_spans(mca_coll_gpu_module_t *m, struct ompi_communicator_t
     }
     p->s_in = p->s.staged;
     p->r_in = p->r.staged;
+    pers_reserve(p);
     *out = p;
     return OMPI_SUCCESS;
 }
@@ -232,17 +247,16 @@ static int pers_attach(coll_gpu_pers_t *p, int rc, ompi_request_t **request)
     return OMPI_SUCCESS;
 }
 
-/* Copy a staged buffer's range (or its pieces) between the user's memory and its bounce
- * memory. */
-static int pers_copy(coll_gpu_pers_t *p, coll_gpu_staged_t *b, bool in)
+/* Copy a staged buffer's range (or its pieces) from the user's memory into its bounce memory
+ * (the copy back is coll_gpu_stage_async.c's). */
+static int pers_copy_in(coll_gpu_pers_t *p, coll_gpu_staged_t *b)
 {
     size_t failed_len = 0;
-    int rc = mca_coll_gpu_stage_copy(b, in, &failed_len);
 
-    if (DEV_OK != rc) {
-        mca_coll_gpu_report_failure(p->what, p->comm, "copy of %zu B %s the device failed: %s%s",
-                                    failed_len, in ? "from" : "to", dev_error_string(),
-                                    in ? "; taking part with stale data" : "");
+    if (DEV_OK != mca_coll_gpu_stage_copy(b, true, &failed_len)) {
+        mca_coll_gpu_report_failure(p->what, p->comm, "copy of %zu B from the device failed: "
+                                    "%s; taking part with stale data", failed_len,
+                                    dev_error_string());
         return OMPI_ERROR;
     }
     return OMPI_SUCCESS;
@@ -250,9 +264,10 @@ static int pers_copy(coll_gpu_pers_t *p, coll_gpu_staged_t *b, bool in)
 
 /* req_complete_cb of a started request: the callback that was there first (if it says the
  * request is not complete yet, stay hooked on top of what it left), then the copy back.
- * Always returns 0 so that the request completes; a failure goes into its status.  arg is the
- * request, or our state where a binding's wrapper passes the callback data instead (the tag
- * tells them apart: a request starts with its object header). */
+ * Returns 0 when the request may complete now, 1 while the copies are in flight
+ * (coll_gpu_stage_async.c completes it once they have ended); a failure goes into its status.
+ * arg is the request, or our state where a binding's wrapper passes the callback data instead
+ * (the tag tells them apart: a request starts with its object header). */
 static int pers_complete(ompi_request_t *arg)
 {
     coll_gpu_pers_t *p;
@@ -284,11 +299,20 @@ static int pers_complete(ompi_request_t *arg)
     if (OMPI_SUCCESS != p->fail) {
         rc = p->fail; /* computed from stale data: nothing goes back */
     } else if (MPI_SUCCESS == req->req_status.MPI_ERROR) {
+        coll_gpu_staged_t *written[2];
+        int n = 0;
+
         if (p->r.staged && 0 != (p->rdir & COLL_GPU_WRITE)) {
-            rc = pers_copy(p, &p->r, false);
+            written[n++] = &p->r;
         }
-        if (OMPI_SUCCESS == rc && p->s.staged && 0 != (p->sdir & COLL_GPU_WRITE)) {
-            rc = pers_copy(p, &p->s, false);
+        if (p->s.staged && 0 != (p->sdir & COLL_GPU_WRITE)) {
+            written[n++] = &p->s;
+        }
+        /* a request marked complete already (pers_start hooked us on a request that had
+         * completed) cannot wait for the copies: they are waited for here, at MPI_Start */
+        if (!mca_coll_gpu_copyback_start(&p->cb, written, n, req, !REQUEST_COMPLETE(req),
+                                         &rc)) {
+            return 1;
         }
     }
     if (OMPI_SUCCESS != rc && MPI_SUCCESS == req->req_status.MPI_ERROR) {
@@ -312,10 +336,10 @@ static int pers_start(size_t count, ompi_request_t **requests)
         /* bounce memory that could not be had at init is scratch: every start fails */
         p->fail = mca_coll_gpu_first_error(p->s.fail, p->r.fail);
         if (p->s_in) {
-            p->fail = mca_coll_gpu_first_error(p->fail, pers_copy(p, &p->s, true));
+            p->fail = mca_coll_gpu_first_error(p->fail, pers_copy_in(p, &p->s));
         }
         if (p->r_in) {
-            p->fail = mca_coll_gpu_first_error(p->fail, pers_copy(p, &p->r, true));
+            p->fail = mca_coll_gpu_first_error(p->fail, pers_copy_in(p, &p->r));
         }
         rc = p->inner_start(1, &requests[i]);
         if (OMPI_SUCCESS != rc) {
@@ -341,6 +365,12 @@ static int pers_free(ompi_request_t **rptr)
 
     if (NULL == p) {
         return OMPI_ERR_BAD_PARAM; /* cannot happen: pers_free is set with the state */
+    }
+    if (p->cb.pending) {
+        /* its copy back is in flight: the request is not complete (libnbc refuses too), and
+         * the copy reads the bounce memory */
+        pers_put(p);
+        return MPI_ERR_REQUEST;
     }
     /* a wrapper installed after ours (the binding's datatype retention) stays where it is */
     own_start = (pers_start == req->req_start);

@@ -31,8 +31,9 @@
  * memory (mca_coll_gpu_layout_kind): the host collective must never see device memory.
  *
  * Each communicator's module keeps two pinned bounce buffers (send and receive roles) up to
- * coll_gpu_stage_cache_bytes; larger calls allocate for the call alone, and so does every
- * nonblocking collective (slot -1: its bounce memory lives until its request completes).  When
+ * coll_gpu_stage_cache_bytes; larger calls take theirs from the process's pinned pool
+ * (coll_gpu_pinned_pool.c), and so does every nonblocking and persistent collective (slot -1:
+ * its bounce memory lives until its request completes, or is freed).  When
  * no pinned memory can be had, plain host memory serves (slower copies, same result); when
  * not even that can be had, the rank takes part with scratch and fails the call (below).
  * Serves every collective of coll/gpu that the GPU path does not take.
@@ -499,9 +500,10 @@ int mca_coll_gpu_stage_copy(const coll_gpu_staged_t *staged, bool to_bounce, siz
                                     staged->pieces, staged->npieces, to_bounce, failed_len);
 }
 
-/* Pinned memory of at least len bytes: a cached slot when it fits, else one for this call.
- * Slot -1 always allocates for this call: nonblocking collectives keep their bounce memory
- * until the request completes, when another call may already be using the cached slots. */
+/* Pinned memory of at least len bytes: a cached slot when it fits, else memory of this call's
+ * own from the process's pinned pool (given back by stage_release).  Slot -1 always takes its
+ * own: nonblocking collectives keep their bounce memory until the request completes, when
+ * another call may already be using the cached slots. */
 static int bounce_get(mca_coll_gpu_module_t *module, int slot, size_t len, void **ptr,
                       void **owned)
 {
@@ -511,7 +513,7 @@ static int bounce_get(mca_coll_gpu_module_t *module, int slot, size_t len, void 
 
     *owned = NULL;
     if (0 > slot) {
-        rc = dev_host_alloc(owned, len);
+        rc = mca_coll_gpu_pinned_get(len, owned);
         *ptr = *owned;
         return rc;
     }
@@ -521,7 +523,7 @@ static int bounce_get(mca_coll_gpu_module_t *module, int slot, size_t len, void 
         return DEV_OK;
     }
     if (len > mca_coll_gpu_component.stage_cache_bytes) {
-        rc = dev_host_alloc(owned, len);
+        rc = mca_coll_gpu_pinned_get(len, owned);
         *ptr = *owned;
         return rc;
     }
@@ -708,6 +710,12 @@ int mca_coll_gpu_stage_out(mca_coll_gpu_module_t *module, coll_gpu_staged_t *sta
             ret = OMPI_ERROR;
         }
     }
+    mca_coll_gpu_stage_release(staged);
+    return ret;
+}
+
+void mca_coll_gpu_stage_release(coll_gpu_staged_t *staged)
+{
     if (NULL != staged->owned) {
         if (0 != staged->owned_map) {
             (void) munmap(staged->owned, staged->owned_map);
@@ -715,7 +723,9 @@ int mca_coll_gpu_stage_out(mca_coll_gpu_module_t *module, coll_gpu_staged_t *sta
         } else if (staged->owned_malloc) {
             free(staged->owned);
         } else {
-            (void) dev_host_free(staged->owned);
+            /* pinned memory of the call's own: bounce_get took it from the pool (len is what
+             * it asked for) */
+            mca_coll_gpu_pinned_put(staged->owned, staged->len);
         }
         staged->owned = NULL;
     }
@@ -723,7 +733,6 @@ int mca_coll_gpu_stage_out(mca_coll_gpu_module_t *module, coll_gpu_staged_t *sta
     staged->pieces = NULL;
     staged->npieces = 0;
     staged->staged = false;
-    return ret;
 }
 
 int mca_coll_gpu_stage_buf(mca_coll_gpu_module_t *module, int slot, const void *buf,

@@ -1,8 +1,9 @@
 #!/bin/sh
 # bench-smoke.sh - the benchmark's own correctness, not a timing: coll_gpu_bench in check mode
 # on the emulated device with 2 ranks (allreduce and bcast, 8 B to 64 KiB, backends mpi, staged
-# and nb with the overlap figure of -O, coll_gpu_uniform_buffers=true as the default) must
-# finish, print a table, and count no wrong element anywhere.  TAP output.
+# and nb with the overlap figure of -O and its pinned allocations per call,
+# coll_gpu_uniform_buffers=true as the default) must finish, print a table, and count no wrong
+# element anywhere.  TAP output.
 set -u
 : "${top_builddir:=$(cd "$(dirname "$0")/../.." && pwd)}"
 : "${top_srcdir:=$(cd "$(dirname "$0")/../.." && pwd)}"
@@ -10,11 +11,11 @@ bench=$top_builddir/tests/coll_gpu_bench
 csv=bench-smoke.csv
 out=bench-smoke.out
 
-echo "1..7"
+echo "1..8"
 if [ ! -x "$bench" ]; then
     echo "not ok 1 - coll_gpu_bench is built ($bench)"
     echo "# the remaining checks need it"
-    for n in 2 3 4 5 6 7; do echo "not ok $n - skipped: no coll_gpu_bench"; done
+    for n in 2 3 4 5 6 7 8; do echo "not ok $n - skipped: no coll_gpu_bench"; done
     exit 1
 fi
 echo "ok 1 - coll_gpu_bench is built"
@@ -66,4 +67,11 @@ if [ "$nb" -eq 28 ] && [ "$ratio" -eq 28 ] && [ "$overlap" -eq 28 ]; then
     echo "ok 7 - nb: a row, a ratio to mpi and an overlap figure per size and collective (28)"
 else
     echo "not ok 7 - nb: a row, a ratio to mpi and an overlap figure per size and collective (28: $nb, $ratio, $overlap)"
+fi
+# and the pinned host allocations its timed calls made per call
+pinned=$(grep -c "^#   nb pinned host allocations per call, [a-z]* [0-9]* B: [0-9.]*$" "$out")
+if [ "$pinned" -eq 28 ]; then
+    echo "ok 8 - nb: pinned host allocations per call, per size and collective (28)"
+else
+    echo "not ok 8 - nb: pinned host allocations per call, per size and collective (28: $pinned)"
 fi

@@ -19,7 +19,10 @@
  *                  overlap = (comm + compute - together) / min(comm, compute)
  *              1.0: the shorter one is hidden entirely; 0: nothing overlaps.
  *              An nb row is followed by its time over its blocking twin's (mpi, mpi:ALG) when
- *              the twin is listed before it in -B.
+ *              the twin is listed before it in -B, and by the pinned host allocations its timed
+ *              calls made per call (dev_host_stats, most on any rank): staging that pins
+ *              memory per call (milliseconds each on a GPU) shows there.  The 16 B allgather
+ *              against its blocking twin: -c allgather -t float -b 16 -e 16 -B mpi,nb.
  * Buffers come from the device layer (kernels/dev.h): real GPU memory with the cuda backend,
  * host memory that host code cannot touch with the emulated one.
  *
@@ -725,6 +728,7 @@ typedef struct {
     double mean_us, median_us, min_us;
     double busbw, algbw;
     double comp_us, both_us; /* nb with -O: the compute phase alone, and call + phase */
+    double pinned_per_call;  /* pinned host allocations per timed call, most on any rank */
     long long wrong;
     int iters;
     int done;
@@ -940,7 +944,8 @@ static int run_segment(bench_t *B, backend_t *b, bench_coll_t c, size_t bytes, s
     gen_t g;
     cvar_t *cv = &B->cvars[c];
     int forced = BK_NCCL != b->kind && '\0' != b->alg[0];
-    double local[3], global[3];
+    double local[3], global[3], pinned;
+    dev_host_stats_t hs0, hs1;
 
     memset(res, 0, sizeof(*res));
     why[0] = '\0';
@@ -1018,14 +1023,19 @@ static int run_segment(bench_t *B, backend_t *b, bench_coll_t c, size_t bytes, s
     }
 
     MPI_Barrier(MPI_COMM_WORLD);
+    dev_host_stats(&hs0);
     for (i = 0; i < iters && 0 == rc; ++i) {
         t0 = now_us();
         rc = run_once(B, b, c, count, why, len);
         times[i] = now_us() - t0;
     }
+    dev_host_stats(&hs1);
     if (!all_min(0 == rc)) {
         goto fail;
     }
+    pinned = (double) (hs1.allocs - hs0.allocs) / iters;
+    MPI_Allreduce(MPI_IN_PLACE, &pinned, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    res->pinned_per_call = pinned;
 
     if (o->check) {
         wrong += verify(B, c, b, bytes, outn);
@@ -1723,6 +1733,8 @@ static int run_collective(bench_t *B, bench_coll_t c, long long *total_wrong, in
                             sizes[s], results[s][k].mean_us / results[s][j].mean_us);
                     }
                 }
+                say("#   %s pinned host allocations per call, %s %zu B: %.2f\n", b->name,
+                    coll_names[c], sizes[s], results[s][k].pinned_per_call);
             }
             if (results[s][k].both_us > 0) {
                 const result_t *r = &results[s][k];

@@ -157,7 +157,13 @@ stamp "nonblocking" >"$out/bench-nb.txt"
     OMPI_MCA_pml=ob1 OMPI_MCA_osc=^ucx OMPI_MCA_btl_vader_single_copy_mechanism=none
  timeout 120 mpirun -np 2 --bind-to none --map-by slot "$build/tests/coll_gpu_bench" -d cuda \
     -c allreduce,bcast -t float -o sum -b 8 -e 64M -f 8 -B mpi,nb,nccl -n 20 -w 5 -T 2 -O 100 \
-    -F) >>"$out/bench-nb.txt" 2>&1
+    -F
+ # the staged nonblocking path's per-call cost (issue 19): a 16 B MPI_Iallgather + MPI_Wait
+ # against the blocking MPI_Allgather (target: "nb / mpi time" within 2), with the pinned
+ # allocations per call (0 since the pool; 2 before)
+ timeout 60 mpirun -np 2 --bind-to none --map-by slot "$build/tests/coll_gpu_bench" -d cuda \
+    -c allgather -t float -b 16 -e 16 -B mpi,nb -n 2000 -w 50 -T 5 -F) \
+    >>"$out/bench-nb.txt" 2>&1
 echo "nonblocking bench rc=$?" >>"$out/bench-nb.txt"
 fi
 

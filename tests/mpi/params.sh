@@ -14,9 +14,9 @@ COLL_GPU_TEST_TIMEOUT=60
 COLL_GPU_TEST_UNIFORM=true
 export COLL_GPU_TEST_TIMEOUT COLL_GPU_TEST_UNIFORM
 
-params="stage_cache_bytes nblocks nthreads chunk_bytes oneshot_slot_bytes hang_warn_seconds
-hang_error_seconds test_fail_team emulate_nodes ucx_chunk_bytes ucx_depth hier_rail_min_bytes
-ucx_timeout_seconds test_fail_ucx test_fail_alloc"
+params="stage_cache_bytes pinned_pool_bytes nblocks nthreads chunk_bytes oneshot_slot_bytes
+hang_warn_seconds hang_error_seconds test_fail_team emulate_nodes ucx_chunk_bytes ucx_depth
+hier_rail_min_bytes ucx_timeout_seconds test_fail_ucx test_fail_alloc"
 
 # valid PARAM VALUE: the value is a valid one for the parameter (no line is required)
 valid() {
