@@ -131,6 +131,13 @@ COLL_GPU_TEST_DEVICE=cuda COLL_GPU_TEST_UNIFORM=true COLL_GPU_MPIRUN_ARGS="--mca
     timeout 150 "$src/tests/run-mpi.sh" 2 compute-sanitizer --tool memcheck --error-exitcode 42 \
     "$build/tests/mpi/test_signature" >>"$out/sanitizer.txt" 2>&1
 echo "sanitizer test_signature rc=$?" >>"$out/sanitizer.txt"
+# the hardening tests' device paths: requests completed on other threads, types across
+# allocations (without the case that makes a copy fail on purpose), the pinned pool
+for t in "mpi/test_progress_thread" "mpi/test_span --no-overrun" "mpi/test_pinned_pool percall"; do
+    COLL_GPU_TEST_DEVICE=cuda timeout 120 "$src/tests/run-mpi.sh" 2 compute-sanitizer --tool memcheck \
+        --error-exitcode 42 $build/tests/$t >>"$out/sanitizer.txt" 2>&1
+    echo "sanitizer $t rc=$?" >>"$out/sanitizer.txt"
+done
 fi
 
 if has topo; then
