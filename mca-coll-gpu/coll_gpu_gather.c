@@ -38,7 +38,7 @@ int mca_coll_gpu_gather(const void *sbuf, int scount, struct ompi_datatype_t *sd
     coll_gpu_staged_t s, r;
     int rc;
 
-    if (mca_coll_gpu_both_host(sdir ? sbuf : NULL, rdir ? rbuf : NULL)) {
+    if (mca_coll_gpu_both_host(sdir ? sbuf : MPI_IN_PLACE, rdir ? rbuf : MPI_IN_PLACE)) {
         return m->prev_gather.fn(sbuf, scount, sdtype, rbuf, rcount, rdtype, root, comm,
                                  m->prev_gather.module);
     }
@@ -68,7 +68,7 @@ int mca_coll_gpu_gatherv(const void *sbuf, int scount, struct ompi_datatype_t *s
     coll_gpu_staged_t s, r;
     int rc;
 
-    if (mca_coll_gpu_both_host(sdir ? sbuf : NULL, rdir ? rbuf : NULL)) {
+    if (mca_coll_gpu_both_host(sdir ? sbuf : MPI_IN_PLACE, rdir ? rbuf : MPI_IN_PLACE)) {
         return m->prev_gatherv.fn(sbuf, scount, sdtype, rbuf, rcounts, disps, rdtype, root, comm,
                                   m->prev_gatherv.module);
     }

@@ -482,7 +482,7 @@ int mca_coll_gpu_igather(const void *sbuf, int scount, struct ompi_datatype_t *s
     coll_gpu_nb_t *x;
     int rc;
 
-    if (mca_coll_gpu_both_host(sdir ? sbuf : NULL, rdir ? rbuf : NULL)) {
+    if (mca_coll_gpu_both_host(sdir ? sbuf : MPI_IN_PLACE, rdir ? rbuf : MPI_IN_PLACE)) {
         return m->prev_igather.fn(sbuf, scount, sdtype, rbuf, rcount, rdtype, root, comm,
                                   request, m->prev_igather.module);
     }
@@ -512,7 +512,7 @@ int mca_coll_gpu_igatherv(const void *sbuf, int scount, struct ompi_datatype_t *
     coll_gpu_nb_t *x;
     int rc;
 
-    if (mca_coll_gpu_both_host(sdir ? sbuf : NULL, rdir ? rbuf : NULL)) {
+    if (mca_coll_gpu_both_host(sdir ? sbuf : MPI_IN_PLACE, rdir ? rbuf : MPI_IN_PLACE)) {
         return m->prev_igatherv.fn(sbuf, scount, sdtype, rbuf, rcounts, disps, rdtype, root,
                                    comm, request, m->prev_igatherv.module);
     }
@@ -597,7 +597,7 @@ int mca_coll_gpu_iscatter(const void *sbuf, int scount, struct ompi_datatype_t *
     coll_gpu_nb_t *x;
     int rc;
 
-    if (mca_coll_gpu_both_host(is_root ? sbuf : NULL, rdir ? rbuf : NULL)) {
+    if (mca_coll_gpu_both_host(is_root ? sbuf : MPI_IN_PLACE, rdir ? rbuf : MPI_IN_PLACE)) {
         return m->prev_iscatter.fn(sbuf, scount, sdtype, rbuf, rcount, rdtype, root, comm,
                                    request, m->prev_iscatter.module);
     }
@@ -626,7 +626,7 @@ int mca_coll_gpu_iscatterv(const void *sbuf, const int *scounts, const int *disp
     coll_gpu_nb_t *x;
     int rc;
 
-    if (mca_coll_gpu_both_host(is_root ? sbuf : NULL, rdir ? rbuf : NULL)) {
+    if (mca_coll_gpu_both_host(is_root ? sbuf : MPI_IN_PLACE, rdir ? rbuf : MPI_IN_PLACE)) {
         return m->prev_iscatterv.fn(sbuf, scounts, disps, sdtype, rbuf, rcount, rdtype, root,
                                     comm, request, m->prev_iscatterv.module);
     }

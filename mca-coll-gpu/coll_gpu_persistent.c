@@ -634,7 +634,7 @@ int mca_coll_gpu_gather_init(const void *sbuf, int scount, struct ompi_datatype_
     coll_gpu_pers_t *p;
     int rc;
 
-    if (mca_coll_gpu_both_host(sdir ? sbuf : NULL, rdir ? rbuf : NULL)) {
+    if (mca_coll_gpu_both_host(sdir ? sbuf : MPI_IN_PLACE, rdir ? rbuf : MPI_IN_PLACE)) {
         return m->prev_gather_init.fn(sbuf, scount, sdtype, rbuf, rcount, rdtype, root, comm,
                                       info, request, m->prev_gather_init.module);
     }
@@ -664,7 +664,7 @@ int mca_coll_gpu_gatherv_init(const void *sbuf, int scount, struct ompi_datatype
     coll_gpu_pers_t *p;
     int rc;
 
-    if (mca_coll_gpu_both_host(sdir ? sbuf : NULL, rdir ? rbuf : NULL)) {
+    if (mca_coll_gpu_both_host(sdir ? sbuf : MPI_IN_PLACE, rdir ? rbuf : MPI_IN_PLACE)) {
         return m->prev_gatherv_init.fn(sbuf, scount, sdtype, rbuf, rcounts, disps, rdtype, root,
                                        comm, info, request, m->prev_gatherv_init.module);
     }
@@ -752,7 +752,7 @@ int mca_coll_gpu_scatter_init(const void *sbuf, int scount, struct ompi_datatype
     coll_gpu_pers_t *p;
     int rc;
 
-    if (mca_coll_gpu_both_host(sdir ? sbuf : NULL, rdir ? rbuf : NULL)) {
+    if (mca_coll_gpu_both_host(sdir ? sbuf : MPI_IN_PLACE, rdir ? rbuf : MPI_IN_PLACE)) {
         return m->prev_scatter_init.fn(sbuf, scount, sdtype, rbuf, rcount, rdtype, root, comm,
                                        info, request, m->prev_scatter_init.module);
     }
@@ -784,7 +784,7 @@ int mca_coll_gpu_scatterv_init(const void *sbuf, const int *scounts, const int *
     coll_gpu_pers_t *p;
     int rc;
 
-    if (mca_coll_gpu_both_host(sdir ? sbuf : NULL, rdir ? rbuf : NULL)) {
+    if (mca_coll_gpu_both_host(sdir ? sbuf : MPI_IN_PLACE, rdir ? rbuf : MPI_IN_PLACE)) {
         return m->prev_scatterv_init.fn(sbuf, scounts, disps, sdtype, rbuf, rcount, rdtype, root,
                                         comm, info, request, m->prev_scatterv_init.module);
     }

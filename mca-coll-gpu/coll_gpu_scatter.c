@@ -36,7 +36,7 @@ int mca_coll_gpu_scatter(const void *sbuf, int scount, struct ompi_datatype_t *s
     coll_gpu_staged_t s, r;
     int rc;
 
-    if (mca_coll_gpu_both_host(is_root ? sbuf : NULL, rdir ? rbuf : NULL)) {
+    if (mca_coll_gpu_both_host(is_root ? sbuf : MPI_IN_PLACE, rdir ? rbuf : MPI_IN_PLACE)) {
         return m->prev_scatter.fn(sbuf, scount, sdtype, rbuf, rcount, rdtype, root, comm,
                                   m->prev_scatter.module);
     }
@@ -65,7 +65,7 @@ int mca_coll_gpu_scatterv(const void *sbuf, const int *scounts, const int *disps
     coll_gpu_staged_t s, r;
     int rc;
 
-    if (mca_coll_gpu_both_host(is_root ? sbuf : NULL, rdir ? rbuf : NULL)) {
+    if (mca_coll_gpu_both_host(is_root ? sbuf : MPI_IN_PLACE, rdir ? rbuf : MPI_IN_PLACE)) {
         return m->prev_scatterv.fn(sbuf, scounts, disps, sdtype, rbuf, rcount, rdtype, root, comm,
                                    m->prev_scatterv.module);
     }

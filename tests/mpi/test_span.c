@@ -29,7 +29,9 @@
  * the first element alone).  Calls: MPI_Bcast, MPI_Allreduce (and in place), MPI_Ibcast,
  * MPI_Iallreduce, MPI_Reduce, MPI_Bcast_init and MPI_Allreduce_init (two starts), and
  * MPI_Allgather from a pointer to the lowest block with the type made relative to it (where
- * that block is device memory: that entry goes by its pointer's kind).  Then a rank whose block
+ * that block is device memory: that entry goes by its pointer's kind), and MPI_Allgather and
+ * MPI_Iallgather from MPI_BOTTOM into host memory (the entry must find the device blocks of the
+ * send side; it handed them to the host collective, which crashed).  Then a rank whose block
  * runs past the end of its device allocation: that rank must return an error (emulated device;
  * on cuda where the copy fails), and no rank may hang.
  *
@@ -93,6 +95,8 @@ typedef enum {
     C_BCAST_INIT,
     C_ALLREDUCE_INIT,
     C_ALLGATHER,
+    C_ALLGATHER_BOTTOM,
+    C_IALLGATHER_BOTTOM,
     C_COUNT
 } coll_t;
 static const char *const coll_names[C_COUNT] = {"MPI_Bcast",
@@ -103,7 +107,9 @@ static const char *const coll_names[C_COUNT] = {"MPI_Bcast",
                                                 "MPI_Reduce",
                                                 "MPI_Bcast_init",
                                                 "MPI_Allreduce_init",
-                                                "MPI_Allgather from the lowest block"};
+                                                "MPI_Allgather from the lowest block",
+                                                "MPI_Allgather from MPI_BOTTOM",
+                                                "MPI_Iallgather from MPI_BOTTOM"};
 
 static int rank0_host = 0;
 /* --no-overrun: leave out the case that provokes a failing device copy on purpose */
@@ -508,6 +514,7 @@ static int one_call(const scenario_t *s, layout_t *l, MPI_Datatype t, coll_t c,
         bool values = !bcast || mt_rank == root;
         double *gathered = NULL, *got = NULL;
         int *orders = NULL;
+        mt_kind_t gather_kind = (C_ALLGATHER == c) ? MT_KIND_DEVICE : MT_KIND_HOST;
 
         ok = mt_agree(0 == layout_fill(l, k, values));
         if (!ok) {
@@ -538,10 +545,13 @@ static int one_call(const scenario_t *s, layout_t *l, MPI_Datatype t, coll_t c,
             rc = MPI_Start(&req);
             break;
         default: {
-            /* a pointer to the lowest block, the type relative to it; into device memory */
-            MPI_Datatype rel = layout_type(s, l, l->lowest);
+            /* a pointer to the lowest block and the type relative to it, into device memory;
+             * or MPI_BOTTOM and the absolute type, into host memory (then only the send
+             * side's blocks can make the call a device call: the entry must look at them) */
+            MPI_Datatype rel = (C_ALLGATHER == c) ? layout_type(s, l, l->lowest)
+                                                  : MPI_DATATYPE_NULL;
             size_t n = (size_t) total * (size_t) nranks;
-            gathered = mt_kind_alloc(MT_KIND_DEVICE, n * sizeof(double));
+            gathered = mt_kind_alloc(gather_kind, n * sizeof(double));
             got = malloc(n * sizeof(double));
             /* every rank's order of its blocks, to read what it sent (host memory) */
             orders = malloc(sizeof(int) * NB * (size_t) nranks);
@@ -550,10 +560,20 @@ static int one_call(const scenario_t *s, layout_t *l, MPI_Datatype t, coll_t c,
                 ok = 0;
             } else {
                 MPI_Allgather(l->order, NB, MPI_INT, orders, NB, MPI_INT, MPI_COMM_WORLD);
-                rc = MPI_Allgather(l->lowest, 1, rel, gathered, total, MPI_DOUBLE,
-                                   MPI_COMM_WORLD);
+                if (C_ALLGATHER == c) {
+                    rc = MPI_Allgather(l->lowest, 1, rel, gathered, total, MPI_DOUBLE,
+                                       MPI_COMM_WORLD);
+                } else if (C_ALLGATHER_BOTTOM == c) {
+                    rc = MPI_Allgather(MPI_BOTTOM, 1, t, gathered, total, MPI_DOUBLE,
+                                       MPI_COMM_WORLD);
+                } else {
+                    rc = MPI_Iallgather(MPI_BOTTOM, 1, t, gathered, total, MPI_DOUBLE,
+                                        MPI_COMM_WORLD, &req);
+                }
             }
-            MPI_Type_free(&rel);
+            if (MPI_DATATYPE_NULL != rel) {
+                MPI_Type_free(&rel);
+            }
             break;
         }
         }
@@ -563,7 +583,8 @@ static int one_call(const scenario_t *s, layout_t *l, MPI_Datatype t, coll_t c,
         if (MPI_SUCCESS != rc) {
             mt_diag_add(diag, "start %d: %s; ", k, mt_mpi_error(rc));
             ok = 0;
-        } else if (ok && C_ALLGATHER == c) {
+        } else if (ok && (C_ALLGATHER == c || C_ALLGATHER_BOTTOM == c
+                          || C_IALLGATHER_BOTTOM == c)) {
             /* rank r's blocks in the order of its type, one after the other */
             ok = (DEV_OK == dev_memcpy(got, gathered, sizeof(double) * (size_t) total
                                                           * (size_t) nranks));
@@ -600,7 +621,7 @@ static int one_call(const scenario_t *s, layout_t *l, MPI_Datatype t, coll_t c,
                 break;
             }
         }
-        mt_kind_free(MT_KIND_DEVICE, gathered);
+        mt_kind_free(gather_kind, gathered);
         free(got);
         free(orders);
         if (!mt_agree(ok)) {
