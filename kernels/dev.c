@@ -28,11 +28,6 @@ DEV_API int dev_fail(int status, const char *fmt, ...)
     return status;
 }
 
-void dev_clear_error(void)
-{
-    dev_error_text[0] = '\0';
-}
-
 DEV_API const char *dev_error_string(void)
 {
     return dev_error_text;

@@ -96,7 +96,6 @@ extern const dev_backend_ops_t *_Atomic dev_ops;
 void dev_classify_reset(void);
 
 /* Forget the failure text of this thread. */
-void dev_clear_error(void);
 
 #ifdef COLL_GPU_HAVE_CUDA
 /* reduce_kernels.cu: multiprocessors of a device, asked of the runtime once (132 when it cannot

@@ -206,8 +206,10 @@ typedef struct mca_coll_gpu_module_t {
     COLL_GPU_FOREACH_INTERCEPTED_NB(COLL_GPU_DECLARE_SAVED)
     COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR(COLL_GPU_DECLARE_SAVED_NEIGHBOR)
     COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR_NB(COLL_GPU_DECLARE_SAVED_NEIGHBOR)
-    COLL_GPU_FOREACH_INTERCEPTED_INIT(COLL_GPU_DECLARE_SAVED) /* 5.0 only (coll_gpu_compat.h) */
-    COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR_INIT(COLL_GPU_DECLARE_SAVED_NEIGHBOR) /* 5.0 only */
+    /* the persistent (_init) slots: 5.0's table, and 4.1's through its pcollreq extension
+     * (coll_gpu_compat.h) */
+    COLL_GPU_FOREACH_INTERCEPTED_INIT(COLL_GPU_DECLARE_SAVED)
+    COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR_INIT(COLL_GPU_DECLARE_SAVED_NEIGHBOR)
     /* MPI_Reduce_local (through MPI_COMM_SELF's table): taken only where a function to fall
      * back on is there after the gap filling (coll_gpu_module.c), unlike the slots above */
     COLL_GPU_DECLARE_SAVED(reduce_local)
@@ -581,7 +583,7 @@ typedef struct coll_gpu_staged_t {
     char *host_base;   /* what to hand to the host collective: host_base + lo is bounce memory */
     ptrdiff_t lo;      /* first byte the layout touches, relative to user */
     size_t len;        /* bytes from lo to the last byte the layout touches */
-    int slot;          /* bounce slot used, or -1 when the bounce memory was allocated for this call */
+    int slot;          /* bounce slot used; -1: bounce memory allocated for this call */
     void *owned;       /* bounce memory allocated for this call only */
     bool owned_malloc; /* owned is plain malloc()ed scratch (no pinned memory could be had) */
     size_t owned_map;  /* owned is an anonymous mapping of this length (a sparse span, or
@@ -838,13 +840,6 @@ static inline bool mca_coll_gpu_both_host(const void *sbuf, const void *rbuf)
 static inline bool mca_coll_gpu_team_buffer(const void *ptr)
 {
     return DEV_MEM_DEVICE == mca_coll_gpu_classify(ptr) && dev_mem_ipc_capable(ptr);
-}
-
-/* Both buffers such device memory (MPI_IN_PLACE counts as the receive buffer's kind)? */
-static inline bool mca_coll_gpu_both_device(const void *sbuf, const void *rbuf)
-{
-    return (MPI_IN_PLACE == sbuf || mca_coll_gpu_team_buffer(sbuf))
-           && mca_coll_gpu_team_buffer(rbuf);
 }
 
 /* The data size of a call, for log lines. */

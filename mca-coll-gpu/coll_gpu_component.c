@@ -325,8 +325,9 @@ static int gpu_register(void)
         "fails: stage (the bounce memory of staged calls, pinned and plain), team (the node "
         "team's setup state), fallback (rank 0's gather buffer in the linear host fallback of "
         "nonblocking calls queued on a failed team), hier_state and hier (the state and "
-        "the tables of the hierarchical path's setup), ucx (the worker address tables of the UCX setup)", MCA_BASE_VAR_TYPE_STRING, NULL, 0, 0,
-        OPAL_INFO_LVL_9, MCA_BASE_VAR_SCOPE_ALL_EQ,
+        "the tables of the hierarchical path's setup), ucx (the worker address tables of the "
+        "UCX setup)", MCA_BASE_VAR_TYPE_STRING, NULL, 0, 0, OPAL_INFO_LVL_9,
+        MCA_BASE_VAR_SCOPE_ALL_EQ,
         &mca_coll_gpu_component.test_fail_alloc_site);
     /* across nodes: coll_gpu_hier.c and coll_gpu_ucx.c */
     (void) mca_base_component_var_register(
