@@ -3,7 +3,9 @@
 # on the emulated device with 2 ranks (allreduce and bcast, 8 B to 64 KiB, backends mpi, staged
 # and nb with the overlap figure of -O and its pinned allocations per call,
 # coll_gpu_uniform_buffers=true as the default) must finish, print a table, and count no wrong
-# element anywhere.  TAP output.
+# element anywhere.  Then allgather and reduce_scatter_block, which coll/gpu always stages: the
+# staged backend runs them (it said "coll/gpu not loaded?" and left them out), and a forced
+# algorithm says why it cannot apply.  TAP output.
 set -u
 : "${top_builddir:=$(cd "$(dirname "$0")/../.." && pwd)}"
 : "${top_srcdir:=$(cd "$(dirname "$0")/../.." && pwd)}"
@@ -11,11 +13,11 @@ bench=$top_builddir/tests/coll_gpu_bench
 csv=bench-smoke.csv
 out=bench-smoke.out
 
-echo "1..8"
+echo "1..10"
 if [ ! -x "$bench" ]; then
     echo "not ok 1 - coll_gpu_bench is built ($bench)"
     echo "# the remaining checks need it"
-    for n in 2 3 4 5 6 7 8; do echo "not ok $n - skipped: no coll_gpu_bench"; done
+    for n in 2 3 4 5 6 7 8 9 10; do echo "not ok $n - skipped: no coll_gpu_bench"; done
     exit 1
 fi
 echo "ok 1 - coll_gpu_bench is built"
@@ -74,4 +76,26 @@ if [ "$pinned" -eq 28 ]; then
     echo "ok 8 - nb: pinned host allocations per call, per size and collective (28)"
 else
     echo "not ok 8 - nb: pinned host allocations per call, per size and collective (28: $pinned)"
+fi
+
+# the collectives without an algorithm variable
+out2=bench-smoke-staged.out
+csv2=bench-smoke-staged.csv
+rm -f "$out2" "$csv2"
+COLL_GPU_TEST_TIMEOUT=${COLL_GPU_TEST_TIMEOUT:-120} COLL_GPU_TEST_DEVICE=emulated \
+    "$top_srcdir/tests/run-mpi.sh" 2 "$bench" -d emulated -C -c allgather,reduce_scatter_block \
+    -b 16 -e 1K -n 2 -w 1 -B mpi,staged,mpi:ring -s 12345 -p "$csv2" >"$out2" 2>&1
+rc=$?
+sed 's/^/# /' "$out2"
+rows=$(awk -F, 'NR > 1 && $7 == "staged" && $17 == "0"' "$csv2" 2>/dev/null | wc -l)
+if [ $rc -eq 0 ] && [ "$rows" -eq 14 ] && ! grep -q "backend staged.*unavailable" "$out2"; then
+    echo "ok 9 - staged: allgather and reduce_scatter_block run, right (14 rows)"
+else
+    echo "not ok 9 - staged: allgather and reduce_scatter_block run, right (exit $rc, $rows of 14 rows)"
+fi
+why=$(grep -c "backend mpi:ring for [a-z_]*: unavailable: coll/gpu has no algorithm to choose" "$out2")
+if [ "$why" -eq 2 ]; then
+    echo "ok 10 - mpi:ring: each says coll/gpu has no algorithm to choose for it"
+else
+    echo "not ok 10 - mpi:ring: each says coll/gpu has no algorithm to choose for it ($why of 2)"
 fi

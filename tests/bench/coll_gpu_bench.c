@@ -943,7 +943,8 @@ static int run_segment(bench_t *B, backend_t *b, bench_coll_t c, size_t bytes, s
     size_t outn = 0;
     gen_t g;
     cvar_t *cv = &B->cvars[c];
-    int forced = BK_NCCL != b->kind && '\0' != b->alg[0];
+    /* a collective without an algorithm variable (coll/gpu always stages it) is not forced */
+    int forced = BK_NCCL != b->kind && '\0' != b->alg[0] && cv->found;
     double local[3], global[3], pinned;
     dev_host_stats_t hs0, hs1;
 
@@ -1293,7 +1294,15 @@ static void setup_backends(bench_t *B)
                              ? "cannot read emulated device memory"
                              : "is not CUDA-aware");
             } else if ('\0' != b->alg[0]) {
-                if (!cv->found || !cv->writable) {
+                if (!cv->found && B->gpu_loaded && 0 == strcmp(b->alg, "staged")) {
+                    /* coll/gpu has no GPU path for this collective: it always stages it, so
+                     * the staged backend runs it as it is (the same calls as mpi) */
+                } else if (!cv->found && B->gpu_loaded) {
+                    b->usable[c] = 0;
+                    snprintf(b->why[c], WHY_LEN, "coll/gpu has no algorithm to choose for %s "
+                             "(no coll_gpu_%s_algorithm: it always stages it)", coll_names[c],
+                             coll_names[c]);
+                } else if (!cv->found || !cv->writable) {
                     b->usable[c] = 0;
                     copy_str(b->why[c], WHY_LEN, cv->why);
                 } else if (0 != cvar_alg_value(cv, c, b->alg, &b->alg_value[c])) {
