@@ -100,12 +100,25 @@ typedef struct coll_gpu_kinds_entry_t {
 
 #define KINDS_PAGE 4096
 
+/* The word ring does not start the page.  A host-memory rank stores into it on every call and
+ * then, inside tuned, polls shared memory that starts pages (Open MPI's fast boxes); on the GPU
+ * machine the 8-byte host MPI_Allreduce paid 60-120 ns more when the ring sat at page offsets
+ * 0-511 (a page-aligned private ring cost as much as the board; a ring in .bss nothing:
+ * tests/bench/results/2026-12-02-h200x1-hardening), which looks like 4 KiB aliasing between
+ * the store and those loads.  So the details (written by device ranks only) come first and the
+ * ring sits at an offset away from multiples of 1 KiB (KINDS_WORD_OFFSET).  That this layout
+ * removes the cost is a guess not yet measured: the next GPU session measures it. */
+#define KINDS_WORD_OFFSET 0x940
 typedef struct coll_gpu_kinds_rank_t {
+    coll_gpu_kinds_entry_t detail[COLL_GPU_KINDS_RING];
+    _Atomic uint64_t abandoned __attribute__((aligned(64))); /* gave up in this call; 0: none */
+    char pad[KINDS_WORD_OFFSET - sizeof(coll_gpu_kinds_entry_t) * COLL_GPU_KINDS_RING
+             - sizeof(uint64_t)];
     /* (u << 8) | flags for call u, stored last (release) */
     _Atomic uint64_t word[COLL_GPU_KINDS_RING];
-    _Atomic uint64_t abandoned __attribute__((aligned(64))); /* gave up in this call; 0: none */
-    coll_gpu_kinds_entry_t detail[COLL_GPU_KINDS_RING] __attribute__((aligned(64)));
 } __attribute__((aligned(KINDS_PAGE))) coll_gpu_kinds_rank_t;
+_Static_assert(KINDS_WORD_OFFSET == __builtin_offsetof(coll_gpu_kinds_rank_t, word),
+               "the word ring's offset in the page");
 
 struct coll_gpu_kinds_board_t {
     uint64_t magic;
