@@ -546,6 +546,9 @@ void mca_coll_gpu_memhooks_fini(void);
 /* Testing only: do coll_gpu_test_fail_alloc and coll_gpu_test_fail_alloc_site make this
  * process's allocations at site fail (coll_gpu_component.c)? */
 bool mca_coll_gpu_test_fail_alloc(const char *site);
+/* Testing only: does the environment variable name (a rank of MPI_COMM_WORLD) name this
+ * process?  Read once into *target (which starts at -2; -1 then means unset). */
+bool mca_coll_gpu_test_env_names_me(const char *name, int *target);
 
 /* ---- the process's pool of pinned host memory (coll_gpu_pinned_pool.c) ---- */
 
@@ -630,6 +633,10 @@ int mca_coll_gpu_stage_in(mca_coll_gpu_module_t *module, int slot, const void *u
  * the span or its pieces.  DEV_OK, or the device layer's status of the first failed copy (its
  * dev_error_string() says which); *failed_len is that copy's length. */
 int mca_coll_gpu_stage_copy(const coll_gpu_staged_t *staged, bool to_bounce, size_t *failed_len);
+/* The copy back of mca_coll_gpu_stage_copy without waiting: device pieces queued on stream
+ * (counted in *enqueued), host pieces copied at once. */
+int mca_coll_gpu_stage_copy_back_on(const coll_gpu_staged_t *staged, dev_stream_t *stream,
+                                    int *enqueued, size_t *failed_len);
 /* Copy the bounce range back to device memory (when copy_out) and give the bounce memory back. */
 int mca_coll_gpu_stage_out(mca_coll_gpu_module_t *module, coll_gpu_staged_t *staged,
                            bool copy_out, struct ompi_communicator_t *comm, const char *what);
@@ -1053,19 +1060,25 @@ typedef struct coll_gpu_copyback_t {
     void (*finish)(struct coll_gpu_copyback_t *cb); /* after the copy, before the completion */
 } coll_gpu_copyback_t;
 
-/* Take an event and the copy stream of the calling thread's device for cb (at the call, never
- * inside progress); without them cb's copies back wait (logged).  Registers the progress
- * function on first use. */
-void mca_coll_gpu_copyback_reserve(coll_gpu_copyback_t *cb, struct ompi_communicator_t *comm,
+/* When the call writes a staged buffer of its pair s, r back (a staged one with COLL_GPU_WRITE
+ * in its direction), take an event and the copy stream of the calling thread's device for cb
+ * (at the call, never inside progress); without them cb's copies back wait (logged).
+ * Registers the progress function on first use. */
+void mca_coll_gpu_copyback_reserve(coll_gpu_copyback_t *cb, const coll_gpu_staged_t *s,
+                                   coll_gpu_dir_t sdir, const coll_gpu_staged_t *r,
+                                   coll_gpu_dir_t rdir, struct ompi_communicator_t *comm,
                                    const char *what);
 /* Give cb's event back (to be reused; never a driver call).  Idempotent. */
 void mca_coll_gpu_copyback_unreserve(coll_gpu_copyback_t *cb);
-/* Copy the n staged buffers back to the user's memory.  With may_defer, inside a request's
- * completion callback: returns false when the copies are in flight, and then progress runs
- * cb->finish and completes req once they have ended (req's status carries a failure); else
- * returns true once they have ended, a failure in *rc (reported). */
-bool mca_coll_gpu_copyback_start(coll_gpu_copyback_t *cb, coll_gpu_staged_t *const *bufs, int n,
-                                 ompi_request_t *req, bool may_defer, int *rc);
+/* Copy the staged buffers of the pair that the call wrote back to the user's memory.  With
+ * may_defer, inside a request's completion callback: returns false when the copies are in
+ * flight, and then progress runs cb->finish and completes req once they have ended (req's
+ * status carries a failure); else returns true once they have ended, a failure in *rc
+ * (reported). */
+bool mca_coll_gpu_copyback_start(coll_gpu_copyback_t *cb, const coll_gpu_staged_t *s,
+                                 coll_gpu_dir_t sdir, const coll_gpu_staged_t *r,
+                                 coll_gpu_dir_t rdir, ompi_request_t *req, bool may_defer,
+                                 int *rc);
 void mca_coll_gpu_copyback_finalize(void);
 
 /* ---- nonblocking staging (coll_gpu_nonblocking.c), shared with coll_gpu_neighbor.c ---- */

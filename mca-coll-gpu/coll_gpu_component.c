@@ -553,3 +553,12 @@ bool mca_coll_gpu_test_fail_alloc(const char *site)
            && mca_coll_gpu_component.test_fail_alloc
                   == ompi_comm_rank(&ompi_mpi_comm_world.comm);
 }
+
+bool mca_coll_gpu_test_env_names_me(const char *name, int *target)
+{
+    if (-2 == *target) {
+        const char *env = getenv(name);
+        *target = (NULL != env && '\0' != env[0]) ? atoi(env) : -1;
+    }
+    return 0 <= *target && ompi_comm_rank(&ompi_mpi_comm_world.comm) == *target;
+}

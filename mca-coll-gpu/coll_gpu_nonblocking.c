@@ -127,23 +127,13 @@ static int nb_complete(ompi_request_t *arg)
     /* a result computed from scratch goes nowhere */
     rc = mca_coll_gpu_first_error(mca_coll_gpu_first_error(x->s.fail, x->r.fail),
                                   req->req_status.MPI_ERROR);
-    if (OMPI_SUCCESS == rc) {
-        coll_gpu_staged_t *written[2];
-        int n = 0;
-
-        if (x->r.staged && 0 != (x->rdir & COLL_GPU_WRITE)) {
-            written[n++] = &x->r;
-        }
-        if (x->s.staged && 0 != (x->sdir & COLL_GPU_WRITE)) {
-            written[n++] = &x->s;
-        }
-        /* a request marked complete already (ompi_request_set_callback in nb_attach, when it
-         * completed meanwhile) cannot wait for the copies: they are waited for here, at the
-         * call; one that ompi_request_complete() is completing stays pending until they end */
-        if (!mca_coll_gpu_copyback_start(&x->cb, written, n, req, !REQUEST_COMPLETE(req),
-                                         &rc)) {
-            return 1;
-        }
+    /* a request marked complete already (ompi_request_set_callback in nb_attach, when it
+     * completed meanwhile) cannot wait for the copies: they are waited for here, at the call;
+     * one that ompi_request_complete() is completing stays pending until they end */
+    if (OMPI_SUCCESS == rc
+        && !mca_coll_gpu_copyback_start(&x->cb, &x->s, x->sdir, &x->r, x->rdir, req,
+                                        !REQUEST_COMPLETE(req), &rc)) {
+        return 1;
     }
     if (OMPI_SUCCESS != rc && MPI_SUCCESS == req->req_status.MPI_ERROR) {
         req->req_status.MPI_ERROR = ompi_errcode_get_mpi_code(rc);
@@ -176,14 +166,11 @@ static coll_gpu_nb_t *nb_new(struct ompi_communicator_t *comm, const char *what,
     return x;
 }
 
-/* x's buffers are staged: when one of them is written back, take what its copy back needs now,
- * at the call (coll_gpu_stage_async.c). */
+/* x's buffers are staged: what their copy back needs is taken now, at the call
+ * (coll_gpu_stage_async.c). */
 static void nb_reserve(coll_gpu_nb_t *x)
 {
-    if ((x->r.staged && 0 != (x->rdir & COLL_GPU_WRITE))
-        || (x->s.staged && 0 != (x->sdir & COLL_GPU_WRITE))) {
-        mca_coll_gpu_copyback_reserve(&x->cb, x->comm, x->what);
-    }
+    mca_coll_gpu_copyback_reserve(&x->cb, &x->s, x->sdir, &x->r, x->rdir, x->comm, x->what);
 }
 
 /* nb_stage, nb_stage_spans and nb_attach are shared with coll_gpu_neighbor.c: coll_gpu.h says

@@ -113,14 +113,11 @@ static void pers_release(coll_gpu_pers_t *p)
     free(p);
 }
 
-/* p's buffers are staged: when one of them is written back at the end of each start, take
- * what the copy back needs now, at the init (coll_gpu_stage_async.c). */
+/* p's buffers are staged: what the copy back at the end of each start needs is taken now, at
+ * the init (coll_gpu_stage_async.c). */
 static void pers_reserve(coll_gpu_pers_t *p)
 {
-    if ((p->r.staged && 0 != (p->rdir & COLL_GPU_WRITE))
-        || (p->s.staged && 0 != (p->sdir & COLL_GPU_WRITE))) {
-        mca_coll_gpu_copyback_reserve(&p->cb, p->comm, p->what);
-    }
+    mca_coll_gpu_copyback_reserve(&p->cb, &p->s, p->sdir, &p->r, p->rdir, p->comm, p->what);
 }
 
 /* Does a WRITE-only buffer of this layout need its bytes copied in too, so that the holes
@@ -299,19 +296,10 @@ static int pers_complete(ompi_request_t *arg)
     if (OMPI_SUCCESS != p->fail) {
         rc = p->fail; /* computed from stale data: nothing goes back */
     } else if (MPI_SUCCESS == req->req_status.MPI_ERROR) {
-        coll_gpu_staged_t *written[2];
-        int n = 0;
-
-        if (p->r.staged && 0 != (p->rdir & COLL_GPU_WRITE)) {
-            written[n++] = &p->r;
-        }
-        if (p->s.staged && 0 != (p->sdir & COLL_GPU_WRITE)) {
-            written[n++] = &p->s;
-        }
         /* a request marked complete already (pers_start hooked us on a request that had
          * completed) cannot wait for the copies: they are waited for here, at MPI_Start */
-        if (!mca_coll_gpu_copyback_start(&p->cb, written, n, req, !REQUEST_COMPLETE(req),
-                                         &rc)) {
+        if (!mca_coll_gpu_copyback_start(&p->cb, &p->s, p->sdir, &p->r, p->rdir, req,
+                                         !REQUEST_COMPLETE(req), &rc)) {
             return 1;
         }
     }

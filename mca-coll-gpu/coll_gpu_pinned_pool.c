@@ -109,6 +109,29 @@ static void pool_unlink(pool_block_t *b)
     pool_kept -= b->size;
 }
 
+/* The block unused longest leaves the pool: it waits to be freed.  Caller holds pool_lock. */
+static void pool_retire_oldest(void)
+{
+    pool_block_t *old = pool_lru_tail;
+
+    pool_unlink(old);
+    old->next = pool_waiting;
+    pool_waiting = old;
+}
+
+/* What waits to be freed, for the caller to free outside pool_lock; nothing inside a
+ * completion (it waits for a later call).  Caller holds pool_lock. */
+static pool_block_t *pool_take_waiting(void)
+{
+    pool_block_t *list = NULL;
+
+    if (0 == pool_in_completion) {
+        list = pool_waiting;
+        pool_waiting = NULL;
+    }
+    return list;
+}
+
 /* Free a list of blocks linked by next (outside pool_lock: the driver may take milliseconds). */
 static void pool_release(pool_block_t *list)
 {
@@ -161,7 +184,7 @@ int mca_coll_gpu_pinned_get(size_t len, void **ptr)
 
 void mca_coll_gpu_pinned_put(void *ptr, size_t len)
 {
-    pool_block_t *b, *freeing = NULL;
+    pool_block_t *b, *freeing;
 
     if (NULL == ptr) {
         return;
@@ -195,16 +218,10 @@ void mca_coll_gpu_pinned_put(void *ptr, size_t len)
         pool_kept += b->size;
         /* over the bound: the blocks unused longest make room (b alone fits: pool_class) */
         while (pool_kept > mca_coll_gpu_component.pinned_pool_bytes) {
-            pool_block_t *old = pool_lru_tail;
-            pool_unlink(old);
-            old->next = pool_waiting;
-            pool_waiting = old;
+            pool_retire_oldest();
         }
     }
-    if (0 == pool_in_completion) {
-        freeing = pool_waiting;
-        pool_waiting = NULL;
-    }
+    freeing = pool_take_waiting();
     OPAL_THREAD_UNLOCK(&pool_lock);
     pool_release(freeing);
 }
@@ -217,16 +234,9 @@ void mca_coll_gpu_pinned_trim(double idle_seconds)
     OPAL_THREAD_LOCK(&pool_lock);
     /* the recency list's tail is the block unused longest */
     while (NULL != pool_lru_tail && (0.0 >= idle_seconds || pool_lru_tail->returned <= cutoff)) {
-        pool_block_t *old = pool_lru_tail;
-        pool_unlink(old);
-        old->next = pool_waiting;
-        pool_waiting = old;
+        pool_retire_oldest();
     }
-    freeing = NULL;
-    if (0 == pool_in_completion) {
-        freeing = pool_waiting;
-        pool_waiting = NULL;
-    }
+    freeing = pool_take_waiting();
     OPAL_THREAD_UNLOCK(&pool_lock);
     pool_release(freeing);
 }

@@ -467,9 +467,11 @@ int mca_coll_gpu_layout_pieces(const void *buf, coll_gpu_layout_t layout, ptrdif
     return OMPI_SUCCESS;
 }
 
-int mca_coll_gpu_pieces_copy(void *user, char *image, ptrdiff_t lo, size_t len,
-                             const coll_gpu_piece_t *pieces, int npieces, bool to_image,
-                             size_t *failed_len)
+/* The copies of mca_coll_gpu_pieces_copy; with a stream, device pieces are queued on it
+ * (counted in *enqueued) instead of waited for. */
+static int pieces_copy_on(void *user, char *image, ptrdiff_t lo, size_t len,
+                          const coll_gpu_piece_t *pieces, int npieces, bool to_image,
+                          dev_stream_t *stream, int *enqueued, size_t *failed_len)
 {
     coll_gpu_piece_t whole = {lo, len, false};
 
@@ -485,7 +487,13 @@ int mca_coll_gpu_pieces_copy(void *user, char *image, ptrdiff_t lo, size_t len,
             memcpy(to_image ? h : u, to_image ? u : h, pieces[i].len);
             continue;
         }
-        rc = to_image ? dev_memcpy(h, u, pieces[i].len) : dev_memcpy(u, h, pieces[i].len);
+        if (NULL != stream) {
+            rc = to_image ? dev_memcpy_async(h, u, pieces[i].len, stream)
+                          : dev_memcpy_async(u, h, pieces[i].len, stream);
+            *enqueued += (DEV_OK == rc);
+        } else {
+            rc = to_image ? dev_memcpy(h, u, pieces[i].len) : dev_memcpy(u, h, pieces[i].len);
+        }
         if (DEV_OK != rc) {
             *failed_len = pieces[i].len;
             return rc;
@@ -494,10 +502,25 @@ int mca_coll_gpu_pieces_copy(void *user, char *image, ptrdiff_t lo, size_t len,
     return DEV_OK;
 }
 
+int mca_coll_gpu_pieces_copy(void *user, char *image, ptrdiff_t lo, size_t len,
+                             const coll_gpu_piece_t *pieces, int npieces, bool to_image,
+                             size_t *failed_len)
+{
+    return pieces_copy_on(user, image, lo, len, pieces, npieces, to_image, NULL, NULL,
+                          failed_len);
+}
+
 int mca_coll_gpu_stage_copy(const coll_gpu_staged_t *staged, bool to_bounce, size_t *failed_len)
 {
     return mca_coll_gpu_pieces_copy(staged->user, staged->host_base, staged->lo, staged->len,
                                     staged->pieces, staged->npieces, to_bounce, failed_len);
+}
+
+int mca_coll_gpu_stage_copy_back_on(const coll_gpu_staged_t *staged, dev_stream_t *stream,
+                                    int *enqueued, size_t *failed_len)
+{
+    return pieces_copy_on(staged->user, staged->host_base, staged->lo, staged->len,
+                          staged->pieces, staged->npieces, false, stream, enqueued, failed_len);
 }
 
 /* Pinned memory of at least len bytes: a cached slot when it fits, else memory of this call's
@@ -565,13 +588,9 @@ void mca_coll_gpu_bounce_release(mca_coll_gpu_module_t *module)
  * variable is read once. */
 static bool stage_fail_injected(void)
 {
-    static int target = -2; /* -2: not read yet; -1: no injection */
+    static int target = -2;
 
-    if (-2 == target) {
-        const char *env = getenv("COLL_GPU_TEST_FAIL_STAGE");
-        target = (NULL != env && '\0' != env[0]) ? atoi(env) : -1;
-    }
-    return 0 <= target && ompi_comm_rank(&ompi_mpi_comm_world.comm) == target;
+    return mca_coll_gpu_test_env_names_me("COLL_GPU_TEST_FAIL_STAGE", &target);
 }
 
 /* Bounce memory for a span of len bytes, or scratch to take part with: see

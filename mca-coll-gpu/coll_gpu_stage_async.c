@@ -38,7 +38,6 @@
 
 #include <stdatomic.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "ompi/errhandler/errcode-internal.h"
 #include "ompi/request/request.h"
@@ -64,13 +63,9 @@ static bool cb_registered;                           /* copyback_progress is reg
 /* Does the test-only fault injection (COLL_GPU_TEST_FAIL_COPYBACK) name this process? */
 static bool copyback_fail_injected(void)
 {
-    static int target = -2; /* -2: not read yet; -1: no injection */
+    static int target = -2;
 
-    if (-2 == target) {
-        const char *env = getenv("COLL_GPU_TEST_FAIL_COPYBACK");
-        target = (NULL != env && '\0' != env[0]) ? atoi(env) : -1;
-    }
-    return 0 <= target && ompi_comm_rank(&ompi_mpi_comm_world.comm) == target;
+    return mca_coll_gpu_test_env_names_me("COLL_GPU_TEST_FAIL_COPYBACK", &target);
 }
 
 /* The outcome of cb's copies, whose event answered q (DEV_OK: ended; < 0: failed). */
@@ -142,13 +137,36 @@ static int copyback_progress(void)
     return completed;
 }
 
-void mca_coll_gpu_copyback_reserve(coll_gpu_copyback_t *cb, struct ompi_communicator_t *comm,
+/* The buffers of the pair s, r that go back to the user: the staged ones the call writes. */
+static int copyback_written(const coll_gpu_staged_t *s, coll_gpu_dir_t sdir,
+                            const coll_gpu_staged_t *r, coll_gpu_dir_t rdir,
+                            const coll_gpu_staged_t *out[2])
+{
+    int n = 0;
+
+    if (r->staged && 0 != (rdir & COLL_GPU_WRITE)) {
+        out[n++] = r;
+    }
+    if (s->staged && 0 != (sdir & COLL_GPU_WRITE)) {
+        out[n++] = s;
+    }
+    return n;
+}
+
+void mca_coll_gpu_copyback_reserve(coll_gpu_copyback_t *cb, const coll_gpu_staged_t *s,
+                                   coll_gpu_dir_t sdir, const coll_gpu_staged_t *r,
+                                   coll_gpu_dir_t rdir, struct ompi_communicator_t *comm,
                                    const char *what)
 {
     copyback_device_t *d;
     dev_event_t *event = NULL;
     bool reg = false;
     int device = -1;
+    const coll_gpu_staged_t *written[2];
+
+    if (0 == copyback_written(s, sdir, r, rdir, written)) {
+        return; /* nothing goes back */
+    }
 
     cb->what = what;
     cb->comm = comm;
@@ -218,9 +236,14 @@ void mca_coll_gpu_copyback_unreserve(coll_gpu_copyback_t *cb)
     cb->event = NULL;
 }
 
-bool mca_coll_gpu_copyback_start(coll_gpu_copyback_t *cb, coll_gpu_staged_t *const *bufs, int n,
-                                 ompi_request_t *req, bool may_defer, int *rc)
+bool mca_coll_gpu_copyback_start(coll_gpu_copyback_t *cb, const coll_gpu_staged_t *s,
+                                 coll_gpu_dir_t sdir, const coll_gpu_staged_t *r,
+                                 coll_gpu_dir_t rdir, ompi_request_t *req, bool may_defer,
+                                 int *rc)
 {
+    const coll_gpu_staged_t *bufs[2];
+    int n = copyback_written(s, sdir, r, rdir, bufs);
+    size_t failed_len = 0;
     dev_stream_t *stream;
     int enqueued = 0, q;
 
@@ -230,7 +253,6 @@ bool mca_coll_gpu_copyback_start(coll_gpu_copyback_t *cb, coll_gpu_staged_t *con
     }
     if (NULL == cb->event) {
         /* no stream or event: the copies of before, waiting for each */
-        size_t failed_len = 0;
         q = DEV_OK;
         for (int i = 0; i < n && DEV_OK == q; ++i) {
             q = mca_coll_gpu_stage_copy(bufs[i], false, &failed_len);
@@ -239,25 +261,12 @@ bool mca_coll_gpu_copyback_start(coll_gpu_copyback_t *cb, coll_gpu_staged_t *con
         return true;
     }
     stream = cb_devices[cb->device].stream; /* set before the event was handed out */
-    for (int i = 0; i < n && OMPI_SUCCESS == *rc; ++i) {
-        const coll_gpu_staged_t *b = bufs[i];
-        /* a layout across allocations or memory kinds goes back piece by piece: host pieces
-         * at once (host memory, no device involved), device pieces on the stream */
-        coll_gpu_piece_t whole = {b->lo, b->len, false};
-        const coll_gpu_piece_t *pieces = (NULL != b->pieces) ? b->pieces : &whole;
-        int npieces = (NULL != b->pieces) ? b->npieces : 1;
-
-        for (int k = 0; k < npieces; ++k) {
-            char *u = (char *) b->user + pieces[k].off, *h = b->host_base + pieces[k].off;
-            if (pieces[k].host) {
-                memcpy(u, h, pieces[k].len);
-                continue;
-            }
-            if (DEV_OK != dev_memcpy_async(u, h, pieces[k].len, stream)) {
-                *rc = copyback_outcome(cb, DEV_ERR);
-                break;
-            }
-            ++enqueued;
+    /* a layout across allocations or memory kinds goes back piece by piece: host pieces at
+     * once (host memory, no device involved), device pieces on the stream */
+    for (int i = 0; i < n; ++i) {
+        if (DEV_OK != mca_coll_gpu_stage_copy_back_on(bufs[i], stream, &enqueued, &failed_len)) {
+            *rc = copyback_outcome(cb, DEV_ERR);
+            break;
         }
     }
     if (0 == enqueued) {
