@@ -89,10 +89,10 @@ static inline void mt_set_case(const char *name)
     alarm(mt_case_timeout);
 }
 
-static inline void mt_init(int *argc, char ***argv)
+/* mt_init's part after MPI is initialized. */
+static inline void mt_init_after_mpi(void)
 {
     const char *t = getenv("COLL_GPU_TEST_CASE_TIMEOUT");
-    MPI_Init(argc, argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &mt_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &mt_size);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -122,6 +122,12 @@ static inline void mt_init(int *argc, char ***argv)
             }
         }
     }
+}
+
+static inline void mt_init(int *argc, char ***argv)
+{
+    MPI_Init(argc, argv);
+    mt_init_after_mpi();
 }
 
 /* The backend name the component was given ("emulated" when nothing is set). */
@@ -273,6 +279,19 @@ static inline void mt_skip_all(const char *why)
     }
     MPI_Finalize();
     exit(TAP_SKIP_EXIT);
+}
+
+/* mt_init with MPI_Init_thread(MPI_THREAD_MULTIPLE), for the tests whose threads make MPI
+ * calls; skips where MPI does not provide it. */
+static inline void mt_init_threads(int *argc, char ***argv)
+{
+    int provided = 0;
+
+    MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
+    mt_init_after_mpi();
+    if (MPI_THREAD_MULTIPLE != provided) {
+        mt_skip_all("MPI_THREAD_MULTIPLE not provided");
+    }
 }
 
 /* ---- memory ------------------------------------------------------------------------------ */

@@ -122,17 +122,8 @@ int main(int argc, char **argv)
     size_t chunk = (argc > 1) ? (size_t) strtoull(argv[1], NULL, 10) : 4096;
     worker_t w[NTHREADS];
     pthread_t th[NTHREADS];
-    int provided = 0;
 
-    /* mt_init's part that matters here, with MPI_Init_thread instead of MPI_Init */
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-    MPI_Comm_rank(MPI_COMM_WORLD, &mt_rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &mt_size);
-    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    tap_set_quiet(0 != mt_rank);
-    if (MPI_THREAD_MULTIPLE != provided) {
-        mt_skip_all("MPI_THREAD_MULTIPLE not provided");
-    }
+    mt_init_threads(&argc, &argv);
     if (!mt_device_open(why, sizeof(why))) {
         mt_skip_all(why);
     }

@@ -136,18 +136,11 @@ static void round_on(MPI_Comm comm, int main_device, int device, const char *lab
 int main(int argc, char **argv)
 {
     char why[300];
-    int provided = 0, main_device = 0, ndev = 0, one = 1, sum = 0;
+    int main_device = 0, ndev = 0, one = 1, sum = 0;
     void *d;
     MPI_Comm comm;
 
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-    MPI_Comm_rank(MPI_COMM_WORLD, &mt_rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &mt_size);
-    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    tap_set_quiet(0 != mt_rank);
-    if (MPI_THREAD_MULTIPLE != provided) {
-        mt_skip_all("MPI_THREAD_MULTIPLE not provided");
-    }
+    mt_init_threads(&argc, &argv);
     if (!mt_device_open(why, sizeof(why))) {
         mt_skip_all(why);
     }

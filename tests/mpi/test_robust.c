@@ -1313,22 +1313,6 @@ static void case_threads(mt_kind_t mem)
     }
 }
 
-/* mt_init with MPI_Init_thread(MPI_THREAD_MULTIPLE); skips where it is not provided. */
-static void init_threads(int *argc, char ***argv)
-{
-    int provided = 0;
-
-    MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
-    MPI_Comm_rank(MPI_COMM_WORLD, &mt_rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &mt_size);
-    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    tap_set_quiet(0 != mt_rank);
-    snprintf(mt_rank_prefix, sizeof(mt_rank_prefix), "coll/gpu test rank %d: ", mt_rank);
-    if (MPI_THREAD_MULTIPLE != provided) {
-        mt_skip_all("MPI_THREAD_MULTIPLE not provided");
-    }
-}
-
 int main(int argc, char **argv)
 {
     const char *mode = (1 < argc) ? argv[1] : "freed";
@@ -1337,7 +1321,7 @@ int main(int argc, char **argv)
     /* threads needs MPI_THREAD_MULTIPLE; the other modes run under it too when asked, as
      * mpi4py initializes MPI (the locks are real then) */
     if (0 == strcmp(mode, "threads") || NULL != getenv("COLL_GPU_TEST_THREAD_MULTIPLE")) {
-        init_threads(&argc, &argv);
+        mt_init_threads(&argc, &argv);
     } else {
         mt_init(&argc, &argv);
     }
