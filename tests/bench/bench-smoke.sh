@@ -5,7 +5,8 @@
 # coll_gpu_uniform_buffers=true as the default) must finish, print a table, and count no wrong
 # element anywhere.  Then allgather and reduce_scatter_block, which coll/gpu always stages: the
 # staged backend runs them (it said "coll/gpu not loaded?" and left them out), and a forced
-# algorithm says why it cannot apply.  TAP output.
+# algorithm says why it cannot apply.  Last, allreduce in place (-I) through coll/gpu's
+# algorithms and its nonblocking form.  TAP output.
 set -u
 : "${top_builddir:=$(cd "$(dirname "$0")/../.." && pwd)}"
 : "${top_srcdir:=$(cd "$(dirname "$0")/../.." && pwd)}"
@@ -13,11 +14,11 @@ bench=$top_builddir/tests/coll_gpu_bench
 csv=bench-smoke.csv
 out=bench-smoke.out
 
-echo "1..10"
+echo "1..11"
 if [ ! -x "$bench" ]; then
     echo "not ok 1 - coll_gpu_bench is built ($bench)"
     echo "# the remaining checks need it"
-    for n in 2 3 4 5 6 7 8 9 10; do echo "not ok $n - skipped: no coll_gpu_bench"; done
+    for n in 2 3 4 5 6 7 8 9 10 11; do echo "not ok $n - skipped: no coll_gpu_bench"; done
     exit 1
 fi
 echo "ok 1 - coll_gpu_bench is built"
@@ -98,4 +99,20 @@ if [ "$why" -eq 2 ]; then
     echo "ok 10 - mpi:ring: each says coll/gpu has no algorithm to choose for it"
 else
     echo "not ok 10 - mpi:ring: each says coll/gpu has no algorithm to choose for it ($why of 2)"
+fi
+
+# in place: the first call of each size and backend is checked (later ones reduce the result)
+out3=bench-smoke-inplace.out
+csv3=bench-smoke-inplace.csv
+rm -f "$out3" "$csv3"
+COLL_GPU_TEST_TIMEOUT=${COLL_GPU_TEST_TIMEOUT:-120} COLL_GPU_TEST_DEVICE=emulated \
+    "$top_srcdir/tests/run-mpi.sh" 2 "$bench" -d emulated -C -I -c allreduce -t int32 \
+    -b 8 -e 4K -n 2 -w 1 -B mpi,nb,mpi:oneshot,mpi:twoshot -s 12345 -p "$csv3" >"$out3" 2>&1
+rc=$?
+sed 's/^/# /' "$out3"
+rows=$(awk -F, 'NR > 1 && $17 == "0"' "$csv3" 2>/dev/null | wc -l)
+if [ $rc -eq 0 ] && [ "$rows" -eq 40 ] && grep -q "^# allreduce in place," "$out3"; then
+    echo "ok 11 - in place: 4 backends x 10 sizes right (40 rows)"
+else
+    echo "not ok 11 - in place: 4 backends x 10 sizes right (exit $rc, $rows of 40 rows)"
 fi

@@ -148,6 +148,7 @@ typedef struct {
     int iters, warmup;
     double budget_s;
     int check;
+    int in_place; /* allreduce with MPI_IN_PLACE (NCCL: the receive buffer as its input) */
     char backends[512];
     dev_backend_t device;
     const char *csv;
@@ -173,6 +174,8 @@ static void usage(FILE *f)
         "  -w WARMUP       untimed calls before them (default 5)\n"
         "  -T SECONDS      cap the timed calls of one size and backend to about this long,\n"
         "                  never fewer than 3 (default 2; 0: no cap)\n"
+        "  -I              allreduce in place (MPI_IN_PLACE; NCCL: send buffer = receive\n"
+        "                  buffer); check mode then verifies the first call only\n"
         "  -C              check mode: fresh random data, poisoned output, host reference,\n"
         "                  #wrong per size (elements, summed over ranks)\n"
         "  -B LIST         backends, comma separated: mpi staged nccl mpi:ALGORITHM nb\n"
@@ -251,7 +254,7 @@ static int parse_options(int argc, char **argv, options_t *opt, char *err, size_
     opt->floor = 1;
 
     opterr = 0;
-    while (-1 != (c = getopt(argc, argv, "c:b:e:f:t:o:r:n:w:T:CB:d:p:Fs:O:h"))) {
+    while (-1 != (c = getopt(argc, argv, "c:b:e:f:t:o:r:n:w:T:CIB:d:p:Fs:O:h"))) {
         switch (c) {
         case 'c': {
             char buf[256], *tok, *save = NULL;
@@ -352,6 +355,7 @@ static int parse_options(int argc, char **argv, options_t *opt, char *err, size_
             break;
         }
         case 'C': opt->check = 1; break;
+        case 'I': opt->in_place = 1; break;
         case 'O': {
             char *end = NULL;
             opt->overlap_us = strtod(optarg, &end);
@@ -764,7 +768,8 @@ static int start_nb(bench_t *B, bench_coll_t c, size_t count, MPI_Request *req)
     MPI_Op op = op_mpi(B->opt.op);
     switch (c) {
     case BENCH_ALLREDUCE:
-        return MPI_Iallreduce(B->dsend, B->drecv, (int) count, t, op, MPI_COMM_WORLD, req);
+        return MPI_Iallreduce(B->opt.in_place ? MPI_IN_PLACE : B->dsend, B->drecv, (int) count,
+                              t, op, MPI_COMM_WORLD, req);
     case BENCH_BCAST:
         return MPI_Ibcast(B->drecv, (int) count, t, B->opt.root, MPI_COMM_WORLD, req);
     case BENCH_ALLGATHER:
@@ -819,8 +824,8 @@ static int run_once(bench_t *B, const backend_t *b, bench_coll_t c, size_t count
     int rc = MPI_SUCCESS, n;
     if (BK_NCCL == b->kind) {
 #ifdef COLL_GPU_BENCH_NCCL
-        return bench_nccl_run(B->nccl, c, B->dsend, B->drecv, count, B->opt.type->dev, B->opt.op,
-                              B->opt.root, why, len);
+        return bench_nccl_run(B->nccl, c, B->opt.in_place ? B->drecv : B->dsend, B->drecv, count,
+                              B->opt.type->dev, B->opt.op, B->opt.root, why, len);
 #else
         snprintf(why, len, "nccl backend not built");
         return -1;
@@ -836,7 +841,8 @@ static int run_once(bench_t *B, const backend_t *b, bench_coll_t c, size_t count
     }
     switch (c) {
     case BENCH_ALLREDUCE:
-        rc = MPI_Allreduce(B->dsend, B->drecv, (int) count, t, op, MPI_COMM_WORLD);
+        rc = MPI_Allreduce(B->opt.in_place ? MPI_IN_PLACE : B->dsend, B->drecv, (int) count, t,
+                           op, MPI_COMM_WORLD);
         break;
     case BENCH_BCAST:
         rc = MPI_Bcast(B->drecv, (int) count, t, B->opt.root, MPI_COMM_WORLD);
@@ -897,6 +903,8 @@ static int prepare_check(bench_t *B, bench_coll_t c, const gen_t *g, size_t coun
         if (g_rank == B->opt.root) {
             return dev_memcpy(B->drecv, B->href, count * ts);
         }
+    } else if (BENCH_ALLREDUCE == c && B->opt.in_place) {
+        return dev_memcpy(B->drecv, B->hin, count * ts); /* the input is the output's place */
     } else {
         size_t inn = BENCH_REDUCE_SCATTER_BLOCK == c ? count * (size_t) g_size : count;
         if (DEV_OK != dev_memcpy(B->dsend, B->hin, inn * ts)) {
@@ -1038,7 +1046,9 @@ static int run_segment(bench_t *B, backend_t *b, bench_coll_t c, size_t bytes, s
     MPI_Allreduce(MPI_IN_PLACE, &pinned, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     res->pinned_per_call = pinned;
 
-    if (o->check) {
+    /* in place, every timed call reduced the previous result again: only the first call has a
+     * reference */
+    if (o->check && !(BENCH_ALLREDUCE == c && o->in_place)) {
         wrong += verify(B, c, b, bytes, outn);
     }
 
@@ -1322,9 +1332,10 @@ static void setup_backends(bench_t *B)
 
 static void print_table_header(const bench_t *B, bench_coll_t c)
 {
-    say("#\n# %s, %s %s, %d ranks on %d node(s), %s device%s\n", coll_names[c],
-        B->opt.type->name, coll_reduces(c) ? B->opt.op_name : "-", g_size, B->nodes,
-        dev_backend_name(B->device), B->opt.check ? ", check mode" : "");
+    say("#\n# %s%s, %s %s, %d ranks on %d node(s), %s device%s\n", coll_names[c],
+        BENCH_ALLREDUCE == c && B->opt.in_place ? " in place" : "", B->opt.type->name,
+        coll_reduces(c) ? B->opt.op_name : "-", g_size, B->nodes, dev_backend_name(B->device),
+        B->opt.check ? ", check mode" : "");
     say("# %11s %11s %7s %5s %5s  %-12s %10s %12s %12s %8s\n", "size(B)", "count", "type", "op",
         "root", "backend", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
 }
