@@ -9,19 +9,17 @@
  * peers' memory for that call.  seq counts the calls that took the team, the same on every
  * rank.  Data is final in the receive buffer when a call returns.
  *
- one-shot allreduce (small):        two-shot allreduce (large, zero-copy):
+ * one-shot allreduce (small):        two-shot allreduce (large, zero-copy):
  *   export sbuf handle                 export sbuf, rbuf handles
  *   arrive(seq)                        arrive(seq)
  *   wait arrive(all) >= seq; map       wait arrive(all) >= seq; map peers' sbuf, rbuf
  *   rbuf = reduce(sbuf[p]              my chunk c: v = reduce_p sbuf[p][c];
  *          for p = 0..n-1)                          rbuf[q][c] = v for every q
  *   done(seq); wait done(all) >= seq   done(seq); wait done(all) >= seq
- * One-shot in place cannot read peers' buffers (they are being overwritten with the result):
- * it first copies its input into its scratch[seq&1] and peers read that; it ends at its own
- * done without waiting for the others.  The scratch is double-buffered: a peer can be at most
- * one call ahead (it cannot finish call seq+1 before we arrive at it), so slot seq&1 is free
- * again at seq+2.  Every rank reduces in rank order, so floating-point results are identical
- * on all ranks.
+ * One-shot never runs in place (peers would read a buffer its owner is overwriting): an
+ * in-place call takes two-shot, where each element is read and written by one rank only
+ * (mca_coll_gpu_plan_in_place).  Every rank reduces in rank order, so floating-point results
+ * are identical on all ranks.
  *
  * push bcast: every non-root exports its buffer and arrives; the root copies its data into each
  * peer's buffer (copy engines), then done(seq); non-roots wait for the root's done.
@@ -331,40 +329,6 @@ size_t mca_coll_gpu_nvl_fused_cap(const coll_gpu_team_t *t)
         return 0;
     }
     return (t->slot_bytes - head) / (size_t) t->size / 256 * 256;
-}
-
-/* One-shot through the scratch: for MPI_IN_PLACE, where a peer's input is also its output and
- * may be overwritten while we still read it. */
-static int allreduce_oneshot_scratch(coll_gpu_team_t *t, const void *sbuf, void *rbuf,
-                                     size_t count, dev_dtype_t dt, dev_op_t op, size_t bytes,
-                                     const dev_launch_t *launch, struct ompi_communicator_t *comm)
-{
-    uint64_t seq = ++t->seq;
-    size_t slot_off = (seq & 1) * t->slot_bytes + COLL_GPU_SLOT_RESERVED(t->size);
-    const void *srcs[COLL_GPU_TEAM_MAX];
-    void *dst = rbuf;
-    int rc = OMPI_SUCCESS;
-
-    NVL_CHECK(dev_memcpy_async((char *) t->scratch + slot_off, sbuf, bytes, t->stream),
-              "allreduce");
-    NVL_CHECK(dev_stream_sync(t->stream), "allreduce");
-out:
-    mca_coll_gpu_team_arrive(t, seq);
-    for (int p = 0; p < t->size; ++p) {
-        mca_coll_gpu_team_wait_arrive(t, p, seq);
-        srcs[p] = (const char *) t->peer_scratch[p] + slot_off;
-    }
-    if (mca_coll_gpu_team_any_failed(t, seq)) {
-        return OMPI_ERROR;
-    }
-    if (DEV_OK != dev_reduce_multi(&dst, 1, srcs, t->size, count, dt, op, launch, t->stream)
-        || DEV_OK != dev_stream_sync(t->stream)) {
-        mca_coll_gpu_report_failure("allreduce", comm, "one-shot reduction: %s",
-                                    dev_error_string());
-        rc = OMPI_ERROR;
-    }
-    mca_coll_gpu_team_done(t, seq);
-    return rc;
 }
 
 /* One-shot zero-copy: every rank reduces straight from its peers' send buffers (mapped once
@@ -776,20 +740,14 @@ out:
 /* A rank that failed before a call (it could not prepare its buffers) still takes part, without
  * data: it marks itself failed, arrives (its step counter jumps past the call, releasing ring
  * neighbours), and ends as the algorithm's ranks end, so that every peer sees the failure and
- * returns an error instead of waiting.  One-shot in place ends at its own done; the others wait
- * for everybody's. */
-static int nvl_sit_out(coll_gpu_team_t *t, bool own_done_only, bool fused, int rc)
+ * returns an error instead of waiting. */
+static int nvl_sit_out(coll_gpu_team_t *t, bool fused, int rc)
 {
     uint64_t seq = ++t->seq;
 
     mca_coll_gpu_team_fail(t, seq);
     if (fused) {
         (void) mca_coll_gpu_nvl_fused_release_peers(t, seq); /* their hosts release them too */
-    }
-    if (own_done_only) {
-        mca_coll_gpu_team_arrive(t, seq);
-        mca_coll_gpu_team_done(t, seq);
-        return rc;
     }
     return nvl_finish_all(t, seq, false, rc);
 }
@@ -864,8 +822,8 @@ static void nvl_rec_diff(coll_gpu_team_t *t, uint64_t seq, nvl_rec_field_t f, ch
  * OMPI_SUCCESS when they agree; else what every rank returns, the same on all since all read
  * the same records: MPI_ERR_COUNT when the byte counts differ, else MPI_ERR_OP when the ops do,
  * else MPI_ERR_OTHER when the element types do, else MPI_ERR_BUFFER when some ranks passed
- * MPI_IN_PLACE and others not (the in-place one-shot publishes no send buffer, and reads what
- * its peers copied into their scratch); OMPI_ERROR when a rank's record is of a later call (it
+ * MPI_IN_PLACE and others not (an in-place rank exports no send buffer, and its plan may be
+ * another algorithm); OMPI_ERROR when a rank's record is of a later call (it
  * gave up on this one: coll_gpu_hang_error_seconds).  Rank 0 of the team names the difference
  * in one line (what: the collective, "allreduce" or "iallreduce"...); the others log theirs at
  * COLL_GPU_LOG_CALL.
@@ -952,18 +910,13 @@ int mca_coll_gpu_nvl_allreduce(coll_gpu_team_t *t, const topo_plan_t *plan, cons
              ? mca_coll_gpu_nvl_allreduce_check(t, t->seq + 1, "allreduce", comm)
              : OMPI_ERROR; /* gave up on a rank that never came: the call fails */
     if (OMPI_SUCCESS != rc) {
-        return nvl_sit_out(t, false, false, rc);
+        return nvl_sit_out(t, false, rc);
     }
     if (OMPI_SUCCESS != local_rc) {
-        return nvl_sit_out(t, TOPO_AR_ONESHOT == plan->alg && MPI_IN_PLACE == sbuf,
-                           TOPO_AR_FUSED == plan->alg, local_rc);
+        return nvl_sit_out(t, TOPO_AR_FUSED == plan->alg, local_rc);
     }
 
-    if (TOPO_AR_ONESHOT == plan->alg && MPI_IN_PLACE == sbuf) {
-        return allreduce_oneshot_scratch(t, src, rbuf, count, dt, op, count * esize, &launch,
-                                         comm);
-    }
-    if (TOPO_AR_ONESHOT == plan->alg) {
+    if (TOPO_AR_ONESHOT == plan->alg) { /* never in place (mca_coll_gpu_plan_in_place) */
         return allreduce_oneshot_direct(t, src, rbuf, count, dt, op, &launch, comm);
     }
     if (TOPO_AR_RING == plan->alg) {
@@ -1243,7 +1196,7 @@ int mca_coll_gpu_nvl_bcast(coll_gpu_team_t *t, const topo_plan_t *plan, void *bu
             mca_coll_gpu_team_done(t, seq);
             return local_rc;
         }
-        return nvl_sit_out(t, false, false, local_rc);
+        return nvl_sit_out(t, false, local_rc);
     }
     if (0 == bytes) {
         /* nothing to move; still no rank may finish a call before every rank entered it (the

@@ -120,7 +120,6 @@
 typedef enum {
     ALG_FUSED,
     ALG_ONESHOT,
-    ALG_ONESHOT_SCRATCH,
     ALG_TWOSHOT,
     ALG_RING,
     ALG_BC_PUSH,
@@ -140,8 +139,8 @@ typedef enum {
 /* Phases shared by the algorithms (each uses those it needs, in this order). */
 typedef enum {
     PH_START = 0,
+    PH_COPY,       /* waiting for a copy of ours to end (the ring's rbuf = sbuf) */
     PH_ARRIVE,     /* waiting for the peers' arrive (or the root's record, or the parent's) */
-    PH_COPY,       /* waiting for a copy of ours to end (in-place one-shot's scratch copy) */
     PH_MOVE,       /* issuing and polling the data movement */
     PH_STREAM,     /* waiting for our stream */
     PH_FINISH,     /* the end: done(seq) given, waiting for the others' */
@@ -397,7 +396,7 @@ static int async_fail(coll_gpu_async_t *r)
     return ASYNC_AGAIN;
 }
 
-/* The end every algorithm but the fused, the in-place one-shot and the push bcast shares
+/* The end every algorithm but the fused and the push bcast shares
  * (nvl_finish_all in coll_gpu_nvl.c): arrive if a failure came first, drain our own copies and
  * kernels after a failure (nothing of ours may touch peer memory once we are done), give our
  * done, wait for everybody's; the call fails on every rank when any rank failed. */
@@ -553,91 +552,6 @@ static int step_oneshot(coll_gpu_async_t *r)
         return (ASYNC_READY == s) ? async_finish(r) : s;
     default:
         return async_finish(r);
-    }
-}
-
-/* In place: peers read our input from our scratch (our buffer is being overwritten); ends at
- * our own done, as the blocking call does. */
-static int step_oneshot_scratch(coll_gpu_async_t *r)
-{
-    coll_gpu_team_t *t = r->team;
-    size_t slot_off;
-    const void *srcs[COLL_GPU_TEAM_MAX];
-    void *dst;
-
-    slot_off = (r->seq & 1) * t->slot_bytes + COLL_GPU_SLOT_RESERVED(t->size);
-    switch (r->phase) {
-    case PH_START:
-        r->seq = ++t->seq;
-        slot_off = (r->seq & 1) * t->slot_bytes + COLL_GPU_SLOT_RESERVED(t->size);
-        if (OMPI_SUCCESS != r->rc) {
-            /* failed before the call (allreduce_begin): no data, arrive, wait, own done */
-            mca_coll_gpu_team_fail(t, r->seq);
-        } else if (DEV_OK != dev_memcpy_async((char *) t->scratch + slot_off, r->r.dev,
-                                              r->count * r->esize, t->stream)) {
-            mca_coll_gpu_report_failure(r->what, r->comm, "copy into the scratch: %s",
-                                        dev_error_string());
-            mca_coll_gpu_team_fail(t, r->seq);
-            r->rc = OMPI_ERROR;
-        }
-        r->phase = PH_COPY;
-        /* fall through */
-    case PH_COPY:
-        if (OMPI_SUCCESS == r->rc) {
-            int q = dev_stream_query(t->stream);
-            if (1 == q) {
-                return ASYNC_PENDING;
-            }
-            if (DEV_OK != q) {
-                mca_coll_gpu_report_failure(r->what, r->comm, "copy into the scratch: %s",
-                                            dev_error_string());
-                mca_coll_gpu_team_fail(t, r->seq);
-                r->rc = OMPI_ERROR;
-            }
-        }
-        mca_coll_gpu_team_arrive(t, r->seq);
-        r->arrived = true;
-        r->phase = PH_ARRIVE;
-        /* fall through */
-    case PH_ARRIVE:
-        if (!all_arrived(r)) {
-            return ASYNC_PENDING;
-        }
-        if (OMPI_SUCCESS != r->rc || mca_coll_gpu_team_any_failed(t, r->seq)) {
-            r->rc = (OMPI_SUCCESS != r->rc) ? r->rc : OMPI_ERROR;
-            mca_coll_gpu_team_done(t, r->seq);
-            return ASYNC_END;
-        }
-        for (int p = 0; p < t->size; ++p) {
-            srcs[p] = (const char *) t->peer_scratch[p] + slot_off;
-        }
-        dst = r->r.dev;
-        if (DEV_OK != dev_reduce_multi(&dst, 1, srcs, t->size, r->count, r->dt, r->op,
-                                       &r->launch, t->stream)) {
-            mca_coll_gpu_report_failure(r->what, r->comm, "one-shot reduction: %s",
-                                        dev_error_string());
-            r->rc = OMPI_ERROR;
-            (void) dev_stream_sync(t->stream);
-            mca_coll_gpu_team_done(t, r->seq);
-            return ASYNC_END;
-        }
-        r->phase = PH_STREAM;
-        /* fall through */
-    case PH_STREAM: {
-        int q = dev_stream_query(t->stream);
-        if (1 == q) {
-            return ASYNC_PENDING;
-        }
-        if (DEV_OK != q) {
-            mca_coll_gpu_report_failure(r->what, r->comm, "one-shot reduction: %s",
-                                        dev_error_string());
-            r->rc = OMPI_ERROR;
-        }
-        mca_coll_gpu_team_done(t, r->seq);
-        return ASYNC_END;
-    }
-    default:
-        return ASYNC_END;
     }
 }
 
@@ -841,9 +755,7 @@ static int step_ar_agree(coll_gpu_async_t *r)
     r->alg = r->first_alg;
     if (OMPI_SUCCESS != r->local_rc) {
         r->rc = r->local_rc;
-        if (ALG_ONESHOT_SCRATCH != r->first_alg) {
-            r->alg = ALG_FINISH;
-        }
+        r->alg = ALG_FINISH;
     }
     return ASYNC_AGAIN;
 }
@@ -1195,10 +1107,13 @@ static void bcast_begin(coll_gpu_async_t *r);
 /* The allreduce algorithm of a plan; false when the plan has no form here (staged). */
 static bool allreduce_alg(topo_plan_t *plan, bool in_place, async_alg_t *alg)
 {
+    if (in_place) {
+        mca_coll_gpu_plan_in_place(plan);
+    }
     if (TOPO_AR_FUSED == plan->alg) {
         *alg = ALG_FUSED;
     } else if (TOPO_AR_ONESHOT == plan->alg) {
-        *alg = in_place ? ALG_ONESHOT_SCRATCH : ALG_ONESHOT;
+        *alg = ALG_ONESHOT;
     } else if (TOPO_AR_TWOSHOT == plan->alg || TOPO_AR_TWOSHOT_CE == plan->alg) {
         if (TOPO_AR_TWOSHOT_CE == plan->alg) {
             plan->alg = TOPO_AR_TWOSHOT; /* its nonblocking form moves by SM loads */
@@ -1319,8 +1234,6 @@ static int async_step(coll_gpu_async_t *r)
         return step_fused(r);
     case ALG_ONESHOT:
         return step_oneshot(r);
-    case ALG_ONESHOT_SCRATCH:
-        return step_oneshot_scratch(r);
     case ALG_TWOSHOT:
         return step_twoshot(r);
     case ALG_RING:
@@ -1813,7 +1726,7 @@ static void async_reset(coll_gpu_async_t *r)
 
 /* An allreduce call's buffers (the user's, or device temporaries of the request: buf_in), and,
  * when this rank cannot take part with data, the way it sits the call out (as the blocking
- * call's nvl_sit_out: the in-place one-shot in its own step, the others through the finish). */
+ * call's nvl_sit_out: through the finish). */
 static void allreduce_begin(coll_gpu_async_t *r)
 {
     async_alg_t alg = r->first_alg;

@@ -118,6 +118,8 @@ check_decisions() {
                         ++taken
                     } else if (alg == "oneshot" && how ~ /^twoshot via .*exceed the one-shot slot/) {
                         ++taken  # one-shot holds one slot of data: above it, two-shot by design
+                    } else if (alg == "oneshot" && how ~ /^twoshot via .*in place: two-shot/) {
+                        ++taken  # in place, two-shot needs no copy: the in-place form of one-shot
                     } else if (how ~ /^staged \(/ && (ones[proc, k] ||
                                (how ~ /without a GPU kernel/ && (derived || w[2] in nokernel)))) {
                         ++staged

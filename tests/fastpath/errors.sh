@@ -27,6 +27,9 @@ forced() {
     plan="coll:gpu:$1 (cid [0-9]*): rank [0-9]*: .* ->"
     n=$(cat "$out".ranks/*/rank.*/stderr | grep -c "$plan ")
     k=$(cat "$out".ranks/*/rank.*/stderr | grep -c "$plan $2 via")
+    if [ "$2" = oneshot ]; then # in place, one-shot's form is two-shot (coll_gpu_select.c)
+        k=$((k + $(cat "$out".ranks/*/rank.*/stderr | grep -c "$plan twoshot via .*in place: two-shot")))
+    fi
     [ "$n" -gt 0 ] && [ "$n" -eq "$k" ]
 }
 

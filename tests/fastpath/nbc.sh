@@ -66,8 +66,8 @@ for np in $NBC_RANKS; do
         run "$np" "$ar" "$bc" all "$@"
         case $ar in
         auto) arpat='fused\|oneshot\|twoshot' ;;
-        # above a scratch slot one-shot becomes two-shot, as the blocking call does
-        oneshot) arpat='oneshot via\|twoshot via .*exceed the one-shot slot' ;;
+        # above a scratch slot, or in place, one-shot becomes two-shot, as the blocking call does
+        oneshot) arpat='oneshot via\|twoshot via .*\(exceed the one-shot slot\|in place: two-shot\)' ;;
         twoshot_ce) arpat='twoshot via' ;;
         *) arpat="$ar via" ;;
         esac

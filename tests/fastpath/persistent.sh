@@ -81,8 +81,8 @@ for np in $PERS_RANKS; do
         fi
         case $ar in
         auto) arpat='fused via\|oneshot via\|twoshot via\|ring via' ;;
-        # above a scratch slot one-shot becomes two-shot, as the blocking call does
-        oneshot) arpat='oneshot via\|twoshot via .*exceed the one-shot slot' ;;
+        # above a scratch slot, or in place, one-shot becomes two-shot, as the blocking call does
+        oneshot) arpat='oneshot via\|twoshot via .*\(exceed the one-shot slot\|in place: two-shot\)' ;;
         twoshot_ce) arpat='twoshot via' ;;
         *) arpat="$ar via" ;;
         esac
