@@ -51,8 +51,7 @@
  *   fused        [emulated: arrive, wait arrive(all)] launch (cuda: at once) | poll done word
  *                | done(seq); next piece, one seq each
  *   one-shot     export sbuf, arrive | wait arrive(all), map, reduce | poll stream | finish
- *   one-shot     copy sbuf -> scratch[seq&1] | poll stream, arrive | wait arrive(all), reduce
- *   (in place)   | poll stream, done(seq)                                (no wait for others)
+ *                (in place: two-shot, mca_coll_gpu_plan_in_place)
  *   two-shot     export sbuf, rbuf, arrive | wait arrive(all), map, reduce my shard into
  *                every rank's rbuf | poll stream | finish
  *   ring         copy sbuf -> rbuf | poll stream, export rbuf, arrive, step 0 | for k = 1 ..
