@@ -5,7 +5,8 @@
 # and cannot be installed beside 4.1.  So this script makes a Debian 13 root file system with
 # debootstrap (from the same Debian mirror apt uses), installs Open MPI 5.0 with its
 # development headers there, copies this source tree in, and builds and checks it inside the
-# chroot on the emulated device (no CUDA).  Run it as root on Debian or Ubuntu:
+# chroot on the emulated device (no CUDA), with Debian 13's python3-torch for the torch
+# backend's tests (tests/torch).  Run it as root on Debian or Ubuntu:
 #
 #   sudo .ci/ompi5-check.sh            # makes (or reuses) /var/tmp/coll-gpu-ompi5/root
 #
@@ -84,6 +85,19 @@ done
 
 ompi_version=$(chroot "$root" ompi_info --version 2>/dev/null | head -1 || true)
 say "in the chroot: $ompi_version"
+
+# The torch backend's tests (tests/torch): Debian 13's CPU-only torch, and pip to install the
+# backend the way its users do.  A root made before they were needed gets them here.
+if ! chroot "$root" python3 -c 'import torch.distributed' >/dev/null 2>&1 \
+        || ! chroot "$root" python3 -m pip --version >/dev/null 2>&1; then
+    say "installing python3-torch and pip in the chroot"
+    chroot "$root" /bin/bash -euo pipefail -c '
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -qq
+        apt-get install -y -qq --no-install-recommends python3-torch python3-pip \
+            python3-setuptools >/dev/null' \
+        || die "could not install python3-torch in the chroot"
+fi
 
 # Debian 13's libopenmpi-dev lacks opal/mca/threads/pthreads/*.h, which its other headers
 # include: take them from Debian's source package of the same version (configure's

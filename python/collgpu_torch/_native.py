@@ -1,0 +1,141 @@
+"""The C library (collgpu_native.c) through ctypes: MPI calls on raw pointers.
+
+Every entry returns an MPI error code; call() turns a non-zero one into a RuntimeError that
+carries MPI's own message, and the request slots of the nonblocking forms come back as ints.
+"""
+
+import ctypes
+import glob
+import os
+import threading
+
+# element types and ops, numbered as in collgpu_native.c
+F32, F64, F16, BF16, I8, U8, I16, I32, I64, BOOL = range(10)
+SUM, PROD, MIN, MAX, BAND, BOR, BXOR = range(7)
+
+_lib = None
+_serial = None  # a lock around every call when MPI gives less than MPI_THREAD_MULTIPLE
+_MPI_THREAD_MULTIPLE_AT_LEAST = 3  # MPI_THREAD_MULTIPLE in Open MPI and MPICH
+
+
+def _find_library():
+    """The library installed beside this file (pip install), or COLLGPU_TORCH_NATIVE."""
+    path = os.environ.get("COLLGPU_TORCH_NATIVE")
+    if path:
+        return path
+    here = os.path.dirname(os.path.abspath(__file__))
+    found = sorted(glob.glob(os.path.join(here, "libcollgpu_torch*.so")))
+    if not found:
+        raise ImportError(
+            "collgpu_torch: libcollgpu_torch.so is not beside the package; install it with "
+            "'pip install ./python' from a coll/gpu checkout (it needs mpicc), or point "
+            "COLLGPU_TORCH_NATIVE at a build of python/collgpu_torch/collgpu_native.c")
+    return found[0]
+
+
+def _declare(lib):
+    i32, i64, vp = ctypes.c_int, ctypes.c_int64, ctypes.c_void_p
+    pi = ctypes.POINTER(ctypes.c_int)
+    sig = {
+        "cg_init": [pi, pi, pi],
+        "cg_finalize": [],
+        "cg_comm_create": [i32, pi, pi],
+        "cg_comm_free": [i32],
+        "cg_allreduce": [i32, vp, vp, i64, i32, i32, pi],
+        "cg_reduce": [i32, vp, vp, i64, i32, i32, i32, pi],
+        "cg_bcast": [i32, vp, i64, i32, i32, pi],
+        "cg_allgather": [i32, vp, vp, i64, i32, pi],
+        "cg_reduce_scatter": [i32, vp, vp, i64, i32, i32, pi],
+        "cg_gather": [i32, vp, vp, i64, i32, i32, pi],
+        "cg_scatter": [i32, vp, vp, i64, i32, i32, pi],
+        "cg_alltoallv": [i32, vp, pi, pi, vp, pi, pi, i32, pi],
+        "cg_barrier": [i32, pi],
+        "cg_send": [i32, vp, i64, i32, i32, i32, pi],
+        "cg_recv": [i32, vp, i64, i32, i32, i32, pi],
+        "cg_wait": [i32, pi],
+        "cg_test": [i32, pi],
+    }
+    for name, args in sig.items():
+        fn = getattr(lib, name)
+        fn.argtypes = args
+        fn.restype = ctypes.c_int
+    lib.cg_error_string.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
+    lib.cg_error_string.restype = None
+
+
+def _error(name, code):
+    buf = ctypes.create_string_buffer(512)
+    _lib.cg_error_string(code, buf, len(buf))
+    return RuntimeError(f"collgpu: {name} failed: {buf.value.decode(errors='replace')} "
+                        f"(MPI error {code})")
+
+
+def init():
+    """MPI initialised (if nobody did); (world rank, world size)."""
+    global _lib, _serial
+    if _lib is None:
+        lib = ctypes.CDLL(_find_library(), mode=ctypes.RTLD_GLOBAL)
+        _declare(lib)
+        _lib = lib
+    rank, size, level = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
+    rc = _lib.cg_init(ctypes.byref(rank), ctypes.byref(size), ctypes.byref(level))
+    if rc != 0:
+        raise _error("MPI initialisation", rc)
+    if level.value < _MPI_THREAD_MULTIPLE_AT_LEAST and _serial is None:
+        _serial = threading.Lock()
+    return rank.value, size.value
+
+
+def finalize():
+    if _lib is not None:
+        _lib.cg_finalize()
+
+
+def call(name, *args, nonblocking=False):
+    """cg_<name>(*args); with nonblocking, the request slot it filled (an int)."""
+    fn = getattr(_lib, "cg_" + name)
+    req = ctypes.c_int(-1)
+    tail = (ctypes.byref(req),) if nonblocking else (None,)
+    if _serial is not None:
+        with _serial:
+            rc = fn(*args, *tail)
+    else:
+        rc = fn(*args, *tail)
+    if rc != 0:
+        raise _error(name, rc)
+    return req.value if nonblocking else None
+
+
+def wait(req):
+    """Wait for a request slot; the source rank of a receive (else -1)."""
+    src = ctypes.c_int(-1)
+    rc = _lib.cg_wait(req, ctypes.byref(src))
+    if rc != 0:
+        raise _error("wait", rc)
+    return src.value
+
+
+def test(req):
+    done = ctypes.c_int(0)
+    rc = _lib.cg_test(req, ctypes.byref(done))
+    if rc != 0:
+        raise _error("test", rc)
+    return bool(done.value)
+
+
+def comm_create(world_ranks):
+    arr = (ctypes.c_int * len(world_ranks))(*world_ranks)
+    cid = ctypes.c_int(-1)
+    rc = _lib.cg_comm_create(len(world_ranks), arr, ctypes.byref(cid))
+    if rc != 0:
+        raise _error("communicator creation", rc)
+    return cid.value
+
+
+def comm_free(cid):
+    if _lib is not None:
+        _lib.cg_comm_free(cid)
+
+
+def int_array(values):
+    return (ctypes.c_int * len(values))(*values)

@@ -1,0 +1,345 @@
+"""ProcessGroupCollGPU: torch.distributed's collectives as MPI calls on the tensors' memory.
+
+CPU and CUDA tensors alike: a CUDA tensor's device pointer goes to MPI as it is, and coll/gpu,
+loaded in that MPI, runs the call on the GPU (or stages it through the host where it must).
+
+Ordering (what training loops rely on): before a call touches a CUDA tensor, the work queued on
+that tensor's current stream has ended (the stream is synchronised); when the call returns, the
+result is in the tensor, visible to any stream.  Every call completes before it returns, also
+with async_op=True: the Work it gives is already complete (no overlap with compute yet).
+"""
+
+import torch
+import torch.distributed as dist
+from torch._C._distributed_c10d import _create_work_from_future
+from torch.futures import Future
+
+from . import _native as nat
+
+_TYPES = {
+    torch.float32: nat.F32, torch.float64: nat.F64, torch.float16: nat.F16,
+    torch.bfloat16: nat.BF16, torch.int8: nat.I8, torch.uint8: nat.U8, torch.int16: nat.I16,
+    torch.int32: nat.I32, torch.int64: nat.I64, torch.bool: nat.BOOL,
+}
+_FLOATS = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+_RED = dist.ReduceOp.RedOpType if hasattr(dist.ReduceOp, "RedOpType") else dist.ReduceOp
+_OPS = {
+    _RED.SUM: nat.SUM, _RED.PRODUCT: nat.PROD, _RED.MIN: nat.MIN, _RED.MAX: nat.MAX,
+    _RED.BAND: nat.BAND, _RED.BOR: nat.BOR, _RED.BXOR: nat.BXOR,
+}
+
+
+def _dtype(t):
+    try:
+        return _TYPES[t.dtype]
+    except KeyError:
+        raise ValueError(f"collgpu: tensors of dtype {t.dtype} are not supported (supported: "
+                         + ", ".join(str(d) for d in _TYPES) + ")") from None
+
+
+def _op(red, t):
+    """(MPI op code, average) of a torch reduce op for tensor t; errors name what is refused."""
+    kind = red.op if hasattr(red, "op") and not isinstance(red, _RED) else red
+    if kind == _RED.AVG:
+        if t.dtype not in _FLOATS:
+            raise ValueError(f"collgpu: ReduceOp.AVG on dtype {t.dtype}: average is defined "
+                             "here for floating-point tensors only")
+        return nat.SUM, True
+    if kind not in _OPS:
+        raise ValueError(f"collgpu: reduce op {kind} is not supported (SUM, AVG, PRODUCT, MIN, "
+                         "MAX, BAND, BOR, BXOR)")
+    if kind in (_RED.BAND, _RED.BOR, _RED.BXOR) and t.dtype in _FLOATS:
+        raise ValueError(f"collgpu: reduce op {kind} on dtype {t.dtype}: bitwise ops take "
+                         "integer and bool tensors")
+    return _OPS[kind], False
+
+
+def _settle(*tensors):
+    """The work queued on each CUDA tensor's current stream ends before MPI reads or writes it."""
+    seen = set()
+    for t in tensors:
+        if t is not None and t.is_cuda and t.device not in seen:
+            seen.add(t.device)
+            torch.cuda.current_stream(t.device).synchronize()
+
+
+def _done(result):
+    fut = Future()
+    fut.set_result(result)
+    return _create_work_from_future(fut)
+
+
+def _flat(tensors):
+    """One contiguous tensor holding the given ones back to back (their own storage when there
+    is one tensor and it is contiguous)."""
+    if len(tensors) == 1 and tensors[0].is_contiguous():
+        return tensors[0].view(-1)
+    return torch.cat([x.reshape(-1) for x in tensors])
+
+
+class _Dense:
+    """A tensor as MPI sees it: itself when contiguous, else a contiguous copy written back."""
+
+    def __init__(self, t, read=True):
+        self.t = t
+        self.buf = t if t.is_contiguous() else (t.contiguous() if read else torch.empty_like(
+            t, memory_format=torch.contiguous_format))
+
+    def ptr(self):
+        return self.buf.data_ptr()
+
+    def back(self):
+        if self.buf is not self.t:
+            self.t.copy_(self.buf)
+
+
+class _RecvAnyWork(dist._Work):
+    """The Work of recv_anysource: complete, and it knows who sent."""
+
+    def __init__(self, tensors, source):
+        super().__init__()
+        self._tensors = tensors
+        self._source = source
+
+    def wait(self, timeout=None):
+        return True
+
+    def is_completed(self):
+        return True
+
+    def _source_rank(self):
+        return self._source
+
+    def result(self):
+        return self._tensors
+
+
+class ProcessGroupCollGPU(dist.ProcessGroup):
+    """A torch ProcessGroup over one MPI communicator (ids of collgpu_native.c)."""
+
+    def __init__(self, rank, size, comm_id, world_ranks):
+        super().__init__(rank, size)
+        self._comm = comm_id
+        self._world_ranks = list(world_ranks)
+
+    # ---- names -----------------------------------------------------------------------------
+
+    def getBackendName(self):
+        return "collgpu"
+
+    def name(self):
+        return "collgpu"
+
+    # ---- reductions ------------------------------------------------------------------------
+
+    def allreduce(self, tensors, opts=None):
+        red = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
+        for t in tensors:
+            op, avg = _op(red, t)
+            d = _Dense(t)
+            _settle(t)
+            nat.call("allreduce", self._comm, None, d.ptr(), t.numel(), _dtype(t), op)
+            if avg:
+                d.buf.div_(self.size())
+            d.back()
+        return _done(tensors)
+
+    def allreduce_coalesced(self, tensors, opts=None):
+        return self.allreduce(tensors, opts)
+
+    def reduce(self, tensors, opts):
+        root = opts.rootRank
+        for t in tensors:
+            op, avg = _op(opts.reduceOp, t)
+            d = _Dense(t)
+            _settle(t)
+            if self.rank() == root:
+                nat.call("reduce", self._comm, None, d.ptr(), t.numel(), _dtype(t), op, root)
+                if avg:
+                    d.buf.div_(self.size())
+                d.back()
+            else:
+                nat.call("reduce", self._comm, d.ptr(), None, t.numel(), _dtype(t), op, root)
+        return _done(tensors)
+
+    def _reduce_scatter_base(self, output, input, opts=None):
+        red = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
+        if input.numel() != output.numel() * self.size():
+            raise ValueError(f"collgpu: reduce_scatter_tensor: the input holds {input.numel()} "
+                             f"elements, {self.size()} x the output's {output.numel()} needed")
+        if input.dtype != output.dtype:
+            raise ValueError("collgpu: reduce_scatter_tensor: input and output dtypes differ "
+                             f"({input.dtype}, {output.dtype})")
+        op, avg = _op(red, output)
+        src, dst = _Dense(input), _Dense(output, read=False)
+        _settle(input, output)
+        nat.call("reduce_scatter", self._comm, src.ptr(), dst.ptr(), output.numel(),
+                 _dtype(output), op)
+        if avg:
+            dst.buf.div_(self.size())
+        dst.back()
+        return _done([output])
+
+    def reduce_scatter(self, outputs, inputs, opts=None):
+        for out, parts in zip(outputs, inputs):
+            if len(parts) != self.size():
+                raise ValueError(f"collgpu: reduce_scatter: {len(parts)} input tensors for "
+                                 f"{self.size()} ranks")
+            self._reduce_scatter_base(out, _flat(parts), opts)
+        return _done(outputs)
+
+    def reduce_scatter_tensor_coalesced(self, outputs, inputs, opts=None):
+        for out, inp in zip(outputs, inputs):
+            self._reduce_scatter_base(out, inp, opts)
+        return _done(outputs)
+
+    # ---- data movement ---------------------------------------------------------------------
+
+    def broadcast(self, tensors, opts=None):
+        root = opts.rootRank if opts is not None else 0
+        for t in tensors:
+            d = _Dense(t, read=(self.rank() == root))
+            _settle(t)
+            nat.call("bcast", self._comm, d.ptr(), t.numel(), _dtype(t), root)
+            d.back()
+        return _done(tensors)
+
+    def _allgather_base(self, output, input, opts=None):
+        if output.numel() != input.numel() * self.size():
+            raise ValueError(f"collgpu: all_gather_into_tensor: the output holds "
+                             f"{output.numel()} elements, {self.size()} x the input's "
+                             f"{input.numel()} needed")
+        if input.dtype != output.dtype:
+            raise ValueError("collgpu: all_gather_into_tensor: input and output dtypes differ "
+                             f"({input.dtype}, {output.dtype})")
+        src, dst = _Dense(input), _Dense(output, read=False)
+        _settle(input, output)
+        nat.call("allgather", self._comm, src.ptr(), dst.ptr(), input.numel(), _dtype(input))
+        dst.back()
+        return _done([output])
+
+    def allgather(self, outputs, inputs, opts=None):
+        for outs, inp in zip(outputs, inputs):
+            if len(outs) != self.size():
+                raise ValueError(f"collgpu: all_gather: {len(outs)} output tensors for "
+                                 f"{self.size()} ranks")
+            whole = torch.empty(self.size() * inp.numel(), dtype=inp.dtype, device=inp.device)
+            self._allgather_base(whole, inp, opts)
+            for i, o in enumerate(outs):
+                o.copy_(whole[i * inp.numel():(i + 1) * inp.numel()].view_as(o))
+        return _done(outputs)
+
+    def allgather_into_tensor_coalesced(self, outputs, inputs, opts=None):
+        for out, inp in zip(outputs, inputs):
+            self._allgather_base(out, inp, opts)
+        return _done(outputs)
+
+    def allgather_coalesced(self, output_lists, inputs, opts=None):
+        return self.allgather(output_lists, inputs, opts)
+
+    def gather(self, outputs, inputs, opts):
+        root = opts.rootRank
+        inp = inputs[0]
+        src = _Dense(inp)
+        whole = None
+        if self.rank() == root:
+            if len(outputs[0]) != self.size():
+                raise ValueError(f"collgpu: gather: {len(outputs[0])} output tensors for "
+                                 f"{self.size()} ranks")
+            whole = torch.empty(self.size() * inp.numel(), dtype=inp.dtype, device=inp.device)
+        _settle(inp)
+        nat.call("gather", self._comm, src.ptr(), None if whole is None else whole.data_ptr(),
+                 inp.numel(), _dtype(inp), root)
+        if whole is not None:
+            for i, o in enumerate(outputs[0]):
+                o.copy_(whole[i * inp.numel():(i + 1) * inp.numel()].view_as(o))
+        return _done(outputs)
+
+    def scatter(self, outputs, inputs, opts):
+        root = opts.rootRank
+        out = outputs[0]
+        dst = _Dense(out, read=False)
+        whole = None
+        if self.rank() == root:
+            if len(inputs[0]) != self.size():
+                raise ValueError(f"collgpu: scatter: {len(inputs[0])} input tensors for "
+                                 f"{self.size()} ranks")
+            whole = _flat(inputs[0])
+        _settle(out, whole)
+        nat.call("scatter", self._comm, None if whole is None else whole.data_ptr(), dst.ptr(),
+                 out.numel(), _dtype(out), root)
+        dst.back()
+        return _done(outputs)
+
+    def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
+        n = self.size()
+        row_in = input[0].numel() if input.dim() > 0 and input.shape[0] > 0 else 1
+        row_out = output[0].numel() if output.dim() > 0 and output.shape[0] > 0 else 1
+        if input.dim() == 0 or output.dim() == 0:
+            raise ValueError("collgpu: all_to_all_single needs tensors of at least one dimension")
+        if not input_split_sizes:
+            if input.shape[0] % n:
+                raise ValueError(f"collgpu: all_to_all_single: {input.shape[0]} rows do not "
+                                 f"split evenly over {n} ranks")
+            input_split_sizes = [input.shape[0] // n] * n
+        if not output_split_sizes:
+            if output.shape[0] % n:
+                raise ValueError(f"collgpu: all_to_all_single: {output.shape[0]} rows do not "
+                                 f"split evenly over {n} ranks")
+            output_split_sizes = [output.shape[0] // n] * n
+        scounts = [s * row_in for s in input_split_sizes]
+        rcounts = [s * row_out for s in output_split_sizes]
+        sdispls = [sum(scounts[:i]) for i in range(n)]
+        rdispls = [sum(rcounts[:i]) for i in range(n)]
+        src, dst = _Dense(input), _Dense(output, read=False)
+        _settle(input, output)
+        nat.call("alltoallv", self._comm, src.ptr(), nat.int_array(scounts),
+                 nat.int_array(sdispls), dst.ptr(), nat.int_array(rcounts),
+                 nat.int_array(rdispls), _dtype(input))
+        dst.back()
+        return _done([output])
+
+    def alltoall(self, outputs, inputs, opts=None):
+        whole_in = _flat(inputs)
+        whole_out = torch.empty(sum(o.numel() for o in outputs), dtype=outputs[0].dtype,
+                                device=outputs[0].device)
+        self.alltoall_base(whole_out, whole_in, [o.numel() for o in outputs],
+                           [i.numel() for i in inputs], opts)
+        off = 0
+        for o in outputs:
+            o.copy_(whole_out[off:off + o.numel()].view_as(o))
+            off += o.numel()
+        return _done(outputs)
+
+    def barrier(self, opts=None):
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            torch.cuda.current_stream().synchronize()
+        nat.call("barrier", self._comm)
+        return _done([])
+
+    # ---- point to point --------------------------------------------------------------------
+
+    def send(self, tensors, dstRank, tag=0):
+        for t in tensors:
+            d = _Dense(t)
+            _settle(t)
+            nat.call("send", self._comm, d.ptr(), t.numel(), _dtype(t), dstRank, tag)
+        return _done(tensors)
+
+    def recv(self, tensors, srcRank, tag=0):
+        for t in tensors:
+            d = _Dense(t, read=False)
+            _settle(t)
+            nat.call("recv", self._comm, d.ptr(), t.numel(), _dtype(t), srcRank, tag)
+            d.back()
+        return _done(tensors)
+
+    def recv_anysource(self, tensors, tag=0):
+        t = tensors[0]
+        d = _Dense(t, read=False)
+        _settle(t)
+        req = nat.call("recv", self._comm, d.ptr(), t.numel(), _dtype(t), -1, tag,
+                       nonblocking=True)
+        src = nat.wait(req)
+        d.back()
+        return _RecvAnyWork(tensors, src)
