@@ -79,7 +79,11 @@ def _create(backend_opts, _options=None):
         ranks = list(range(world_size))
     else:
         comm = _native.comm_create(ranks)
-    return ProcessGroupCollGPU(backend_opts.group_rank, backend_opts.group_size, comm, ranks)
+    pg = ProcessGroupCollGPU(backend_opts.group_rank, backend_opts.group_size, comm, ranks)
+    # torch names the process group it made, which a Python one replaces: DeviceMesh (and with
+    # it FSDP2) looks groups up by that name
+    pg._set_group_name(getattr(backend_opts, "group_id", "") or "")
+    return pg
 
 
 _rendezvous_env()

@@ -127,6 +127,22 @@ class ProcessGroupCollGPU(dist.ProcessGroup):
     def getBackendName(self):
         return "collgpu"
 
+    # torch keeps a group's name in its C++ backends, which a Python process group has none
+    # of: the name lives here (DeviceMesh, and with it FSDP2, looks groups up by it)
+    def _set_group_name(self, name):
+        self._group_name = name
+
+    @property
+    def group_name(self):
+        return getattr(self, "_group_name", "")
+
+    def _set_group_desc(self, desc):
+        self._group_desc = desc
+
+    @property
+    def group_desc(self):
+        return getattr(self, "_group_desc", "")
+
     def name(self):
         return "collgpu"
 

@@ -275,6 +275,17 @@ def groups(dev):
     dist.broadcast(b, src=mine[-1], group=g)
     check(same(b, torch.tensor([float(mine[-1])], device=dev)),
           f"new_group: broadcast from world rank {mine[-1]}")
+    # DeviceMesh (FSDP2's and tensor parallelism's groups, found by the groups' names): rows
+    # of a 2 x n/2 mesh where n is even
+    from torch.distributed.device_mesh import init_device_mesh
+    shape = (2, n // 2) if n % 2 == 0 and n > 2 else (n,)
+    mesh = init_device_mesh(dev, shape)
+    grp = mesh.get_group(len(shape) - 1)
+    members = dist.get_process_group_ranks(grp)
+    t = torch.tensor([float(rank)], device=dev)
+    dist.all_reduce(t, group=grp)
+    check(same(t, torch.tensor([float(sum(members))], device=dev)),
+          f"DeviceMesh {shape}: all_reduce over the last dimension {members}")
 
 
 def ddp(dev):
