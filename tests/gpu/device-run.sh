@@ -12,7 +12,8 @@
 #   topo.txt      coll_gpu_topo on this machine (and its dump)
 #   bench-*.txt   run-gpu.sh's env, check and timing outputs; hostpath
 #   bench-nb.txt  the nonblocking calls against the blocking ones, and their overlap with compute
-#   python.txt    python_bench.py (mpi4py with torch, CuPy and raw pointers), where available
+#   python.txt    python_bench.py (mpi4py with torch, CuPy and raw pointers), where available,
+#                 and the collgpu torch backend's tests on CUDA tensors (tests/torch/torch.sh)
 # UCX: the PyPI wheel libucx-cu13 (a .whl file, unpacked here), an unpacked wheel or a UCX
 # prefix; default $UCX_WHEEL, else the newest .whl/libucx_cu13-*.whl under the current directory
 # (the device tool's notes say how a wheel travels).  UCX is required: without it the
@@ -185,6 +186,11 @@ if has python; then
             >>"$out/python.txt" 2>&1
         echo "python_bench rc=$?" >>"$out/python.txt"
     fi
+    # the collgpu torch backend on CUDA tensors (tests/torch/torch.sh: pip install of python/,
+    # every collective x dtype x op, DDP), where python3 has torch
+    COLL_GPU_TEST_DEVICE=cuda COLL_GPU_TORCH_DEVICE=cuda top_builddir=$build top_srcdir=$src \
+        timeout 300 "$src/tests/torch/torch.sh" >>"$out/python.txt" 2>&1
+    echo "torch.sh (cuda tensors) rc=$?" >>"$out/python.txt"
 fi
 stamp "done"
 exit "$check_rc"
