@@ -205,6 +205,34 @@ def collectives(dev, gloo):
     fut.wait()
     check(same(t, torch.full((5,), float(n * (n + 1) / 2 * n), device=dev)),
           "async_op: Work.wait and get_future")
+    # many in flight, waited for in reverse order; one chained on its future; one that
+    # completes with nobody waiting (the completion thread), as DDP's hooks need
+    ts = [torch.full((3,), float(rank + k), device=dev) for k in range(8)]
+    works = [dist.all_reduce(x, async_op=True) for x in ts]
+    for w in reversed(works):
+        w.wait()
+    ok = all(same(x, torch.full((3,), float(sum(range(n)) + n * k), device=dev))
+             for k, x in enumerate(ts))
+    x = torch.full((2,), 1.0, device=dev)
+    chained = dist.all_reduce(x, async_op=True).get_future().then(lambda f: f.value()[0] * 2)
+    ok &= same(chained.wait(), torch.full((2,), 2.0 * n, device=dev))
+    x = torch.full((2,), 1.0, device=dev)
+    w = dist.all_reduce(x, async_op=True)
+    fut = w.get_future()
+    deadline = __import__("time").time() + 30
+    while not fut.done() and __import__("time").time() < deadline:
+        __import__("time").sleep(0.001)
+    background = fut.done()
+    w.wait()
+    ok &= same(x, torch.full((2,), float(n), device=dev))
+    y = torch.full((2,), 1.0, device=dev)
+    w = dist.all_reduce(y, async_op=True)
+    while not w.is_completed() and __import__("time").time() < deadline:
+        pass
+    ok &= w.is_completed() and same(y, torch.full((2,), float(n), device=dev))
+    check(ok and background, "async_op: 8 in flight waited in reverse, a chained future, a "
+          f"future that completes with nobody waiting ({'yes' if background else 'no'}), "
+          "is_completed polled to the end")
     a = torch.full((3,), float(rank), device=dev)
     b = torch.full((4,), 2.0 * rank, device=dev)
     with dist._coalescing_manager(async_ops=True) as cm:
