@@ -616,6 +616,7 @@ static int stage_range(mca_coll_gpu_module_t *module, int slot, const void *user
     out->npieces = npieces;
     out->slot = slot;
     out->fail = OMPI_SUCCESS;
+    out->fill = copy_in;
     out->staged = !mca_coll_gpu_is_host(kind) && 0 < len;
     out->host_base = (char *) user;
     if (!out->staged) {
@@ -778,6 +779,7 @@ int mca_coll_gpu_stage_buf(mca_coll_gpu_module_t *module, int slot, const void *
                                     "span; taking part with scratch", len);
         out->fail = prc;
     }
+    out->fill = copy_in; /* what each start of a persistent request copies in */
     return rc;
 }
 
@@ -789,43 +791,22 @@ static void stage_none(const void *buf, coll_gpu_staged_t *out)
     out->host_base = (char *) buf;
 }
 
-/* stage_pair with the bounce slots of the send and receive buffer given (-1: per call). */
-static int stage_pair_slots(mca_coll_gpu_module_t *module, struct ompi_communicator_t *comm,
-                            const char *what, int sslot, const void *sbuf,
-                            coll_gpu_layout_t slayout, coll_gpu_dir_t sdir, int rslot, void *rbuf,
-                            coll_gpu_layout_t rlayout, coll_gpu_dir_t rdir, coll_gpu_staged_t *s,
-                            coll_gpu_staged_t *r)
+int mca_coll_gpu_stage_side(mca_coll_gpu_module_t *module, int slot, const void *buf,
+                            coll_gpu_layout_t layout, coll_gpu_dir_t dir,
+                            struct ompi_communicator_t *comm, const char *what,
+                            coll_gpu_staged_t *out)
 {
-    /* a buffer insignificant on this rank may come with a type that is not one: not read */
-    dev_mem_kind_t skind = (0 != sdir) ? mca_coll_gpu_layout_kind(sbuf, slayout) : DEV_MEM_HOST;
-    dev_mem_kind_t rkind = (0 != rdir) ? mca_coll_gpu_layout_kind(rbuf, rlayout) : DEV_MEM_HOST;
-    int rc;
+    dev_mem_kind_t kind;
 
-    stage_none(sbuf, s);
-    stage_none(rbuf, r);
-    if (0 != sdir && MPI_IN_PLACE != sbuf && !mca_coll_gpu_is_host(skind)) {
-        rc = mca_coll_gpu_stage_buf(module, sslot, sbuf, skind, slayout, sdir, comm, what, s);
-        if (OMPI_SUCCESS != rc) {
-            return rc;
-        }
+    stage_none(buf, out);
+    if (0 == dir || MPI_IN_PLACE == buf) {
+        return OMPI_SUCCESS;
     }
-    if (0 != rdir && MPI_IN_PLACE != rbuf && !mca_coll_gpu_is_host(rkind)) {
-        rc = mca_coll_gpu_stage_buf(module, rslot, rbuf, rkind, rlayout, rdir, comm, what, r);
-        if (OMPI_SUCCESS != rc) {
-            (void) mca_coll_gpu_stage_out(module, s, false, comm, what);
-            return rc;
-        }
+    kind = mca_coll_gpu_layout_kind(buf, layout);
+    if (mca_coll_gpu_is_host(kind)) {
+        return OMPI_SUCCESS;
     }
-    return OMPI_SUCCESS;
-}
-
-int mca_coll_gpu_stage_pair(mca_coll_gpu_module_t *module, struct ompi_communicator_t *comm,
-                            const char *what, const void *sbuf, coll_gpu_layout_t slayout,
-                            coll_gpu_dir_t sdir, void *rbuf, coll_gpu_layout_t rlayout,
-                            coll_gpu_dir_t rdir, coll_gpu_staged_t *s, coll_gpu_staged_t *r)
-{
-    return stage_pair_slots(module, comm, what, 0, sbuf, slayout, sdir, 1, rbuf, rlayout, rdir, s,
-                            r);
+    return mca_coll_gpu_stage_buf(module, slot, buf, kind, layout, dir, comm, what, out);
 }
 
 int mca_coll_gpu_stage_pair_owned(mca_coll_gpu_module_t *module,
@@ -834,8 +815,17 @@ int mca_coll_gpu_stage_pair_owned(mca_coll_gpu_module_t *module,
                                   coll_gpu_dir_t sdir, void *rbuf, coll_gpu_layout_t rlayout,
                                   coll_gpu_dir_t rdir, coll_gpu_staged_t *s, coll_gpu_staged_t *r)
 {
-    return stage_pair_slots(module, comm, what, -1, sbuf, slayout, sdir, -1, rbuf, rlayout, rdir,
-                            s, r);
+    int rc = mca_coll_gpu_stage_side(module, -1, sbuf, slayout, sdir, comm, what, s);
+
+    if (OMPI_SUCCESS != rc) {
+        stage_none(rbuf, r);
+        return rc;
+    }
+    rc = mca_coll_gpu_stage_side(module, -1, rbuf, rlayout, rdir, comm, what, r);
+    if (OMPI_SUCCESS != rc) {
+        mca_coll_gpu_stage_release(s);
+    }
+    return rc;
 }
 
 int mca_coll_gpu_unstage_pair(mca_coll_gpu_module_t *module, struct ompi_communicator_t *comm,
