@@ -829,18 +829,6 @@ static inline int mca_coll_gpu_first_error(int rc, int rc2)
 
 /* ---- collectives (one entry file per family) ---- */
 
-/* Can a call go straight to the saved module: are both buffers host memory, by their pointers?
- * MPI_IN_PLACE counts as host (callers pass it for a buffer the call does not use on this rank
- * too).  MPI_BOTTOM does not: its type's absolute addresses may lie in device memory anywhere,
- * so such a call goes through staging, which classifies the blocks themselves
- * (mca_coll_gpu_layout_kind) and copies nothing when every block is host memory. */
-static inline bool mca_coll_gpu_both_host(const void *sbuf, const void *rbuf)
-{
-    return MPI_BOTTOM != sbuf && MPI_BOTTOM != rbuf
-           && mca_coll_gpu_is_host(mca_coll_gpu_classify(sbuf))
-           && mca_coll_gpu_is_host(mca_coll_gpu_classify(rbuf));
-}
-
 /* A buffer the team's zero-copy path can take in place: device memory proper that the legacy
  * IPC can export.  Managed and host memory cannot be exported, nor can stream-ordered pool
  * memory (cudaMallocAsync) and VMM memory (cuMemCreate + cuMemMap).  Exportability is local to

@@ -79,37 +79,17 @@ int mca_coll_gpu_alltoallv_init(const void *sbuf, const int *scounts, const int 
         .rdispls = rdisps, .rdtype = rdtype, .comm = comm, .info = info, .request = request});
 }
 
-/* MPI_Alltoallw on a one-process communicator: a local copy between two layouts, through
- * bounce buffers where either side is device memory. */
-static int alltoallw_alone(const void *sbuf, dev_mem_kind_t skind, int scount, int sdisp,
-                           struct ompi_datatype_t *sdtype, void *rbuf, dev_mem_kind_t rkind,
-                           int rcount, int rdisp, struct ompi_datatype_t *rdtype,
-                           struct ompi_communicator_t *comm, mca_coll_gpu_module_t *m)
+/* MPI_Alltoallw on a one-process communicator, as a saved function of the staged path (which
+ * stages the one block of each side): a local copy between two layouts. */
+static int alltoallw_alone(const void *sbuf, const int *scounts, const int *sdisps,
+                           struct ompi_datatype_t *const *sdtypes, void *rbuf, const int *rcounts,
+                           const int *rdisps, struct ompi_datatype_t *const *rdtypes,
+                           struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
-    static const char *const name = "alltoallw";
-    coll_gpu_staged_t s, r;
-    ptrdiff_t lo;
-    size_t len;
-    int rc;
-
-    if (MPI_IN_PLACE == sbuf) {
-        return OMPI_SUCCESS; /* the data is where it must be */
-    }
-    mca_coll_gpu_span_w(1, &scount, &sdisp, &sdtype, &lo, &len);
-    rc = mca_coll_gpu_stage_in(m, 0, sbuf, skind, lo, len, true, comm, name, &s);
-    if (OMPI_SUCCESS != rc) {
-        return rc;
-    }
-    mca_coll_gpu_span_w(1, &rcount, &rdisp, &rdtype, &lo, &len);
-    rc = mca_coll_gpu_stage_in(m, 1, rbuf, rkind, lo, len, true, comm, name, &r);
-    if (OMPI_SUCCESS != rc) {
-        (void) mca_coll_gpu_stage_out(m, &s, false, comm, name);
-        return rc;
-    }
-    rc = ompi_datatype_sndrcv((char *) mca_coll_gpu_view(&s) + sdisp, scount, sdtype,
-                              (char *) mca_coll_gpu_view(&r) + rdisp, rcount, rdtype);
-    return mca_coll_gpu_unstage_pair(m, comm, name, rc, &s, COLL_GPU_READ, &r,
-                                     COLL_GPU_READWRITE);
+    (void) comm;
+    (void) module;
+    return ompi_datatype_sndrcv((const char *) sbuf + sdisps[0], scounts[0], sdtypes[0],
+                                (char *) rbuf + rdisps[0], rcounts[0], rdtypes[0]);
 }
 
 int mca_coll_gpu_alltoallw(const void *sbuf, const int *scounts, const int *sdisps,
@@ -117,22 +97,22 @@ int mca_coll_gpu_alltoallw(const void *sbuf, const int *scounts, const int *sdis
                            const int *rdisps, struct ompi_datatype_t *const *rdtypes,
                            struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
-    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
-    int size = mca_coll_gpu_peers(comm);
+    coll_gpu_staged_call_t c = {
+        COLL_GPU_STAGED(module, ALLTOALLW, BLOCKING, alltoallw), .sbuf = sbuf, .scounts = scounts,
+        .sdispls = sdisps, .sdtypes = sdtypes, .rbuf = rbuf, .rcounts = rcounts, .rdispls = rdisps,
+        .rdtypes = rdtypes, .comm = comm};
 
     /* Alone, the one block goes from the send layout to the receive layout.  Done here for
      * host and device buffers alike: coll/self 4.1 takes alltoallw's byte displacements for
      * counts of extents and writes in the wrong place.  (An intercommunicator whose remote
      * group has one rank is no such case: that block travels between processes.) */
-    if (1 == size && !OMPI_COMM_IS_INTER(comm)) {
-        return alltoallw_alone(sbuf, mca_coll_gpu_classify(sbuf), scounts[0], sdisps[0], sdtypes[0],
-                               rbuf, mca_coll_gpu_classify(rbuf), rcounts[0], rdisps[0], rdtypes[0],
-                               comm, m);
+    if (1 == ompi_comm_size(comm) && !OMPI_COMM_IS_INTER(comm)) {
+        if (MPI_IN_PLACE == sbuf) {
+            return OMPI_SUCCESS; /* the data is where it must be */
+        }
+        c.fn = (coll_gpu_saved_fn_t) alltoallw_alone;
     }
-    return mca_coll_gpu_staged(&(coll_gpu_staged_call_t){
-        COLL_GPU_STAGED(module, ALLTOALLW, BLOCKING, alltoallw), .sbuf = sbuf, .scounts = scounts,
-        .sdispls = sdisps, .sdtypes = sdtypes, .rbuf = rbuf, .rcounts = rcounts, .rdispls = rdisps,
-        .rdtypes = rdtypes, .comm = comm});
+    return mca_coll_gpu_staged(&c);
 }
 
 int mca_coll_gpu_ialltoallw(const void *sbuf, const int *scounts, const int *sdisps,

@@ -68,7 +68,7 @@
 
 /* How the saved function is called (one signature may serve several collectives). */
 typedef enum {
-    SIG_ALLGATHER, /* also alltoall, scatter-less neighbor allgather and alltoall */
+    SIG_ALLGATHER, /* also alltoall, neighbor allgather, neighbor alltoall */
     SIG_ALLGATHERV,
     SIG_ALLREDUCE, /* also scan, exscan */
     SIG_ALLTOALLV,
@@ -109,17 +109,17 @@ typedef enum {
 /* The n of a layout. */
 typedef enum {
     N_ONE,
-    N_PEERS,  /* the remote group on an intercommunicator, else the size */
-    N_SIZE,   /* the local group (the reduce-scatters) */
-    N_OUT, /* the topology's destinations */
-    N_IN   /* the topology's sources */
+    N_PEERS, /* the remote group on an intercommunicator, else the size */
+    N_SIZE,  /* the local group (the reduce-scatters) */
+    N_OUT,   /* the topology's destinations */
+    N_IN     /* the topology's sources */
 } blocks_t;
 
 /* How the hot path tells host buffers. */
 typedef enum {
-    HOST_PTRS, /* the pointers' kinds (mca_coll_gpu_both_host: MPI_BOTTOM is not host) */
+    HOST_PTRS, /* the pointers' kinds (both_host: MPI_BOTTOM is not host) */
     HOST_DATA, /* the kind of every element's memory (mca_coll_gpu_data_host) */
-    HOST_KIND /* the pointers' kinds alone (per-block types: no one layout to follow) */
+    HOST_KIND  /* the pointers' kinds alone (per-block types: no one layout to follow) */
 } host_t;
 
 typedef struct {
@@ -128,12 +128,13 @@ typedef struct {
     host_t host;
     form_t sform, rform;
     blocks_t sblocks, rblocks;
-    bool rkeep;    /* the receive buffer is read too: blocks the call does not write (a
-                    * neighbour that is MPI_PROC_NULL, the holes of a w layout) keep their bytes */
-    bool own;      /* bounce memory of the call's own even when blocking (threads may call it on
-                    * one communicator at once) */
+    bool rkeep; /* the receive buffer is read too: blocks the call does not write (a
+                 * neighbour that is MPI_PROC_NULL, the holes of a w layout) keep their bytes */
+    bool own;   /* bounce memory of the call's own even when blocking (threads may call it on
+                 * one communicator at once) */
 } staged_row_t;
 
+/* clang-format off */
 static const staged_row_t rows[COLL_GPU_SC_COUNT] = {
     /*  call                   ranks       host       send     recv     send n   recv n  keep own */
     [COLL_GPU_SC_ALLGATHER] =
@@ -177,20 +178,17 @@ static const staged_row_t rows[COLL_GPU_SC_COUNT] = {
     [COLL_GPU_SC_REDUCE_LOCAL] =
         {SIG_REDUCE_LOCAL,         ON_ALL,     HOST_DATA, L_COUNT, L_COUNT, N_ONE,   N_ONE,   1, 1},
 };
-
-
+/* clang-format on */
 
 /* Call the saved function of c's collective in c's mode, with the buffers s and r. */
-#define SAVED(c, name, ...)                                                                   \
-    (COLL_GPU_BLOCKING == (c)->mode                                                          \
-         ? ((mca_coll_base_module_##name##_fn_t) (c)->fn)(__VA_ARGS__, (c)->comm,             \
-                                                          (c)->module)                        \
-     : COLL_GPU_NONBLOCKING == (c)->mode                                                     \
-         ? ((mca_coll_base_module_i##name##_fn_t) (c)->fn)(__VA_ARGS__, (c)->comm,            \
-                                                           (c)->request, (c)->module)         \
-         : ((mca_coll_base_module_##name##_init_fn_t) (c)->fn)(__VA_ARGS__, (c)->comm,        \
-                                                               (c)->info, (c)->request,       \
-                                                               (c)->module))
+#define SAVED(c, name, ...)                                                                        \
+    (COLL_GPU_BLOCKING == (c)->mode                                                                \
+         ? ((mca_coll_base_module_##name##_fn_t)(c)->fn)(__VA_ARGS__, (c)->comm, (c)->module)      \
+     : COLL_GPU_NONBLOCKING == (c)->mode                                                           \
+         ? ((mca_coll_base_module_i##name##_fn_t)(c)->fn)(__VA_ARGS__, (c)->comm, (c)->request,    \
+                                                          (c)->module)                             \
+         : ((mca_coll_base_module_##name##_init_fn_t)(c)->fn)(__VA_ARGS__, (c)->comm, (c)->info,   \
+                                                              (c)->request, (c)->module))
 
 static int invoke(const coll_gpu_staged_call_t *c, const void *s, void *r)
 {
@@ -198,19 +196,18 @@ static int invoke(const coll_gpu_staged_call_t *c, const void *s, void *r)
     case SIG_ALLGATHER:
         return SAVED(c, allgather, s, c->scount, c->sdtype, r, c->rcount, c->rdtype);
     case SIG_ALLGATHERV:
-        return SAVED(c, allgatherv, s, c->scount, c->sdtype, r, c->rcounts, c->rdispls,
-                     c->rdtype);
+        return SAVED(c, allgatherv, s, c->scount, c->sdtype, r, c->rcounts, c->rdispls, c->rdtype);
     case SIG_ALLREDUCE:
         return SAVED(c, allreduce, s, r, c->scount, c->sdtype, c->op);
     case SIG_ALLTOALLV:
-        return SAVED(c, alltoallv, s, c->scounts, c->sdispls, c->sdtype, r, c->rcounts,
-                     c->rdispls, c->rdtype);
+        return SAVED(c, alltoallv, s, c->scounts, c->sdispls, c->sdtype, r, c->rcounts, c->rdispls,
+                     c->rdtype);
     case SIG_ALLTOALLW:
-        return SAVED(c, alltoallw, s, c->scounts, c->sdispls, c->sdtypes, r, c->rcounts,
-                     c->rdispls, c->rdtypes);
+        return SAVED(c, alltoallw, s, c->scounts, c->sdispls, c->sdtypes, r, c->rcounts, c->rdispls,
+                     c->rdtypes);
     case SIG_NEIGHBOR_ALLTOALLW:
-        return SAVED(c, neighbor_alltoallw, s, c->scounts, c->sadispls, c->sdtypes, r,
-                     c->rcounts, c->radispls, c->rdtypes);
+        return SAVED(c, neighbor_alltoallw, s, c->scounts, c->sadispls, c->sdtypes, r, c->rcounts,
+                     c->radispls, c->rdtypes);
     case SIG_BCAST:
         return SAVED(c, bcast, r, c->rcount, c->rdtype, c->root);
     case SIG_GATHER:
@@ -230,7 +227,7 @@ static int invoke(const coll_gpu_staged_call_t *c, const void *s, void *r)
     case SIG_REDUCE_LOCAL:
         /* blocking only, and without a communicator */
         return ((mca_coll_base_module_reduce_local_fn_t) c->fn)(s, r, c->scount, c->sdtype, c->op,
-                                                               c->module);
+                                                                c->module);
     }
     return OMPI_ERR_NOT_SUPPORTED;
 }
@@ -248,12 +245,11 @@ static coll_gpu_dir_t other_dir(const coll_gpu_staged_call_t *c, coll_gpu_dir_t 
 }
 
 static void call_dirs(const coll_gpu_staged_call_t *c, const staged_row_t *row,
-                      coll_gpu_dir_t *sdir,
-                      coll_gpu_dir_t *rdir)
+                      coll_gpu_dir_t *sdir, coll_gpu_dir_t *rdir)
 {
     bool root = ON_ALL != row->roles && mca_coll_gpu_is_root(c->comm, c->root);
-    coll_gpu_dir_t written = (row->rkeep || MPI_IN_PLACE == c->sbuf) ? COLL_GPU_READWRITE
-                                                                     : COLL_GPU_WRITE;
+    coll_gpu_dir_t written =
+        (row->rkeep || MPI_IN_PLACE == c->sbuf) ? COLL_GPU_READWRITE : COLL_GPU_WRITE;
 
     switch (row->roles) {
     case ON_ALL:
@@ -270,10 +266,23 @@ static void call_dirs(const coll_gpu_staged_call_t *c, const staged_row_t *row,
         break;
     case ON_BCAST:
         *sdir = COLL_GPU_NONE;
-        *rdir = root ? COLL_GPU_READ : mca_coll_gpu_is_idle(c->root) ? COLL_GPU_NONE
-                                                                     : COLL_GPU_WRITE;
+        *rdir = root                            ? COLL_GPU_READ
+                : mca_coll_gpu_is_idle(c->root) ? COLL_GPU_NONE
+                                                : COLL_GPU_WRITE;
         break;
     }
+}
+
+/* Can a call go straight to the saved module: are both buffers host memory, by their pointers?
+ * MPI_IN_PLACE counts as host (callers pass it for a buffer the call does not use on this rank
+ * too).  MPI_BOTTOM does not: its type's absolute addresses may lie in device memory anywhere,
+ * so such a call goes through staging, which classifies the blocks themselves
+ * (mca_coll_gpu_layout_kind) and copies nothing when every block is host memory. */
+static bool both_host(const void *sbuf, const void *rbuf)
+{
+    return MPI_BOTTOM != sbuf && MPI_BOTTOM != rbuf &&
+           mca_coll_gpu_is_host(mca_coll_gpu_classify(sbuf)) &&
+           mca_coll_gpu_is_host(mca_coll_gpu_classify(rbuf));
 }
 
 /* Are the buffers that matter on this rank host memory?  Then the call needs no staging. */
@@ -283,15 +292,15 @@ static bool call_host(const coll_gpu_staged_call_t *c, const staged_row_t *row, 
     switch (row->host) {
     case HOST_DATA:
         /* the kind of the elements' memory, not of the pointers (MPI_BOTTOM) */
-        return (!sdir || mca_coll_gpu_data_host(c->sbuf, c->sdtype, c->scount))
-               && (!rdir || mca_coll_gpu_data_host(c->rbuf, c->rdtype, c->rcount));
+        return (!sdir || mca_coll_gpu_data_host(c->sbuf, c->sdtype, c->scount)) &&
+               (!rdir || mca_coll_gpu_data_host(c->rbuf, c->rdtype, c->rcount));
     case HOST_KIND:
-        return mca_coll_gpu_is_host(mca_coll_gpu_classify(c->sbuf))
-               && mca_coll_gpu_is_host(mca_coll_gpu_classify(c->rbuf));
+        return mca_coll_gpu_is_host(mca_coll_gpu_classify(c->sbuf)) &&
+               mca_coll_gpu_is_host(mca_coll_gpu_classify(c->rbuf));
     case HOST_PTRS:
         break;
     }
-    return mca_coll_gpu_both_host(sdir ? c->sbuf : MPI_IN_PLACE, rdir ? c->rbuf : MPI_IN_PLACE);
+    return both_host(sdir ? c->sbuf : MPI_IN_PLACE, rdir ? c->rbuf : MPI_IN_PLACE);
 }
 
 /* One buffer of a call, as the staging needs it. */
@@ -299,14 +308,14 @@ typedef struct {
     const void *buf;
     coll_gpu_dir_t dir;
     coll_gpu_layout_t layout;
-    bool span;      /* a w layout: the union [lo, lo + len) of its blocks, copied whole */
+    bool span; /* a w layout: the union [lo, lo + len) of its blocks, copied whole */
     ptrdiff_t lo;
     size_t len;
 } staged_side_t;
 
 static void side_layout(staged_side_t *side, form_t form, int n, int count, const int *counts,
-                        const int *displs, const MPI_Aint *adispls,
-                        struct ompi_datatype_t *dtype, struct ompi_datatype_t *const *dtypes)
+                        const int *displs, const MPI_Aint *adispls, struct ompi_datatype_t *dtype,
+                        struct ompi_datatype_t *const *dtypes)
 {
     size_t total = 0;
 
@@ -364,8 +373,8 @@ static bool call_blocks(const coll_gpu_staged_call_t *c, blocks_t blocks, int *n
     case N_IN:
         break;
     }
-    if (!OMPI_COMM_IS_TOPO(c->comm)
-        || OMPI_SUCCESS != mca_topo_base_neighbor_count(c->comm, &indegree, &outdegree)) {
+    if (!OMPI_COMM_IS_TOPO(c->comm) ||
+        OMPI_SUCCESS != mca_topo_base_neighbor_count(c->comm, &indegree, &outdegree)) {
         return false;
     }
     *n = (N_IN == blocks) ? indegree : outdegree;
@@ -384,14 +393,13 @@ static bool call_sides(const coll_gpu_staged_call_t *c, const staged_row_t *row,
     side_layout(s, row->sform, sn, c->scount, c->scounts, c->sdispls, c->sadispls, c->sdtype,
                 c->sdtypes);
     if (L_MINE != row->rform) {
-        side_layout(r, row->rform, rn, c->rcount, c->rcounts, c->rdispls, c->radispls,
-                    c->rdtype, c->rdtypes);
+        side_layout(r, row->rform, rn, c->rcount, c->rcounts, c->rdispls, c->radispls, c->rdtype,
+                    c->rdtypes);
     } else if (MPI_IN_PLACE == c->sbuf) {
         r->layout = s->layout; /* in place, the receive buffer holds the whole input */
     } else {
-        r->layout = COLL_GPU_LAYOUT(c->rdtype, (NULL != c->rcounts)
-                                                   ? c->rcounts[ompi_comm_rank(c->comm)]
-                                                   : c->rcount);
+        r->layout = COLL_GPU_LAYOUT(
+            c->rdtype, (NULL != c->rcounts) ? c->rcounts[ompi_comm_rank(c->comm)] : c->rcount);
     }
     return true;
 }
@@ -430,20 +438,20 @@ static int stage_both(const coll_gpu_staged_call_t *c, bool owned, const staged_
 /* What a staged request keeps: until it completes (nonblocking), until it is freed
  * (persistent). */
 typedef struct coll_gpu_sreq_t {
-    const char *tag;                 /* &sreq_tag: tells this state from a request */
-    struct coll_gpu_sreq_t *next;    /* persistent: the list of live requests (sreq_list) */
+    const char *tag;              /* &sreq_tag: tells this state from a request */
+    struct coll_gpu_sreq_t *next; /* persistent: the list of live requests (sreq_list) */
     bool persistent;
-    ompi_request_t *req;             /* the saved module's request, handed to the user */
+    ompi_request_t *req;                 /* the saved module's request, handed to the user */
     ompi_request_complete_fn_t inner_cb; /* a callback the module had set: it runs first */
     void *inner_cb_data;
     ompi_request_start_fn_t inner_start; /* persistent: the module's start and free */
     ompi_request_free_fn_t inner_free;
     const char *what;
     struct ompi_communicator_t *comm;
-    coll_gpu_staged_t s, r;          /* bounce memory owned by the request (slot -1) */
+    coll_gpu_staged_t s, r; /* bounce memory owned by the request (slot -1) */
     coll_gpu_dir_t sdir, rdir;
-    int fail;                        /* a staging failure: the result goes nowhere */
-    coll_gpu_copyback_t cb;          /* the copy back of the written buffers */
+    int fail;               /* a staging failure: the result goes nowhere */
+    coll_gpu_copyback_t cb; /* the copy back of the written buffers */
 } coll_gpu_sreq_t;
 
 static const char sreq_tag = 0;
@@ -542,9 +550,8 @@ static int sreq_complete(ompi_request_t *arg)
      * callback was set on a request that had completed) cannot wait for the copies: they are
      * waited for here, at the call or MPI_Start */
     rc = mca_coll_gpu_first_error(x->fail, req->req_status.MPI_ERROR);
-    if (OMPI_SUCCESS == rc
-        && !mca_coll_gpu_copyback_start(&x->cb, &x->s, x->sdir, &x->r, x->rdir, req,
-                                        !REQUEST_COMPLETE(req), &rc)) {
+    if (OMPI_SUCCESS == rc && !mca_coll_gpu_copyback_start(&x->cb, &x->s, x->sdir, &x->r, x->rdir,
+                                                           req, !REQUEST_COMPLETE(req), &rc)) {
         return 1;
     }
     if (OMPI_SUCCESS != rc && MPI_SUCCESS == req->req_status.MPI_ERROR) {
@@ -624,11 +631,11 @@ static int sreq_attach_persistent(coll_gpu_sreq_t *x, int rc, ompi_request_t **r
         sreq_release(x);
         return rc;
     }
-    if (NULL == req || MPI_REQUEST_NULL == req || NULL == req->req_start
-        || NULL == req->req_free) {
+    if (NULL == req || MPI_REQUEST_NULL == req || NULL == req->req_start || NULL == req->req_free) {
         /* not a request we can start through: it would run on the bounce memory without the
          * copies, so it must not be handed out */
-        mca_coll_gpu_report_failure(x->what, x->comm, "the saved module returned a persistent "
+        mca_coll_gpu_report_failure(x->what, x->comm,
+                                    "the saved module returned a persistent "
                                     "request without start and free functions");
         if (NULL != req && MPI_REQUEST_NULL != req) {
             (void) ompi_request_free(request);
@@ -653,8 +660,10 @@ static int sreq_fill(coll_gpu_sreq_t *x, coll_gpu_staged_t *b)
     if (!b->staged || !b->fill || DEV_OK == mca_coll_gpu_stage_copy(b, true, &failed_len)) {
         return OMPI_SUCCESS;
     }
-    mca_coll_gpu_report_failure(x->what, x->comm, "copy of %zu B from the device failed: %s; "
-                                "taking part with stale data", failed_len, dev_error_string());
+    mca_coll_gpu_report_failure(x->what, x->comm,
+                                "copy of %zu B from the device failed: %s; "
+                                "taking part with stale data",
+                                failed_len, dev_error_string());
     return OMPI_ERROR;
 }
 
@@ -740,13 +749,12 @@ static const char *const mode_path[] = {
 static void call_log(const coll_gpu_staged_call_t *c, const staged_side_t *s,
                      const staged_side_t *r)
 {
-    const staged_side_t *by = (0 != r->dir && !r->span && 0 == r->layout.n) ? r
-                       : (0 != s->dir && !s->span && 0 == s->layout.n) ? s
-                                                                       : NULL;
+    const staged_side_t *by = (0 != r->dir && !r->span && 0 == r->layout.n)   ? r
+                              : (0 != s->dir && !s->span && 0 == s->layout.n) ? s
+                                                                              : NULL;
 
     mca_coll_gpu_log_call(c->what, c->comm,
-                          (NULL != by) ? mca_coll_gpu_call_bytes(by->layout.dtype,
-                                                                 by->layout.count)
+                          (NULL != by) ? mca_coll_gpu_call_bytes(by->layout.dtype, by->layout.count)
                                        : 0,
                           (NULL != by) ? by->layout.dtype : NULL, c->op, mode_path[c->mode]);
 }
