@@ -698,21 +698,26 @@ int mca_coll_gpu_stage_buf(mca_coll_gpu_module_t *module, int slot, const void *
                            struct ompi_communicator_t *comm, const char *what,
                            coll_gpu_staged_t *out);
 
-/* Stage one buffer of a call that dir says it uses (slot as mca_coll_gpu_stage_in).  It is
+/* One buffer of a call as staging takes it: a layout that the call uses as dir says, or (span)
+ * the union [lo, lo + len) of per-block types' blocks (the w collectives), copied whole both
+ * ways so that the holes go back unchanged. */
+typedef struct coll_gpu_side_t {
+    const void *buf;
+    coll_gpu_dir_t dir;
+    coll_gpu_layout_t layout;
+    bool span;
+    ptrdiff_t lo;
+    size_t len;
+} coll_gpu_side_t;
+
+/* Stage the send and the receive buffer of a call into the module's cached slots 0 and 1 or,
+ * owned, into bounce memory of the call's own (slot -1: it outlives the call).  A buffer is
  * left alone when it is host memory, MPI_IN_PLACE, or insignificant on this rank (dir 0; its
  * layout is then not looked at: its type may not be one).  A failed copy leaves scratch to
- * take part with (stage_in); on an error return nothing is staged. */
-int mca_coll_gpu_stage_side(mca_coll_gpu_module_t *module, int slot, const void *buf,
-                            coll_gpu_layout_t layout, coll_gpu_dir_t dir,
-                            struct ompi_communicator_t *comm, const char *what,
-                            coll_gpu_staged_t *out);
-/* The send buffer (sdir) and the receive buffer (rdir) of a call, as mca_coll_gpu_stage_side,
- * in bounce memory of the call's own (slot -1): it outlives the call. */
-int mca_coll_gpu_stage_pair_owned(mca_coll_gpu_module_t *module,
-                                  struct ompi_communicator_t *comm, const char *what,
-                                  const void *sbuf, coll_gpu_layout_t slayout,
-                                  coll_gpu_dir_t sdir, void *rbuf, coll_gpu_layout_t rlayout,
-                                  coll_gpu_dir_t rdir, coll_gpu_staged_t *s, coll_gpu_staged_t *r);
+ * take part with (stage_in); on an error return nothing stays staged. */
+int mca_coll_gpu_stage_sides(mca_coll_gpu_module_t *module, bool owned, const coll_gpu_side_t *s,
+                             const coll_gpu_side_t *r, struct ompi_communicator_t *comm,
+                             const char *what, coll_gpu_staged_t *sst, coll_gpu_staged_t *rst);
 /* Finish both after the host call returned rc; returns the first failure, staging failures
  * first (then neither buffer is copied back: the result was computed from scratch). */
 int mca_coll_gpu_unstage_pair(mca_coll_gpu_module_t *module, struct ompi_communicator_t *comm,

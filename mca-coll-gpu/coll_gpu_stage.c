@@ -791,39 +791,41 @@ static void stage_none(const void *buf, coll_gpu_staged_t *out)
     out->host_base = (char *) buf;
 }
 
-int mca_coll_gpu_stage_side(mca_coll_gpu_module_t *module, int slot, const void *buf,
-                            coll_gpu_layout_t layout, coll_gpu_dir_t dir,
-                            struct ompi_communicator_t *comm, const char *what,
-                            coll_gpu_staged_t *out)
+/* One side of mca_coll_gpu_stage_sides. */
+static int stage_side(mca_coll_gpu_module_t *module, int slot, const coll_gpu_side_t *side,
+                      struct ompi_communicator_t *comm, const char *what, coll_gpu_staged_t *out)
 {
     dev_mem_kind_t kind;
 
-    stage_none(buf, out);
-    if (0 == dir || MPI_IN_PLACE == buf) {
+    stage_none(side->buf, out);
+    if (side->span) {
+        return stage_range(module, slot, side->buf, mca_coll_gpu_classify(side->buf), side->lo,
+                           side->len, NULL, 0, true, comm, what, out);
+    }
+    if (0 == side->dir || MPI_IN_PLACE == side->buf) {
         return OMPI_SUCCESS;
     }
-    kind = mca_coll_gpu_layout_kind(buf, layout);
+    kind = mca_coll_gpu_layout_kind(side->buf, side->layout);
     if (mca_coll_gpu_is_host(kind)) {
         return OMPI_SUCCESS;
     }
-    return mca_coll_gpu_stage_buf(module, slot, buf, kind, layout, dir, comm, what, out);
+    return mca_coll_gpu_stage_buf(module, slot, side->buf, kind, side->layout, side->dir, comm,
+                                  what, out);
 }
 
-int mca_coll_gpu_stage_pair_owned(mca_coll_gpu_module_t *module,
-                                  struct ompi_communicator_t *comm, const char *what,
-                                  const void *sbuf, coll_gpu_layout_t slayout,
-                                  coll_gpu_dir_t sdir, void *rbuf, coll_gpu_layout_t rlayout,
-                                  coll_gpu_dir_t rdir, coll_gpu_staged_t *s, coll_gpu_staged_t *r)
+int mca_coll_gpu_stage_sides(mca_coll_gpu_module_t *module, bool owned, const coll_gpu_side_t *s,
+                             const coll_gpu_side_t *r, struct ompi_communicator_t *comm,
+                             const char *what, coll_gpu_staged_t *sst, coll_gpu_staged_t *rst)
 {
-    int rc = mca_coll_gpu_stage_side(module, -1, sbuf, slayout, sdir, comm, what, s);
+    int rc = stage_side(module, owned ? -1 : 0, s, comm, what, sst);
 
     if (OMPI_SUCCESS != rc) {
-        stage_none(rbuf, r);
+        stage_none(r->buf, rst);
         return rc;
     }
-    rc = mca_coll_gpu_stage_side(module, -1, rbuf, rlayout, rdir, comm, what, r);
+    rc = stage_side(module, owned ? -1 : 1, r, comm, what, rst);
     if (OMPI_SUCCESS != rc) {
-        mca_coll_gpu_stage_release(s);
+        mca_coll_gpu_stage_release(sst);
     }
     return rc;
 }

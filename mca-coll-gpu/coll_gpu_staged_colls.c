@@ -280,9 +280,9 @@ static void call_dirs(const coll_gpu_staged_call_t *c, const staged_row_t *row,
  * (mca_coll_gpu_layout_kind) and copies nothing when every block is host memory. */
 static bool both_host(const void *sbuf, const void *rbuf)
 {
-    return MPI_BOTTOM != sbuf && MPI_BOTTOM != rbuf &&
-           mca_coll_gpu_is_host(mca_coll_gpu_classify(sbuf)) &&
-           mca_coll_gpu_is_host(mca_coll_gpu_classify(rbuf));
+    return MPI_BOTTOM != sbuf && MPI_BOTTOM != rbuf
+           && mca_coll_gpu_is_host(mca_coll_gpu_classify(sbuf))
+           && mca_coll_gpu_is_host(mca_coll_gpu_classify(rbuf));
 }
 
 /* Are the buffers that matter on this rank host memory?  Then the call needs no staging. */
@@ -292,28 +292,18 @@ static bool call_host(const coll_gpu_staged_call_t *c, const staged_row_t *row, 
     switch (row->host) {
     case HOST_DATA:
         /* the kind of the elements' memory, not of the pointers (MPI_BOTTOM) */
-        return (!sdir || mca_coll_gpu_data_host(c->sbuf, c->sdtype, c->scount)) &&
-               (!rdir || mca_coll_gpu_data_host(c->rbuf, c->rdtype, c->rcount));
+        return (!sdir || mca_coll_gpu_data_host(c->sbuf, c->sdtype, c->scount))
+               && (!rdir || mca_coll_gpu_data_host(c->rbuf, c->rdtype, c->rcount));
     case HOST_KIND:
-        return mca_coll_gpu_is_host(mca_coll_gpu_classify(c->sbuf)) &&
-               mca_coll_gpu_is_host(mca_coll_gpu_classify(c->rbuf));
+        return mca_coll_gpu_is_host(mca_coll_gpu_classify(c->sbuf))
+               && mca_coll_gpu_is_host(mca_coll_gpu_classify(c->rbuf));
     case HOST_PTRS:
         break;
     }
     return both_host(sdir ? c->sbuf : MPI_IN_PLACE, rdir ? c->rbuf : MPI_IN_PLACE);
 }
 
-/* One buffer of a call, as the staging needs it. */
-typedef struct {
-    const void *buf;
-    coll_gpu_dir_t dir;
-    coll_gpu_layout_t layout;
-    bool span; /* a w layout: the union [lo, lo + len) of its blocks, copied whole */
-    ptrdiff_t lo;
-    size_t len;
-} staged_side_t;
-
-static void side_layout(staged_side_t *side, form_t form, int n, int count, const int *counts,
+static void side_layout(coll_gpu_side_t *side, form_t form, int n, int count, const int *counts,
                         const int *displs, const MPI_Aint *adispls, struct ompi_datatype_t *dtype,
                         struct ompi_datatype_t *const *dtypes)
 {
@@ -343,8 +333,9 @@ static void side_layout(staged_side_t *side, form_t form, int n, int count, cons
             mca_coll_gpu_span_w_aint(n, counts, adispls, dtypes, &side->lo, &side->len);
         }
         break;
+    case L_MINE: /* call_sides: it depends on the send side */
+        break;
     case L_SUM:
-    case L_MINE:
         for (int i = 0; i < n; ++i) {
             total += (size_t) counts[i];
         }
@@ -373,8 +364,8 @@ static bool call_blocks(const coll_gpu_staged_call_t *c, blocks_t blocks, int *n
     case N_IN:
         break;
     }
-    if (!OMPI_COMM_IS_TOPO(c->comm) ||
-        OMPI_SUCCESS != mca_topo_base_neighbor_count(c->comm, &indegree, &outdegree)) {
+    if (!OMPI_COMM_IS_TOPO(c->comm)
+        || OMPI_SUCCESS != mca_topo_base_neighbor_count(c->comm, &indegree, &outdegree)) {
         return false;
     }
     *n = (N_IN == blocks) ? indegree : outdegree;
@@ -382,8 +373,8 @@ static bool call_blocks(const coll_gpu_staged_call_t *c, blocks_t blocks, int *n
 }
 
 /* The layouts of both buffers; false as call_blocks. */
-static bool call_sides(const coll_gpu_staged_call_t *c, const staged_row_t *row, staged_side_t *s,
-                       staged_side_t *r)
+static bool call_sides(const coll_gpu_staged_call_t *c, const staged_row_t *row, coll_gpu_side_t *s,
+                       coll_gpu_side_t *r)
 {
     int sn, rn;
 
@@ -402,35 +393,6 @@ static bool call_sides(const coll_gpu_staged_call_t *c, const staged_row_t *row,
             c->rdtype, (NULL != c->rcounts) ? c->rcounts[ompi_comm_rank(c->comm)] : c->rcount);
     }
     return true;
-}
-
-static int stage_one(const coll_gpu_staged_call_t *c, int slot, const staged_side_t *side,
-                     coll_gpu_staged_t *out)
-{
-    if (side->span) {
-        /* per-block types: the union of the blocks, holes included, copied both ways */
-        return mca_coll_gpu_stage_in(c->gpu, slot, side->buf, mca_coll_gpu_classify(side->buf),
-                                     side->lo, side->len, true, c->comm, c->what, out);
-    }
-    return mca_coll_gpu_stage_side(c->gpu, slot, side->buf, side->layout, side->dir, c->comm,
-                                   c->what, out);
-}
-
-/* Stage both buffers (the module's slots 0 and 1, or, with owned, memory of the call's own);
- * on an error return nothing stays staged. */
-static int stage_both(const coll_gpu_staged_call_t *c, bool owned, const staged_side_t *s,
-                      const staged_side_t *r, coll_gpu_staged_t *sst, coll_gpu_staged_t *rst)
-{
-    int rc = stage_one(c, owned ? -1 : 0, s, sst);
-
-    if (OMPI_SUCCESS != rc) {
-        return rc;
-    }
-    rc = stage_one(c, owned ? -1 : 1, r, rst);
-    if (OMPI_SUCCESS != rc) {
-        mca_coll_gpu_stage_release(sst);
-    }
-    return rc;
 }
 
 /* ---- nonblocking and persistent requests ---------------------------------------------------- */
@@ -550,8 +512,9 @@ static int sreq_complete(ompi_request_t *arg)
      * callback was set on a request that had completed) cannot wait for the copies: they are
      * waited for here, at the call or MPI_Start */
     rc = mca_coll_gpu_first_error(x->fail, req->req_status.MPI_ERROR);
-    if (OMPI_SUCCESS == rc && !mca_coll_gpu_copyback_start(&x->cb, &x->s, x->sdir, &x->r, x->rdir,
-                                                           req, !REQUEST_COMPLETE(req), &rc)) {
+    if (OMPI_SUCCESS == rc
+        && !mca_coll_gpu_copyback_start(&x->cb, &x->s, x->sdir, &x->r, x->rdir, req,
+                                        !REQUEST_COMPLETE(req), &rc)) {
         return 1;
     }
     if (OMPI_SUCCESS != rc && MPI_SUCCESS == req->req_status.MPI_ERROR) {
@@ -746,12 +709,12 @@ static const char *const mode_path[] = {
 
 /* The call's data size for the log line: the receive buffer's elements where it has one count,
  * else the send buffer's, else 0 (per-block counts or types). */
-static void call_log(const coll_gpu_staged_call_t *c, const staged_side_t *s,
-                     const staged_side_t *r)
+static void call_log(const coll_gpu_staged_call_t *c, const coll_gpu_side_t *s,
+                     const coll_gpu_side_t *r)
 {
-    const staged_side_t *by = (0 != r->dir && !r->span && 0 == r->layout.n)   ? r
-                              : (0 != s->dir && !s->span && 0 == s->layout.n) ? s
-                                                                              : NULL;
+    const coll_gpu_side_t *by = (0 != r->dir && !r->span && 0 == r->layout.n)   ? r
+                                : (0 != s->dir && !s->span && 0 == s->layout.n) ? s
+                                                                                : NULL;
 
     mca_coll_gpu_log_call(c->what, c->comm,
                           (NULL != by) ? mca_coll_gpu_call_bytes(by->layout.dtype, by->layout.count)
@@ -762,7 +725,7 @@ static void call_log(const coll_gpu_staged_call_t *c, const staged_side_t *s,
 int mca_coll_gpu_staged(const coll_gpu_staged_call_t *c)
 {
     const staged_row_t *row = &rows[c->coll];
-    staged_side_t s = {.buf = c->sbuf}, r = {.buf = c->rbuf};
+    coll_gpu_side_t s = {.buf = c->sbuf}, r = {.buf = c->rbuf};
     coll_gpu_staged_t sst, rst;
     coll_gpu_sreq_t *x = NULL;
     int rc;
@@ -775,7 +738,7 @@ int mca_coll_gpu_staged(const coll_gpu_staged_call_t *c)
         call_log(c, &s, &r);
     }
     if (COLL_GPU_BLOCKING == c->mode) {
-        rc = stage_both(c, row->own, &s, &r, &sst, &rst);
+        rc = mca_coll_gpu_stage_sides(c->gpu, row->own, &s, &r, c->comm, c->what, &sst, &rst);
         if (OMPI_SUCCESS != rc) {
             return rc;
         }
@@ -787,7 +750,7 @@ int mca_coll_gpu_staged(const coll_gpu_staged_call_t *c)
     if (NULL == x) {
         return OMPI_ERR_OUT_OF_RESOURCE;
     }
-    rc = stage_both(c, true, &s, &r, &x->s, &x->r);
+    rc = mca_coll_gpu_stage_sides(c->gpu, true, &s, &r, c->comm, c->what, &x->s, &x->r);
     if (OMPI_SUCCESS != rc) {
         sreq_release(x);
         return rc;
