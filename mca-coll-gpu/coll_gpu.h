@@ -605,10 +605,6 @@ typedef struct coll_gpu_staged_t {
 
 /* The byte range touched by count elements of dtype: [*lo, *lo + *len). */
 void mca_coll_gpu_span(ompi_datatype_t *dtype, size_t count, ptrdiff_t *lo, size_t *len);
-/* The byte range touched by blocks counts[i] at displacements displs[i] (in extents) of dtype
- * for i < n, for the v collectives. */
-void mca_coll_gpu_span_v(ompi_datatype_t *dtype, int n, const int *counts, const int *displs,
-                         ptrdiff_t *lo, size_t *len);
 
 /* The byte range of MPI_Alltoallw blocks: counts[i] elements of types[i] at byte displs[i]. */
 void mca_coll_gpu_span_w(int n, const int *counts, const int *displs,
@@ -1118,6 +1114,7 @@ typedef struct coll_gpu_staged_call_t {
     coll_gpu_mode_t mode;
     const char *what;              /* the call's name, for log lines and reports */
     bool decided;                  /* the caller classified and logged it: stage at once */
+    bool host;                     /* the caller found host memory only: the saved function */
     mca_coll_gpu_module_t *gpu;
     coll_gpu_saved_fn_t fn;        /* the saved function and its module */
     mca_coll_base_module_t *module;
@@ -1149,6 +1146,10 @@ typedef struct coll_gpu_staged_call_t {
 /* Run a call on the host: straight to the saved function when every buffer that matters on
  * this rank is host memory, else staged through bounce memory and completed in c's mode. */
 int mca_coll_gpu_staged(const coll_gpu_staged_call_t *c);
+/* MPI_Iallreduce and MPI_Ibcast, or their _init forms (c's mode), on the node team's algorithms
+ * when they take the call, else on the staged path (coll_gpu_nonblocking.c). */
+int mca_coll_gpu_allreduce_async(coll_gpu_staged_call_t *c);
+int mca_coll_gpu_bcast_async(coll_gpu_staged_call_t *c);
 
 /* Log at a verbosity level on the component's stream. */
 #define COLL_GPU_VERBOSE(level, ...) \

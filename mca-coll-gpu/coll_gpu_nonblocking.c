@@ -1,66 +1,101 @@
 /*
- * coll_gpu_nonblocking.c - MPI_Iallreduce and MPI_Ibcast, the nonblocking collectives with a
- * path on the GPU.
+ * coll_gpu_nonblocking.c - MPI_Iallreduce and MPI_Ibcast, and their persistent forms
+ * MPI_Allreduce_init and MPI_Bcast_init (Open MPI 5.0's MPI-4 calls; 4.1's MPIX_ ones): the
+ * collectives with a path on the GPU when they do not block.
  *
  * On device buffers of a communicator with a node team they take the team's algorithms,
  * started here and completed by progress (coll_gpu_nvl_async.c), when their plan has a
- * nonblocking form.  Everything else (host buffers, which go straight to the saved module at
- * the cost of the classification, and the device buffers the team does not take) goes through
- * the staged path, as every other nonblocking collective does (coll_gpu_staged_colls.c: bounce
- * memory owned by the request, copy back at its completion).
+ * nonblocking form.  A persistent call makes the same decision once, at init, from what is
+ * equal on every rank (coll_gpu_uniform_buffers, count, signature, op, the team's plan): the
+ * request is then that path's own, and each MPI_Start queues one call on the team.
+ * Everything else (no team, host or mixed buffers without coll_gpu_uniform_buffers, types or
+ * ops the team cannot take, a plan without a nonblocking form, forced staging) goes through
+ * the staged path, as every other nonblocking and persistent collective does
+ * (coll_gpu_staged_colls.c: bounce memory owned by the request, copied back at completion);
+ * host buffers there go straight to the saved module at the cost of the classification.
  */
 #include "ompi_config.h"
 
 #include "coll_gpu.h"
+#include "coll_gpu_persistent.h"
+
+int mca_coll_gpu_allreduce_async(coll_gpu_staged_call_t *c)
+{
+    bool taken = false;
+    int rc;
+
+    /* device buffers on every rank (coll_gpu_uniform_buffers, unless the communicator's first
+     * blocking allreduce or bcast found kinds mixed): the node team's algorithms, when the plan
+     * has a nonblocking form (coll_gpu_nvl_async.c decides); persistent: each MPI_Start runs
+     * one MPI_Iallreduce's worth on the team */
+    rc = mca_coll_gpu_async_allreduce(c->gpu, c->sbuf, c->rbuf, c->scount, c->sdtype, c->op,
+                                      c->comm, COLL_GPU_PERSISTENT == c->mode, c->request,
+                                      &taken);
+    if (taken || OMPI_SUCCESS != rc) {
+        return rc;
+    }
+    return mca_coll_gpu_staged(c);
+}
+
+int mca_coll_gpu_bcast_async(coll_gpu_staged_call_t *c)
+{
+    coll_gpu_dir_t dir = mca_coll_gpu_is_root(c->comm, c->root) ? COLL_GPU_READ
+                         : mca_coll_gpu_is_idle(c->root)          ? COLL_GPU_NONE
+                                                                  : COLL_GPU_WRITE;
+    bool taken = false;
+    int rc;
+
+    /* the kind of the memory the elements occupy, not of buf (as MPI_Bcast) */
+    c->host = COLL_GPU_NONE == dir || mca_coll_gpu_data_host(c->rbuf, c->rdtype, c->rcount);
+    /* the node team's algorithms once a blocking allreduce, bcast or reduce had
+     * device memory on every rank, whatever this rank's kind (mca_coll_gpu_nb_team_path;
+     * coll_gpu_nvl_async.c decides the plan); else host memory to the saved module at once */
+    if (mca_coll_gpu_nb_team_path(c->gpu, !c->host)) {
+        rc = mca_coll_gpu_async_bcast(c->gpu, c->rbuf, c->rcount, c->rdtype, c->root, c->comm,
+                                      COLL_GPU_PERSISTENT == c->mode, c->request, &taken);
+        if (taken || OMPI_SUCCESS != rc) {
+            return rc;
+        }
+    }
+    return mca_coll_gpu_staged(c);
+}
 
 int mca_coll_gpu_iallreduce(const void *sbuf, void *rbuf, int count,
                             struct ompi_datatype_t *dtype, struct ompi_op_t *op,
                             struct ompi_communicator_t *comm, ompi_request_t **request,
                             mca_coll_base_module_t *module)
 {
-    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
-    bool taken = false;
-    int rc;
-
-    /* device buffers on every rank (coll_gpu_uniform_buffers, unless the communicator's first
-     * blocking allreduce or bcast found kinds mixed): the node team's algorithms, when the plan
-     * has a nonblocking form (coll_gpu_nvl_async.c decides) */
-    rc = mca_coll_gpu_async_allreduce(m, sbuf, rbuf, count, dtype, op, comm, false, request,
-                                      &taken);
-    if (taken || OMPI_SUCCESS != rc) {
-        return rc;
-    }
-    return mca_coll_gpu_staged(&(coll_gpu_staged_call_t){
-        COLL_GPU_STAGED(m, ALLREDUCE, NONBLOCKING, iallreduce), .sbuf = sbuf, .rbuf = rbuf,
+    return mca_coll_gpu_allreduce_async(&(coll_gpu_staged_call_t){
+        COLL_GPU_STAGED(module, ALLREDUCE, NONBLOCKING, iallreduce), .sbuf = sbuf, .rbuf = rbuf,
         COLL_GPU_ONE_TYPE(dtype, count), .op = op, .comm = comm, .request = request});
+}
+
+int mca_coll_gpu_allreduce_init(const void *sbuf, void *rbuf, int count,
+                                struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                                struct ompi_communicator_t *comm, struct ompi_info_t *info,
+                                ompi_request_t **request, mca_coll_base_module_t *module)
+{
+    return mca_coll_gpu_allreduce_async(&(coll_gpu_staged_call_t){
+        COLL_GPU_STAGED(module, ALLREDUCE, PERSISTENT, allreduce_init), .sbuf = sbuf,
+        .rbuf = rbuf, COLL_GPU_ONE_TYPE(dtype, count), .op = op, .comm = comm, .info = info,
+        .request = request});
 }
 
 int mca_coll_gpu_ibcast(void *buf, int count, struct ompi_datatype_t *dtype, int root,
                         struct ompi_communicator_t *comm, ompi_request_t **request,
                         mca_coll_base_module_t *module)
 {
-    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
-    coll_gpu_dir_t dir = mca_coll_gpu_is_root(comm, root) ? COLL_GPU_READ
-                         : mca_coll_gpu_is_idle(root)       ? COLL_GPU_NONE
-                                                            : COLL_GPU_WRITE;
-    bool taken = false;
-    /* the kind of the memory the elements occupy, not of buf (as MPI_Bcast) */
-    bool host = COLL_GPU_NONE == dir || mca_coll_gpu_data_host(buf, dtype, count);
-    int rc;
-
-    /* the node team's algorithms once a blocking allreduce, bcast or reduce had
-     * device memory on every rank, whatever this rank's kind (mca_coll_gpu_nb_team_path;
-     * coll_gpu_nvl_async.c decides the plan); else host memory to the saved module at once */
-    if (mca_coll_gpu_nb_team_path(m, !host)) {
-        rc = mca_coll_gpu_async_bcast(m, buf, count, dtype, root, comm, false, request, &taken);
-        if (taken || OMPI_SUCCESS != rc) {
-            return rc;
-        }
-    }
-    if (host) {
-        return m->prev_ibcast.fn(buf, count, dtype, root, comm, request, m->prev_ibcast.module);
-    }
-    return mca_coll_gpu_staged(&(coll_gpu_staged_call_t){
-        COLL_GPU_STAGED(m, BCAST, NONBLOCKING, ibcast), .rbuf = buf,
+    return mca_coll_gpu_bcast_async(&(coll_gpu_staged_call_t){
+        COLL_GPU_STAGED(module, BCAST, NONBLOCKING, ibcast), .rbuf = buf,
         COLL_GPU_ONE_TYPE(dtype, count), .root = root, .comm = comm, .request = request});
+}
+
+int mca_coll_gpu_bcast_init(void *buf, int count, struct ompi_datatype_t *dtype, int root,
+                            struct ompi_communicator_t *comm, struct ompi_info_t *info,
+                            ompi_request_t **request, mca_coll_base_module_t *module)
+{
+    return mca_coll_gpu_bcast_async(&(coll_gpu_staged_call_t){
+        COLL_GPU_STAGED(module, BCAST, PERSISTENT, bcast_init), .rbuf = buf,
+        COLL_GPU_ONE_TYPE(dtype, count), .root = root, .comm = comm, .info = info,
+        .request = request});
 }

@@ -36,7 +36,8 @@
  * its bounce memory lives until its request completes, or is freed).  When
  * no pinned memory can be had, plain host memory serves (slower copies, same result); when
  * not even that can be had, the rank takes part with scratch and fails the call (below).
- * Serves every collective of coll/gpu that the GPU path does not take.
+ * Serves every collective of coll/gpu that the GPU path does not take: which buffers each one
+ * stages on which rank, and how each mode completes, is coll_gpu_staged_colls.c's table and path.
  *
  * A failed copy does not let a rank leave the collective: its peers are already inside it and
  * would wait forever.  The rank takes part with the bounce memory as scratch (the right size,
@@ -95,8 +96,10 @@ void mca_coll_gpu_span(ompi_datatype_t *dtype, size_t count, ptrdiff_t *lo, size
     }
 }
 
-void mca_coll_gpu_span_v(ompi_datatype_t *dtype, int n, const int *counts, const int *displs,
-                         ptrdiff_t *lo, size_t *len)
+/* The byte range touched by blocks counts[i] at displacements displs[i] (in extents) of dtype
+ * for i < n, for the v collectives. */
+static void span_v(ompi_datatype_t *dtype, int n, const int *counts, const int *displs,
+                   ptrdiff_t *lo, size_t *len)
 {
     ptrdiff_t lb, extent, lo_all = 0, hi_all = 0;
     bool any = false;
@@ -169,7 +172,7 @@ void mca_coll_gpu_span_w_aint(int n, const int *counts, const MPI_Aint *displs,
 static void layout_span(coll_gpu_layout_t layout, ptrdiff_t *lo, size_t *len)
 {
     if (0 < layout.n) {
-        mca_coll_gpu_span_v(layout.dtype, layout.n, layout.counts, layout.displs, lo, len);
+        span_v(layout.dtype, layout.n, layout.counts, layout.displs, lo, len);
     } else {
         mca_coll_gpu_span(layout.dtype, layout.count, lo, len);
     }

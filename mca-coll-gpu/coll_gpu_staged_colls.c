@@ -731,7 +731,8 @@ int mca_coll_gpu_staged(const coll_gpu_staged_call_t *c)
     int rc;
 
     call_dirs(c, row, &s.dir, &r.dir);
-    if ((!c->decided && call_host(c, row, s.dir, r.dir)) || !call_sides(c, row, &s, &r)) {
+    if (c->host || (!c->decided && call_host(c, row, s.dir, r.dir))
+        || !call_sides(c, row, &s, &r)) {
         return invoke(c, c->sbuf, c->rbuf);
     }
     if (!c->decided) {
