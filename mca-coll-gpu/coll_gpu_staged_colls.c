@@ -134,9 +134,10 @@ typedef struct {
                  * one communicator at once) */
 } staged_row_t;
 
+/* The table: staged_row_t's members in order, one row per collective (the last two: rkeep, own). */
 /* clang-format off */
 static const staged_row_t rows[COLL_GPU_SC_COUNT] = {
-    /*  call                   ranks       host       send     recv     send n   recv n  keep own */
+    /*   call                      ranks       host       send     recv     send n   recv n */
     [COLL_GPU_SC_ALLGATHER] =
         {SIG_ALLGATHER,            ON_ALL,     HOST_PTRS, L_COUNT, L_COUNT, N_ONE,   N_PEERS, 0, 0},
     [COLL_GPU_SC_ALLGATHERV] =
