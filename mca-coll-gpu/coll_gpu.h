@@ -49,7 +49,7 @@ BEGIN_C_DECLS
     X(scatterv)
 
 /* The nonblocking collectives coll/gpu intercepts (all that carry data): device buffers are
- * staged through bounce memory owned by the request (coll_gpu_nonblocking.c), but for
+ * staged through bounce memory owned by the request (coll_gpu_staged_colls.c), but for
  * MPI_Iallreduce and MPI_Ibcast on a node team, which run its algorithms
  * (coll_gpu_nvl_async.c). */
 #define COLL_GPU_FOREACH_INTERCEPTED_NB(X) \
@@ -599,6 +599,8 @@ typedef struct coll_gpu_staged_t {
                                * whole span [lo, lo + len) is */
     int npieces;
     bool staged;       /* false: user memory is host memory and is used in place */
+    bool fill;         /* the call reads the bounce memory (or its holes must go back as they
+                        * were): it is copied in before the call */
     int fail;          /* staging failed: host_base is scratch that lets this rank take part in
                         * the collective (its peers would wait for it otherwise); nothing is
                         * copied back, and unstaging returns this error */
@@ -606,10 +608,6 @@ typedef struct coll_gpu_staged_t {
 
 /* The byte range touched by count elements of dtype: [*lo, *lo + *len). */
 void mca_coll_gpu_span(ompi_datatype_t *dtype, size_t count, ptrdiff_t *lo, size_t *len);
-/* The byte range touched by blocks counts[i] at displacements displs[i] (in extents) of dtype
- * for i < n, for the v collectives. */
-void mca_coll_gpu_span_v(ompi_datatype_t *dtype, int n, const int *counts, const int *displs,
-                         ptrdiff_t *lo, size_t *len);
 
 /* The byte range of MPI_Alltoallw blocks: counts[i] elements of types[i] at byte displs[i]. */
 void mca_coll_gpu_span_w(int n, const int *counts, const int *displs,
@@ -699,21 +697,26 @@ int mca_coll_gpu_stage_buf(mca_coll_gpu_module_t *module, int slot, const void *
                            struct ompi_communicator_t *comm, const char *what,
                            coll_gpu_staged_t *out);
 
-/* Stage the send buffer (slot 0, read) and the receive buffer (slot 1, rdir) of a call.  A
- * buffer is left alone when it is host memory, MPI_IN_PLACE, or insignificant on this rank
- * (sdir or rdir 0).  A failed copy leaves scratch to take part with (stage_in); on an error
- * return nothing stays staged. */
-int mca_coll_gpu_stage_pair(mca_coll_gpu_module_t *module, struct ompi_communicator_t *comm,
-                            const char *what, const void *sbuf, coll_gpu_layout_t slayout,
-                            coll_gpu_dir_t sdir, void *rbuf, coll_gpu_layout_t rlayout,
-                            coll_gpu_dir_t rdir, coll_gpu_staged_t *s, coll_gpu_staged_t *r);
-/* The same with bounce memory allocated for this call (slot -1) instead of the module's cached
- * slots: for nonblocking collectives, whose bounce memory outlives the call. */
-int mca_coll_gpu_stage_pair_owned(mca_coll_gpu_module_t *module,
-                                  struct ompi_communicator_t *comm, const char *what,
-                                  const void *sbuf, coll_gpu_layout_t slayout,
-                                  coll_gpu_dir_t sdir, void *rbuf, coll_gpu_layout_t rlayout,
-                                  coll_gpu_dir_t rdir, coll_gpu_staged_t *s, coll_gpu_staged_t *r);
+/* One buffer of a call as staging takes it: a layout that the call uses as dir says, or (span)
+ * the union [lo, lo + len) of per-block types' blocks (the w collectives), copied whole both
+ * ways so that the holes go back unchanged. */
+typedef struct coll_gpu_side_t {
+    const void *buf;
+    coll_gpu_dir_t dir;
+    coll_gpu_layout_t layout;
+    bool span;
+    ptrdiff_t lo;
+    size_t len;
+} coll_gpu_side_t;
+
+/* Stage the send and the receive buffer of a call into the module's cached slots 0 and 1 or,
+ * owned, into bounce memory of the call's own (slot -1: it outlives the call).  A buffer is
+ * left alone when it is host memory, MPI_IN_PLACE, or insignificant on this rank (dir 0; its
+ * layout is then not looked at: its type may not be one).  A failed copy leaves scratch to
+ * take part with (stage_in); on an error return nothing stays staged. */
+int mca_coll_gpu_stage_sides(mca_coll_gpu_module_t *module, bool owned, const coll_gpu_side_t *s,
+                             const coll_gpu_side_t *r, struct ompi_communicator_t *comm,
+                             const char *what, coll_gpu_staged_t *sst, coll_gpu_staged_t *rst);
 /* Finish both after the host call returned rc; returns the first failure, staging failures
  * first (then neither buffer is copied back: the result was computed from scratch). */
 int mca_coll_gpu_unstage_pair(mca_coll_gpu_module_t *module, struct ompi_communicator_t *comm,
@@ -830,18 +833,6 @@ static inline int mca_coll_gpu_first_error(int rc, int rc2)
 
 /* ---- collectives (one entry file per family) ---- */
 
-/* Can a call go straight to the saved module: are both buffers host memory, by their pointers?
- * MPI_IN_PLACE counts as host (callers pass it for a buffer the call does not use on this rank
- * too).  MPI_BOTTOM does not: its type's absolute addresses may lie in device memory anywhere,
- * so such a call goes through staging, which classifies the blocks themselves
- * (mca_coll_gpu_layout_kind) and copies nothing when every block is host memory. */
-static inline bool mca_coll_gpu_both_host(const void *sbuf, const void *rbuf)
-{
-    return MPI_BOTTOM != sbuf && MPI_BOTTOM != rbuf
-           && mca_coll_gpu_is_host(mca_coll_gpu_classify(sbuf))
-           && mca_coll_gpu_is_host(mca_coll_gpu_classify(rbuf));
-}
-
 /* A buffer the team's zero-copy path can take in place: device memory proper that the legacy
  * IPC can export.  Managed and host memory cannot be exported, nor can stream-ordered pool
  * memory (cudaMallocAsync) and VMM memory (cuMemCreate + cuMemMap).  Exportability is local to
@@ -860,13 +851,6 @@ static inline size_t mca_coll_gpu_call_bytes(ompi_datatype_t *dtype, size_t coun
     return dsize * count;
 }
 
-/* The staged path shared by the calls shaped like MPI_Allreduce (allreduce, scan, exscan):
- * the send buffer read, the receive buffer written (read too with MPI_IN_PLACE). */
-int mca_coll_gpu_reduce_like_staged(const char *name, mca_coll_base_module_scan_fn_t prev_fn,
-                                    mca_coll_base_module_t *prev_module, const void *sbuf,
-                                    void *rbuf, int count, struct ompi_datatype_t *dtype,
-                                    struct ompi_op_t *op, struct ompi_communicator_t *comm,
-                                    mca_coll_gpu_module_t *m);
 int mca_coll_gpu_allgather(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
                            void *rbuf, int rcount, struct ompi_datatype_t *rdtype,
                            struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
@@ -924,7 +908,8 @@ int mca_coll_gpu_scatterv(const void *sbuf, const int *scounts, const int *disps
                           struct ompi_datatype_t *rdtype, int root,
                           struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
 
-/* The nonblocking collectives (coll_gpu_nonblocking.c). */
+/* The nonblocking collectives (their collective's file; MPI_Iallreduce and MPI_Ibcast:
+ * coll_gpu_nonblocking.c). */
 int mca_coll_gpu_iallgather(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
                             void *rbuf, int rcount, struct ompi_datatype_t *rdtype,
                             struct ompi_communicator_t *comm, ompi_request_t **request,
@@ -1084,61 +1069,90 @@ bool mca_coll_gpu_copyback_start(coll_gpu_copyback_t *cb, const coll_gpu_staged_
                                  int *rc);
 void mca_coll_gpu_copyback_finalize(void);
 
-/* ---- nonblocking staging (coll_gpu_nonblocking.c), shared with coll_gpu_neighbor.c ---- */
+/* ---- the one staged path (coll_gpu_staged_colls.c) ---- */
 
-/* What a staged nonblocking call keeps until its request completes. */
-typedef struct coll_gpu_nb_t {
-    const char *tag;                    /* tells this state from a request (nb_complete) */
-    ompi_request_t *req;
-    const char *what;
-    struct ompi_communicator_t *comm;   /* for failure reports only */
-    coll_gpu_staged_t s, r;             /* send and receive buffers (bounce memory owned) */
-    coll_gpu_dir_t sdir, rdir;
-    ompi_request_complete_fn_t inner_cb; /* a callback the saved module had set, run first */
-    void *inner_cb_data;
-    coll_gpu_copyback_t cb;             /* the copy back of the written buffers */
-} coll_gpu_nb_t;
+/* How a call completes: at once, through a request, or through a persistent request that every
+ * MPI_Start runs again. */
+typedef enum {
+    COLL_GPU_BLOCKING,
+    COLL_GPU_NONBLOCKING,
+    COLL_GPU_PERSISTENT
+} coll_gpu_mode_t;
 
-/* Stage a call's send and receive buffers into bounce memory of its own; *out NULL on
- * failure (already reported).  A failed copy still gives *out (scratch to take part with,
- * stage_in): the error then completes the request (MPI_Wait returns it). */
-int mca_coll_gpu_nb_stage(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
-                          const char *what, const void *sbuf, coll_gpu_layout_t slayout,
-                          coll_gpu_dir_t sdir, void *rbuf, coll_gpu_layout_t rlayout,
-                          coll_gpu_dir_t rdir, coll_gpu_nb_t **out);
-/* The same for the w collectives: the byte ranges [lo, lo + len) of both buffers, copied in
- * both (the send buffer read, the receive buffer read and written: holes go back unchanged). */
-int mca_coll_gpu_nb_stage_spans(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
-                                const char *what, const void *sbuf, dev_mem_kind_t skind,
-                                ptrdiff_t slo, size_t slen, void *rbuf, dev_mem_kind_t rkind,
-                                ptrdiff_t rlo, size_t rlen, coll_gpu_nb_t **out);
-/* After the saved i-function returned rc and *request: finish now when it failed or already
- * completed, else copy back at completion. */
-int mca_coll_gpu_nb_attach(coll_gpu_nb_t *x, int rc, ompi_request_t **request);
+/* The collectives the staged path knows, by the buffers they touch (a row of its table each);
+ * MPI_Scan and MPI_Exscan touch theirs as MPI_Allreduce does. */
+typedef enum {
+    COLL_GPU_SC_ALLGATHER,
+    COLL_GPU_SC_ALLGATHERV,
+    COLL_GPU_SC_ALLREDUCE,
+    COLL_GPU_SC_ALLTOALL,
+    COLL_GPU_SC_ALLTOALLV,
+    COLL_GPU_SC_ALLTOALLW,
+    COLL_GPU_SC_BCAST,
+    COLL_GPU_SC_GATHER,
+    COLL_GPU_SC_GATHERV,
+    COLL_GPU_SC_REDUCE,
+    COLL_GPU_SC_REDUCE_SCATTER,
+    COLL_GPU_SC_REDUCE_SCATTER_BLOCK,
+    COLL_GPU_SC_SCATTER,
+    COLL_GPU_SC_SCATTERV,
+    COLL_GPU_SC_NEIGHBOR_ALLGATHER,
+    COLL_GPU_SC_NEIGHBOR_ALLGATHERV,
+    COLL_GPU_SC_NEIGHBOR_ALLTOALL,
+    COLL_GPU_SC_NEIGHBOR_ALLTOALLV,
+    COLL_GPU_SC_NEIGHBOR_ALLTOALLW,
+    COLL_GPU_SC_REDUCE_LOCAL,
+    COLL_GPU_SC_COUNT
+} coll_gpu_sc_t;
 
-static inline void *mca_coll_gpu_nb_sview(const coll_gpu_nb_t *x)
-{
-    return mca_coll_gpu_view(&x->s);
-}
+/* A saved function of any type (cast back to its own type before the call). */
+typedef void (*coll_gpu_saved_fn_t)(void);
 
-static inline void *mca_coll_gpu_nb_rview(const coll_gpu_nb_t *x)
-{
-    return mca_coll_gpu_view(&x->r);
-}
+/* One call as the application made it: which collective, in which mode, the saved function
+ * below coll/gpu, and the arguments (those the collective has; the others stay 0).  The
+ * calls of one type and one count name it in sdtype and scount (rdtype, rcount: the same);
+ * MPI_Bcast names its buffer rbuf; the reduce-scatters name rcounts (or rcount) on both sides. */
+typedef struct coll_gpu_staged_call_t {
+    coll_gpu_sc_t coll;
+    coll_gpu_mode_t mode;
+    const char *what;              /* the call's name, for log lines and reports */
+    bool decided;                  /* the caller classified and logged it: stage at once */
+    bool host;                     /* the caller found host memory only: the saved function */
+    mca_coll_gpu_module_t *gpu;
+    coll_gpu_saved_fn_t fn;        /* the saved function and its module */
+    mca_coll_base_module_t *module;
+    const void *sbuf;
+    void *rbuf;
+    int scount, rcount;
+    const int *scounts, *sdispls, *rcounts, *rdispls;
+    const MPI_Aint *sadispls, *radispls;              /* MPI_Neighbor_alltoallw's */
+    struct ompi_datatype_t *sdtype, *rdtype;
+    struct ompi_datatype_t *const *sdtypes, *const *rdtypes;
+    struct ompi_op_t *op;
+    int root;
+    struct ompi_communicator_t *comm;
+    struct ompi_info_t *info;      /* persistent */
+    ompi_request_t **request;      /* nonblocking and persistent */
+} coll_gpu_staged_call_t;
 
-static inline void mca_coll_gpu_nb_log(const char *what, struct ompi_communicator_t *comm,
-                                       size_t bytes, ompi_datatype_t *dtype, struct ompi_op_t *op)
-{
-    mca_coll_gpu_log_call(what, comm, bytes, dtype, op, "staged (nonblocking)");
-}
+/* The first members of a coll_gpu_staged_call_t: collective (COLL_GPU_SC_...), mode, the module
+ * (coll/gpu's, as the entry got it) and the saved slot, whose name is the call's. */
+#define COLL_GPU_STAGED(gpu_module, sc, md, slot)                                         \
+    .coll = COLL_GPU_SC_##sc, .mode = COLL_GPU_##md, .what = #slot,                       \
+    .gpu = (mca_coll_gpu_module_t *) (gpu_module),                                        \
+    .fn = (coll_gpu_saved_fn_t) ((mca_coll_gpu_module_t *) (gpu_module))->prev_##slot.fn, \
+    .module = ((mca_coll_gpu_module_t *) (gpu_module))->prev_##slot.module
 
-/* Short names for the call sites of the nonblocking entries. */
-#define nb_stage mca_coll_gpu_nb_stage
-#define nb_stage_spans mca_coll_gpu_nb_stage_spans
-#define nb_attach mca_coll_gpu_nb_attach
-#define nb_sview mca_coll_gpu_nb_sview
-#define nb_rview mca_coll_gpu_nb_rview
-#define nb_log mca_coll_gpu_nb_log
+/* The type and count of a call with one of each (the reductions, MPI_Bcast). */
+#define COLL_GPU_ONE_TYPE(dt, cnt) .sdtype = (dt), .rdtype = (dt), .scount = (cnt), .rcount = (cnt)
+
+/* Run a call on the host: straight to the saved function when every buffer that matters on
+ * this rank is host memory, else staged through bounce memory and completed in c's mode. */
+int mca_coll_gpu_staged(const coll_gpu_staged_call_t *c);
+/* MPI_Iallreduce and MPI_Ibcast, or their _init forms (c's mode), on the node team's algorithms
+ * when they take the call, else on the staged path (coll_gpu_nonblocking.c). */
+int mca_coll_gpu_allreduce_async(coll_gpu_staged_call_t *c);
+int mca_coll_gpu_bcast_async(coll_gpu_staged_call_t *c);
 
 /* Log at a verbosity level on the component's stream. */
 #define COLL_GPU_VERBOSE(level, ...) \

@@ -23,6 +23,16 @@
 
 static const char *const allreduce_name = "allreduce";
 
+/* Staging (coll_gpu_staged_colls.c), once the caller has classified and logged the call. */
+static int allreduce_staged(const void *sbuf, void *rbuf, int count,
+                            struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                            struct ompi_communicator_t *comm, mca_coll_gpu_module_t *m)
+{
+    return mca_coll_gpu_staged(&(coll_gpu_staged_call_t){
+        COLL_GPU_STAGED(m, ALLREDUCE, BLOCKING, allreduce), .decided = true, .sbuf = sbuf,
+        .rbuf = rbuf, COLL_GPU_ONE_TYPE(dtype, count), .op = op, .comm = comm});
+}
+
 /*
  * The device path: the node team when every rank is on it (all_device: uniform kinds assumed,
  * or agreed), the kernels take the signature and op, and the communicator has a team; else
@@ -67,9 +77,7 @@ static int allreduce_device(const void *sbuf, void *rbuf, int count,
     mca_coll_gpu_log_plan(allreduce_name, comm, bytes, dtype, op, TOPO_COLL_ALLREDUCE, team,
                           &plan);
     if (NULL == team) {
-        return mca_coll_gpu_reduce_like_staged(allreduce_name, m->prev_allreduce.fn,
-                                               m->prev_allreduce.module, sbuf, rbuf, count,
-                                               dtype, op, comm, m);
+        return allreduce_staged(sbuf, rbuf, count, dtype, op, comm, m);
     }
     /* in place, the receive buffer is the input too; peers map the send buffer in one-shot
      * (but in place) and two-shot, the receive buffer in two-shot and ring (coll_gpu_nvl.c) */
@@ -112,9 +120,7 @@ int mca_coll_gpu_allreduce(const void *sbuf, void *rbuf, int count,
         mca_coll_gpu_log_call(allreduce_name, comm,
                               mca_coll_gpu_call_bytes(dtype, (size_t) count), dtype, op,
                               "staged (intercommunicator)");
-        return mca_coll_gpu_reduce_like_staged(allreduce_name, m->prev_allreduce.fn,
-                                               m->prev_allreduce.module, sbuf, rbuf, count,
-                                               dtype, op, comm, m);
+        return allreduce_staged(sbuf, rbuf, count, dtype, op, comm, m);
     }
     /* a call the saved module makes on our communicator from inside one of ours */
     if (m->in_agreed_call) {

@@ -25,23 +25,13 @@
 
 static const char *const bcast_name = "bcast";
 
+/* Staging (coll_gpu_staged_colls.c), once the caller has classified and logged the call. */
 static int bcast_staged(void *buf, int count, struct ompi_datatype_t *dtype, int root,
                         struct ompi_communicator_t *comm, mca_coll_gpu_module_t *m)
 {
-    coll_gpu_dir_t dir = mca_coll_gpu_is_root(comm, root) ? COLL_GPU_READ
-                         : mca_coll_gpu_is_idle(root)       ? COLL_GPU_NONE
-                                                            : COLL_GPU_WRITE;
-    coll_gpu_staged_t none, b;
-    int rc;
-
-    rc = mca_coll_gpu_stage_pair(m, comm, bcast_name, NULL, COLL_GPU_LAYOUT(dtype, 0),
-                                 COLL_GPU_NONE, buf, COLL_GPU_LAYOUT(dtype, count), dir, &none,
-                                 &b);
-    if (OMPI_SUCCESS != rc) {
-        return rc;
-    }
-    rc = m->prev_bcast.fn(mca_coll_gpu_view(&b), count, dtype, root, comm, m->prev_bcast.module);
-    return mca_coll_gpu_unstage_pair(m, comm, bcast_name, rc, &none, COLL_GPU_NONE, &b, dir);
+    return mca_coll_gpu_staged(&(coll_gpu_staged_call_t){
+        COLL_GPU_STAGED(m, BCAST, BLOCKING, bcast), .decided = true, .rbuf = buf,
+        COLL_GPU_ONE_TYPE(dtype, count), .root = root, .comm = comm});
 }
 
 /*

@@ -89,9 +89,11 @@ int mca_coll_gpu_fallback_start(coll_gpu_fallback_t *f, mca_coll_gpu_module_t *m
     }
     f->sdir = sdir;
     f->rdir = rdir;
-    rc = mca_coll_gpu_stage_pair_owned(m, comm, what, sbuf,
-                                       COLL_GPU_LAYOUT(dtype, count), sdir, rbuf,
-                                       COLL_GPU_LAYOUT(dtype, count), rdir, &f->s, &f->r);
+    rc = mca_coll_gpu_stage_sides(
+        m, true,
+        &(coll_gpu_side_t){.buf = sbuf, .dir = sdir, .layout = COLL_GPU_LAYOUT(dtype, count)},
+        &(coll_gpu_side_t){.buf = rbuf, .dir = rdir, .layout = COLL_GPU_LAYOUT(dtype, count)}, comm,
+        what, &f->s, &f->r);
     if (OMPI_SUCCESS != rc) {
         free(f->reqs);
         f->reqs = NULL;

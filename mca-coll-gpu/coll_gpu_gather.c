@@ -1,5 +1,7 @@
 /*
- * coll_gpu_gather.c - MPI_Gather, MPI_Gatherv, MPI_Allgather, MPI_Allgatherv.
+ * coll_gpu_gather.c - MPI_Gather, MPI_Gatherv, MPI_Allgather, MPI_Allgatherv, blocking,
+ * nonblocking (MPI_I...) and persistent (..._init): thin entries of the staged path
+ * (coll_gpu_staged_colls.c).
  *
  * The send buffer is read (it is MPI_IN_PLACE at a gathering root or in an in-place
  * allgather, where the contribution already sits in the receive buffer); the receive buffer is
@@ -13,106 +15,102 @@
 #include "ompi_config.h"
 
 #include "coll_gpu.h"
+#include "coll_gpu_persistent.h"
 
-/* Is the send buffer of a gather significant here?  Not at an intercommunicator's root nor at
- * the idle ranks of its group (an in-place intracommunicator root passes MPI_IN_PLACE, which
- * staging leaves alone). */
-static coll_gpu_dir_t gather_sdir(struct ompi_communicator_t *comm, int root)
-{
-    return (mca_coll_gpu_is_idle(root) || (OMPI_COMM_IS_INTER(comm) && MPI_ROOT == root))
-               ? COLL_GPU_NONE
-               : COLL_GPU_READ;
-}
-
-int mca_coll_gpu_gather(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
-                        void *rbuf, int rcount, struct ompi_datatype_t *rdtype, int root,
+int mca_coll_gpu_gather(const void *sbuf, int scount, struct ompi_datatype_t *sdtype, void *rbuf,
+                        int rcount, struct ompi_datatype_t *rdtype, int root,
                         struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
-    static const char *const name = "gather";
-    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
-    bool is_root = mca_coll_gpu_is_root(comm, root);
-    coll_gpu_dir_t sdir = gather_sdir(comm, root);
-    coll_gpu_dir_t rdir = !is_root ? COLL_GPU_NONE
-                          : (MPI_IN_PLACE == sbuf) ? COLL_GPU_READWRITE : COLL_GPU_WRITE;
-    size_t rtotal = (size_t) rcount * (size_t) mca_coll_gpu_peers(comm);
-    coll_gpu_staged_t s, r;
-    int rc;
-
-    if (mca_coll_gpu_both_host(sdir ? sbuf : MPI_IN_PLACE, rdir ? rbuf : MPI_IN_PLACE)) {
-        return m->prev_gather.fn(sbuf, scount, sdtype, rbuf, rcount, rdtype, root, comm,
-                                 m->prev_gather.module);
-    }
-    mca_coll_gpu_log_call(name, comm, mca_coll_gpu_call_bytes(sdtype, (size_t) scount), sdtype,
-                          NULL, "staged");
-    rc = mca_coll_gpu_stage_pair(m, comm, name, sbuf, COLL_GPU_LAYOUT(sdtype, scount), sdir,
-                                 rbuf, COLL_GPU_LAYOUT(rdtype, rtotal), rdir, &s, &r);
-    if (OMPI_SUCCESS != rc) {
-        return rc;
-    }
-    rc = m->prev_gather.fn(mca_coll_gpu_view(&s), scount, sdtype, mca_coll_gpu_view(&r), rcount,
-                           rdtype, root, comm, m->prev_gather.module);
-    return mca_coll_gpu_unstage_pair(m, comm, name, rc, &s, sdir, &r, rdir);
+    return mca_coll_gpu_staged(
+        &(coll_gpu_staged_call_t){COLL_GPU_STAGED(module, GATHER, BLOCKING, gather), .sbuf = sbuf,
+                                  .scount = scount, .sdtype = sdtype, .rbuf = rbuf,
+                                  .rcount = rcount, .rdtype = rdtype, .root = root, .comm = comm});
 }
 
-int mca_coll_gpu_gatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
-                         void *rbuf, const int *rcounts, const int *disps,
-                         struct ompi_datatype_t *rdtype, int root,
-                         struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
+int mca_coll_gpu_igather(const void *sbuf, int scount, struct ompi_datatype_t *sdtype, void *rbuf,
+                         int rcount, struct ompi_datatype_t *rdtype, int root,
+                         struct ompi_communicator_t *comm, ompi_request_t **request,
+                         mca_coll_base_module_t *module)
 {
-    static const char *const name = "gatherv";
-    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
-    bool is_root = mca_coll_gpu_is_root(comm, root);
-    coll_gpu_dir_t sdir = gather_sdir(comm, root);
-    coll_gpu_dir_t rdir = !is_root ? COLL_GPU_NONE
-                          : (MPI_IN_PLACE == sbuf) ? COLL_GPU_READWRITE : COLL_GPU_WRITE;
-    coll_gpu_staged_t s, r;
-    int rc;
-
-    if (mca_coll_gpu_both_host(sdir ? sbuf : MPI_IN_PLACE, rdir ? rbuf : MPI_IN_PLACE)) {
-        return m->prev_gatherv.fn(sbuf, scount, sdtype, rbuf, rcounts, disps, rdtype, root, comm,
-                                  m->prev_gatherv.module);
-    }
-    mca_coll_gpu_log_call(name, comm, mca_coll_gpu_call_bytes(sdtype, (size_t) scount), sdtype,
-                          NULL, "staged");
-    rc = mca_coll_gpu_stage_pair(m, comm, name, sbuf, COLL_GPU_LAYOUT(sdtype, scount), sdir,
-                                 rbuf,
-                                 COLL_GPU_LAYOUT_V(rdtype, is_root ? mca_coll_gpu_peers(comm) : 0,
-                                                   rcounts, disps),
-                                 rdir, &s, &r);
-    if (OMPI_SUCCESS != rc) {
-        return rc;
-    }
-    rc = m->prev_gatherv.fn(mca_coll_gpu_view(&s), scount, sdtype, mca_coll_gpu_view(&r),
-                            rcounts, disps, rdtype, root, comm, m->prev_gatherv.module);
-    return mca_coll_gpu_unstage_pair(m, comm, name, rc, &s, sdir, &r, rdir);
+    return mca_coll_gpu_staged(&(coll_gpu_staged_call_t){
+        COLL_GPU_STAGED(module, GATHER, NONBLOCKING, igather), .sbuf = sbuf, .scount = scount,
+        .sdtype = sdtype, .rbuf = rbuf, .rcount = rcount, .rdtype = rdtype, .root = root,
+        .comm = comm, .request = request});
 }
 
-int mca_coll_gpu_allgather(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
-                           void *rbuf, int rcount, struct ompi_datatype_t *rdtype,
+int mca_coll_gpu_gather_init(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
+                             void *rbuf, int rcount, struct ompi_datatype_t *rdtype, int root,
+                             struct ompi_communicator_t *comm, struct ompi_info_t *info,
+                             ompi_request_t **request, mca_coll_base_module_t *module)
+{
+    return mca_coll_gpu_staged(&(coll_gpu_staged_call_t){
+        COLL_GPU_STAGED(module, GATHER, PERSISTENT, gather_init), .sbuf = sbuf, .scount = scount,
+        .sdtype = sdtype, .rbuf = rbuf, .rcount = rcount, .rdtype = rdtype, .root = root,
+        .comm = comm, .info = info, .request = request});
+}
+
+int mca_coll_gpu_gatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdtype, void *rbuf,
+                         const int *rcounts, const int *disps, struct ompi_datatype_t *rdtype,
+                         int root, struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
+{
+    return mca_coll_gpu_staged(&(coll_gpu_staged_call_t){
+        COLL_GPU_STAGED(module, GATHERV, BLOCKING, gatherv), .sbuf = sbuf, .scount = scount,
+        .sdtype = sdtype, .rbuf = rbuf, .rcounts = rcounts, .rdispls = disps, .rdtype = rdtype,
+        .root = root, .comm = comm});
+}
+
+int mca_coll_gpu_igatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdtype, void *rbuf,
+                          const int *rcounts, const int *disps, struct ompi_datatype_t *rdtype,
+                          int root, struct ompi_communicator_t *comm, ompi_request_t **request,
+                          mca_coll_base_module_t *module)
+{
+    return mca_coll_gpu_staged(&(coll_gpu_staged_call_t){
+        COLL_GPU_STAGED(module, GATHERV, NONBLOCKING, igatherv), .sbuf = sbuf, .scount = scount,
+        .sdtype = sdtype, .rbuf = rbuf, .rcounts = rcounts, .rdispls = disps, .rdtype = rdtype,
+        .root = root, .comm = comm, .request = request});
+}
+
+int mca_coll_gpu_gatherv_init(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
+                              void *rbuf, const int *rcounts, const int *disps,
+                              struct ompi_datatype_t *rdtype, int root,
+                              struct ompi_communicator_t *comm, struct ompi_info_t *info,
+                              ompi_request_t **request, mca_coll_base_module_t *module)
+{
+    return mca_coll_gpu_staged(&(coll_gpu_staged_call_t){
+        COLL_GPU_STAGED(module, GATHERV, PERSISTENT, gatherv_init), .sbuf = sbuf, .scount = scount,
+        .sdtype = sdtype, .rbuf = rbuf, .rcounts = rcounts, .rdispls = disps, .rdtype = rdtype,
+        .root = root, .comm = comm, .info = info, .request = request});
+}
+
+int mca_coll_gpu_allgather(const void *sbuf, int scount, struct ompi_datatype_t *sdtype, void *rbuf,
+                           int rcount, struct ompi_datatype_t *rdtype,
                            struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
-    static const char *const name = "allgather";
-    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
-    coll_gpu_dir_t rdir = (MPI_IN_PLACE == sbuf) ? COLL_GPU_READWRITE : COLL_GPU_WRITE;
-    size_t rtotal = (size_t) rcount * (size_t) mca_coll_gpu_peers(comm);
-    coll_gpu_staged_t s, r;
-    int rc;
+    return mca_coll_gpu_staged(&(coll_gpu_staged_call_t){
+        COLL_GPU_STAGED(module, ALLGATHER, BLOCKING, allgather), .sbuf = sbuf, .scount = scount,
+        .sdtype = sdtype, .rbuf = rbuf, .rcount = rcount, .rdtype = rdtype, .comm = comm});
+}
 
-    if (mca_coll_gpu_both_host(sbuf, rbuf)) {
-        return m->prev_allgather.fn(sbuf, scount, sdtype, rbuf, rcount, rdtype, comm,
-                                    m->prev_allgather.module);
-    }
-    mca_coll_gpu_log_call(name, comm, mca_coll_gpu_call_bytes(rdtype, rtotal), rdtype, NULL,
-                          "staged");
-    rc = mca_coll_gpu_stage_pair(m, comm, name, sbuf, COLL_GPU_LAYOUT(sdtype, scount),
-                                 COLL_GPU_READ, rbuf, COLL_GPU_LAYOUT(rdtype, rtotal), rdir, &s,
-                                 &r);
-    if (OMPI_SUCCESS != rc) {
-        return rc;
-    }
-    rc = m->prev_allgather.fn(mca_coll_gpu_view(&s), scount, sdtype, mca_coll_gpu_view(&r),
-                              rcount, rdtype, comm, m->prev_allgather.module);
-    return mca_coll_gpu_unstage_pair(m, comm, name, rc, &s, COLL_GPU_READ, &r, rdir);
+int mca_coll_gpu_iallgather(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
+                            void *rbuf, int rcount, struct ompi_datatype_t *rdtype,
+                            struct ompi_communicator_t *comm, ompi_request_t **request,
+                            mca_coll_base_module_t *module)
+{
+    return mca_coll_gpu_staged(&(coll_gpu_staged_call_t){
+        COLL_GPU_STAGED(module, ALLGATHER, NONBLOCKING, iallgather), .sbuf = sbuf, .scount = scount,
+        .sdtype = sdtype, .rbuf = rbuf, .rcount = rcount, .rdtype = rdtype, .comm = comm,
+        .request = request});
+}
+
+int mca_coll_gpu_allgather_init(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
+                                void *rbuf, int rcount, struct ompi_datatype_t *rdtype,
+                                struct ompi_communicator_t *comm, struct ompi_info_t *info,
+                                ompi_request_t **request, mca_coll_base_module_t *module)
+{
+    return mca_coll_gpu_staged(&(coll_gpu_staged_call_t){
+        COLL_GPU_STAGED(module, ALLGATHER, PERSISTENT, allgather_init), .sbuf = sbuf,
+        .scount = scount, .sdtype = sdtype, .rbuf = rbuf, .rcount = rcount, .rdtype = rdtype,
+        .comm = comm, .info = info, .request = request});
 }
 
 int mca_coll_gpu_allgatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
@@ -120,27 +118,31 @@ int mca_coll_gpu_allgatherv(const void *sbuf, int scount, struct ompi_datatype_t
                             struct ompi_datatype_t *rdtype, struct ompi_communicator_t *comm,
                             mca_coll_base_module_t *module)
 {
-    static const char *const name = "allgatherv";
-    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
-    coll_gpu_dir_t rdir = (MPI_IN_PLACE == sbuf) ? COLL_GPU_READWRITE : COLL_GPU_WRITE;
-    coll_gpu_staged_t s, r;
-    int rc;
+    return mca_coll_gpu_staged(&(coll_gpu_staged_call_t){
+        COLL_GPU_STAGED(module, ALLGATHERV, BLOCKING, allgatherv), .sbuf = sbuf, .scount = scount,
+        .sdtype = sdtype, .rbuf = rbuf, .rcounts = rcounts, .rdispls = disps, .rdtype = rdtype,
+        .comm = comm});
+}
 
-    if (mca_coll_gpu_both_host(sbuf, rbuf)) {
-        return m->prev_allgatherv.fn(sbuf, scount, sdtype, rbuf, rcounts, disps, rdtype, comm,
-                                     m->prev_allgatherv.module);
-    }
-    mca_coll_gpu_log_call(name, comm, mca_coll_gpu_call_bytes(sdtype, (size_t) scount), sdtype,
-                          NULL, "staged");
-    rc = mca_coll_gpu_stage_pair(m, comm, name, sbuf, COLL_GPU_LAYOUT(sdtype, scount),
-                                 COLL_GPU_READ, rbuf,
-                                 COLL_GPU_LAYOUT_V(rdtype, mca_coll_gpu_peers(comm), rcounts,
-                                                   disps),
-                                 rdir, &s, &r);
-    if (OMPI_SUCCESS != rc) {
-        return rc;
-    }
-    rc = m->prev_allgatherv.fn(mca_coll_gpu_view(&s), scount, sdtype, mca_coll_gpu_view(&r),
-                               rcounts, disps, rdtype, comm, m->prev_allgatherv.module);
-    return mca_coll_gpu_unstage_pair(m, comm, name, rc, &s, COLL_GPU_READ, &r, rdir);
+int mca_coll_gpu_iallgatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
+                             void *rbuf, const int *rcounts, const int *disps,
+                             struct ompi_datatype_t *rdtype, struct ompi_communicator_t *comm,
+                             ompi_request_t **request, mca_coll_base_module_t *module)
+{
+    return mca_coll_gpu_staged(&(coll_gpu_staged_call_t){
+        COLL_GPU_STAGED(module, ALLGATHERV, NONBLOCKING, iallgatherv), .sbuf = sbuf,
+        .scount = scount, .sdtype = sdtype, .rbuf = rbuf, .rcounts = rcounts, .rdispls = disps,
+        .rdtype = rdtype, .comm = comm, .request = request});
+}
+
+int mca_coll_gpu_allgatherv_init(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
+                                 void *rbuf, const int *rcounts, const int *disps,
+                                 struct ompi_datatype_t *rdtype, struct ompi_communicator_t *comm,
+                                 struct ompi_info_t *info, ompi_request_t **request,
+                                 mca_coll_base_module_t *module)
+{
+    return mca_coll_gpu_staged(&(coll_gpu_staged_call_t){
+        COLL_GPU_STAGED(module, ALLGATHERV, PERSISTENT, allgatherv_init), .sbuf = sbuf,
+        .scount = scount, .sdtype = sdtype, .rbuf = rbuf, .rcounts = rcounts, .rdispls = disps,
+        .rdtype = rdtype, .comm = comm, .info = info, .request = request});
 }

@@ -1,8 +1,8 @@
 /*
- * coll_gpu_persistent.h - the persistent collectives of coll/gpu (coll_gpu_persistent.c): the
- * coll module's _init slots they fill take MPI-4's MPI_<coll>_init calls on Open MPI 5.0 and
- * the MPIX_<coll>_init calls of 4.1's pcollreq extension (coll_gpu_compat.h:
- * COLL_GPU_FOREACH_INTERCEPTED_INIT).
+ * coll_gpu_persistent.h - the persistent collectives of coll/gpu (each in its collective's file;
+ * MPI_Allreduce_init and MPI_Bcast_init in coll_gpu_nonblocking.c): the coll module's _init
+ * slots they fill take MPI-4's MPI_<coll>_init calls on Open MPI 5.0 and the MPIX_<coll>_init
+ * calls of 4.1's pcollreq extension (coll_gpu_compat.h: COLL_GPU_FOREACH_INTERCEPTED_INIT).
  */
 #ifndef MCA_COLL_GPU_PERSISTENT_H
 #define MCA_COLL_GPU_PERSISTENT_H

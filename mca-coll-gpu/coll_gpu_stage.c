@@ -36,7 +36,8 @@
  * its bounce memory lives until its request completes, or is freed).  When
  * no pinned memory can be had, plain host memory serves (slower copies, same result); when
  * not even that can be had, the rank takes part with scratch and fails the call (below).
- * Serves every collective of coll/gpu that the GPU path does not take.
+ * Serves every collective of coll/gpu that the GPU path does not take: which buffers each one
+ * stages on which rank, and how each mode completes, is coll_gpu_staged_colls.c's table and path.
  *
  * A failed copy does not let a rank leave the collective: its peers are already inside it and
  * would wait forever.  The rank takes part with the bounce memory as scratch (the right size,
@@ -95,8 +96,10 @@ void mca_coll_gpu_span(ompi_datatype_t *dtype, size_t count, ptrdiff_t *lo, size
     }
 }
 
-void mca_coll_gpu_span_v(ompi_datatype_t *dtype, int n, const int *counts, const int *displs,
-                         ptrdiff_t *lo, size_t *len)
+/* The byte range touched by blocks counts[i] at displacements displs[i] (in extents) of dtype
+ * for i < n, for the v collectives. */
+static void span_v(ompi_datatype_t *dtype, int n, const int *counts, const int *displs,
+                   ptrdiff_t *lo, size_t *len)
 {
     ptrdiff_t lb, extent, lo_all = 0, hi_all = 0;
     bool any = false;
@@ -169,7 +172,7 @@ void mca_coll_gpu_span_w_aint(int n, const int *counts, const MPI_Aint *displs,
 static void layout_span(coll_gpu_layout_t layout, ptrdiff_t *lo, size_t *len)
 {
     if (0 < layout.n) {
-        mca_coll_gpu_span_v(layout.dtype, layout.n, layout.counts, layout.displs, lo, len);
+        span_v(layout.dtype, layout.n, layout.counts, layout.displs, lo, len);
     } else {
         mca_coll_gpu_span(layout.dtype, layout.count, lo, len);
     }
@@ -616,6 +619,7 @@ static int stage_range(mca_coll_gpu_module_t *module, int slot, const void *user
     out->npieces = npieces;
     out->slot = slot;
     out->fail = OMPI_SUCCESS;
+    out->fill = copy_in;
     out->staged = !mca_coll_gpu_is_host(kind) && 0 < len;
     out->host_base = (char *) user;
     if (!out->staged) {
@@ -778,6 +782,7 @@ int mca_coll_gpu_stage_buf(mca_coll_gpu_module_t *module, int slot, const void *
                                     "span; taking part with scratch", len);
         out->fail = prc;
     }
+    out->fill = copy_in; /* what each start of a persistent request copies in */
     return rc;
 }
 
@@ -789,53 +794,43 @@ static void stage_none(const void *buf, coll_gpu_staged_t *out)
     out->host_base = (char *) buf;
 }
 
-/* stage_pair with the bounce slots of the send and receive buffer given (-1: per call). */
-static int stage_pair_slots(mca_coll_gpu_module_t *module, struct ompi_communicator_t *comm,
-                            const char *what, int sslot, const void *sbuf,
-                            coll_gpu_layout_t slayout, coll_gpu_dir_t sdir, int rslot, void *rbuf,
-                            coll_gpu_layout_t rlayout, coll_gpu_dir_t rdir, coll_gpu_staged_t *s,
-                            coll_gpu_staged_t *r)
+/* One side of mca_coll_gpu_stage_sides. */
+static int stage_side(mca_coll_gpu_module_t *module, int slot, const coll_gpu_side_t *side,
+                      struct ompi_communicator_t *comm, const char *what, coll_gpu_staged_t *out)
 {
-    /* a buffer insignificant on this rank may come with a type that is not one: not read */
-    dev_mem_kind_t skind = (0 != sdir) ? mca_coll_gpu_layout_kind(sbuf, slayout) : DEV_MEM_HOST;
-    dev_mem_kind_t rkind = (0 != rdir) ? mca_coll_gpu_layout_kind(rbuf, rlayout) : DEV_MEM_HOST;
-    int rc;
+    dev_mem_kind_t kind;
 
-    stage_none(sbuf, s);
-    stage_none(rbuf, r);
-    if (0 != sdir && MPI_IN_PLACE != sbuf && !mca_coll_gpu_is_host(skind)) {
-        rc = mca_coll_gpu_stage_buf(module, sslot, sbuf, skind, slayout, sdir, comm, what, s);
-        if (OMPI_SUCCESS != rc) {
-            return rc;
-        }
+    stage_none(side->buf, out);
+    if (side->span) {
+        return stage_range(module, slot, side->buf, mca_coll_gpu_classify(side->buf), side->lo,
+                           side->len, NULL, 0, true, comm, what, out);
     }
-    if (0 != rdir && MPI_IN_PLACE != rbuf && !mca_coll_gpu_is_host(rkind)) {
-        rc = mca_coll_gpu_stage_buf(module, rslot, rbuf, rkind, rlayout, rdir, comm, what, r);
-        if (OMPI_SUCCESS != rc) {
-            (void) mca_coll_gpu_stage_out(module, s, false, comm, what);
-            return rc;
-        }
+    if (0 == side->dir || MPI_IN_PLACE == side->buf) {
+        return OMPI_SUCCESS;
     }
-    return OMPI_SUCCESS;
+    kind = mca_coll_gpu_layout_kind(side->buf, side->layout);
+    if (mca_coll_gpu_is_host(kind)) {
+        return OMPI_SUCCESS;
+    }
+    return mca_coll_gpu_stage_buf(module, slot, side->buf, kind, side->layout, side->dir, comm,
+                                  what, out);
 }
 
-int mca_coll_gpu_stage_pair(mca_coll_gpu_module_t *module, struct ompi_communicator_t *comm,
-                            const char *what, const void *sbuf, coll_gpu_layout_t slayout,
-                            coll_gpu_dir_t sdir, void *rbuf, coll_gpu_layout_t rlayout,
-                            coll_gpu_dir_t rdir, coll_gpu_staged_t *s, coll_gpu_staged_t *r)
+int mca_coll_gpu_stage_sides(mca_coll_gpu_module_t *module, bool owned, const coll_gpu_side_t *s,
+                             const coll_gpu_side_t *r, struct ompi_communicator_t *comm,
+                             const char *what, coll_gpu_staged_t *sst, coll_gpu_staged_t *rst)
 {
-    return stage_pair_slots(module, comm, what, 0, sbuf, slayout, sdir, 1, rbuf, rlayout, rdir, s,
-                            r);
-}
+    int rc = stage_side(module, owned ? -1 : 0, s, comm, what, sst);
 
-int mca_coll_gpu_stage_pair_owned(mca_coll_gpu_module_t *module,
-                                  struct ompi_communicator_t *comm, const char *what,
-                                  const void *sbuf, coll_gpu_layout_t slayout,
-                                  coll_gpu_dir_t sdir, void *rbuf, coll_gpu_layout_t rlayout,
-                                  coll_gpu_dir_t rdir, coll_gpu_staged_t *s, coll_gpu_staged_t *r)
-{
-    return stage_pair_slots(module, comm, what, -1, sbuf, slayout, sdir, -1, rbuf, rlayout, rdir,
-                            s, r);
+    if (OMPI_SUCCESS != rc) {
+        stage_none(r->buf, rst);
+        return rc;
+    }
+    rc = stage_side(module, owned ? -1 : 1, r, comm, what, rst);
+    if (OMPI_SUCCESS != rc) {
+        mca_coll_gpu_stage_release(sst);
+    }
+    return rc;
 }
 
 int mca_coll_gpu_unstage_pair(mca_coll_gpu_module_t *module, struct ompi_communicator_t *comm,

@@ -1,10 +1,9 @@
 /*
  * coll_gpu_stage_async.c - the copy back of staged nonblocking and persistent requests
- * (coll_gpu_nonblocking.c, coll_gpu_neighbor.c, coll_gpu_persistent.c) without waiting inside
- * progress.
+ * (coll_gpu_staged_colls.c) without waiting inside progress.
  *
  * The saved module (libnbc) completes a staged request from opal_progress, and our completion
- * callback (nb_complete, pers_complete) must bring the results from the pinned bounce memory to
+ * callback (sreq_complete) must bring the results from the pinned bounce memory to
  * the user's device buffers before MPI_Wait or MPI_Test may see the request complete.  A
  * blocking copy there held every other request of the process, and the thread in MPI_Test,
  * for a whole copy and stream synchronisation.  So:
@@ -22,7 +21,7 @@
  * clears the callback before calling it: a request whose callback returned 1 stays pending
  * with no callback, and ours completes it (as the saved module would have).  The request's
  * memory stays valid meanwhile: libnbc refuses MPI_Request_free and MPI_Cancel on a request
- * that is not complete, and coll_gpu_persistent.c refuses a free while its copy is in flight.
+ * that is not complete, and coll_gpu_staged_colls.c refuses a free while its copy is in flight.
  *
  * Each device gets one copy stream of its own (non-blocking: the program's work on the
  * default stream does not hold the copies back) and a stock of events, made at a call (never
