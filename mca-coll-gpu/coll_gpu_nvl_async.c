@@ -2,7 +2,7 @@
  * coll_gpu_nvl_async.c - MPI_Iallreduce and MPI_Ibcast on device buffers through the node team:
  * the blocking fast path's algorithms (coll_gpu_nvl.c) as state machines, started at the call
  * and completed by progress (opal_progress, hence MPI_Wait, MPI_Test and every blocking wait).
- * MPI_Allreduce_init and MPI_Bcast_init (Open MPI 5.0, coll_gpu_persistent.c) come here too:
+ * MPI_Allreduce_init and MPI_Bcast_init (coll_gpu_nonblocking.c) come here too:
  * the same decision, made at init (or, when the init comes while the team's setup is in flight,
  * at the first start, on the queue), gives an inactive persistent request of this path, and
  * each MPI_Start begins one call on it (async_pers_start) exactly as a nonblocking call begins;
@@ -20,8 +20,8 @@
  * below).  Every input of that choice is the
  * same on all ranks: the plan of an allreduce is a function of the byte count, and a bcast
  * takes the team whatever its byte count, then runs the root's plan, read from the root's
- * record as the blocking call does.  Everything else stays on the staged nonblocking path
- * (coll_gpu_nonblocking.c), on every rank.
+ * record as the blocking call does.  Everything else stays on the staged path
+ * (coll_gpu_staged_colls.c), on every rank.
  *
  * A call made while its team's setup is in flight waits on the queue (ALG_DEFER) and is
  * decided once the setup has ended, as it would have been on the ready team; on a team a
