@@ -383,7 +383,16 @@ CG_EXPORT int cg_comm_free(int id)
         return MPI_SUCCESS;                                                                     \
     } while (0)
 
-#define CG_ARGS_OK(c, t) (MPI_COMM_NULL != (c) && MPI_DATATYPE_NULL != (t))
+/* The checks every call makes: a communicator and a type of ours, an op where the call reduces
+ * (need_op), a count that fits an int; MPI_SUCCESS with *n set, else the error to return. */
+static int cg_args(MPI_Comm c, MPI_Datatype t, int need_op, MPI_Op o, int64_t count, int *n)
+{
+    if (MPI_COMM_NULL == c || MPI_DATATYPE_NULL == t || (need_op && MPI_OP_NULL == o)) {
+        return MPI_ERR_ARG;
+    }
+    *n = CG_COUNT(count);
+    return (*n < 0) ? MPI_ERR_COUNT : MPI_SUCCESS;
+}
 
 CG_EXPORT int cg_allreduce(int comm, const void *sbuf, void *rbuf, int64_t count, int dt, int op,
                            int *req)
@@ -391,14 +400,11 @@ CG_EXPORT int cg_allreduce(int comm, const void *sbuf, void *rbuf, int64_t count
     MPI_Comm c = comm_of(comm);
     MPI_Datatype t = type_of(dt);
     MPI_Op o = op_of(op, dt);
-    int n = CG_COUNT(count);
+    int n = 0, rc = cg_args(c, t, 1, o, count, &n);
     const void *s = (NULL == sbuf) ? MPI_IN_PLACE : sbuf;
 
-    if (!CG_ARGS_OK(c, t) || MPI_OP_NULL == o) {
-        return MPI_ERR_ARG;
-    }
-    if (n < 0) {
-        return MPI_ERR_COUNT;
+    if (MPI_SUCCESS != rc) {
+        return rc;
     }
     CG_START(MPI_Allreduce(s, rbuf, n, t, o, c), MPI_Iallreduce(s, rbuf, n, t, o, c, request));
 }
@@ -409,14 +415,11 @@ CG_EXPORT int cg_reduce(int comm, const void *sbuf, void *rbuf, int64_t count, i
     MPI_Comm c = comm_of(comm);
     MPI_Datatype t = type_of(dt);
     MPI_Op o = op_of(op, dt);
-    int n = CG_COUNT(count);
+    int n = 0, rc = cg_args(c, t, 1, o, count, &n);
     const void *s = (NULL == sbuf) ? MPI_IN_PLACE : sbuf;
 
-    if (!CG_ARGS_OK(c, t) || MPI_OP_NULL == o) {
-        return MPI_ERR_ARG;
-    }
-    if (n < 0) {
-        return MPI_ERR_COUNT;
+    if (MPI_SUCCESS != rc) {
+        return rc;
     }
     CG_START(MPI_Reduce(s, rbuf, n, t, o, root, c),
              MPI_Ireduce(s, rbuf, n, t, o, root, c, request));
@@ -426,13 +429,10 @@ CG_EXPORT int cg_bcast(int comm, void *buf, int64_t count, int dt, int root, int
 {
     MPI_Comm c = comm_of(comm);
     MPI_Datatype t = type_of(dt);
-    int n = CG_COUNT(count);
+    int n = 0, rc = cg_args(c, t, 0, MPI_OP_NULL, count, &n);
 
-    if (!CG_ARGS_OK(c, t)) {
-        return MPI_ERR_ARG;
-    }
-    if (n < 0) {
-        return MPI_ERR_COUNT;
+    if (MPI_SUCCESS != rc) {
+        return rc;
     }
     CG_START(MPI_Bcast(buf, n, t, root, c), MPI_Ibcast(buf, n, t, root, c, request));
 }
@@ -443,13 +443,10 @@ CG_EXPORT int cg_allgather(int comm, const void *sbuf, void *rbuf, int64_t count
 {
     MPI_Comm c = comm_of(comm);
     MPI_Datatype t = type_of(dt);
-    int n = CG_COUNT(count);
+    int n = 0, rc = cg_args(c, t, 0, MPI_OP_NULL, count, &n);
 
-    if (!CG_ARGS_OK(c, t)) {
-        return MPI_ERR_ARG;
-    }
-    if (n < 0) {
-        return MPI_ERR_COUNT;
+    if (MPI_SUCCESS != rc) {
+        return rc;
     }
     CG_START(MPI_Allgather(sbuf, n, t, rbuf, n, t, c),
              MPI_Iallgather(sbuf, n, t, rbuf, n, t, c, request));
@@ -462,13 +459,10 @@ CG_EXPORT int cg_reduce_scatter(int comm, const void *sbuf, void *rbuf, int64_t 
     MPI_Comm c = comm_of(comm);
     MPI_Datatype t = type_of(dt);
     MPI_Op o = op_of(op, dt);
-    int n = CG_COUNT(count);
+    int n = 0, rc = cg_args(c, t, 1, o, count, &n);
 
-    if (!CG_ARGS_OK(c, t) || MPI_OP_NULL == o) {
-        return MPI_ERR_ARG;
-    }
-    if (n < 0) {
-        return MPI_ERR_COUNT;
+    if (MPI_SUCCESS != rc) {
+        return rc;
     }
     CG_START(MPI_Reduce_scatter_block(sbuf, rbuf, n, t, o, c),
              MPI_Ireduce_scatter_block(sbuf, rbuf, n, t, o, c, request));
@@ -480,13 +474,10 @@ CG_EXPORT int cg_gather(int comm, const void *sbuf, void *rbuf, int64_t count, i
 {
     MPI_Comm c = comm_of(comm);
     MPI_Datatype t = type_of(dt);
-    int n = CG_COUNT(count);
+    int n = 0, rc = cg_args(c, t, 0, MPI_OP_NULL, count, &n);
 
-    if (!CG_ARGS_OK(c, t)) {
-        return MPI_ERR_ARG;
-    }
-    if (n < 0) {
-        return MPI_ERR_COUNT;
+    if (MPI_SUCCESS != rc) {
+        return rc;
     }
     CG_START(MPI_Gather(sbuf, n, t, rbuf, n, t, root, c),
              MPI_Igather(sbuf, n, t, rbuf, n, t, root, c, request));
@@ -498,13 +489,10 @@ CG_EXPORT int cg_scatter(int comm, const void *sbuf, void *rbuf, int64_t count, 
 {
     MPI_Comm c = comm_of(comm);
     MPI_Datatype t = type_of(dt);
-    int n = CG_COUNT(count);
+    int n = 0, rc = cg_args(c, t, 0, MPI_OP_NULL, count, &n);
 
-    if (!CG_ARGS_OK(c, t)) {
-        return MPI_ERR_ARG;
-    }
-    if (n < 0) {
-        return MPI_ERR_COUNT;
+    if (MPI_SUCCESS != rc) {
+        return rc;
     }
     CG_START(MPI_Scatter(sbuf, n, t, rbuf, n, t, root, c),
              MPI_Iscatter(sbuf, n, t, rbuf, n, t, root, c, request));
@@ -517,7 +505,7 @@ CG_EXPORT int cg_alltoallv(int comm, const void *sbuf, const int *scounts, const
     MPI_Comm c = comm_of(comm);
     MPI_Datatype t = type_of(dt);
 
-    if (!CG_ARGS_OK(c, t)) {
+    if (MPI_COMM_NULL == c || MPI_DATATYPE_NULL == t) {
         return MPI_ERR_ARG;
     }
     CG_START(MPI_Alltoallv(sbuf, scounts, sdispls, t, rbuf, rcounts, rdispls, t, c),
@@ -541,13 +529,10 @@ CG_EXPORT int cg_send(int comm, const void *buf, int64_t count, int dt, int dst,
 {
     MPI_Comm c = comm_of(comm);
     MPI_Datatype t = type_of(dt);
-    int n = CG_COUNT(count);
+    int n = 0, rc = cg_args(c, t, 0, MPI_OP_NULL, count, &n);
 
-    if (!CG_ARGS_OK(c, t)) {
-        return MPI_ERR_ARG;
-    }
-    if (n < 0) {
-        return MPI_ERR_COUNT;
+    if (MPI_SUCCESS != rc) {
+        return rc;
     }
     CG_START(MPI_Send(buf, n, t, dst, tag, c), MPI_Isend(buf, n, t, dst, tag, c, request));
 }
@@ -557,13 +542,10 @@ CG_EXPORT int cg_recv(int comm, void *buf, int64_t count, int dt, int src, int t
 {
     MPI_Comm c = comm_of(comm);
     MPI_Datatype t = type_of(dt);
-    int n = CG_COUNT(count), from = (src < 0) ? MPI_ANY_SOURCE : src;
+    int n = 0, rc = cg_args(c, t, 0, MPI_OP_NULL, count, &n), from = (src < 0) ? MPI_ANY_SOURCE : src;
 
-    if (!CG_ARGS_OK(c, t)) {
-        return MPI_ERR_ARG;
-    }
-    if (n < 0) {
-        return MPI_ERR_COUNT;
+    if (MPI_SUCCESS != rc) {
+        return rc;
     }
     CG_START(MPI_Recv(buf, n, t, from, tag, c, MPI_STATUS_IGNORE),
              MPI_Irecv(buf, n, t, from, tag, c, request));
