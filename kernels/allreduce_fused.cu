@@ -25,7 +25,8 @@
  *
  *   then, either way:
  *   4 reduce   rbuf[j] = x_0[j] op x_1[j] op ... op x_{n-1}[j], ranks in order (x_me = sbuf,
- *              the others from our own slot's data areas): the same floats on every rank
+ *              the others from our own slot's data areas): the same floats on every rank;
+ *              binary16 and bfloat16 fold in float and round once (reduce_ops.cuh)
  *   5 done     fence.sc.sys; __syncthreads; thread 0 counts the block done; the last block
  *              resets the counter and stores seq to the host's mapped word (release, system)
  *
@@ -89,11 +90,6 @@ __device__ __forceinline__ u64 *fused_counter(char *slot)
 static_assert((DEV_FUSED_MAX_BLOCKS * DEV_MULTI_MAX + 1) * sizeof(u64) <= DEV_FUSED_FLAG_BYTES,
               "flags and counter fit the slot's flag area");
 static_assert(DEV_MULTI_MAX <= FUSED_MAX_THREADS, "one thread per rank signals and waits");
-
-template <typename T> union fused_vec {
-    uint4 v;
-    T e[16 / sizeof(T)];
-};
 
 /* Phase 1: our range to every peer, 16 bytes at a time when sbuf allows (the slots always do),
  * else byte by byte (a user buffer at an odd offset: correct, slower). */
@@ -213,25 +209,23 @@ __device__ __forceinline__ void fused_reduce(const fused_params_t &p, size_t lo,
         constexpr size_t V = 16 / sizeof(T);
         const size_t nvec = n / V;
         for (size_t i = threadIdx.x; i < nvec; i += blockDim.x) {
-            fused_vec<T> acc, y;
-            acc.v = reinterpret_cast<const uint4 *>(x[0])[i];
+            typename vec_accum<T>::type acc;
+            vec16<T> y;
+            vec_accum<T>::start(acc, reinterpret_cast<const uint4 *>(x[0])[i]);
             for (int r = 1; r < p.nranks; ++r) {
                 y.v = reinterpret_cast<const uint4 *>(x[r])[i];
-#pragma unroll
-                for (int e = 0; e < (int) V; ++e) {
-                    acc.e[e] = Op::apply(acc.e[e], y.e[e]);
-                }
+                vec_accum<T>::template fold<Op>(acc, y);
             }
-            reinterpret_cast<uint4 *>(dst)[i] = acc.v;
+            reinterpret_cast<uint4 *>(dst)[i] = vec_accum<T>::finish(acc);
         }
         head = nvec * V;
     }
     for (size_t j = head + threadIdx.x; j < n; j += blockDim.x) {
-        T acc = x[0][j];
+        typename accum<T>::type acc = accum<T>::load(x[0][j]);
         for (int r = 1; r < p.nranks; ++r) {
-            acc = Op::apply(acc, x[r][j]);
+            acc = Op::apply(acc, accum<T>::load(x[r][j]));
         }
-        dst[j] = acc;
+        dst[j] = accum<T>::store(acc);
     }
 }
 
@@ -443,6 +437,13 @@ extern "C" int dev_cuda_fused_allreduce_launch(const dev_fused_allreduce_t *a, i
         return (int) ((DEV_OP_MIN == a->op || DEV_OP_MAX == a->op)
                           ? launch_ordered<double>(l, a->op)
                           : launch_arith<double>(l, a->op));
+    case DEV_T_FLOAT16:
+        return (int) ((DEV_OP_MIN == a->op || DEV_OP_MAX == a->op) ? launch_ordered<f16>(l, a->op)
+                                                                   : launch_arith<f16>(l, a->op));
+    case DEV_T_BFLOAT16:
+        return (int) ((DEV_OP_MIN == a->op || DEV_OP_MAX == a->op)
+                          ? launch_ordered<bf16>(l, a->op)
+                          : launch_arith<bf16>(l, a->op));
     case DEV_T_CFLOAT: return (int) launch_arith<cfloat>(l, a->op);
     case DEV_T_CDOUBLE: return (int) launch_arith<cdouble>(l, a->op);
     case DEV_T_FLOAT_INT: return (int) launch_loc<float>(l, a->op);

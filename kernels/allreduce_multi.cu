@@ -26,6 +26,8 @@
  * in the same order, whatever the alignment of the destinations (every rank of a one-shot
  * allreduce computes the full result and must end with the same floats).  Loads are issued four
  * sources at a time so that four peer reads are in flight per thread before the first add.
+ * binary16 and bfloat16 are folded in float, from the first source to the last, and rounded
+ * once, at the store (vec_accum and accum, reduce_ops.cuh).
  *
  * Instantiations follow reduce_kernels.cu (signed integers share the unsigned kernels for SUM,
  * PROD and the logical ops, bitwise ops run on bytes); a copy (nsrc 1) runs on the widest
@@ -55,20 +57,6 @@ struct multi_args_t {
     int ndst;
 };
 
-template <typename T> union multi_vec {
-    uint4 v;
-    T e[16 / sizeof(T)];
-};
-
-template <typename T, typename Op> __device__ __forceinline__ void fold(multi_vec<T> &acc,
-                                                                         const multi_vec<T> &x)
-{
-#pragma unroll
-    for (int e = 0; e < (int) (16 / sizeof(T)); ++e) {
-        acc.e[e] = Op::apply(acc.e[e], x.e[e]);
-    }
-}
-
 template <typename T, typename Op>
 __global__ void __launch_bounds__(MULTI_MAX_THREADS)
     reduce_multi_kernel(const multi_args_t a, size_t head, size_t nvec, size_t count)
@@ -80,27 +68,28 @@ __global__ void __launch_bounds__(MULTI_MAX_THREADS)
 
     /* plain (coherent) loads: a destination may be a source, and peers' memory is read */
     for (size_t i = tid; i < nvec; i += stride) {
-        multi_vec<T> acc;
+        typename vec_accum<T>::type acc;
         int k = 1;
-        acc.v = reinterpret_cast<const uint4 *>((const T *) a.src[0] + head)[i];
+        vec_accum<T>::start(acc, reinterpret_cast<const uint4 *>((const T *) a.src[0] + head)[i]);
         for (; k + MULTI_GROUP <= nsrc; k += MULTI_GROUP) {
-            multi_vec<T> x[MULTI_GROUP];
+            vec16<T> x[MULTI_GROUP];
 #pragma unroll
             for (int u = 0; u < MULTI_GROUP; ++u) {
                 x[u].v = reinterpret_cast<const uint4 *>((const T *) a.src[k + u] + head)[i];
             }
 #pragma unroll
             for (int u = 0; u < MULTI_GROUP; ++u) {
-                fold<T, Op>(acc, x[u]);
+                vec_accum<T>::template fold<Op>(acc, x[u]);
             }
         }
         for (; k < nsrc; ++k) {
-            multi_vec<T> x;
+            vec16<T> x;
             x.v = reinterpret_cast<const uint4 *>((const T *) a.src[k] + head)[i];
-            fold<T, Op>(acc, x);
+            vec_accum<T>::template fold<Op>(acc, x);
         }
+        const uint4 out = vec_accum<T>::finish(acc);
         for (int d = 0; d < ndst; ++d) {
-            reinterpret_cast<uint4 *>((T *) a.dst[d] + head)[i] = acc.v;
+            reinterpret_cast<uint4 *>((T *) a.dst[d] + head)[i] = out;
         }
     }
 
@@ -108,12 +97,13 @@ __global__ void __launch_bounds__(MULTI_MAX_THREADS)
     const size_t nscalar = head + (count - tail);
     for (size_t i = tid; i < nscalar; i += stride) {
         const size_t j = (i < head) ? i : tail + (i - head);
-        T acc = ((const T *) a.src[0])[j];
+        typename accum<T>::type acc = accum<T>::load(((const T *) a.src[0])[j]);
         for (int k = 1; k < nsrc; ++k) {
-            acc = Op::apply(acc, ((const T *) a.src[k])[j]);
+            acc = Op::apply(acc, accum<T>::load(((const T *) a.src[k])[j]));
         }
+        const T v = accum<T>::store(acc);
         for (int d = 0; d < ndst; ++d) {
-            ((T *) a.dst[d])[j] = acc;
+            ((T *) a.dst[d])[j] = v;
         }
     }
 }
@@ -343,6 +333,12 @@ extern "C" int dev_cuda_reduce_multi_launch(void *const *dsts, int ndst,
         return (int) ((DEV_OP_MIN == op || DEV_OP_MAX == op)
                           ? launch_ordered<double>(l, count, op)
                           : launch_arith<double>(l, count, op));
+    case DEV_T_FLOAT16:
+        return (int) ((DEV_OP_MIN == op || DEV_OP_MAX == op) ? launch_ordered<f16>(l, count, op)
+                                                             : launch_arith<f16>(l, count, op));
+    case DEV_T_BFLOAT16:
+        return (int) ((DEV_OP_MIN == op || DEV_OP_MAX == op) ? launch_ordered<bf16>(l, count, op)
+                                                             : launch_arith<bf16>(l, count, op));
     case DEV_T_CFLOAT: return (int) launch_arith<cfloat>(l, count, op);
     case DEV_T_CDOUBLE: return (int) launch_arith<cdouble>(l, count, op);
     case DEV_T_FLOAT_INT: return (int) launch_loc<float>(l, count, op);

@@ -72,6 +72,8 @@ static const struct {
     [DEV_T_LONG_INT] = {"long_int", sizeof(dev_long_int_t)},
     [DEV_T_2INT] = {"2int", sizeof(dev_2int_t)},
     [DEV_T_SHORT_INT] = {"short_int", sizeof(dev_short_int_t)},
+    [DEV_T_FLOAT16] = {"float16", sizeof(uint16_t)},
+    [DEV_T_BFLOAT16] = {"bfloat16", sizeof(uint16_t)},
 };
 
 static const char *const dev_op_names[DEV_OP_COUNT] = {
@@ -104,7 +106,7 @@ static bool dtype_is_integer(dev_dtype_t t)
 
 static bool dtype_is_real(dev_dtype_t t)
 {
-    return DEV_T_FLOAT == t || DEV_T_DOUBLE == t;
+    return DEV_T_FLOAT == t || DEV_T_DOUBLE == t || DEV_T_FLOAT16 == t || DEV_T_BFLOAT16 == t;
 }
 
 static bool dtype_is_complex(dev_dtype_t t)

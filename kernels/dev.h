@@ -62,7 +62,9 @@ typedef enum {
 } dev_mem_kind_t;
 
 /* Element types the kernels understand.  The pair types are MPI's MINLOC/MAXLOC types with
- * their C layout (value, then int index; long double is not supported on a GPU). */
+ * their C layout (value, then int index; long double is not supported on a GPU).  The 16-bit
+ * floats are carried as their bits (uint16_t) and computed in float, rounded to 16 bits once
+ * per result (reference.h has the rules; halfprec.h the conversions). */
 typedef enum {
     DEV_T_INT8,
     DEV_T_UINT8,
@@ -82,6 +84,8 @@ typedef enum {
     DEV_T_LONG_INT,
     DEV_T_2INT,
     DEV_T_SHORT_INT,
+    DEV_T_FLOAT16,  /* IEEE 754 binary16 */
+    DEV_T_BFLOAT16, /* bfloat16: the top 16 bits of a binary32 */
     DEV_T_COUNT
 } dev_dtype_t;
 
@@ -113,7 +117,8 @@ DEV_API size_t dev_dtype_size(dev_dtype_t dtype);
 DEV_API const char *dev_dtype_name(dev_dtype_t dtype);
 DEV_API const char *dev_op_name(dev_op_t op);
 /* The pairs MPI defines: arithmetic ops on numbers, logical ops on integers and bool, bitwise
- * ops on integers (MPI_BYTE maps to DEV_T_UINT8), MINLOC/MAXLOC on the pair types only. */
+ * ops on integers (MPI_BYTE maps to DEV_T_UINT8), MINLOC/MAXLOC on the pair types only.  The
+ * 16-bit floats are reals: SUM, PROD, MIN and MAX. */
 DEV_API bool dev_op_valid(dev_op_t op, dev_dtype_t dtype);
 
 typedef struct dev_stream dev_stream_t;

@@ -11,9 +11,11 @@
  *     elements   [0, head)        [head, head + nvec * V)          [.., count)
  *     access     scalar           uint4 loads/stores, V = 16/size   scalar
  *
- * Instantiations are kept to what differs in machine code (61 kernels, not 18 x 12): signed
+ * Instantiations are kept to what differs in machine code (69 kernels, not 20 x 12): signed
  * integers share the unsigned kernels for SUM, PROD and the logical ops (identical bits in
- * two's complement), and the bitwise ops of every width run on bytes.
+ * two's complement), and the bitwise ops of every width run on bytes.  binary16 and bfloat16
+ * move as 8 elements per vector like any 2-byte type and are computed in float, each result
+ * rounded once (combine, reduce_ops.cuh).
  */
 #include "dev_backend.h"
 #include "reduce_ops.cuh"
@@ -23,11 +25,6 @@
 namespace coll_gpu {
 
 enum { REDUCE_THREADS = 512, REDUCE_BLOCKS_PER_SM = 2048 / REDUCE_THREADS };
-
-template <typename T> union vec16 {
-    uint4 v;
-    T e[16 / sizeof(T)];
-};
 
 template <typename T, typename Op>
 __global__ void __launch_bounds__(REDUCE_THREADS)
@@ -48,7 +45,7 @@ __global__ void __launch_bounds__(REDUCE_THREADS)
         y.v = b4[i];
 #pragma unroll
         for (int k = 0; k < V; ++k) {
-            x.e[k] = Op::apply(x.e[k], y.e[k]);
+            x.e[k] = combine<Op>(x.e[k], y.e[k]);
         }
         d4[i] = x.v;
     }
@@ -57,7 +54,7 @@ __global__ void __launch_bounds__(REDUCE_THREADS)
     const size_t nscalar = head + (count - tail);
     for (size_t i = tid; i < nscalar; i += stride) {
         const size_t j = (i < head) ? i : tail + (i - head);
-        dst[j] = Op::apply(a[j], b[j]);
+        dst[j] = combine<Op>(a[j], b[j]);
     }
 }
 
@@ -235,6 +232,14 @@ extern "C" int dev_cuda_reduce_launch(void *dst, const void *a, const void *b, s
         return (int) ((DEV_OP_MIN == op || DEV_OP_MAX == op)
                           ? launch_ordered<double>(dst, a, b, count, op, s)
                           : launch_arith<double>(dst, a, b, count, op, s));
+    case DEV_T_FLOAT16:
+        return (int) ((DEV_OP_MIN == op || DEV_OP_MAX == op)
+                          ? launch_ordered<f16>(dst, a, b, count, op, s)
+                          : launch_arith<f16>(dst, a, b, count, op, s));
+    case DEV_T_BFLOAT16:
+        return (int) ((DEV_OP_MIN == op || DEV_OP_MAX == op)
+                          ? launch_ordered<bf16>(dst, a, b, count, op, s)
+                          : launch_arith<bf16>(dst, a, b, count, op, s));
     case DEV_T_CFLOAT: return (int) launch_arith<cfloat>(dst, a, b, count, op, s);
     case DEV_T_CDOUBLE: return (int) launch_arith<cdouble>(dst, a, b, count, op, s);
     case DEV_T_FLOAT_INT: return (int) launch_loc<float>(dst, a, b, count, op, s);

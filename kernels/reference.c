@@ -6,8 +6,18 @@
  * types of one family.
  */
 #include "reference.h"
+#include "halfprec.h"
 
+#include <float.h>
+#include <stdbool.h>
 #include <string.h>
+
+/* The float results (DEV_T_FLOAT, and the 16-bit types computed in float) match the GPU's bit
+ * for bit only if every float operation rounds to float, as SSE and every 64-bit target do;
+ * x87 arithmetic in excess precision would round differently. */
+#if !defined(FLT_EVAL_METHOD) || 0 != FLT_EVAL_METHOD
+#error "reference.c needs float arithmetic evaluated in float (FLT_EVAL_METHOD 0)"
+#endif
 
 /* One loop: r = EXPR of the operands u = a[i] and v = b[i].  Both are read before dst[i] is
  * written, which makes dst == a or dst == b safe. */
@@ -64,6 +74,25 @@ REF_INTEGER(uint64, uint64_t)
 
 REF_REAL(float, float)
 REF_REAL(double, double)
+
+/* binary16 and bfloat16, carried as bits: each operand widened to float (exact), the op in
+ * float, the result rounded to 16 bits once (reference.h).  MIN and MAX select in float and
+ * round the winner too, which changes nothing but a NaN's bits (to 0x7fff, as on the GPU). */
+#define REF_HALF(NAME, WIDEN, ROUND)                                                           \
+    static int ref_##NAME(uint16_t *d, const uint16_t *x, const uint16_t *y, size_t n,         \
+                          dev_op_t op)                                                         \
+    {                                                                                          \
+        switch (op) {                                                                          \
+        case DEV_OP_SUM: REF_LOOP(uint16_t, ROUND(WIDEN(u) + WIDEN(v)));                       \
+        case DEV_OP_PROD: REF_LOOP(uint16_t, ROUND(WIDEN(u) * WIDEN(v)));                      \
+        case DEV_OP_MIN: REF_LOOP(uint16_t, ROUND((WIDEN(v) < WIDEN(u)) ? WIDEN(v) : WIDEN(u))); \
+        case DEV_OP_MAX: REF_LOOP(uint16_t, ROUND((WIDEN(v) > WIDEN(u)) ? WIDEN(v) : WIDEN(u))); \
+        default: return DEV_ERR_UNSUPPORTED;                                                   \
+        }                                                                                      \
+    }
+
+REF_HALF(float16, coll_gpu_f16_to_float, coll_gpu_float_to_f16)
+REF_HALF(bfloat16, coll_gpu_bf16_to_float, coll_gpu_float_to_bf16)
 
 /* Complex: (re, im) pairs, the layout of float _Complex and double _Complex. */
 typedef struct {
@@ -167,12 +196,64 @@ int dev_ref_reduce(void *dst, const void *a, const void *b, size_t count, dev_dt
     case DEV_T_LONG_INT: return ref_long_int(dst, a, b, count, op);
     case DEV_T_2INT: return ref_int_int(dst, a, b, count, op);
     case DEV_T_SHORT_INT: return ref_short_int(dst, a, b, count, op);
+    case DEV_T_FLOAT16: return ref_float16(dst, a, b, count, op);
+    case DEV_T_BFLOAT16: return ref_bfloat16(dst, a, b, count, op);
     default: return DEV_ERR_UNSUPPORTED;
     }
 }
 
 /* The accumulator block: 4 KiB, aligned for every element type (16-byte pairs included). */
 enum { REF_MULTI_BLOCK_BYTES = 4096 };
+
+/* One source folded into the float accumulators of a 16-bit block: acc[i] = acc[i] op src[i]. */
+#define REF_HALF_FOLD(EXPR)                                                                    \
+    for (size_t i = 0; i < n; ++i) {                                                           \
+        const float u = acc[i];                                                                \
+        const float v = widen(s[i]);                                                           \
+        acc[i] = (EXPR);                                                                       \
+    }                                                                                          \
+    break
+
+/* dev_ref_reduce_multi of binary16 and bfloat16 (nsrc >= 2): the fold in float, one rounding
+ * per element at the end (reference.h).  The block holds floats, not elements, so the sources
+ * of a block are read in full before its destinations are written, as for the other types. */
+static int ref_multi_half(void *const *dsts, int ndst, const void *const *srcs, int nsrc,
+                          size_t count, dev_dtype_t dtype, dev_op_t op)
+{
+    float acc[REF_MULTI_BLOCK_BYTES / sizeof(float)];
+    const size_t per_block = sizeof(acc) / sizeof(acc[0]);
+    const bool bf = DEV_T_BFLOAT16 == dtype;
+    float (*const widen)(uint16_t) = bf ? coll_gpu_bf16_to_float : coll_gpu_f16_to_float;
+    uint16_t (*const round16)(float) = bf ? coll_gpu_float_to_bf16 : coll_gpu_float_to_f16;
+
+    if (DEV_OP_SUM != op && DEV_OP_PROD != op && DEV_OP_MIN != op && DEV_OP_MAX != op) {
+        return DEV_ERR_UNSUPPORTED;
+    }
+    for (size_t first = 0; first < count; first += per_block) {
+        const size_t n = (count - first < per_block) ? count - first : per_block;
+        const uint16_t *s = (const uint16_t *) srcs[0] + first;
+
+        for (size_t i = 0; i < n; ++i) {
+            acc[i] = widen(s[i]);
+        }
+        for (int k = 1; k < nsrc; ++k) {
+            s = (const uint16_t *) srcs[k] + first;
+            switch (op) {
+            case DEV_OP_SUM: REF_HALF_FOLD(u + v);
+            case DEV_OP_PROD: REF_HALF_FOLD(u * v);
+            case DEV_OP_MIN: REF_HALF_FOLD((v < u) ? v : u);
+            default: REF_HALF_FOLD((v > u) ? v : u); /* DEV_OP_MAX, checked above */
+            }
+        }
+        for (int k = 0; k < ndst; ++k) {
+            uint16_t *d = (uint16_t *) dsts[k] + first;
+            for (size_t i = 0; i < n; ++i) {
+                d[i] = round16(acc[i]);
+            }
+        }
+    }
+    return DEV_OK;
+}
 
 int dev_ref_reduce_multi(void *const *dsts, int ndst, const void *const *srcs, int nsrc,
                          size_t count, dev_dtype_t dtype, dev_op_t op)
@@ -187,6 +268,9 @@ int dev_ref_reduce_multi(void *const *dsts, int ndst, const void *const *srcs, i
 
     if (0 == es || nsrc < 1 || ndst < 1) {
         return DEV_ERR_ARG;
+    }
+    if (nsrc > 1 && (DEV_T_FLOAT16 == dtype || DEV_T_BFLOAT16 == dtype)) {
+        return ref_multi_half(dsts, ndst, srcs, nsrc, count, dtype, op);
     }
     for (size_t first = 0; first < count; first += per_block) {
         const size_t n = (count - first < per_block) ? count - first : per_block;

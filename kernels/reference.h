@@ -18,7 +18,13 @@
  *   - MIN is (b < a ? b : a) and MAX is (b > a ? b : a), also for floating point;
  *   - LAND, LOR, LXOR treat non-zero as true and store 0 or 1;
  *   - complex PROD is (ar*br - ai*bi, ar*bi + ai*br), without C99 Annex G's NaN repair;
- *   - MINLOC/MAXLOC keep the smaller (larger) value; on equal values the smaller index (MPI).
+ *   - MINLOC/MAXLOC keep the smaller (larger) value; on equal values the smaller index (MPI);
+ *   - binary16 and bfloat16: both operands are converted to float (exactly), the op is applied
+ *     in float (MIN and MAX as above, on the float values), and the result is rounded to the
+ *     16-bit type once, to nearest, ties to even (halfprec.h, bit for bit CUDA's _rn
+ *     conversions; every NaN becomes 0x7fff).  For SUM and PROD this is the correctly rounded
+ *     result of the 16-bit operation: the float op rounds first, but float's 24 bits are at
+ *     least 2p + 2 for p = 11 and p = 8, so that double rounding never changes the result.
  * dst may be a or b; other overlaps are not allowed.
  * Returns DEV_OK, or DEV_ERR_UNSUPPORTED when dev_op_valid(op, dtype) is false.
  */
@@ -28,7 +34,11 @@ int dev_ref_reduce(void *dst, const void *a, const void *b, size_t count, dev_dt
 /*
  * dev_reduce_multi on host memory: v = srcs[0][i] op srcs[1][i] op ... op srcs[nsrc-1][i],
  * folded left to right (acc = acc op srcs[k][i], acc the first operand of dev_ref_reduce), then
- * dsts[k][i] = v for every k.  nsrc == 1 copies (any dtype).  Works through a private buffer a
+ * dsts[k][i] = v for every k.  binary16 and bfloat16 are the exception to the pairwise rule:
+ * the fold runs in float (acc = float(srcs[0][i]), then acc = acc op float(srcs[k][i])) and v is
+ * acc rounded to the 16-bit type once, at the end, as the GPU kernels do (reduce_ops.cuh); so
+ * the multi-source result is generally not a chain of dev_ref_reduce calls.  nsrc == 1 copies
+ * (any dtype, bits unchanged, NaN payloads too).  Works through a private buffer a
  * block of elements at a time: every source element of a block is read before any destination
  * element of that block is written, so a dst may be a src (or another mapping of it).
  * Arguments as dev.c checks them for the backends (count > 0, 1 <= nsrc, ndst <= 16, ...).

@@ -5,7 +5,8 @@
  * DEV_ERR_NO_DEVICE, a message, no crash, no state left behind).  With a GPU it runs the basic
  * checks instead: devices, allocation, classification (and its cache), ranges, copies, a
  * stream with an event, IPC refusal in-process, every reduce and every multi-source reduce
- * (dev_reduce_multi: vector and scalar paths, launch shapes, in place) against the oracle, and
+ * (dev_reduce_multi: vector and scalar paths, launch shapes, in place) against the oracle (the
+ * 16-bit floats also for every encoding, their ties and the fold in float), and
  * that the current device follows the context the application made current.  Built
  * without the cuda backend, it checks that dev_open(cuda) says so (DEV_ERR_UNSUPPORTED).
  * Where nvidia-smi lists a GPU, the backend must open: a build without it, or a driver it cannot
@@ -225,6 +226,7 @@ static void with_gpu(void)
                && id2 != id,
            "a new allocation has a new buffer id");
     oracle_check_all_reduces("cuda", false);
+    oracle_check_half("cuda", false);
     {
         int cur = -1, on = -1;
         tap_ok(DEV_OK == dev_current_device(&cur) && DEV_OK == dev_mem_device(d, &on) && on == cur,
@@ -272,6 +274,7 @@ static void with_gpu(void)
     }
     oracle_check_all_multi("cuda");
     oracle_check_multi_paths("cuda");
+    oracle_check_half_fold("cuda");
     follows_application(count);
     dev_mem_free(d);
     dev_mem_free(m);

@@ -4,7 +4,8 @@
  * word, and run calls with increasing sequence numbers (both slot parities, flags reused) over
  * types, ops, counts that cross the kernel's block ranges, launch shapes, in place and not.
  * Inputs are a pure function of (call, rank, index); every rank checks its own result, after
- * poisoning it, against the fold of all inputs in rank order by the independent oracle of
+ * poisoning it, against the fold of all inputs in rank order (binary16 and bfloat16: in float,
+ * rounded once) by the independent oracle of
  * test_dev_oracle.h (not dev_reduce_host: that is kernels/reference.c, the very code the
  * emulated backend runs, whose mistakes it would repeat).  Then the
  * abandon path: a rank whose peer never comes is released (emulated: its abandon callback;
@@ -40,7 +41,8 @@ static const combo_t combos[] = {
     {DEV_T_FLOAT, DEV_OP_SUM},   {DEV_T_DOUBLE, DEV_OP_PROD}, {DEV_T_INT32, DEV_OP_MAX},
     {DEV_T_UINT8, DEV_OP_BXOR},  {DEV_T_INT16, DEV_OP_SUM},   {DEV_T_INT64, DEV_OP_MIN},
     {DEV_T_CFLOAT, DEV_OP_PROD}, {DEV_T_2INT, DEV_OP_MINLOC}, {DEV_T_DOUBLE_INT, DEV_OP_MAXLOC},
-    {DEV_T_BOOL, DEV_OP_LOR},
+    {DEV_T_BOOL, DEV_OP_LOR},    {DEV_T_FLOAT16, DEV_OP_SUM}, {DEV_T_BFLOAT16, DEV_OP_SUM},
+    {DEV_T_FLOAT16, DEV_OP_MAX}, {DEV_T_BFLOAT16, DEV_OP_PROD},
 };
 static const size_t counts[] = {1, 7, 33, 1023, 4099};
 static const int shapes[][2] = {{0, 0}, {1, 64}, {3, 128}, {DEV_FUSED_MAX_BLOCKS, 512}};
@@ -65,8 +67,11 @@ struct team {
 };
 
 /* Input element bytes of (call, rank, index): small values so that sums and products stay
- * exact and every op sees ties, signs and zeros (pair types: value, then index). */
-static void gen(void *out, dev_dtype_t t, size_t count, uint64_t call, int rank)
+ * exact and every op sees ties, signs and zeros (pair types: value, then index).  The 16-bit
+ * floats instead take the oracle's random_half (non-integers, subnormals, the top binade where
+ * two ranks' sum overflows, now and then a zero, an infinity or a NaN), seeded from the same
+ * hash, so that rounding happens and a fold rounded at every step would be caught. */
+static void gen(void *out, dev_dtype_t t, dev_op_t op, size_t count, uint64_t call, int rank)
 {
     size_t es = dev_dtype_size(t);
     for (size_t i = 0; i < count; ++i) {
@@ -84,6 +89,15 @@ static void gen(void *out, dev_dtype_t t, size_t count, uint64_t call, int rank)
             *(int *) (e + sizeof(double)) = (int) (h % 5);
             break;
         case DEV_T_BOOL: *(unsigned char *) e = (unsigned char) (h & 1); break;
+        case DEV_T_FLOAT16:
+        case DEV_T_BFLOAT16: {
+            /* spread the hash over 64 bits (a splitmix64 finaliser): random_half reads them all */
+            uint64_t r = (h + 1) * 0x9e3779b97f4a7c15ull;
+            r = (r ^ (r >> 30)) * 0xbf58476d1ce4e5b9ull;
+            r = (r ^ (r >> 27)) * 0x94d049bb133111ebull;
+            *(uint16_t *) e = random_half(t, op, r ^ (r >> 31));
+            break;
+        }
         default: memcpy(e, &v, es); break; /* little-endian: the low bytes of v */
         }
     }
@@ -122,10 +136,10 @@ static void one_call(rank_t *me, uint64_t seq, const combo_t *c, size_t count, i
     int rc;
 
     memset(poison, 0xa5, bytes);
-    gen(in, c->dtype, count, seq, me->rank);
+    gen(in, c->dtype, c->op, count, seq, me->rank);
     for (int p = 0; p < tm->n; ++p) {
         inputs[p] = calloc(1, bytes); /* zeroed: pair types' padding */
-        gen(inputs[p], c->dtype, count, seq, p);
+        gen(inputs[p], c->dtype, c->op, count, seq, p);
     }
     dev_memcpy(me->sbuf, in, bytes);
     if (!in_place) {
@@ -272,12 +286,12 @@ static void run_teams(const char *backend)
             }
         }
         tap_ok(0 == wrong && 0 == failed,
-               "%s, %d ranks: %zu calls per rank (10 type/op pairs, counts 1..4099 and a full "
+               "%s, %d ranks: %zu calls per rank (%zu type/op pairs, counts 1..4099 and a full "
                "area, 4 launch shapes, in place and not): %ld wrong results, %ld failed calls "
                "%s",
                backend, n,
                sizeof(combos) / sizeof(combos[0]) * sizeof(counts) / sizeof(counts[0]) * 2,
-               wrong, failed, why);
+               sizeof(combos) / sizeof(combos[0]), wrong, failed, why);
         team_close(&tm);
     }
 }

@@ -3,7 +3,8 @@
  * sources into one destination; two-shot: n sources into n peers' destinations), on the
  * emulated backend: argument checks, every valid (op, dtype) for nsrc 1..5 and 16 and ndst 1..4
  * against the independent oracle of test_dev_oracle.h, in place, sources and destinations in
- * different allocations including ones imported from another process.
+ * different allocations including ones imported from another process; binary16 and bfloat16
+ * folded in float and rounded once (oracle_check_half_fold).
  */
 #include "dev.h"
 #include "tap.h"
@@ -216,6 +217,7 @@ int main(void)
     test_arguments();
     oracle_check_all_multi("emulated");
     oracle_check_multi_paths("emulated");
+    oracle_check_half_fold("emulated");
     test_ipc();
     dev_close();
     printf("# %d passed, %d failed\n", tap_count_ - tap_failures(), tap_failures());

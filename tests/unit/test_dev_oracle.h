@@ -5,8 +5,9 @@
  *
  * The oracle is written independently of kernels/reference.c (different structure: integers
  * are widened to 64 bits and truncated back, complex numbers use C99 _Complex, MINLOC/MAXLOC
- * pick the smallest index among the winners), so that a mistake in the reference is not
- * mirrored by its own test.
+ * pick the smallest index among the winners, the 16-bit floats are computed here in float
+ * from the rule and rounded with halfprec.h, which test_dev_halfprec checks on its own), so
+ * that a mistake in the reference is not mirrored by its own test.
  *
  *   oracle_op_valid(op, dtype)        what MPI allows, spelled out as a table
  *   oracle_check_all_reduces(l, host) every valid pair through dev_reduce on the open backend
@@ -14,11 +15,17 @@
  *                                     dev_reduce_host when host; random data, odd counts,
  *                                     poisoned results, in-place and misaligned variants; one
  *                                     TAP line per pair; returns the number of failed lines
+ *   oracle_check_half(l, host)        binary16 and bfloat16 through dev_reduce (or
+ *                                     dev_reduce_host): every encoding, and the rounding of
+ *                                     sums just below, at and above each midpoint
+ *   oracle_check_half_fold(l)         their dev_reduce_multi folds in float, rounding once:
+ *                                     cases whose 16-bit steps would give another answer
  */
 #ifndef TEST_DEV_ORACLE_H
 #define TEST_DEV_ORACLE_H
 
 #include "dev.h"
+#include "halfprec.h"
 #include "tap.h"
 
 #include <complex.h>
@@ -35,20 +42,20 @@
 static inline bool oracle_op_valid(dev_op_t op, dev_dtype_t t)
 {
     /* rows: ops; columns: the dtype enum in order
-     *  i8 u8 i16 u16 i32 u32 i64 u64 flt dbl cflt cdbl bool fi di li 2i si */
+     *  i8 u8 i16 u16 i32 u32 i64 u64 flt dbl cflt cdbl bool fi di li 2i si f16 bf16 */
     static const char table[DEV_OP_COUNT][DEV_T_COUNT + 1] = {
-        [DEV_OP_SUM] = "111111111111000000",
-        [DEV_OP_PROD] = "111111111111000000",
-        [DEV_OP_MIN] = "111111111100000000",
-        [DEV_OP_MAX] = "111111111100000000",
-        [DEV_OP_LAND] = "111111110000100000",
-        [DEV_OP_LOR] = "111111110000100000",
-        [DEV_OP_LXOR] = "111111110000100000",
-        [DEV_OP_BAND] = "111111110000000000",
-        [DEV_OP_BOR] = "111111110000000000",
-        [DEV_OP_BXOR] = "111111110000000000",
-        [DEV_OP_MINLOC] = "000000000000011111",
-        [DEV_OP_MAXLOC] = "000000000000011111",
+        [DEV_OP_SUM] = "11111111111100000011",
+        [DEV_OP_PROD] = "11111111111100000011",
+        [DEV_OP_MIN] = "11111111110000000011",
+        [DEV_OP_MAX] = "11111111110000000011",
+        [DEV_OP_LAND] = "11111111000010000000",
+        [DEV_OP_LOR] = "11111111000010000000",
+        [DEV_OP_LXOR] = "11111111000010000000",
+        [DEV_OP_BAND] = "11111111000000000000",
+        [DEV_OP_BOR] = "11111111000000000000",
+        [DEV_OP_BXOR] = "11111111000000000000",
+        [DEV_OP_MINLOC] = "00000000000001111100",
+        [DEV_OP_MAXLOC] = "00000000000001111100",
     };
     if ((unsigned) op >= DEV_OP_COUNT || (unsigned) t >= DEV_T_COUNT) {
         return false;
@@ -168,6 +175,51 @@ static pair_t load_pair(dev_dtype_t t, const void *buf, size_t i)
     return p;
 }
 
+/* ---- the 16-bit floats -------------------------------------------------------------------
+ *
+ * Carried as bits; the rule of reference.h is written out here once more: widen both operands
+ * to float, apply the op in float, round to 16 bits once.  MIN and MAX select by < and >, as
+ * for float, so a NaN first operand wins and a NaN second operand loses. */
+
+static inline float half_widen(dev_dtype_t t, uint16_t h)
+{
+    return (DEV_T_FLOAT16 == t) ? coll_gpu_f16_to_float(h) : coll_gpu_bf16_to_float(h);
+}
+
+static inline uint16_t half_round(dev_dtype_t t, float f)
+{
+    return (DEV_T_FLOAT16 == t) ? coll_gpu_float_to_f16(f) : coll_gpu_float_to_bf16(f);
+}
+
+static inline float half_op(dev_op_t op, float u, float v)
+{
+    switch (op) {
+    case DEV_OP_SUM: return u + v;
+    case DEV_OP_PROD: return u * v;
+    case DEV_OP_MIN: return (v < u) ? v : u;
+    case DEV_OP_MAX: return (v > u) ? v : u;
+    default: abort();
+    }
+}
+
+/* Fields of the two encodings: fraction bits, the largest finite exponent field, the bias. */
+static inline int half_frac_bits(dev_dtype_t t)
+{
+    return (DEV_T_FLOAT16 == t) ? 10 : 7;
+}
+
+static inline int half_exp_max(dev_dtype_t t)
+{
+    return (DEV_T_FLOAT16 == t) ? 30 : 254;
+}
+
+static inline bool half_is_nan(dev_dtype_t t, uint16_t h)
+{
+    const int fb = half_frac_bits(t);
+    const int exp = (h & 0x7fff) >> fb;
+    return exp == half_exp_max(t) + 1 && 0 != (h & ((1u << fb) - 1));
+}
+
 /* ---- random operands --------------------------------------------------------------------- */
 
 static uint64_t oracle_rng_state = 0x243f6a8885a308d3ull;
@@ -179,6 +231,38 @@ static uint64_t rnd(void)
     oracle_rng_state ^= oracle_rng_state << 25;
     oracle_rng_state ^= oracle_rng_state >> 27;
     return oracle_rng_state * 0x2545f4914f6cdd1dull;
+}
+
+/* A random 16-bit float, built from its fields (not converted from a float, so that the
+ * operands do not lean on the conversions under test): mostly non-integers of either sign,
+ * 2^-4 up to 2^7 (for PROD 0.5 up to 2, so that a product of 16 sources often stays finite
+ * and normal); one in eight subnormal and one in eight in the top binade (binary16: 32768 up
+ * to 65504, where two of them overflow; bfloat16: 2^127 and up), one in eighteen each for PROD;
+ * one in 256 each a signed zero, an infinity, or a NaN with a random payload and sign. */
+static inline uint16_t random_half(dev_dtype_t t, dev_op_t op, uint64_t r)
+{
+    const int fb = half_frac_bits(t), emax = half_exp_max(t), bias = (1 << (14 - fb)) - 1;
+    const uint16_t sign = (uint16_t) ((r >> 63) << 15);
+    const uint16_t frac = (uint16_t) ((r >> 8) & ((1u << fb) - 1));
+    const unsigned kind = (unsigned) (r % 256), pick = (unsigned) ((r >> 24) % 64);
+    int exp;
+
+    if (0 == kind) {
+        return sign;
+    }
+    if (1 == kind) {
+        return (uint16_t) (sign | (emax + 1) << fb);
+    }
+    if (2 == kind) {
+        return (uint16_t) (sign | (emax + 1) << fb | frac | 1);
+    }
+    if (kind < 32 + (DEV_OP_PROD == op ? 0 : 32)) {
+        /* subnormal, or the top binade: a quarter each of these */
+        return (kind % 2) ? (uint16_t) (sign | (0 == frac ? 1 : frac))
+                          : (uint16_t) (sign | emax << fb | frac);
+    }
+    exp = (DEV_OP_PROD == op) ? bias - 1 + (int) (pick % 2) : bias - 4 + (int) (pick % 11);
+    return (uint16_t) (sign | exp << fb | frac);
 }
 
 /* Fill n elements: never all zeros.  Logical ops get about one zero in four (so that both
@@ -213,6 +297,10 @@ static void fill(dev_dtype_t t, dev_op_t op, void *buf, size_t n)
         }
         case DEV_T_BOOL:
             ((unsigned char *) buf)[i] = (unsigned char) (r & 1);
+            break;
+        case DEV_T_FLOAT16:
+        case DEV_T_BFLOAT16:
+            ((uint16_t *) buf)[i] = random_half(t, op, r);
             break;
         case DEV_T_FLOAT_INT:
         case DEV_T_DOUBLE_INT:
@@ -327,6 +415,19 @@ static bool check_result(dev_dtype_t t, dev_op_t op, const void *a, const void *
                 || !close_enough(cimag(g), cimag(w), 1e-13)) {
                 snprintf(why, whylen, "element %zu: gave (%g,%g), want (%g,%g)", i, creal(g),
                          cimag(g), creal(w), cimag(w));
+                return false;
+            }
+            break;
+        }
+        case DEV_T_FLOAT16:
+        case DEV_T_BFLOAT16: {
+            uint16_t u = ((const uint16_t *) a)[i], v = ((const uint16_t *) b)[i];
+            uint16_t g = ((const uint16_t *) got)[i];
+            uint16_t w = half_round(t, half_op(op, half_widen(t, u), half_widen(t, v)));
+            if (g != w) {
+                snprintf(why, whylen, "element %zu: 0x%04x %s 0x%04x (%g, %g) gave 0x%04x, want "
+                         "0x%04x (%g)", i, u, dev_op_name(op), v, half_widen(t, u),
+                         half_widen(t, v), g, w, half_widen(t, w));
                 return false;
             }
             break;
@@ -519,8 +620,10 @@ static inline int oracle_check_all_reduces(const char *label, bool on_host)
  *                                      destination give bitwise-identical results
  *
  * Results must be bit for bit those of the fold in source order, computed here in the element
- * type itself; the one exception is complex PROD, whose rounding depends on contraction (FMA),
- * held to a relative tolerance.  Pair types compare value and index, never the padding. */
+ * type itself, except binary16 and bfloat16, folded in float and rounded once at the end (the
+ * multi-source rule of reference.h); the one exception to bit for bit is complex PROD, whose
+ * rounding depends on contraction (FMA), held to a relative tolerance.  Pair types compare
+ * value and index, never the padding. */
 
 enum { MULTI_MAX_COUNT = 4103, MULTI_GUARD = 64, MULTI_MAX_DST = 4 };
 
@@ -547,6 +650,18 @@ static inline void multi_expect(dev_dtype_t t, dev_op_t op, const void *const *s
             w = (DEV_OP_SUM == op) ? w + v : (DEV_OP_PROD == op) ? w * v
               : (DEV_OP_MIN == op) ? fmin(w, v) : fmax(w, v);
         }
+        memcpy(out, &w, sizeof(w));
+        break;
+    }
+    case DEV_T_FLOAT16:
+    case DEV_T_BFLOAT16: {
+        /* the accumulator stays a float from the first source to the last */
+        float acc = half_widen(t, ((const uint16_t *) srcs[0])[i]);
+        uint16_t w;
+        for (int k = 1; k < nsrc; ++k) {
+            acc = half_op(op, acc, half_widen(t, ((const uint16_t *) srcs[k])[i]));
+        }
+        w = half_round(t, acc);
         memcpy(out, &w, sizeof(w));
         break;
     }
@@ -925,7 +1040,8 @@ static inline int oracle_check_multi_paths(const char *label)
     } cases[] = {{DEV_T_FLOAT, DEV_OP_SUM},     {DEV_T_DOUBLE, DEV_OP_SUM},
                  {DEV_T_FLOAT, DEV_OP_PROD},    {DEV_T_CFLOAT, DEV_OP_PROD},
                  {DEV_T_CDOUBLE, DEV_OP_PROD},  {DEV_T_FLOAT_INT, DEV_OP_MINLOC},
-                 {DEV_T_INT16, DEV_OP_SUM}};
+                 {DEV_T_INT16, DEV_OP_SUM},     {DEV_T_FLOAT16, DEV_OP_SUM},
+                 {DEV_T_BFLOAT16, DEV_OP_PROD}};
     enum { N = 3001, NSRC = 7 };
     int failed = 0;
 
@@ -972,6 +1088,238 @@ static inline int oracle_check_multi_paths(const char *label)
         free(h);
         free(ra);
         free(rb);
+    }
+    return failed;
+}
+
+/* ---- the 16-bit floats, case by case -------------------------------------------------------
+ *
+ *   oracle_check_half(label, on_host)  through dev_reduce on the open backend (device memory)
+ *       or dev_reduce_host, for each 16-bit type: every encoding e gives e back from e + -0,
+ *       e * 1, min(e, e) and max(e, e) (a NaN gives 0x7fff, CUDA's canonical NaN); and for
+ *       every normal e of either sign (exponent field 3 and up), e + 1/4, 1/2 and 3/4 of its
+ *       ulp, exact in float, rounds to e, to the even one of e and its successor (the tie),
+ *       and to the successor, infinity after the largest finite value
+ *   oracle_check_half_fold(label)       dev_reduce_multi keeps the accumulator in float: sums
+ *       and products of three sources whose 16-bit partial results would round, overflow or
+ *       underflow differently, and NaN sources in first and later place; hard-coded answers
+ */
+
+/* dst = a op b on n 16-bit elements (device memory unless on_host), compared bit for bit with
+ * want; why names the first difference. */
+static inline bool half_run(dev_dtype_t t, dev_op_t op, const uint16_t *a, const uint16_t *b,
+                            const uint16_t *want, size_t n, bool on_host, char *why,
+                            size_t whylen)
+{
+    const size_t bytes = n * sizeof(uint16_t);
+    uint16_t *got = malloc(bytes);
+    void *da = NULL, *db = NULL, *dd = NULL;
+    bool ok = false;
+    int rc;
+
+    if (NULL == got) {
+        snprintf(why, whylen, "out of host memory");
+        return false;
+    }
+    memset(got, POISON, bytes);
+    if (on_host) {
+        rc = dev_reduce_host(got, a, b, n, t, op);
+    } else {
+        rc = dev_mem_alloc(&da, bytes);
+        rc = (DEV_OK == rc) ? dev_mem_alloc(&db, bytes) : rc;
+        rc = (DEV_OK == rc) ? dev_mem_alloc(&dd, bytes) : rc;
+        rc = (DEV_OK == rc) ? dev_memcpy(da, a, bytes) : rc;
+        rc = (DEV_OK == rc) ? dev_memcpy(db, b, bytes) : rc;
+        rc = (DEV_OK == rc) ? dev_memset(dd, POISON, bytes) : rc;
+        rc = (DEV_OK == rc) ? dev_reduce(dd, da, db, n, t, op, NULL) : rc;
+        rc = (DEV_OK == rc) ? dev_memcpy(got, dd, bytes) : rc;
+    }
+    if (DEV_OK != rc) {
+        snprintf(why, whylen, "%s %s: %s: %s", dev_op_name(op), dev_dtype_name(t),
+                 dev_status_name(rc), dev_error_string());
+        goto out;
+    }
+    for (size_t i = 0; i < n; ++i) {
+        if (got[i] != want[i]) {
+            snprintf(why, whylen, "element %zu: 0x%04x %s 0x%04x gave 0x%04x, want 0x%04x", i,
+                     a[i], dev_op_name(op), b[i], got[i], want[i]);
+            goto out;
+        }
+    }
+    ok = true;
+out:
+    if (!on_host) {
+        dev_mem_free(da);
+        dev_mem_free(db);
+        dev_mem_free(dd);
+    }
+    free(got);
+    return ok;
+}
+
+/* The encoding of c * 2^k (c 1 or 3), built from the fields; the caller keeps it in range. */
+static inline uint16_t half_scaled(dev_dtype_t t, int c, int k)
+{
+    const int fb = half_frac_bits(t), bias = (1 << (14 - fb)) - 1;
+    const int kmin = 1 - bias - fb; /* the smallest subnormal is 2^kmin */
+
+    if (k < (1 == c ? 1 - bias : -bias)) {
+        return (uint16_t) (c << (k - kmin)); /* below 2^(1 - bias): subnormal */
+    }
+    return (1 == c) ? (uint16_t) ((k + bias) << fb)
+                    : (uint16_t) ((k + 1 + bias) << fb | 1 << (fb - 1)); /* 1.5 * 2^(k+1) */
+}
+
+static inline int oracle_check_half(const char *label, bool on_host)
+{
+    static const dev_dtype_t types[] = {DEV_T_FLOAT16, DEV_T_BFLOAT16};
+    enum { ALL = 65536 };
+    int failed = 0;
+
+    for (size_t ti = 0; ti < sizeof(types) / sizeof(types[0]); ++ti) {
+        const dev_dtype_t t = types[ti];
+        const int fb = half_frac_bits(t), emax = half_exp_max(t);
+        const int bias = (1 << (14 - fb)) - 1;
+        const size_t nties = 2 * (size_t) (emax - 2) * ((size_t) 1 << fb) * 3;
+        uint16_t *a = malloc(ALL * sizeof(uint16_t)), *b = malloc(ALL * sizeof(uint16_t));
+        uint16_t *want = malloc(ALL * sizeof(uint16_t));
+        uint16_t *ta = malloc(nties * sizeof(uint16_t)), *tb = malloc(nties * sizeof(uint16_t));
+        uint16_t *tw = malloc(nties * sizeof(uint16_t));
+        char why[256] = "out of host memory";
+        const bool have = NULL != a && NULL != b && NULL != want && NULL != ta && NULL != tb
+                          && NULL != tw;
+        bool ok = have;
+        size_t n = 0;
+
+        for (size_t i = 0; ok && i < ALL; ++i) {
+            a[i] = (uint16_t) i;
+            want[i] = half_is_nan(t, (uint16_t) i) ? 0x7fff : (uint16_t) i;
+        }
+        for (size_t i = 0; ok && i < ALL; ++i) {
+            b[i] = 0x8000; /* -0: x + -0 is x for every x, -0 and +0 included */
+        }
+        ok = ok && half_run(t, DEV_OP_SUM, a, b, want, ALL, on_host, why, sizeof(why));
+        for (size_t i = 0; ok && i < ALL; ++i) {
+            b[i] = (uint16_t) (bias << fb); /* 1 */
+        }
+        ok = ok && half_run(t, DEV_OP_PROD, a, b, want, ALL, on_host, why, sizeof(why))
+             && half_run(t, DEV_OP_MIN, a, a, want, ALL, on_host, why, sizeof(why))
+             && half_run(t, DEV_OP_MAX, a, a, want, ALL, on_host, why, sizeof(why));
+        if (!tap_ok(ok, "%s: every %s encoding e: e + -0, e * 1, min(e, e), max(e, e) give e "
+                        "(NaN: 0x7fff)", label, dev_dtype_name(t))) {
+            tap_diag("%s", why);
+            ++failed;
+        }
+
+        /* e + q/4 ulp(e): its ulp is 2^(exp - bias - fb), so q/4 of it is q * 2^k below */
+        for (int sign = 0; have && sign < 2; ++sign) {
+            for (int exp = 3; exp <= emax; ++exp) {
+                for (unsigned frac = 0; frac < (1u << fb); ++frac) {
+                    const uint16_t e = (uint16_t) (sign << 15 | exp << fb | (int) frac);
+                    const int k = exp - bias - fb - 2;
+                    for (int q = 1; q <= 3; ++q) {
+                        ta[n] = e;
+                        tb[n] = (uint16_t) (sign << 15 | half_scaled(t, (2 == q) ? 1 : q,
+                                                                     (2 == q) ? k + 1 : k));
+                        /* below, at and above the midpoint between e and e + 1 (encodings);
+                         * e + 1 of the largest finite value is infinity, as IEEE says */
+                        tw[n++] = (1 == q) ? e : (3 == q || 0 != (frac & 1)) ? e + 1 : e;
+                    }
+                }
+            }
+        }
+        ok = have && n == nties
+             && half_run(t, DEV_OP_SUM, ta, tb, tw, n, on_host, why, sizeof(why));
+        if (!tap_ok(ok, "%s: %s: e + 1/4, 1/2, 3/4 ulp(e) rounds down, to even, up (%zu sums)",
+                    label, dev_dtype_name(t), n)) {
+            tap_diag("%s", why);
+            ++failed;
+        }
+        free(a);
+        free(b);
+        free(want);
+        free(ta);
+        free(tb);
+        free(tw);
+    }
+    return failed;
+}
+
+static inline int oracle_check_half_fold(const char *label)
+{
+    /* three sources, the answer of the fold in float rounded once, and what rounding after
+     * every step would give instead (so that the case is known to tell the two apart) */
+    static const struct {
+        dev_dtype_t t;
+        dev_op_t op;
+        uint16_t src[3];
+        uint16_t want;
+        const char *what;
+    } cases[] = {
+        {DEV_T_FLOAT16, DEV_OP_SUM, {0x7bff, 0x7bff, 0xfbff}, 0x7bff,
+         "65504 + 65504 - 65504 = 65504 (16-bit steps: infinity)"},
+        {DEV_T_FLOAT16, DEV_OP_SUM, {0x6800, 0x3c00, 0x3c00}, 0x6801,
+         "2048 + 1 + 1 = 2050 (16-bit steps: 2048, twice a tie to even)"},
+        {DEV_T_FLOAT16, DEV_OP_PROD, {0x5c00, 0x5c00, 0x1c00}, 0x5c00,
+         "256 * 256 / 256 = 256 (16-bit steps: infinity)"},
+        {DEV_T_FLOAT16, DEV_OP_MIN, {0x7e00, 0x3c00, 0x4000}, 0x7fff,
+         "min(NaN, 1, 2) = NaN, as 0x7fff (a first NaN wins)"},
+        {DEV_T_FLOAT16, DEV_OP_MAX, {0x3c00, 0xfe01, 0x4000}, 0x4000,
+         "max(1, -NaN, 2) = 2 (a later NaN loses)"},
+        {DEV_T_BFLOAT16, DEV_OP_SUM, {0x4380, 0x3f80, 0x3f80}, 0x4381,
+         "256 + 1 + 1 = 258 (16-bit steps: 256)"},
+        {DEV_T_BFLOAT16, DEV_OP_PROD, {0x0380, 0x3580, 0x4980}, 0x0380,
+         "2^-120 * 2^-20 * 2^20 = 2^-120 (16-bit steps: 0, 2^-140 is below bfloat16)"},
+        {DEV_T_BFLOAT16, DEV_OP_MIN, {0x3f80, 0x7fc1, 0xbf80}, 0xbf80,
+         "min(1, NaN, -1) = -1 (a later NaN loses)"},
+    };
+    enum { N = 37 }; /* four 16-byte vectors and a scalar tail */
+    int failed = 0;
+
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); ++c) {
+        uint16_t h[N + 1], back[N + 1];
+        void *src[3] = {NULL, NULL, NULL}, *dst = NULL;
+        bool ok = true;
+        char why[160] = "";
+
+        for (int k = 0; ok && k < 3; ++k) {
+            for (size_t i = 0; i <= N; ++i) {
+                h[i] = cases[c].src[k];
+            }
+            ok = DEV_OK == dev_mem_alloc(&src[k], sizeof(h))
+                 && DEV_OK == dev_memcpy(src[k], h, sizeof(h));
+        }
+        ok = ok && DEV_OK == dev_mem_alloc(&dst, sizeof(back));
+        /* aligned (vector path), then every pointer one element on (scalar head first) */
+        for (size_t off = 0; ok && off < 2; ++off) {
+            const void *srcs[3] = {(uint16_t *) src[0] + off, (uint16_t *) src[1] + off,
+                                   (uint16_t *) src[2] + off};
+            void *dsts[1] = {(uint16_t *) dst + off};
+            ok = DEV_OK == dev_memset(dst, POISON, sizeof(back))
+                 && DEV_OK == dev_reduce_multi(dsts, 1, srcs, 3, N, cases[c].t, cases[c].op,
+                                               NULL, NULL)
+                 && DEV_OK == dev_stream_sync(NULL)
+                 && DEV_OK == dev_memcpy(back, dst, sizeof(back));
+            if (!ok) {
+                snprintf(why, sizeof(why), "%s", dev_error_string());
+            }
+            for (size_t i = 0; ok && i < N; ++i) {
+                if (back[off + i] != cases[c].want) {
+                    snprintf(why, sizeof(why), "offset %zu, element %zu: 0x%04x, want 0x%04x",
+                             off, i, back[off + i], cases[c].want);
+                    ok = false;
+                }
+            }
+        }
+        if (!tap_ok(ok, "%s: reduce_multi %s on %s folds in float: %s", label,
+                    dev_op_name(cases[c].op), dev_dtype_name(cases[c].t), cases[c].what)) {
+            tap_diag("%s", why);
+            ++failed;
+        }
+        for (int k = 0; k < 3; ++k) {
+            dev_mem_free(src[k]);
+        }
+        dev_mem_free(dst);
     }
     return failed;
 }

@@ -1,7 +1,8 @@
 /*
  * test_dev_reduce.c - the op/type tables and every valid reduce, on the emulated backend
  * (operands in emulated device memory) and through dev_reduce_host, against the independent
- * oracle of test_dev_oracle.h.
+ * oracle of test_dev_oracle.h; for binary16 and bfloat16 also every encoding and the rounding
+ * of ties (oracle_check_half).
  */
 #include "dev.h"
 #include "tap.h"
@@ -41,6 +42,13 @@ static void test_tables(void)
     tap_ok(dev_op_valid(DEV_OP_BAND, DEV_T_UINT8) && !dev_op_valid(DEV_OP_BAND, DEV_T_FLOAT)
                && !dev_op_valid(DEV_OP_LAND, DEV_T_DOUBLE),
            "bitwise on bytes, no bitwise or logical op on floating point");
+    tap_ok(dev_op_valid(DEV_OP_SUM, DEV_T_FLOAT16) && dev_op_valid(DEV_OP_PROD, DEV_T_BFLOAT16)
+               && dev_op_valid(DEV_OP_MIN, DEV_T_BFLOAT16)
+               && dev_op_valid(DEV_OP_MAX, DEV_T_FLOAT16)
+               && !dev_op_valid(DEV_OP_LAND, DEV_T_FLOAT16)
+               && !dev_op_valid(DEV_OP_BOR, DEV_T_BFLOAT16)
+               && !dev_op_valid(DEV_OP_MAXLOC, DEV_T_FLOAT16),
+           "float16 and bfloat16 take SUM, PROD, MIN and MAX only");
     tap_ok(dev_op_valid(DEV_OP_MINLOC, DEV_T_2INT) && !dev_op_valid(DEV_OP_MINLOC, DEV_T_INT32)
                && !dev_op_valid(DEV_OP_SUM, DEV_T_DOUBLE_INT),
            "MINLOC/MAXLOC on pair types only, and only they on pair types");
@@ -52,11 +60,15 @@ static void test_tables(void)
                && 8 == dev_dtype_size(DEV_T_SHORT_INT),
            "pair sizes include C padding (8, 16, 16, 8, 8)");
     tap_ok(1 == dev_dtype_size(DEV_T_BOOL) && 8 == dev_dtype_size(DEV_T_CFLOAT)
-               && 16 == dev_dtype_size(DEV_T_CDOUBLE) && 0 == dev_dtype_size(DEV_T_COUNT),
-           "bool, complex and invalid sizes");
+               && 16 == dev_dtype_size(DEV_T_CDOUBLE) && 2 == dev_dtype_size(DEV_T_FLOAT16)
+               && 2 == dev_dtype_size(DEV_T_BFLOAT16) && 0 == dev_dtype_size(DEV_T_COUNT),
+           "bool, complex, 16-bit float and invalid sizes");
     tap_ok(0 == strcmp("maxloc", dev_op_name(DEV_OP_MAXLOC))
                && 0 == strcmp("double_complex", dev_dtype_name(DEV_T_CDOUBLE))
-               && 0 == strcmp("invalid", dev_op_name(DEV_OP_COUNT)),
+               && 0 == strcmp("float16", dev_dtype_name(DEV_T_FLOAT16))
+               && 0 == strcmp("bfloat16", dev_dtype_name(DEV_T_BFLOAT16))
+               && 0 == strcmp("invalid", dev_op_name(DEV_OP_COUNT))
+               && 0 == strcmp("invalid", dev_dtype_name(DEV_T_COUNT)),
            "op and dtype names");
 }
 
@@ -76,12 +88,14 @@ int main(void)
 {
     test_tables();
     oracle_check_all_reduces("host", true);
+    oracle_check_half("host", true);
     if (DEV_OK != dev_open(DEV_BACKEND_EMULATED)) {
         tap_ok(0, "dev_open(emulated): %s", dev_error_string());
         return tap_done();
     }
     test_invalid_reduce();
     oracle_check_all_reduces("emulated", false);
+    oracle_check_half("emulated", false);
     dev_close();
     printf("# %d passed, %d failed\n", tap_count_ - tap_failures(), tap_failures());
     return tap_done();
