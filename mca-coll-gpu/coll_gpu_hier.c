@@ -936,6 +936,8 @@ static struct ompi_datatype_t *mpi_type_of(dev_dtype_t dt)
     case DEV_T_UINT8: return MPI_UINT8_T;
     case DEV_T_INT16: return MPI_INT16_T;
     case DEV_T_UINT16: return MPI_UINT16_T;
+    case DEV_T_FLOAT16: /* the call's op (libcollgpu's) reads the format: 16-bit carriers */
+    case DEV_T_BFLOAT16: return MPI_UINT16_T;
     case DEV_T_INT32: return MPI_INT32_T;
     case DEV_T_UINT32: return MPI_UINT32_T;
     case DEV_T_INT64: return MPI_INT64_T;

@@ -79,6 +79,7 @@
 #include "opal/runtime/opal_progress.h"
 
 #include "coll_gpu.h"
+#include "collgpu.h"
 
 #define COLL_GPU_KINDS_MAGIC 0x636f6c6c6b696e64ULL /* "collkind" */
 
@@ -150,14 +151,22 @@ static size_t board_bytes(int nranks)
     return sizeof(coll_gpu_kinds_board_t) + (size_t) nranks * sizeof(coll_gpu_kinds_rank_t);
 }
 
-/* An op as the entries compare it: a predefined op by its index (the same in every process),
- * any user-defined op as one value (two of them cannot be compared across processes). */
+/* An op as the entries compare it: a predefined op by its index (the same in every process);
+ * libcollgpu's 16-bit ops by their format and base op (0x8000 | format << 8 | the base's id);
+ * any other user-defined op as one value (two of them cannot be compared across processes). */
 static uint16_t kinds_op_id(struct ompi_op_t *op)
 {
+    struct ompi_op_t *base = NULL;
+    int format;
+
     if (NULL == op) {
         return 0;
     }
-    return ompi_op_is_intrinsic(op) ? (uint16_t) (1 + (op->o_f_to_c_index & 0x3fff)) : 0xffff;
+    if (ompi_op_is_intrinsic(op)) {
+        return (uint16_t) (1 + (op->o_f_to_c_index & 0xff));
+    }
+    format = collgpu_op_query(op, &base);
+    return 0 == format ? 0xffff : (uint16_t) (0x8000 | format << 8 | kinds_op_id(base));
 }
 
 static double kinds_now(void)
@@ -430,6 +439,10 @@ static const char *kinds_op_name(uint16_t id)
                                         "MPI_MINLOC",  "MPI_REPLACE", "MPI_NO_OP"};
     if (0xffff == id) {
         return "a user-defined op";
+    }
+    if (0x8000 & id) {
+        return (id >> 8 & 0x7f) == COLLGPU_BFLOAT16 ? "a libcollgpu bfloat16 op"
+                                                    : "a libcollgpu float16 op";
     }
     return (0 < id && id <= sizeof(names) / sizeof(names[0])) ? names[id - 1]
                                                               : "a predefined op";

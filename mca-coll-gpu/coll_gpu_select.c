@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "coll_gpu.h"
+#include "collgpu.h"
 
 _Static_assert(sizeof(long) == 8 && sizeof(int) == 4 && sizeof(short) == 2,
                "coll/gpu maps C integer types for an LP64 platform");
@@ -56,11 +57,21 @@ const char *mca_coll_gpu_map_reduction(struct ompi_datatype_t *dtype, size_t cou
     size_t size = 0, esize;
     bool found = false;
 
-    if (!mca_coll_gpu_map_op(op, dop)) {
-        return "op without a GPU kernel";
-    }
     ompi_datatype_type_size(dtype, &size);
-    if (DEV_OP_MINLOC == *dop || DEV_OP_MAXLOC == *dop) {
+    if (!mca_coll_gpu_map_op(op, dop)) {
+        /* libcollgpu's float16 and bfloat16 ops (api/collgpu.h): the op names the format, the
+         * type only carries 16-bit elements (its signature: 16-bit integers, on every rank) */
+        struct ompi_op_t *base = NULL;
+        int format = ompi_op_is_intrinsic(op) ? 0 : collgpu_op_query(op, &base);
+        if (0 == format || !mca_coll_gpu_map_op(base, dop)) {
+            return "op without a GPU kernel";
+        }
+        if (mask != MPI_UINT16_T->super.bdt_used && mask != MPI_INT16_T->super.bdt_used) {
+            return "a 16-bit floating-point op on a type not made of 16-bit elements";
+        }
+        *dt = COLLGPU_BFLOAT16 == format ? DEV_T_BFLOAT16 : DEV_T_FLOAT16;
+        found = true;
+    } else if (DEV_OP_MINLOC == *dop || DEV_OP_MAXLOC == *dop) {
         if (MPI_2INT->super.bdt_used == mask) {
             *dt = DEV_T_2INT;
         } else if (MPI_FLOAT_INT->super.bdt_used == mask) {
