@@ -20,7 +20,7 @@ class BuildWithNative(build_py):
         out = os.path.join(out_dir, "libcollgpu_torch.so")
         cc = shlex.split(os.environ.get("MPICC", "mpicc"))
         cmd = cc + ["-O2", "-std=c11", "-D_GNU_SOURCE", "-shared", "-fPIC",
-                    "-fvisibility=hidden", "-o", out, src]
+                    "-fvisibility=hidden", "-o", out, src, "-ldl"]
         print(" ".join(cmd))
         subprocess.check_call(cmd)
 

@@ -54,6 +54,8 @@ def _declare(lib):
         "cg_recv": [i32, vp, i64, i32, i32, i32, pi],
         "cg_wait": [i32, pi],
         "cg_test": [i32, pi],
+        "cg_half_ops": [],
+        "cg_cuda_aware": [],
     }
     for name, args in sig.items():
         fn = getattr(lib, name)
@@ -83,7 +85,30 @@ def init():
         raise _error("MPI initialisation", rc)
     if level.value < _MPI_THREAD_MULTIPLE_AT_LEAST and _serial is None:
         _serial = threading.Lock()
+    global _level
+    _level = level.value
     return rank.value, size.value
+
+
+_level = 0
+_MPI_THREAD_SERIALIZED_AT_LEAST = 2  # MPI_THREAD_SERIALIZED in Open MPI and MPICH
+
+
+def can_overlap():
+    """May a communication thread make MPI calls (the thread level is at least serialized; the
+    calls are then made one at a time under _serial where it is below multiple)?"""
+    return _level >= _MPI_THREAD_SERIALIZED_AT_LEAST
+
+
+def cuda_aware():
+    """Does this MPI read and write device memory itself (Open MPI's MPIX_Query_cuda_support)?
+    coll/gpu takes device buffers in collectives either way; point-to-point calls need this."""
+    return bool(_lib.cg_cuda_aware())
+
+
+def half_ops():
+    """Can float16 and bfloat16 be reduced (coll/gpu's libcollgpu was found)?"""
+    return bool(_lib.cg_half_ops())
 
 
 def finalize():
@@ -91,16 +116,21 @@ def finalize():
         _lib.cg_finalize()
 
 
+_fns = {}  # name -> the library's cg_<name> (a ctypes attribute lookup costs a dict's 10x)
+
+
 def call(name, *args, nonblocking=False):
     """cg_<name>(*args); with nonblocking, the request slot it filled (an int)."""
-    fn = getattr(_lib, "cg_" + name)
-    req = ctypes.c_int(-1)
-    tail = (ctypes.byref(req),) if nonblocking else (None,)
+    fn = _fns.get(name)
+    if fn is None:
+        fn = _fns[name] = getattr(_lib, "cg_" + name)
+    req = ctypes.c_int(-1) if nonblocking else None
+    tail = ctypes.byref(req) if nonblocking else None
     if _serial is not None:
         with _serial:
-            rc = fn(*args, *tail)
+            rc = fn(*args, tail)
     else:
-        rc = fn(*args, *tail)
+        rc = fn(*args, tail)
     if rc != 0:
         raise _error(name, rc)
     return req.value if nonblocking else None

@@ -3,11 +3,22 @@
 CPU and CUDA tensors alike: a CUDA tensor's device pointer goes to MPI as it is, and coll/gpu,
 loaded in that MPI, runs the call on the GPU (or stages it through the host where it must).
 
-Ordering (what training loops rely on): before a call touches a CUDA tensor, the work queued on
-that tensor's current stream has ended (the stream is synchronised); when the call returns, the
-result is in the tensor, visible to any stream.  Every call completes before it returns, also
-with async_op=True: the Work it gives is already complete (no overlap with compute yet).
+Ordering (what training loops rely on): a call reads a CUDA tensor only after the work queued
+on the tensor's current stream before the call has ended; when the call (or, with async_op, its
+Work's wait()) returns, the result is in the tensor, visible to any stream.
+
+Synchronous and asynchronous calls: where torch tells a process group that a call is async_op
+(its options' asyncOp, torch 2.7 and later; the default of C++ callers such as DDP's reducer),
+the call is queued to one communication thread per process, which makes the MPI calls in the
+order they were issued, and the caller goes on (compute overlaps the call); the Work completes
+when the thread has made it.  Every other call runs in the caller's thread, after the queue has
+drained (so that every rank issues its MPI calls in the order of the program).  Older torch
+gives no such flag: there every call completes before it returns.
 """
+
+import functools
+import queue
+import threading
 
 import torch
 import torch.distributed as dist
@@ -40,6 +51,10 @@ def _dtype(t):
 def _op(red, t):
     """(MPI op code, average) of a torch reduce op for tensor t; errors name what is refused."""
     kind = red.op if hasattr(red, "op") and not isinstance(red, _RED) else red
+    if t.dtype in (torch.float16, torch.bfloat16) and not nat.half_ops():
+        raise ValueError(f"collgpu: reducing dtype {t.dtype} needs coll/gpu's libcollgpu "
+                         "(libcollgpu.so.0: loaded with coll/gpu's component, or on the "
+                         "library path)")
     if kind == _RED.AVG:
         if t.dtype not in _FLOATS:
             raise ValueError(f"collgpu: ReduceOp.AVG on dtype {t.dtype}: average is defined "
@@ -56,6 +71,11 @@ def _op(red, t):
 
 def _settle(*tensors):
     """The work queued on each CUDA tensor's current stream ends before MPI reads or writes it."""
+    if len(tensors) == 1:  # the common case, without the set
+        t = tensors[0]
+        if t is not None and t.is_cuda:
+            torch.cuda.current_stream(t.device).synchronize()
+        return
     seen = set()
     for t in tensors:
         if t is not None and t.is_cuda and t.device not in seen:
@@ -69,6 +89,111 @@ def _done(result):
     return _create_work_from_future(fut)
 
 
+class _Queue:
+    """The communication thread of async_op calls, and the order of every call.
+
+    A call runs in its caller's thread when nothing is queued (the common, synchronous case
+    costs no hand-over), else it joins the queue behind the calls before it: the MPI calls of a
+    process leave in issue order either way.  In the thread a call runs on a side stream of its
+    device (its own copies are ordered there, apart from the caller's later compute) after the
+    caller's stream reached the point of issue (an event), and the side stream is synchronised
+    before the Work completes."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._pending = 0
+        self._jobs = queue.SimpleQueue()
+        self._thread = None
+        self._local = threading.local()  # .inside: this thread is running a call's body
+        self._streams = {}
+
+    def inside(self):
+        return getattr(self._local, "inside", False)
+
+    def issue(self, body, asynchronous, device):
+        with self._lock:
+            queued = asynchronous or self._pending > 0
+            if queued:
+                self._pending += 1
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._loop, name="collgpu-comm",
+                                                    daemon=True)
+                    self._thread.start()
+        if not queued:
+            self._local.inside = True
+            try:
+                return _done(body())
+            finally:
+                self._local.inside = False
+        event = None
+        if device is not None:
+            event = torch.cuda.Event()
+            event.record(torch.cuda.current_stream(device))
+        fut = Future()
+        self._jobs.put((body, device, event, fut))
+        if not asynchronous:  # a synchronous call behind queued ones: wait for it here
+            fut.wait()
+        return _create_work_from_future(fut)
+
+    def _loop(self):
+        self._local.inside = True
+        while True:
+            body, device, event, fut = self._jobs.get()
+            try:
+                if device is None:
+                    result = body()
+                else:
+                    stream = self._streams.get(device)
+                    if stream is None:
+                        stream = self._streams[device] = torch.cuda.Stream(device)
+                    event.synchronize()
+                    with torch.cuda.device(device), torch.cuda.stream(stream):
+                        result = body()
+                    stream.synchronize()
+                error = None
+            except BaseException as e:  # handed to whoever waits
+                error = e
+            with self._lock:
+                self._pending -= 1
+            if error is None:
+                fut.set_result(result)
+            else:
+                fut.set_exception(error)
+
+
+_queue = _Queue()
+
+
+def _cuda_device(args):
+    """The device of the first CUDA tensor among a call's arguments (lists searched), or None."""
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            if a.is_cuda:
+                return a.device
+        elif isinstance(a, (list, tuple)):
+            d = _cuda_device(a)
+            if d is not None:
+                return d
+    return None
+
+
+def _call(method):
+    """A process group method whose body makes MPI calls and returns what its Work's result is:
+    issued through _queue (asynchronously where the options say asyncOp), a Work returned.
+    Calls between methods (one method's body calling another's) run inside, directly."""
+
+    @functools.wraps(method)
+    def issue(self, *args, **kwargs):
+        if _queue.inside():
+            return method(self, *args, **kwargs)
+        opts = kwargs.get("opts", args[-1] if args else None)
+        asynchronous = bool(getattr(opts, "asyncOp", False)) and nat.can_overlap()
+        device = _cuda_device(args) if asynchronous else None
+        return _queue.issue(lambda: method(self, *args, **kwargs), asynchronous, device)
+
+    return issue
+
+
 def _flat(tensors):
     """One contiguous tensor holding the given ones back to back (their own storage when there
     is one tensor and it is contiguous)."""
@@ -78,10 +203,16 @@ def _flat(tensors):
 
 
 class _Dense:
-    """A tensor as MPI sees it: itself when contiguous, else a contiguous copy written back."""
+    """A tensor as MPI sees it: itself when contiguous, else a contiguous copy written back.
+    With host=True a CUDA tensor goes through a host copy: point-to-point calls, which coll/gpu
+    does not take, on an MPI that cannot read device memory itself (nat.cuda_aware())."""
 
-    def __init__(self, t, read=True):
+    def __init__(self, t, read=True, host=False):
         self.t = t
+        if host and t.is_cuda and not nat.cuda_aware():
+            self.buf = t.to("cpu", memory_format=torch.contiguous_format) if read else \
+                torch.empty(t.shape, dtype=t.dtype, device="cpu")
+            return
         self.buf = t if t.is_contiguous() else (t.contiguous() if read else torch.empty_like(
             t, memory_format=torch.contiguous_format))
 
@@ -148,21 +279,28 @@ class ProcessGroupCollGPU(dist.ProcessGroup):
 
     # ---- reductions ------------------------------------------------------------------------
 
+    @_call
     def allreduce(self, tensors, opts=None):
         red = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
         for t in tensors:
             op, avg = _op(red, t)
+            if t.is_contiguous() and not avg:  # the common case, without the wrapper's cost
+                _settle(t)
+                nat.call("allreduce", self._comm, None, t.data_ptr(), t.numel(), _dtype(t), op)
+                continue
             d = _Dense(t)
             _settle(t)
             nat.call("allreduce", self._comm, None, d.ptr(), t.numel(), _dtype(t), op)
             if avg:
                 d.buf.div_(self.size())
             d.back()
-        return _done(tensors)
+        return tensors
 
+    @_call
     def allreduce_coalesced(self, tensors, opts=None):
         return self.allreduce(tensors, opts)
 
+    @_call
     def reduce(self, tensors, opts):
         root = opts.rootRank
         for t in tensors:
@@ -176,8 +314,9 @@ class ProcessGroupCollGPU(dist.ProcessGroup):
                 d.back()
             else:
                 nat.call("reduce", self._comm, d.ptr(), None, t.numel(), _dtype(t), op, root)
-        return _done(tensors)
+        return tensors
 
+    @_call
     def _reduce_scatter_base(self, output, input, opts=None):
         red = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
         if input.numel() != output.numel() * self.size():
@@ -194,23 +333,26 @@ class ProcessGroupCollGPU(dist.ProcessGroup):
         if avg:
             dst.buf.div_(self.size())
         dst.back()
-        return _done([output])
+        return [output]
 
+    @_call
     def reduce_scatter(self, outputs, inputs, opts=None):
         for out, parts in zip(outputs, inputs):
             if len(parts) != self.size():
                 raise ValueError(f"collgpu: reduce_scatter: {len(parts)} input tensors for "
                                  f"{self.size()} ranks")
             self._reduce_scatter_base(out, _flat(parts), opts)
-        return _done(outputs)
+        return outputs
 
+    @_call
     def reduce_scatter_tensor_coalesced(self, outputs, inputs, opts=None):
         for out, inp in zip(outputs, inputs):
             self._reduce_scatter_base(out, inp, opts)
-        return _done(outputs)
+        return outputs
 
     # ---- data movement ---------------------------------------------------------------------
 
+    @_call
     def broadcast(self, tensors, opts=None):
         root = opts.rootRank if opts is not None else 0
         for t in tensors:
@@ -218,8 +360,9 @@ class ProcessGroupCollGPU(dist.ProcessGroup):
             _settle(t)
             nat.call("bcast", self._comm, d.ptr(), t.numel(), _dtype(t), root)
             d.back()
-        return _done(tensors)
+        return tensors
 
+    @_call
     def _allgather_base(self, output, input, opts=None):
         if output.numel() != input.numel() * self.size():
             raise ValueError(f"collgpu: all_gather_into_tensor: the output holds "
@@ -232,8 +375,9 @@ class ProcessGroupCollGPU(dist.ProcessGroup):
         _settle(input, output)
         nat.call("allgather", self._comm, src.ptr(), dst.ptr(), input.numel(), _dtype(input))
         dst.back()
-        return _done([output])
+        return [output]
 
+    @_call
     def allgather(self, outputs, inputs, opts=None):
         for outs, inp in zip(outputs, inputs):
             if len(outs) != self.size():
@@ -243,16 +387,19 @@ class ProcessGroupCollGPU(dist.ProcessGroup):
             self._allgather_base(whole, inp, opts)
             for i, o in enumerate(outs):
                 o.copy_(whole[i * inp.numel():(i + 1) * inp.numel()].view_as(o))
-        return _done(outputs)
+        return outputs
 
+    @_call
     def allgather_into_tensor_coalesced(self, outputs, inputs, opts=None):
         for out, inp in zip(outputs, inputs):
             self._allgather_base(out, inp, opts)
-        return _done(outputs)
+        return outputs
 
+    @_call
     def allgather_coalesced(self, output_lists, inputs, opts=None):
         return self.allgather(output_lists, inputs, opts)
 
+    @_call
     def gather(self, outputs, inputs, opts):
         root = opts.rootRank
         inp = inputs[0]
@@ -269,8 +416,9 @@ class ProcessGroupCollGPU(dist.ProcessGroup):
         if whole is not None:
             for i, o in enumerate(outputs[0]):
                 o.copy_(whole[i * inp.numel():(i + 1) * inp.numel()].view_as(o))
-        return _done(outputs)
+        return outputs
 
+    @_call
     def scatter(self, outputs, inputs, opts):
         root = opts.rootRank
         out = outputs[0]
@@ -285,8 +433,9 @@ class ProcessGroupCollGPU(dist.ProcessGroup):
         nat.call("scatter", self._comm, None if whole is None else whole.data_ptr(), dst.ptr(),
                  out.numel(), _dtype(out), root)
         dst.back()
-        return _done(outputs)
+        return outputs
 
+    @_call
     def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
         n = self.size()
         row_in = input[0].numel() if input.dim() > 0 and input.shape[0] > 0 else 1
@@ -313,8 +462,9 @@ class ProcessGroupCollGPU(dist.ProcessGroup):
                  nat.int_array(sdispls), dst.ptr(), nat.int_array(rcounts),
                  nat.int_array(rdispls), _dtype(input))
         dst.back()
-        return _done([output])
+        return [output]
 
+    @_call
     def alltoall(self, outputs, inputs, opts=None):
         whole_in = _flat(inputs)
         whole_out = torch.empty(sum(o.numel() for o in outputs), dtype=outputs[0].dtype,
@@ -325,37 +475,46 @@ class ProcessGroupCollGPU(dist.ProcessGroup):
         for o in outputs:
             o.copy_(whole_out[off:off + o.numel()].view_as(o))
             off += o.numel()
-        return _done(outputs)
+        return outputs
 
+    @_call
     def barrier(self, opts=None):
         if torch.cuda.is_available() and torch.cuda.is_initialized():
             torch.cuda.current_stream().synchronize()
         nat.call("barrier", self._comm)
-        return _done([])
+        return []
 
     # ---- point to point --------------------------------------------------------------------
 
+    @_call
     def send(self, tensors, dstRank, tag=0):
         for t in tensors:
-            d = _Dense(t)
+            d = _Dense(t, host=True)
             _settle(t)
             nat.call("send", self._comm, d.ptr(), t.numel(), _dtype(t), dstRank, tag)
-        return _done(tensors)
+        return tensors
 
+    @_call
     def recv(self, tensors, srcRank, tag=0):
         for t in tensors:
-            d = _Dense(t, read=False)
+            d = _Dense(t, read=False, host=True)
             _settle(t)
             nat.call("recv", self._comm, d.ptr(), t.numel(), _dtype(t), srcRank, tag)
             d.back()
-        return _done(tensors)
+        return tensors
 
     def recv_anysource(self, tensors, tag=0):
         t = tensors[0]
-        d = _Dense(t, read=False)
-        _settle(t)
-        req = nat.call("recv", self._comm, d.ptr(), t.numel(), _dtype(t), -1, tag,
-                       nonblocking=True)
-        src = nat.wait(req)
-        d.back()
-        return _RecvAnyWork(tensors, src)
+        source = []
+
+        def body():
+            d = _Dense(t, read=False, host=True)
+            _settle(t)
+            req = nat.call("recv", self._comm, d.ptr(), t.numel(), _dtype(t), -1, tag,
+                           nonblocking=True)
+            source.append(nat.wait(req))
+            d.back()
+            return tensors
+
+        _queue.issue(body, False, None).wait()  # in order behind queued calls
+        return _RecvAnyWork(tensors, source[0])

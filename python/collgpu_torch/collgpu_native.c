@@ -12,11 +12,15 @@
  * small integers indexing tables here, so that the Python side never holds an MPI handle (whose
  * C type differs between MPI implementations).
  *
- * MPI has no bfloat16 and Open MPI 4.1 no float16: both are 2-byte types made here, reduced by
- * ops of ours (each element widened to float, combined, rounded back to nearest even), which
- * gives what torch's own CPU arithmetic gives for one addition.  bool is MPI_C_BOOL, reduced
- * by the logical ops (sum and max: or; product and min: and).
+ * MPI has no bfloat16 and Open MPI 4.1 no float16: their reductions use the datatypes and ops
+ * of coll/gpu's own C library, libcollgpu (api/collgpu.h), which coll/gpu's component loads and
+ * recognises (it reduces them in its GPU kernels, with float accumulators; staged calls reduce
+ * on the host through the ops' functions, which round each addition as torch's CPU arithmetic
+ * does).  Where libcollgpu cannot be found, 16-bit tensors still move (2-byte types of ours)
+ * but are not reduced (cg_half_ops() says 0; the Python side refuses).  bool is MPI_C_BOOL,
+ * reduced by the logical ops (sum and max: or; product and min: and).
  */
+#include <dlfcn.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -25,6 +29,9 @@
 #include <string.h>
 
 #include <mpi.h>
+#if defined(OPEN_MPI) && OPEN_MPI
+#    include <mpi-ext.h> /* MPIX_Query_cuda_support, where Open MPI has it */
+#endif
 
 #define CG_EXPORT __attribute__((visibility("default")))
 
@@ -44,130 +51,60 @@ static MPI_Request reqs[CG_MAX_REQS];
 static unsigned char taken[CG_MAX_REQS]; /* a slot handed out and not yet waited for */
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
 static MPI_Datatype t_f16 = MPI_DATATYPE_NULL, t_bf16 = MPI_DATATYPE_NULL;
+/* libcollgpu's ops, by CG_SUM .. CG_MAX: float16's, bfloat16's (one op per format: the op
+ * names the format); half_ops: they are there */
 static MPI_Op op16[4] = {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL};
+static MPI_Op op16bf[4] = {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL};
+static int half_ops;
 static int we_initialized;
 
-/* ---- 16-bit floats ------------------------------------------------------------------------ */
+/* ---- 16-bit floats: libcollgpu's handles ---------------------------------------------------- */
 
-static float f16_to_float(uint16_t h)
+/* libcollgpu as coll/gpu's component loaded it (a bare soname matches a loaded object), else
+ * from the library path; its handles into t_f16, t_bf16 and op16.  0 when it is not there. */
+static int load_libcollgpu(void)
 {
-    uint32_t sign = (uint32_t) (h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
-    float f;
+    typedef int (*type_fn)(MPI_Datatype *);
+    typedef int (*op_fn)(MPI_Op, MPI_Datatype, MPI_Op *);
+    void *h = dlopen("libcollgpu.so.0", RTLD_NOW | RTLD_NOLOAD);
+    type_fn f16, bf16;
+    op_fn op;
 
-    if (0 == exp) {
-        /* zero or subnormal: man x 2^-24 exactly */
-        f = (float) man * (1.0f / 16777216.0f);
-        memcpy(&bits, &f, sizeof(bits));
-        bits |= sign;
-    } else if (0x1f == exp) {
-        bits = sign | 0x7f800000u | (man << 13); /* inf, nan (payload kept) */
-    } else {
-        bits = sign | ((exp + 112) << 23) | (man << 13);
+    if (NULL == h) {
+        h = dlopen("libcollgpu.so.0", RTLD_NOW);
     }
-    memcpy(&f, &bits, sizeof(f));
-    return f;
-}
-
-static uint16_t float_to_f16(float f)
-{
-    uint32_t bits, sign, man;
-    int exp;
-
-    memcpy(&bits, &f, sizeof(bits));
-    sign = (bits >> 16) & 0x8000;
-    exp = (int) ((bits >> 23) & 0xff);
-    man = bits & 0x7fffff;
-    if (0xff == exp) {
-        return (uint16_t) (sign | 0x7c00 | (man ? 0x200 | (man >> 13) : 0));
+    if (NULL == h) {
+        return 0;
     }
-    exp -= 112; /* rebias 127 -> 15 */
-    if (exp >= 0x1f) {
-        return (uint16_t) (sign | 0x7c00); /* overflow: inf */
+    f16 = (type_fn) dlsym(h, "collgpu_type_float16");
+    bf16 = (type_fn) dlsym(h, "collgpu_type_bfloat16");
+    op = (op_fn) dlsym(h, "collgpu_op");
+    if (NULL == f16 || NULL == bf16 || NULL == op || MPI_SUCCESS != f16(&t_f16)
+        || MPI_SUCCESS != bf16(&t_bf16)) {
+        return 0;
     }
-    if (exp <= 0) {
-        /* subnormal or zero: shift the implicit bit in, round to nearest even */
-        uint32_t shift, half, rest;
-        if (exp < -10) {
-            return (uint16_t) sign;
+    MPI_Op base[4] = {MPI_SUM, MPI_PROD, MPI_MIN, MPI_MAX}; /* by CG_SUM .. CG_MAX */
+    for (int i = 0; i < 4; ++i) {
+        if (MPI_SUCCESS != op(base[i], t_f16, &op16[i])
+            || MPI_SUCCESS != op(base[i], t_bf16, &op16bf[i])) {
+            return 0;
         }
-        man |= 0x800000;
-        shift = (uint32_t) (14 - exp);
-        half = 1u << (shift - 1);
-        rest = man & ((1u << shift) - 1);
-        man >>= shift;
-        if (rest > half || (rest == half && (man & 1))) {
-            ++man;
-        }
-        return (uint16_t) (sign | man);
     }
-    {
-        uint32_t rest = man & 0x1fff, h = sign | ((uint32_t) exp << 10) | (man >> 13);
-        if (rest > 0x1000 || (rest == 0x1000 && (h & 1))) {
-            ++h; /* a carry into the exponent is right, up to inf */
-        }
-        return (uint16_t) h;
-    }
+    return 1;
 }
 
-static float bf16_to_float(uint16_t b)
+CG_EXPORT int cg_cuda_aware(void)
 {
-    uint32_t bits = (uint32_t) b << 16;
-    float f;
-    memcpy(&f, &bits, sizeof(f));
-    return f;
+#if defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
+    return MPIX_Query_cuda_support();
+#else
+    return 0;
+#endif
 }
 
-static uint16_t float_to_bf16(float f)
+CG_EXPORT int cg_half_ops(void)
 {
-    uint32_t bits;
-    memcpy(&bits, &f, sizeof(bits));
-    if ((bits & 0x7f800000u) == 0x7f800000u && (bits & 0x7fffff)) {
-        return (uint16_t) ((bits >> 16) | 0x40); /* nan stays a quiet nan */
-    }
-    bits += 0x7fff + ((bits >> 16) & 1); /* round to nearest even */
-    return (uint16_t) (bits >> 16);
-}
-
-static float combine(int op, float a, float b)
-{
-    switch (op) {
-    case CG_SUM: return a + b;
-    case CG_PROD: return a * b;
-    case CG_MIN: return (b < a || b != b) ? b : a; /* a nan wins, as in torch */
-    default: return (b > a || b != b) ? b : a;
-    }
-}
-
-/* inout[i] = in[i] op inout[i] for a 16-bit float type (which one: *dt) */
-static void reduce16(int op, void *in, void *inout, int *len, MPI_Datatype *dt)
-{
-    const uint16_t *a = in;
-    uint16_t *b = inout;
-    int bf = (*dt == t_bf16);
-
-    for (int i = 0; i < *len; ++i) {
-        float x = bf ? bf16_to_float(a[i]) : f16_to_float(a[i]);
-        float y = bf ? bf16_to_float(b[i]) : f16_to_float(b[i]);
-        float r = combine(op, x, y);
-        b[i] = bf ? float_to_bf16(r) : float_to_f16(r);
-    }
-}
-
-static void sum16(void *in, void *inout, int *len, MPI_Datatype *dt)
-{
-    reduce16(CG_SUM, in, inout, len, dt);
-}
-static void prod16(void *in, void *inout, int *len, MPI_Datatype *dt)
-{
-    reduce16(CG_PROD, in, inout, len, dt);
-}
-static void min16(void *in, void *inout, int *len, MPI_Datatype *dt)
-{
-    reduce16(CG_MIN, in, inout, len, dt);
-}
-static void max16(void *in, void *inout, int *len, MPI_Datatype *dt)
-{
-    reduce16(CG_MAX, in, inout, len, dt);
+    return half_ops;
 }
 
 /* ---- codes to MPI handles ----------------------------------------------------------------- */
@@ -197,7 +134,7 @@ static MPI_Op op_of(int op, int dt)
         return MPI_OP_NULL;
     }
     if (CG_F16 == dt || CG_BF16 == dt) {
-        return op <= CG_MAX ? op16[op] : MPI_OP_NULL;
+        return op > CG_MAX || !half_ops ? MPI_OP_NULL : CG_BF16 == dt ? op16bf[op] : op16[op];
     }
     if (CG_BOOL == dt) {
         switch (op) {
@@ -273,14 +210,13 @@ CG_EXPORT int cg_init(int *rank, int *size, int *thread_level)
     }
     comms[0] = MPI_COMM_WORLD;
     if (MPI_DATATYPE_NULL == t_f16) {
-        MPI_Type_contiguous(2, MPI_BYTE, &t_f16);
-        MPI_Type_commit(&t_f16);
-        MPI_Type_contiguous(2, MPI_BYTE, &t_bf16);
-        MPI_Type_commit(&t_bf16);
-        MPI_Op_create(sum16, 1, &op16[CG_SUM]);
-        MPI_Op_create(prod16, 1, &op16[CG_PROD]);
-        MPI_Op_create(min16, 1, &op16[CG_MIN]);
-        MPI_Op_create(max16, 1, &op16[CG_MAX]);
+        half_ops = load_libcollgpu();
+        if (!half_ops) {
+            MPI_Type_contiguous(2, MPI_BYTE, &t_f16);
+            MPI_Type_commit(&t_f16);
+            MPI_Type_contiguous(2, MPI_BYTE, &t_bf16);
+            MPI_Type_commit(&t_bf16);
+        }
     }
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(MPI_COMM_WORLD, rank);

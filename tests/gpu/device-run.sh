@@ -181,8 +181,8 @@ if has python; then
     stamp "python" >"$out/python.txt"
     # mpi4py with torch and CuPy buffers (tests/bench/python_bench.py), where python3 has all three
     if python3 -c 'import mpi4py, torch, cupy' >>"$out/python.txt" 2>&1; then
-        COLL_GPU_TEST_DEVICE=cuda COLL_GPU_TEST_UNIFORM=true PYTHONUNBUFFERED=1 timeout 150 \
-            "$src/tests/run-mpi.sh" 2 python3 "$src/tests/bench/python_bench.py" --max 1048576 \
+        COLL_GPU_TEST_DEVICE=cuda COLL_GPU_TEST_UNIFORM=true PYTHONUNBUFFERED=1 top_builddir=$build \
+            top_srcdir=$src timeout 150 "$src/tests/run-mpi.sh" 2 python3 "$src/tests/bench/python_bench.py" --max 1048576 \
             >>"$out/python.txt" 2>&1
         echo "python_bench rc=$?" >>"$out/python.txt"
     fi

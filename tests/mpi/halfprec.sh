@@ -8,11 +8,11 @@
 : "${COLL_GPU_TEST_TIMEOUT:=300}"
 export COLL_GPU_TEST_TIMEOUT
 out=${TMPDIR:-/tmp}/coll_gpu_halfprec.$$
-trap 'rm -f "$out"' EXIT
+trap 'rm -f "$out" "$out.log"' EXIT
 
 run() { # NP LABEL MPIRUN-ARGS PROGRAM-ARGS
     COLL_GPU_MPIRUN_ARGS="--mca coll_gpu_verbose 10 $3 ${COLL_GPU_MPIRUN_ARGS:-}" \
-        "$RUN_MPI" "$1" "$MPI_TESTS/test_halfprec" $4 >"$out" 2>&1
+        "$RUN_MPI" "$1" "$MPI_TESTS/test_halfprec" $4 >"$out" 2>"$out.log"
     rc=$?
     why=$(t_skipped "$out")
     if [ "$rc" -eq 0 ] && [ -n "$why" ]; then
@@ -24,12 +24,14 @@ run() { # NP LABEL MPIRUN-ARGS PROGRAM-ARGS
     ! grep -q '^not ok' "$out" && [ "$rc" -eq 0 ] && [ -n "$plan" ] && [ "$n" -eq "$plan" ]
     t_ok $? "$2: $n of ${plan:-?} cases right (exit $rc)"
     grep '^not ok' "$out" | head -5 | sed 's/^/#   /'
-    [ "$rc" -eq 0 ] || t_diag "$out" 20
+    [ "$rc" -eq 0 ] || { t_diag "$out" 10; t_diag "$out.log" 20; }
     for f in float16 bfloat16; do
-        line=$(grep "coll:gpu:allreduce.*collgpu_$f" "$out" | grep -v staged | head -1)
+        # the log (stderr, apart from the TAP lines, which it would otherwise break up)
+        line=$(grep -h "coll:gpu:allreduce.*collgpu_$f" "$out" "$out.log" | grep -v staged | head -1)
         [ -n "$line" ]
         t_ok $? "$2: a device MPI_Allreduce of collgpu_$f ran on the node team"
-        [ -n "$line" ] || grep "coll:gpu:allreduce.*collgpu_$f" "$out" | head -2 | sed 's/^/#   log: /'
+        [ -n "$line" ] || grep -h "coll:gpu:allreduce.*collgpu_$f" "$out" "$out.log" | head -2 |
+            sed 's/^/#   log: /'
     done
 }
 

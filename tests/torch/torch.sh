@@ -30,6 +30,8 @@ cp -r "$top_srcdir/python" "$work/src"
 t_ok $? "pip install of python/ builds libcollgpu_torch.so and installs collgpu_torch"
 [ -f "$work/site/collgpu_torch/libcollgpu_torch.so" ] || { t_diag "$work/pip.log"; t_done; exit 1; }
 export PYTHONPATH="$work/site${PYTHONPATH:+:$PYTHONPATH}"
+# every case's line out before a crash, and Python's traceback of one
+export PYTHONUNBUFFERED=1 PYTHONFAULTHANDLER=1
 dev=${COLL_GPU_TORCH_DEVICE:-cpu}
 for np in 2 4; do
     out=$work/run$np.out
@@ -41,6 +43,21 @@ for np in 2 4; do
     plan=$(sed -n 's/^1\.\.\([0-9]*\)$/\1/p' "$out" | head -1)
     [ "$rc" -eq 0 ] && [ "$bad" -eq 0 ] && [ -n "$plan" ] && [ "$n" -eq "$plan" ]
     t_ok $? "$np ranks, $dev tensors: $n of ${plan:-?} cases right ($(grep -m1 '^# gloo' "$out" | sed 's/^# //')), exit $rc"
-    { [ "$rc" -eq 0 ] && [ "$bad" -eq 0 ]; } || { grep '^not ok' "$out" | head -20 | sed 's/^/#   /'; t_diag "$out" 25; }
+    { [ "$rc" -eq 0 ] && [ "$bad" -eq 0 ]; } || {
+        grep '^not ok' "$out" | head -20 | sed 's/^/#   /'
+        grep '^ok ' "$out" | tail -1 | sed 's/^/#   the last case right: /'
+        grep -E '^(Fatal Python error|Current thread|  File )' "$out" | head -12 | sed 's/^/#   /'
+        t_diag "$out" 25; }
 done
+# FSDP2 (fully_shard, bf16 mixed precision) against DDP: on CUDA tensors (torch 2.6's FSDP2 cannot
+# run on CPU tensors: its CPU stream has no record_event)
+if [ "$dev" = cuda ]; then
+    out=$work/fsdp2.out
+    "$RUN_MPI" 2 "$py" "$top_srcdir/tests/torch/test_fsdp2.py" >"$out" 2>&1
+    rc=$?
+    grep -q '^ok 1 ' "$out" && [ "$rc" -eq 0 ]
+    t_ok $? "FSDP2 on 2 ranks: $(sed -n 's/^\(not \)\{0,1\}ok 1 - //p' "$out" | head -1) (exit $rc)"
+    grep '^# ' "$out" | sed 's/^/#   /'
+    [ "$rc" -eq 0 ] || t_diag "$out" 30
+fi
 t_done
