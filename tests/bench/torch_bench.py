@@ -37,6 +37,44 @@ def timed(fn, iters, rounds, sync):
     return statistics.median(per)
 
 
+def breakdown(dev, iters, sync):
+    """Where a 4-byte dist.all_reduce spends its time: each layer timed on its own."""
+    from collgpu_torch import _pg
+    t = torch.ones(1, device=dev)
+    import gc
+    group = dist.distributed_c10d._get_default_group()
+    pg = next(o for o in gc.get_objects() if isinstance(o, _pg.ProcessGroupCollGPU))
+    opts = dist.AllreduceOptions()
+    fut = _pg._done([t])
+    steps = [
+        ("MPI_Allreduce through ctypes", lambda: nat.call("allreduce", 0, None, t.data_ptr(), 1,
+                                                          nat.F32, nat.SUM)),
+        ("stream synchronize", lambda: torch.cuda.current_stream(t.device).synchronize()
+         if t.is_cuda else None),
+        ("a completed Work (Future, _create_work_from_future)", lambda: _pg._done([t])),
+        ("Work.wait of a completed Work", lambda: fut.wait()),
+        ("the Python process group's allreduce, called from Python", lambda: pg.allreduce([t], opts)),
+        ("ProcessGroup.allreduce (torch's C++ dispatch into it)", lambda: group.allreduce([t], opts).wait()),
+        ("dist.all_reduce", lambda: dist.all_reduce(t)),
+    ]
+    for name, fn in steps:
+        for _ in range(200):
+            fn()
+        s = timed(fn, iters, 5, sync)
+        if dist.get_rank() == 0:
+            print(f"torch_bench breakdown {dev}: {name}: {s * 1e6:.2f} us", flush=True)
+    if dist.get_rank() == 0:
+        import cProfile
+        import pstats
+        prof = cProfile.Profile()
+        prof.enable()
+    for _ in range(iters):
+        dist.all_reduce(t)
+    if dist.get_rank() == 0:
+        prof.disable()
+        pstats.Stats(prof).sort_stats("tottime").print_stats(14)
+
+
 def main():
     dev = arg("--device", "cuda")
     iters = int(arg("--iters", "200"))
@@ -48,9 +86,15 @@ def main():
     else:
         sync = lambda: None  # noqa: E731
     codes = {torch.float32: nat.F32, torch.bfloat16: nat.BF16}
+    big = int(arg("--big", "0"))  # also N Mi elements of float32 and bfloat16
     cases = [("4 B float32", torch.float32, 1, iters * 10),
              ("64 MiB float32", torch.float32, 16 << 20, max(iters // 20, 5)),
              ("16 Mi bfloat16 (32 MiB)", torch.bfloat16, 16 << 20, max(iters // 20, 5))]
+    if big:
+        cases += [(f"{big} Mi float32 ({big * 4} MiB)", torch.float32, big << 20, 5),
+                  (f"{big} Mi bfloat16 ({big * 2} MiB)", torch.bfloat16, big << 20, 5)]
+    if "--breakdown" in sys.argv:
+        breakdown(dev, iters * 10, sync)
     for name, dtype, n, it in cases:
         t = (torch.rand(n, device=dev) + 0.5).to(dtype)
         for _ in range(3):  # warm: the team, the mappings, the pools
