@@ -34,10 +34,16 @@ _TYPES = {
 }
 _FLOATS = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 _RED = dist.ReduceOp.RedOpType if hasattr(dist.ReduceOp, "RedOpType") else dist.ReduceOp
+# by the ops' integer values: comparing or hashing torch's op enums costs 1-2 us a time in
+# Python, an int() of one 0.6 (tests/bench/torch_bench.py --breakdown)
 _OPS = {
-    _RED.SUM: nat.SUM, _RED.PRODUCT: nat.PROD, _RED.MIN: nat.MIN, _RED.MAX: nat.MAX,
-    _RED.BAND: nat.BAND, _RED.BOR: nat.BOR, _RED.BXOR: nat.BXOR,
+    int(_RED.SUM): nat.SUM, int(_RED.PRODUCT): nat.PROD, int(_RED.MIN): nat.MIN,
+    int(_RED.MAX): nat.MAX, int(_RED.BAND): nat.BAND, int(_RED.BOR): nat.BOR,
+    int(_RED.BXOR): nat.BXOR,
 }
+_AVG = int(_RED.AVG)
+_BITWISE = (int(_RED.BAND), int(_RED.BOR), int(_RED.BXOR))
+_op_codes = {}  # (op value, dtype) -> what _op returns: its checks made once per pair
 
 
 def _dtype(t):
@@ -50,23 +56,31 @@ def _dtype(t):
 
 def _op(red, t):
     """(MPI op code, average) of a torch reduce op for tensor t; errors name what is refused."""
-    kind = red.op if hasattr(red, "op") and not isinstance(red, _RED) else red
-    if t.dtype in (torch.float16, torch.bfloat16) and not nat.half_ops():
-        raise ValueError(f"collgpu: reducing dtype {t.dtype} needs coll/gpu's libcollgpu "
+    kind = red if type(red) is _RED else red.op  # a ReduceOp wraps its RedOpType
+    key = (int(kind), t.dtype)
+    code = _op_codes.get(key)
+    if code is None:
+        code = _op_codes[key] = _op_code(kind, key[0], t.dtype)
+    return code
+
+
+def _op_code(kind, value, dtype):
+    if dtype in (torch.float16, torch.bfloat16) and not nat.half_ops():
+        raise ValueError(f"collgpu: reducing dtype {dtype} needs coll/gpu's libcollgpu "
                          "(libcollgpu.so.0: loaded with coll/gpu's component, or on the "
                          "library path)")
-    if kind == _RED.AVG:
-        if t.dtype not in _FLOATS:
-            raise ValueError(f"collgpu: ReduceOp.AVG on dtype {t.dtype}: average is defined "
+    if value == _AVG:
+        if dtype not in _FLOATS:
+            raise ValueError(f"collgpu: ReduceOp.AVG on dtype {dtype}: average is defined "
                              "here for floating-point tensors only")
         return nat.SUM, True
-    if kind not in _OPS:
+    if value not in _OPS:
         raise ValueError(f"collgpu: reduce op {kind} is not supported (SUM, AVG, PRODUCT, MIN, "
                          "MAX, BAND, BOR, BXOR)")
-    if kind in (_RED.BAND, _RED.BOR, _RED.BXOR) and t.dtype in _FLOATS:
-        raise ValueError(f"collgpu: reduce op {kind} on dtype {t.dtype}: bitwise ops take "
+    if value in _BITWISE and dtype in _FLOATS:
+        raise ValueError(f"collgpu: reduce op {kind} on dtype {dtype}: bitwise ops take "
                          "integer and bool tensors")
-    return _OPS[kind], False
+    return _OPS[value], False
 
 
 def _settle(*tensors):
@@ -109,6 +123,11 @@ class _Queue:
 
     def inside(self):
         return getattr(self._local, "inside", False)
+
+    def busy(self):
+        """Are calls queued or running on the thread?  (Read without the lock: a call that
+        another thread issues at this very moment is that program's race, as in MPI.)"""
+        return self._pending > 0
 
     def issue(self, body, asynchronous, device):
         with self._lock:
@@ -184,10 +203,12 @@ def _call(method):
 
     @functools.wraps(method)
     def issue(self, *args, **kwargs):
+        opts = kwargs.get("opts", args[-1] if args else None)
+        asynchronous = getattr(opts, "asyncOp", False) and nat.can_overlap()
+        if not asynchronous and not _queue.busy():  # the common case: here, now
+            return _done(method(self, *args, **kwargs))
         if _queue.inside():
             return method(self, *args, **kwargs)
-        opts = kwargs.get("opts", args[-1] if args else None)
-        asynchronous = bool(getattr(opts, "asyncOp", False)) and nat.can_overlap()
         device = _cuda_device(args) if asynchronous else None
         return _queue.issue(lambda: method(self, *args, **kwargs), asynchronous, device)
 
