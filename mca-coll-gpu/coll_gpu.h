@@ -450,9 +450,10 @@ coll_gpu_team_t *mca_coll_gpu_select_nb(mca_coll_gpu_module_t *m,
 /* The plan of a call on a ready team; false when it is staged. */
 bool mca_coll_gpu_select_plan(coll_gpu_team_t *t, topo_coll_t coll, size_t bytes,
                               topo_plan_t *plan);
-/* An allreduce plan for a call in place (MPI_IN_PLACE, the same on every rank: the team's
- * agreement checks it): one-shot becomes two-shot, which needs no copy in place. */
-void mca_coll_gpu_plan_in_place(topo_plan_t *plan);
+/* An allreduce plan for this call, from what the table does not see and every rank shares
+ * (in place, checked by the team's agreement; the element type): in place, one-shot becomes
+ * two-shot, which needs no copy; 16-bit floats get the whole GPU's blocks. */
+void mca_coll_gpu_plan_for_call(topo_plan_t *plan, bool in_place, dev_dtype_t dt);
 
 /* ---- one rank's buffers on the agreed path (coll_gpu_adapt.c) ---- */
 

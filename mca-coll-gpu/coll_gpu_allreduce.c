@@ -71,8 +71,8 @@ static int allreduce_device(const void *sbuf, void *rbuf, int count,
                                            nelems);
     }
     team = mca_coll_gpu_select(m, comm, TOPO_COLL_ALLREDUCE, bytes, not_capable, &plan);
-    if (NULL != team && in_place) {
-        mca_coll_gpu_plan_in_place(&plan);
+    if (NULL != team) {
+        mca_coll_gpu_plan_for_call(&plan, in_place, dt);
     }
     mca_coll_gpu_log_plan(allreduce_name, comm, bytes, dtype, op, TOPO_COLL_ALLREDUCE, team,
                           &plan);

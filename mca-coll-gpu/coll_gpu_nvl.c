@@ -18,7 +18,7 @@
  *   done(seq); wait done(all) >= seq   done(seq); wait done(all) >= seq
  * One-shot never runs in place (peers would read a buffer its owner is overwriting): an
  * in-place call takes two-shot, where each element is read and written by one rank only
- * (mca_coll_gpu_plan_in_place).  Every rank reduces in rank order, so floating-point results
+ * (mca_coll_gpu_plan_for_call).  Every rank reduces in rank order, so floating-point results
  * are identical on all ranks.
  *
  * push bcast: every non-root exports its buffer and arrives; the root copies its data into each
@@ -916,7 +916,7 @@ int mca_coll_gpu_nvl_allreduce(coll_gpu_team_t *t, const topo_plan_t *plan, cons
         return nvl_sit_out(t, TOPO_AR_FUSED == plan->alg, local_rc);
     }
 
-    if (TOPO_AR_ONESHOT == plan->alg) { /* never in place (mca_coll_gpu_plan_in_place) */
+    if (TOPO_AR_ONESHOT == plan->alg) { /* never in place (mca_coll_gpu_plan_for_call) */
         return allreduce_oneshot_direct(t, src, rbuf, count, dt, op, &launch, comm);
     }
     if (TOPO_AR_RING == plan->alg) {

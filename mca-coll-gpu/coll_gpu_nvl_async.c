@@ -51,7 +51,7 @@
  *   fused        [emulated: arrive, wait arrive(all)] launch (cuda: at once) | poll done word
  *                | done(seq); next piece, one seq each
  *   one-shot     export sbuf, arrive | wait arrive(all), map, reduce | poll stream | finish
- *                (in place: two-shot, mca_coll_gpu_plan_in_place)
+ *                (in place: two-shot, mca_coll_gpu_plan_for_call)
  *   two-shot     export sbuf, rbuf, arrive | wait arrive(all), map, reduce my shard into
  *                every rank's rbuf | poll stream | finish
  *   ring         copy sbuf -> rbuf | poll stream, export rbuf, arrive, step 0 | for k = 1 ..
@@ -1104,11 +1104,9 @@ static void allreduce_begin(coll_gpu_async_t *r);
 static void bcast_begin(coll_gpu_async_t *r);
 
 /* The allreduce algorithm of a plan; false when the plan has no form here (staged). */
-static bool allreduce_alg(topo_plan_t *plan, bool in_place, async_alg_t *alg)
+static bool allreduce_alg(topo_plan_t *plan, bool in_place, dev_dtype_t dt, async_alg_t *alg)
 {
-    if (in_place) {
-        mca_coll_gpu_plan_in_place(plan);
-    }
+    mca_coll_gpu_plan_for_call(plan, in_place, dt);
     if (TOPO_AR_FUSED == plan->alg) {
         *alg = ALG_FUSED;
     } else if (TOPO_AR_ONESHOT == plan->alg) {
@@ -1186,7 +1184,7 @@ static int step_defer(coll_gpu_async_t *r)
     r->wait_start = 0.0;
     memset(&plan, 0, sizeof(plan));
     if (COLL_GPU_TEAM_READY == state && mca_coll_gpu_select_plan(t, coll, bytes, &plan)
-        && (r->bcast || allreduce_alg(&plan, r->in_place, &alg))) {
+        && (r->bcast || allreduce_alg(&plan, r->in_place, r->dt, &alg))) {
         async_take_plan(r, alg, &plan, bytes, r->user_dtype);
         if (r->bcast) {
             bcast_begin(r);
@@ -1883,7 +1881,7 @@ int mca_coll_gpu_async_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, voi
     }
     /* the plan is the same on every rank: so is what follows (a plan without a nonblocking
      * form is staged; on a team a nonblocking call set up, through its queue) */
-    if (!deferred && !allreduce_alg(&plan, in_place, &alg)) {
+    if (!deferred && !allreduce_alg(&plan, in_place, dt, &alg)) {
         if (!t->async_setup) {
             return OMPI_SUCCESS;
         }

@@ -281,21 +281,36 @@ bool mca_coll_gpu_select_plan(coll_gpu_team_t *t, topo_coll_t coll, size_t bytes
 }
 
 /*
- * One-shot reads every peer's whole input and writes only its own output.  In place a peer's
- * input is its output, which that peer overwrites while the others may still read it, so an
- * in-place one-shot had to copy its input into the team's scratch and synchronise before the
- * reduction: two GPU steps, about twice the time of the out-of-place call where GPU steps
- * dominate (ranks sharing one GPU: 485 against 255 us at 8 B).  Two-shot reads and writes
- * each element on one rank only (the owner of its chunk, in every rank's buffer), so in place
- * it needs no copy: one GPU step, as the out-of-place one-shot.  (The fused kernel, which
- * takes small calls between NVLink peers, works in place as it is.)
+ * The plan of one allreduce, after the decision table, from what the table does not see (the
+ * same on every rank: whether the call is in place, the element type of the signature and op).
+ *
+ * In place.  One-shot reads every peer's whole input and writes only its own output.  In place
+ * a peer's input is its output, which that peer overwrites while the others may still read it,
+ * so an in-place one-shot had to copy its input into the team's scratch and synchronise before
+ * the reduction: two GPU steps, about twice the time of the out-of-place call where GPU steps
+ * dominate (ranks sharing one GPU: 485 against 255 us at 8 B).  Two-shot reads and writes each
+ * element on one rank only (the owner of its chunk, in every rank's buffer), so in place it
+ * needs no copy: one GPU step, as the out-of-place one-shot (266 against 258 us measured
+ * after).  (The fused kernel, which takes small calls between NVLink peers, works in place as
+ * it is.)
+ *
+ * 16-bit floats.  The table's launch shapes were measured on 4- and 8-byte types; a 16-bit
+ * float element costs a conversion each way per 2 bytes moved, and at the table's 32 blocks the
+ * bfloat16 two-shot moved 191 GB/s where float32 moves 302 (one shared H200, 256 Mi elements):
+ * the SM algorithms take the device layer's whole-GPU launch for them instead (0 blocks: as
+ * many as fit), unless coll_gpu_nblocks says otherwise.
  */
-void mca_coll_gpu_plan_in_place(topo_plan_t *plan)
+void mca_coll_gpu_plan_for_call(topo_plan_t *plan, bool in_place, dev_dtype_t dt)
 {
-    if (TOPO_AR_ONESHOT == plan->alg) {
+    if (in_place && TOPO_AR_ONESHOT == plan->alg) {
         plan->alg = TOPO_AR_TWOSHOT;
         snprintf(plan->reason, sizeof(plan->reason),
                  "in place: two-shot, one GPU step (one-shot would copy its input first)");
+    }
+    if ((DEV_T_FLOAT16 == dt || DEV_T_BFLOAT16 == dt) && 0 == mca_coll_gpu_component.nblocks
+        && (TOPO_AR_ONESHOT == plan->alg || TOPO_AR_TWOSHOT == plan->alg
+            || TOPO_AR_RING == plan->alg)) {
+        plan->nblocks = 0;
     }
 }
 
