@@ -488,10 +488,13 @@ void mca_coll_gpu_adapt_release(mca_coll_gpu_module_t *m);
 int mca_coll_gpu_agree(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
                        const char *what, bool mine, bool *all_device);
 
-/* What one rank brings to a blocking allreduce, bcast or reduce, for the agreement. */
-#define COLL_GPU_KINDS_REDUCE 7 /* coll of a reduce (beside topo_coll_t's values) */
+/* What one rank brings to a blocking allreduce, bcast, reduce or allgather, for the
+ * agreement. */
+#define COLL_GPU_KINDS_REDUCE 7    /* coll of a reduce (beside topo_coll_t's values) */
+#define COLL_GPU_KINDS_ALLGATHER 8 /* coll of an allgather */
 typedef struct coll_gpu_kinds_call_t {
-    int coll;               /* TOPO_COLL_ALLREDUCE, TOPO_COLL_BCAST or COLL_GPU_KINDS_REDUCE */
+    int coll;               /* TOPO_COLL_ALLREDUCE, TOPO_COLL_BCAST, COLL_GPU_KINDS_REDUCE or
+                             * COLL_GPU_KINDS_ALLGATHER */
     bool device;            /* this rank's buffers are not all host memory */
     bool capable;           /* allreduce: the kernels take the element type and op */
     int dt;                 /* ... that element type (dev_dtype_t) */
@@ -873,6 +876,13 @@ int mca_coll_gpu_alltoallw(const void *sbuf, const int *scounts, const int *sdis
                            struct ompi_datatype_t *const *sdtypes, void *rbuf, const int *rcounts,
                            const int *rdisps, struct ompi_datatype_t *const *rdtypes,
                            struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
+/* A blocking bcast whose path is decided (all_device: agreed; coll_gpu_bcast.c), for the
+ * collectives composed of bcasts (an allgather, coll_gpu_gather.c): the node team where there is
+ * one, else staged.  A rank with prior_rc other than OMPI_SUCCESS takes part without data (a
+ * root that has none makes its peers fail) and returns it. */
+int mca_coll_gpu_bcast_device(void *buf, int count, struct ompi_datatype_t *dtype, int root,
+                              struct ompi_communicator_t *comm, mca_coll_gpu_module_t *m,
+                              bool all_device, int prior_rc);
 int mca_coll_gpu_bcast(void *buf, int count, struct ompi_datatype_t *dtype, int root,
                        struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
 int mca_coll_gpu_exscan(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,

@@ -425,9 +425,10 @@ void mca_coll_gpu_kinds_publish_host(mca_coll_gpu_module_t *m)
 
 static const char *coll_mpi_name(int coll)
 {
-    return (TOPO_COLL_ALLREDUCE == coll) ? "Allreduce"
-           : (TOPO_COLL_BCAST == coll)   ? "Bcast"
-                                         : "Reduce";
+    return (TOPO_COLL_ALLREDUCE == coll)         ? "Allreduce"
+           : (TOPO_COLL_BCAST == coll)           ? "Bcast"
+           : (COLL_GPU_KINDS_ALLGATHER == coll) ? "Allgather"
+                                                 : "Reduce";
 }
 
 /* The name of an op of kinds_op_id (Open MPI's predefined ops in their Fortran index order). */
@@ -517,6 +518,16 @@ static int kinds_compare(struct ompi_communicator_t *comm, const coll_gpu_kinds_
         for (int p = 0; p < n; ++p) {
             e = kinds_detail(b, p, u);
             if (e->bytes != kinds_detail(b, ref->root, u)->bytes) {
+                kinds_tell(comm, b, u, "byte count", "MPI_ERR_TRUNCATE");
+                return MPI_ERR_TRUNCATE;
+            }
+        }
+        return OMPI_SUCCESS;
+    }
+    if (COLL_GPU_KINDS_ALLGATHER == ref->coll) {
+        /* every rank receives every rank's block: one size on all of them */
+        for (int p = 0; p < n; ++p) {
+            if (kinds_detail(b, p, u)->bytes != ref->bytes) {
                 kinds_tell(comm, b, u, "byte count", "MPI_ERR_TRUNCATE");
                 return MPI_ERR_TRUNCATE;
             }
