@@ -235,7 +235,7 @@ typedef struct mca_coll_gpu_module_t {
     coll_gpu_bounce_t bounce[2];
     /* Device temporaries (send and receive roles) for the ranks whose own buffer the team path
      * cannot use in place (coll_gpu_adapt.c); kept between calls so that peers map them once. */
-    coll_gpu_bounce_t dev_tmp[2];
+    coll_gpu_bounce_t dev_tmp[3]; /* 2: a whole result of a composed collective */
 
     /* The node team for the fast path, built on the first call that can use it. */
     coll_gpu_team_t *team;
@@ -482,6 +482,17 @@ int mca_coll_gpu_adapt_out(mca_coll_gpu_module_t *m, struct ompi_communicator_t 
                            const char *what, const coll_gpu_adapt_t *a, bool copy_out);
 /* Free the device temporaries (module teardown). */
 void mca_coll_gpu_adapt_release(mca_coll_gpu_module_t *m);
+/* Copy scount x sdtype at src into rcount x rdtype at dst (one signature; either may be device
+ * or host memory, any layout), through dense device temporaries where needed.  Local; an error
+ * reported.  MPI_ERR_TRUNCATE where the byte counts differ. */
+int mca_coll_gpu_adapt_copy(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                            const char *what, const void *src, int scount,
+                            struct ompi_datatype_t *sdtype, void *dst, int rcount,
+                            struct ompi_datatype_t *rdtype);
+/* The module's device scratch for a whole result of a composed collective (a reduce-scatter's
+ * allreduce), at least bytes long, kept between calls (peers map it once).  Error reported. */
+int mca_coll_gpu_adapt_scratch(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                               const char *what, size_t bytes, void **ptr);
 /* Agree on whether this call's buffers are device memory on every rank: one host allreduce
  * (communicators whose ranks span hosts, coll_gpu_kinds.c).  Returns OMPI_SUCCESS and sets
  * *all_device. */
@@ -492,9 +503,9 @@ int mca_coll_gpu_agree(mca_coll_gpu_module_t *m, struct ompi_communicator_t *com
  * agreement. */
 #define COLL_GPU_KINDS_REDUCE 7    /* coll of a reduce (beside topo_coll_t's values) */
 #define COLL_GPU_KINDS_ALLGATHER 8 /* coll of an allgather */
+#define COLL_GPU_KINDS_REDUCE_SCATTER 9 /* coll of a reduce_scatter_block */
 typedef struct coll_gpu_kinds_call_t {
-    int coll;               /* TOPO_COLL_ALLREDUCE, TOPO_COLL_BCAST, COLL_GPU_KINDS_REDUCE or
-                             * COLL_GPU_KINDS_ALLGATHER */
+    int coll;               /* TOPO_COLL_ALLREDUCE, TOPO_COLL_BCAST or COLL_GPU_KINDS_* */
     bool device;            /* this rank's buffers are not all host memory */
     bool capable;           /* allreduce: the kernels take the element type and op */
     int dt;                 /* ... that element type (dev_dtype_t) */
@@ -876,6 +887,13 @@ int mca_coll_gpu_alltoallw(const void *sbuf, const int *scounts, const int *sdis
                            struct ompi_datatype_t *const *sdtypes, void *rbuf, const int *rcounts,
                            const int *rdisps, struct ompi_datatype_t *const *rdtypes,
                            struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
+/* A blocking allreduce whose path is decided (all_device: agreed; coll_gpu_allreduce.c), for the
+ * collectives composed of one (a reduce-scatter, coll_gpu_reduce.c); prior_rc as below, on
+ * communicators inside one node (the hierarchical path has no rank without data). */
+int mca_coll_gpu_allreduce_device(const void *sbuf, void *rbuf, int count,
+                                  struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                                  struct ompi_communicator_t *comm, mca_coll_gpu_module_t *m,
+                                  bool all_device, int prior_rc);
 /* A blocking bcast whose path is decided (all_device: agreed; coll_gpu_bcast.c), for the
  * collectives composed of bcasts (an allgather, coll_gpu_gather.c): the node team where there is
  * one, else staged.  A rank with prior_rc other than OMPI_SUCCESS takes part without data (a

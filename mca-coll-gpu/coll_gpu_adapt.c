@@ -67,7 +67,7 @@ static int adapt_tmp_get(mca_coll_gpu_module_t *m, int slot, size_t bytes, void 
 
 void mca_coll_gpu_adapt_release(mca_coll_gpu_module_t *m)
 {
-    for (int i = 0; i < 2; ++i) {
+    for (int i = 0; i < 3; ++i) {
         if (NULL != m->dev_tmp[i].ptr) {
             (void) dev_mem_free(m->dev_tmp[i].ptr);
         }
@@ -201,4 +201,46 @@ int mca_coll_gpu_adapt_out(mca_coll_gpu_module_t *m, struct ompi_communicator_t 
         return OMPI_SUCCESS;
     }
     return adapt_convert(m, comm, what, a, false);
+}
+
+int mca_coll_gpu_adapt_scratch(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                               const char *what, size_t bytes, void **ptr)
+{
+    if (DEV_OK != adapt_tmp_get(m, 2, bytes, ptr)) {
+        mca_coll_gpu_report_failure(what, comm, "cannot allocate a %zu B device scratch: %s",
+                                    bytes, dev_error_string());
+        *ptr = NULL;
+        return OMPI_ERR_OUT_OF_RESOURCE;
+    }
+    return OMPI_SUCCESS;
+}
+
+int mca_coll_gpu_adapt_copy(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                            const char *what, const void *src, int scount,
+                            struct ompi_datatype_t *sdtype, void *dst, int rcount,
+                            struct ompi_datatype_t *rdtype)
+{
+    size_t sbytes = mca_coll_gpu_call_bytes(sdtype, (size_t) scount);
+    size_t rbytes = mca_coll_gpu_call_bytes(rdtype, (size_t) rcount);
+    coll_gpu_adapt_t s, r;
+    int rc;
+
+    if (sbytes != rbytes) {
+        mca_coll_gpu_report_failure(what, comm, "%zu B to copy into %zu B (the type signatures "
+                                    "differ)", sbytes, rbytes);
+        return MPI_ERR_TRUNCATE;
+    }
+    rc = mca_coll_gpu_adapt_in(m, comm, what, 0, src, scount, sdtype, true, false, &s);
+    if (OMPI_SUCCESS == rc) {
+        rc = mca_coll_gpu_adapt_in(m, comm, what, 1, dst, rcount, rdtype, false, false, &r);
+    }
+    if (OMPI_SUCCESS == rc && 0 < rbytes && DEV_OK != dev_memcpy(r.dev, s.dev, rbytes)) {
+        mca_coll_gpu_report_failure(what, comm, "copy of %zu B on the device: %s", rbytes,
+                                    dev_error_string());
+        rc = OMPI_ERROR;
+    }
+    if (OMPI_SUCCESS == rc) {
+        rc = mca_coll_gpu_adapt_out(m, comm, what, &r, true);
+    }
+    return rc;
 }

@@ -41,10 +41,10 @@ static int allreduce_staged(const void *sbuf, void *rbuf, int count,
  * a rank whose buffers the team cannot use in place (gaps, managed or host memory, memory the
  * team cannot export) goes through device temporaries (coll_gpu_adapt.c).
  */
-static int allreduce_device(const void *sbuf, void *rbuf, int count,
-                            struct ompi_datatype_t *dtype, struct ompi_op_t *op,
-                            struct ompi_communicator_t *comm, mca_coll_gpu_module_t *m,
-                            bool all_device)
+int mca_coll_gpu_allreduce_device(const void *sbuf, void *rbuf, int count,
+                                  struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                                  struct ompi_communicator_t *comm, mca_coll_gpu_module_t *m,
+                                  bool all_device, int prior_rc)
 {
     size_t bytes = mca_coll_gpu_call_bytes(dtype, (size_t) count);
     bool in_place = (MPI_IN_PLACE == sbuf);
@@ -59,7 +59,9 @@ static int allreduce_device(const void *sbuf, void *rbuf, int count,
 
     /* the program's copies into our buffers on the default stream must have ended before the
      * team (its streams, its peers) reads them (dev.h) */
-    int settled = (DEV_OK == dev_default_stream_settle()) ? OMPI_SUCCESS : OMPI_ERROR;
+    int settled = (OMPI_SUCCESS != prior_rc)                  ? prior_rc
+                  : (DEV_OK == dev_default_stream_settle()) ? OMPI_SUCCESS
+                                                            : OMPI_ERROR;
 
     if (all_device) {
         not_capable = mca_coll_gpu_map_reduction(dtype, (size_t) count, op, &dt, &dop, &nelems);
@@ -77,7 +79,8 @@ static int allreduce_device(const void *sbuf, void *rbuf, int count,
     mca_coll_gpu_log_plan(allreduce_name, comm, bytes, dtype, op, TOPO_COLL_ALLREDUCE, team,
                           &plan);
     if (NULL == team) {
-        return allreduce_staged(sbuf, rbuf, count, dtype, op, comm, m);
+        rc = allreduce_staged(sbuf, rbuf, count, dtype, op, comm, m);
+        return (OMPI_SUCCESS != prior_rc) ? prior_rc : rc;
     }
     /* in place, the receive buffer is the input too; peers map the send buffer in one-shot
      * (but in place) and two-shot, the receive buffer in two-shot and ring (coll_gpu_nvl.c) */
@@ -97,7 +100,7 @@ static int allreduce_device(const void *sbuf, void *rbuf, int count,
     if (OMPI_SUCCESS == rc) {
         rc = mca_coll_gpu_adapt_out(m, comm, allreduce_name, &r, true);
     }
-    return rc;
+    return (OMPI_SUCCESS != prior_rc) ? prior_rc : rc;
 }
 
 int mca_coll_gpu_allreduce(const void *sbuf, void *rbuf, int count,
@@ -150,7 +153,8 @@ int mca_coll_gpu_allreduce(const void *sbuf, void *rbuf, int count,
     if (OMPI_SUCCESS == rc) {
         rc = host ? m->prev_allreduce.fn(sbuf, rbuf, count, dtype, op, comm,
                                          m->prev_allreduce.module)
-                  : allreduce_device(sbuf, rbuf, count, dtype, op, comm, m, all_device);
+                  : mca_coll_gpu_allreduce_device(sbuf, rbuf, count, dtype, op, comm, m,
+                                                  all_device, OMPI_SUCCESS);
     }
     return rc;
 }

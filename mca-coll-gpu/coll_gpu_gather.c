@@ -98,40 +98,6 @@ static int allgather_staged(const void *sbuf, int scount, struct ompi_datatype_t
         .rdtype = rdtype, .comm = comm});
 }
 
-/* This rank's own block: its send buffer into its block of the receive buffer, on the device
- * (either layout; dense temporaries where one is needed, coll_gpu_adapt.c).  Local. */
-static int allgather_own_block(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
-                               const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
-                               void *block, int rcount, struct ompi_datatype_t *rdtype)
-{
-    coll_gpu_adapt_t s, r;
-    int rc;
-
-    if (mca_coll_gpu_call_bytes(sdtype, (size_t) scount)
-        != mca_coll_gpu_call_bytes(rdtype, (size_t) rcount)) {
-        mca_coll_gpu_report_failure(allgather_name, comm,
-                                    "the send buffer holds %zu B, a block of the receive buffer "
-                                    "%zu B (the type signatures differ)",
-                                    mca_coll_gpu_call_bytes(sdtype, (size_t) scount),
-                                    mca_coll_gpu_call_bytes(rdtype, (size_t) rcount));
-        return MPI_ERR_TRUNCATE;
-    }
-    rc = mca_coll_gpu_adapt_in(m, comm, allgather_name, 0, sbuf, scount, sdtype, true, false, &s);
-    if (OMPI_SUCCESS == rc) {
-        rc = mca_coll_gpu_adapt_in(m, comm, allgather_name, 1, block, rcount, rdtype, false, false,
-                                   &r);
-    }
-    if (OMPI_SUCCESS == rc && 0 < r.bytes && DEV_OK != dev_memcpy(r.dev, s.dev, r.bytes)) {
-        mca_coll_gpu_report_failure(allgather_name, comm, "copy of its own %zu B block: %s",
-                                    r.bytes, dev_error_string());
-        rc = OMPI_ERROR;
-    }
-    if (OMPI_SUCCESS == rc) {
-        rc = mca_coll_gpu_adapt_out(m, comm, allgather_name, &r, true);
-    }
-    return rc;
-}
-
 /*
  * MPI_Allgather on device memory, agreed on every rank: one bcast per rank on the node team,
  * root r sending its block of the receive buffer (filled first from its send buffer), so each
@@ -172,9 +138,9 @@ static int allgather_device(const void *sbuf, int scount, struct ompi_datatype_t
                           "a bcast per rank on the node team");
     own_rc = (MPI_IN_PLACE == sbuf)
                  ? OMPI_SUCCESS
-                 : allgather_own_block(m, comm, sbuf, scount, sdtype,
-                                       (char *) rbuf + (ptrdiff_t) me * rcount * extent, rcount,
-                                       rdtype);
+                 : mca_coll_gpu_adapt_copy(m, comm, allgather_name, sbuf, scount, sdtype,
+                                           (char *) rbuf + (ptrdiff_t) me * rcount * extent,
+                                           rcount, rdtype);
     for (int r = 0; r < n; ++r) {
         int rc_r = mca_coll_gpu_bcast_device((char *) rbuf + (ptrdiff_t) r * rcount * extent,
                                              rcount, rdtype, r, comm, m, true,

@@ -428,7 +428,8 @@ static const char *coll_mpi_name(int coll)
     return (TOPO_COLL_ALLREDUCE == coll)         ? "Allreduce"
            : (TOPO_COLL_BCAST == coll)           ? "Bcast"
            : (COLL_GPU_KINDS_ALLGATHER == coll) ? "Allgather"
-                                                 : "Reduce";
+           : (COLL_GPU_KINDS_REDUCE_SCATTER == coll) ? "Reduce_scatter_block"
+                                                      : "Reduce";
 }
 
 /* The name of an op of kinds_op_id (Open MPI's predefined ops in their Fortran index order). */
@@ -534,7 +535,7 @@ static int kinds_compare(struct ompi_communicator_t *comm, const coll_gpu_kinds_
         }
         return OMPI_SUCCESS;
     }
-    if (TOPO_COLL_ALLREDUCE != ref->coll) {
+    if (TOPO_COLL_ALLREDUCE != ref->coll && COLL_GPU_KINDS_REDUCE_SCATTER != ref->coll) {
         return OMPI_SUCCESS; /* reduce: staged; its entries only tell the kinds */
     }
     for (int p = 0; p < n; ++p) {
