@@ -1,5 +1,6 @@
 /*
- * test_erroneous.c - erroneous MPI_Allreduce and MPI_Bcast calls on device memory, under
+ * test_erroneous.c - erroneous MPI_Allreduce, MPI_Bcast, MPI_Allgather and
+ * MPI_Reduce_scatter_block calls on device memory, under
  * coll/gpu's defaults: every rank returns an MPI error, none hangs, and no byte outside the
  * call's buffers is written (MPI calls these programs erroneous; real programs have such bugs
  * while they are being written, and must be told, not corrupted).
@@ -16,6 +17,11 @@
  *              MPI_DOUBLE on the others                                  MPI_ERR_OTHER
  *   root       bcast, root 0 on rank 0, root 1 on the others            MPI_ERR_ROOT
  *   bcast count bcast, 16 ints at the root, 262144 on the others        MPI_ERR_TRUNCATE
+ *   allgather-count allgather, blocks of 16 ints on rank 0 and 262144 / size on the others
+ *                                                                        MPI_ERR_TRUNCATE
+ *   rsb-count  reduce_scatter_block, blocks of 16 ints on rank 0, 262144 / size elsewhere
+ *                                                                        MPI_ERR_COUNT
+ *   rsb-op     reduce_scatter_block, MPI_SUM on rank 0, MPI_MAX on the others  MPI_ERR_OP
  * After each, a correct call on the same communicator must still be right.
  *
  * Usage: test_erroneous [PATTERN ...]   (default: all)
@@ -190,6 +196,18 @@ static int run_pattern(const char *pattern)
     } else if (0 == strcmp(pattern, "root")) {
         want_class = MPI_ERR_ROOT;
         rc = MPI_Bcast(s.buf, BIG, MPI_INT, 0 == mt_rank ? 0 : 1, comm);
+    } else if (0 == strcmp(pattern, "allgather-count")) {
+        int block = 0 == mt_rank ? 16 : BIG / mt_size;
+        want_class = MPI_ERR_TRUNCATE;
+        rc = MPI_Allgather(s.buf, block, MPI_INT, r.buf, block, MPI_INT, comm);
+    } else if (0 == strcmp(pattern, "rsb-count")) {
+        want_class = MPI_ERR_COUNT;
+        rc = MPI_Reduce_scatter_block(s.buf, r.buf, 0 == mt_rank ? 16 : BIG / mt_size, MPI_INT,
+                                      MPI_SUM, comm);
+    } else if (0 == strcmp(pattern, "rsb-op")) {
+        want_class = MPI_ERR_OP;
+        rc = MPI_Reduce_scatter_block(s.buf, r.buf, BIG / mt_size, MPI_INT,
+                                      0 == mt_rank ? MPI_SUM : MPI_MAX, comm);
     } else {
         want_class = MPI_ERR_TRUNCATE;
         rc = MPI_Bcast(s.buf, 0 == mt_rank ? 16 : BIG, MPI_INT, 0, comm);
@@ -220,8 +238,9 @@ static int run_pattern(const char *pattern)
 
 int main(int argc, char **argv)
 {
-    static const char *const all[] = {"count",       "op",   "user-op",    "type",
-                                      "type-kernel", "root", "bcast-count"};
+    static const char *const all[] = {"count",       "op",   "user-op",     "type",
+                                      "type-kernel", "root", "bcast-count", "allgather-count",
+                                      "rsb-count",   "rsb-op"};
     char why[256];
 
     mt_init(&argc, &argv);
