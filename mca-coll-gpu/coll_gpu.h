@@ -523,6 +523,18 @@ int mca_coll_gpu_kinds_agree(mca_coll_gpu_module_t *m, struct ompi_communicator_
                              bool *all_device);
 /* The host-memory rank's part of it on a board (the hot path: one store, no wait). */
 void mca_coll_gpu_kinds_publish_host(mca_coll_gpu_module_t *m);
+/* The first step of every blocking collective that agrees per call, in one place: a rank whose
+ * buffers are all host memory (host), on a communicator agreeing through its board (no
+ * promise), notes its kind and goes to the component below at once: true.  Otherwise false: the
+ * caller fills its coll_gpu_kinds_call_t and agrees (mca_coll_gpu_kinds_agree). */
+static inline bool mca_coll_gpu_host_noted(mca_coll_gpu_module_t *m, bool host)
+{
+    if (host && COLL_GPU_KMODE_BOARD == m->kmode && !mca_coll_gpu_component.uniform_buffers) {
+        mca_coll_gpu_kinds_publish_host(m);
+        return true;
+    }
+    return false;
+}
 void mca_coll_gpu_kinds_release(mca_coll_gpu_module_t *m);
 /* Map a POSIX shared memory block of len bytes by name (coll_gpu_team.c); with create, make it
  * (O_EXCL: a taken name fails with EEXIST) and remove the name again when mapping fails.  NULL

@@ -132,9 +132,7 @@ int mca_coll_gpu_allreduce(const void *sbuf, void *rbuf, int count,
     /* the kind of the memory the elements occupy, not of the pointers (which may lie outside);
      * a rank with a device block anywhere in a buffer is a device rank */
     host = mca_coll_gpu_data_host(sbuf, dtype, count) && mca_coll_gpu_data_host(rbuf, dtype, count);
-    if (host && COLL_GPU_KMODE_BOARD == m->kmode && !mca_coll_gpu_component.uniform_buffers) {
-        /* the hot path of host buffers: a note on the board, no wait (coll_gpu_kinds.c) */
-        mca_coll_gpu_kinds_publish_host(m);
+    if (mca_coll_gpu_host_noted(m, host)) { /* the hot path: a note, no wait */
         return m->prev_allreduce.fn(sbuf, rbuf, count, dtype, op, comm, m->prev_allreduce.module);
     }
     call = (coll_gpu_kinds_call_t){.coll = TOPO_COLL_ALLREDUCE,

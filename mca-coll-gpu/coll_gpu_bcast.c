@@ -108,9 +108,7 @@ int mca_coll_gpu_bcast(void *buf, int count, struct ompi_datatype_t *dtype, int 
     /* the kind of the memory the elements occupy, not of buf (which may lie outside it); a
      * device block anywhere makes this a device rank */
     host = mca_coll_gpu_data_host(buf, dtype, count);
-    if (host && COLL_GPU_KMODE_BOARD == m->kmode && !mca_coll_gpu_component.uniform_buffers) {
-        /* the hot path of host buffers: a note on the board, no wait (coll_gpu_kinds.c) */
-        mca_coll_gpu_kinds_publish_host(m);
+    if (mca_coll_gpu_host_noted(m, host)) { /* the hot path: a note, no wait */
         return m->prev_bcast.fn(buf, count, dtype, root, comm, m->prev_bcast.module);
     }
     call = (coll_gpu_kinds_call_t){.coll = TOPO_COLL_BCAST,

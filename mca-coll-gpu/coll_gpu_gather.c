@@ -166,8 +166,7 @@ int mca_coll_gpu_allgather(const void *sbuf, int scount, struct ompi_datatype_t 
      * MPI_Allreduce (coll_gpu_kinds.c): host ranks note theirs and go below at once */
     host = (MPI_IN_PLACE == sbuf || mca_coll_gpu_data_host(sbuf, sdtype, scount))
            && mca_coll_gpu_data_host(rbuf, rdtype, rcount * ompi_comm_size(comm));
-    if (host && COLL_GPU_KMODE_BOARD == m->kmode && !mca_coll_gpu_component.uniform_buffers) {
-        mca_coll_gpu_kinds_publish_host(m);
+    if (mca_coll_gpu_host_noted(m, host)) { /* the hot path: a note, no wait */
         return m->prev_allgather.fn(sbuf, scount, sdtype, rbuf, rcount, rdtype, comm,
                                     m->prev_allgather.module);
     }

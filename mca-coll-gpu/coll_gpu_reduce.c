@@ -51,9 +51,7 @@ int mca_coll_gpu_reduce(const void *sbuf, void *rbuf, int count, struct ompi_dat
      * statistics often come first).  Nested calls of the saved module go straight through. */
     host = (!sdir || mca_coll_gpu_data_host(sbuf, dtype, count))
            && (!rdir || mca_coll_gpu_data_host(rbuf, dtype, count));
-    if (host && COLL_GPU_KMODE_BOARD == m->kmode && !mca_coll_gpu_component.uniform_buffers) {
-        /* the hot path of host buffers: a note on the board, no wait (coll_gpu_kinds.c) */
-        mca_coll_gpu_kinds_publish_host(m);
+    if (mca_coll_gpu_host_noted(m, host)) { /* the hot path: a note, no wait */
         return m->prev_reduce.fn(sbuf, rbuf, count, dtype, op, root, comm, m->prev_reduce.module);
     }
     call = (coll_gpu_kinds_call_t){.coll = COLL_GPU_KINDS_REDUCE,
@@ -189,8 +187,7 @@ int mca_coll_gpu_reduce_scatter_block(const void *sbuf, void *rbuf, int rcount,
      * below at once */
     host = (MPI_IN_PLACE == sbuf || mca_coll_gpu_data_host(sbuf, dtype, rcount * n))
            && mca_coll_gpu_data_host(rbuf, dtype, MPI_IN_PLACE == sbuf ? rcount * n : rcount);
-    if (host && COLL_GPU_KMODE_BOARD == m->kmode && !mca_coll_gpu_component.uniform_buffers) {
-        mca_coll_gpu_kinds_publish_host(m);
+    if (mca_coll_gpu_host_noted(m, host)) { /* the hot path: a note, no wait */
         return m->prev_reduce_scatter_block.fn(sbuf, rbuf, rcount, dtype, op, comm,
                                                m->prev_reduce_scatter_block.module);
     }
