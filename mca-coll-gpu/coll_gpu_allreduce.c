@@ -149,7 +149,9 @@ int mca_coll_gpu_allreduce(const void *sbuf, void *rbuf, int count,
     }
     rc = mca_coll_gpu_kinds_agree(m, comm, allreduce_name, &call, &all_device);
     if (OMPI_SUCCESS == rc) {
-        rc = host ? m->prev_allreduce.fn(sbuf, rbuf, count, dtype, op, comm,
+        /* a host rank goes below unless the agreement put every rank on the device path (a
+         * communicator's device promise): then through a device temporary (coll_gpu_adapt.c) */
+        rc = (host && !all_device) ? m->prev_allreduce.fn(sbuf, rbuf, count, dtype, op, comm,
                                          m->prev_allreduce.module)
                   : mca_coll_gpu_allreduce_device(sbuf, rbuf, count, dtype, op, comm, m,
                                                   all_device, OMPI_SUCCESS);

@@ -117,9 +117,11 @@ int mca_coll_gpu_bcast(void *buf, int count, struct ompi_datatype_t *dtype, int 
                                    .root = root};
     rc = mca_coll_gpu_kinds_agree(m, comm, bcast_name, &call, &all_device);
     if (OMPI_SUCCESS == rc) {
-        rc = host ? m->prev_bcast.fn(buf, count, dtype, root, comm, m->prev_bcast.module)
-                  : mca_coll_gpu_bcast_device(buf, count, dtype, root, comm, m, all_device,
-                                              OMPI_SUCCESS);
+        /* a host rank goes below unless the agreement put every rank on the device path */
+        rc = (host && !all_device)
+                 ? m->prev_bcast.fn(buf, count, dtype, root, comm, m->prev_bcast.module)
+                 : mca_coll_gpu_bcast_device(buf, count, dtype, root, comm, m, all_device,
+                                             OMPI_SUCCESS);
     }
     return rc;
 }

@@ -177,7 +177,7 @@ int mca_coll_gpu_allgather(const void *sbuf, int scount, struct ompi_datatype_t 
     if (OMPI_SUCCESS != rc) {
         return rc;
     }
-    if (host) {
+    if (host && !all_device) {
         return m->prev_allgather.fn(sbuf, scount, sdtype, rbuf, rcount, rdtype, comm,
                                     m->prev_allgather.module);
     }

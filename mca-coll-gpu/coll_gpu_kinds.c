@@ -535,9 +535,15 @@ static int kinds_compare(struct ompi_communicator_t *comm, const coll_gpu_kinds_
         }
         return OMPI_SUCCESS;
     }
-    if (TOPO_COLL_ALLREDUCE != ref->coll && COLL_GPU_KINDS_REDUCE_SCATTER != ref->coll) {
-        return OMPI_SUCCESS; /* reduce: staged; its entries only tell the kinds */
+    if (COLL_GPU_KINDS_REDUCE == ref->coll) {
+        for (int p = 0; p < n; ++p) {
+            if (kinds_detail(b, p, u)->root != ref->root) {
+                kinds_tell(comm, b, u, "root", "MPI_ERR_ROOT");
+                return MPI_ERR_ROOT;
+            }
+        }
     }
+    /* allreduce, reduce, reduce_scatter_block: one count, op and element type */
     for (int p = 0; p < n; ++p) {
         e = kinds_detail(b, p, u);
         if (e->bytes != ref->bytes) {

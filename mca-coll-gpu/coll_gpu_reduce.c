@@ -25,6 +25,54 @@ static int reduce_body(const void *sbuf, void *rbuf, int count, struct ompi_data
         COLL_GPU_ONE_TYPE(dtype, count), .op = op, .root = root, .comm = comm});
 }
 
+/*
+ * MPI_Reduce on device memory, agreed on every rank: an allreduce on the node team (its
+ * algorithms and kernels) whose result the root keeps and the others leave in the module's
+ * device scratch.  Every rank's allreduce is out of place (MPI_IN_PLACE at the root alone
+ * would make the ranks' plans differ): an in-place root first copies its input into the
+ * scratch.  Inside one node, with a valid root (the component below tells an invalid one);
+ * else staged.  A rank without its scratch takes part without data (its peers fail).
+ */
+static int reduce_device(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
+                         struct ompi_op_t *op, int root, struct ompi_communicator_t *comm,
+                         mca_coll_gpu_module_t *m, bool all_device)
+{
+    static const char *const name = "reduce";
+    bool is_root = (ompi_comm_rank(comm) == root);
+    size_t bytes = mca_coll_gpu_call_bytes(dtype, (size_t) count), len;
+    ptrdiff_t lo;
+    void *scratch = NULL;
+    int local_rc;
+
+    /* under coll_gpu_uniform_buffers each rank answers for itself, and a reduce's ranks do not
+     * all have the same buffers (the root's receive buffer alone counts): staged, as on every
+     * rank that promise gives the same answer only for the send buffers */
+    if (!all_device || 0 == bytes || 0 > root || root >= ompi_comm_size(comm)
+        || (mca_coll_gpu_component.uniform_buffers && COLL_GPU_KMODE_PROMISE_DEVICE != m->kmode)
+        || mca_coll_gpu_hier_usable(m, comm, TOPO_COLL_ALLREDUCE)) {
+        mca_coll_gpu_log_call(name, comm, bytes, dtype, op,
+                              !all_device ? "staged (memory kind: host memory on some rank)"
+                                          : "staged (across nodes, empty, or no such root)");
+        return reduce_body(sbuf, rbuf, count, dtype, op, root, comm, m);
+    }
+    mca_coll_gpu_log_call(name, comm, bytes, dtype, op,
+                          "an allreduce on the node team (the root keeps the result)");
+    mca_coll_gpu_span(dtype, (size_t) count, &lo, &len);
+    local_rc = (is_root && MPI_IN_PLACE != sbuf)
+                   ? OMPI_SUCCESS
+                   : mca_coll_gpu_adapt_scratch(m, comm, name, len, &scratch);
+    if (OMPI_SUCCESS == local_rc && is_root && MPI_IN_PLACE == sbuf) { /* its input */
+        local_rc = mca_coll_gpu_adapt_copy(m, comm, name, rbuf, count, dtype,
+                                           (char *) scratch - lo, count, dtype);
+    }
+    if (is_root) {
+        return mca_coll_gpu_allreduce_device(MPI_IN_PLACE == sbuf ? (char *) scratch - lo : sbuf,
+                                             rbuf, count, dtype, op, comm, m, true, local_rc);
+    }
+    return mca_coll_gpu_allreduce_device(sbuf, NULL == scratch ? NULL : (char *) scratch - lo,
+                                         count, dtype, op, comm, m, true, local_rc);
+}
+
 int mca_coll_gpu_reduce(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
                         struct ompi_op_t *op, int root, struct ompi_communicator_t *comm,
                         mca_coll_base_module_t *module)
@@ -45,10 +93,9 @@ int mca_coll_gpu_reduce(const void *sbuf, void *rbuf, int count, struct ompi_dat
     if (m->inter || m->in_agreed_call) {
         return reduce_body(sbuf, rbuf, count, dtype, op, root, comm, m);
     }
-    /* On an intracommunicator the ranks note their kinds for the communicator's agreement as
-     * for MPI_Allreduce (coll_gpu_kinds.c), though a reduce never takes the GPU path: the
-     * nonblocking allreduces and bcasts after it follow what it found (a benchmark's
-     * statistics often come first).  Nested calls of the saved module go straight through. */
+    /* On an intracommunicator the ranks agree on their kinds per call as for MPI_Allreduce
+     * (coll_gpu_kinds.c); device memory on every rank takes the GPU (reduce_device).  Nested
+     * calls of the saved module go straight through. */
     host = (!sdir || mca_coll_gpu_data_host(sbuf, dtype, count))
            && (!rdir || mca_coll_gpu_data_host(rbuf, dtype, count));
     if (mca_coll_gpu_host_noted(m, host)) { /* the hot path: a note, no wait */
@@ -57,12 +104,24 @@ int mca_coll_gpu_reduce(const void *sbuf, void *rbuf, int count, struct ompi_dat
     call = (coll_gpu_kinds_call_t){.coll = COLL_GPU_KINDS_REDUCE,
                                    .device = !host,
                                    .bytes = mca_coll_gpu_call_bytes(dtype, (size_t) count),
+                                   .op = op,
                                    .root = root};
-    rc = mca_coll_gpu_kinds_agree(m, comm, name, &call, &all_device);
-    if (OMPI_SUCCESS == rc) {
-        rc = reduce_body(sbuf, rbuf, count, dtype, op, root, comm, m);
+    if (!host) {
+        dev_dtype_t dt = DEV_T_UINT8;
+        dev_op_t dop = DEV_OP_SUM;
+        size_t nelems = 0;
+        call.capable = (NULL == mca_coll_gpu_map_reduction(dtype, (size_t) count, op, &dt, &dop,
+                                                           &nelems));
+        call.dt = (int) dt;
     }
-    return rc;
+    rc = mca_coll_gpu_kinds_agree(m, comm, name, &call, &all_device);
+    if (OMPI_SUCCESS != rc) {
+        return rc;
+    }
+    if (host && !all_device) {
+        return m->prev_reduce.fn(sbuf, rbuf, count, dtype, op, root, comm, m->prev_reduce.module);
+    }
+    return reduce_device(sbuf, rbuf, count, dtype, op, root, comm, m, all_device);
 }
 
 int mca_coll_gpu_ireduce(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
@@ -207,7 +266,7 @@ int mca_coll_gpu_reduce_scatter_block(const void *sbuf, void *rbuf, int rcount,
     if (OMPI_SUCCESS != rc) {
         return rc;
     }
-    if (host) {
+    if (host && !all_device) {
         return m->prev_reduce_scatter_block.fn(sbuf, rbuf, rcount, dtype, op, comm,
                                                m->prev_reduce_scatter_block.module);
     }
