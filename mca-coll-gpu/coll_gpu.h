@@ -514,6 +514,10 @@ typedef struct coll_gpu_kinds_call_t {
     struct ompi_op_t *op;   /* allreduce */
 } coll_gpu_kinds_call_t;
 
+/* A device rank's reduction in its record (coll_gpu_select.c): whether the kernels take its
+ * signature and op, and then its element type (what the ranks compare). */
+void mca_coll_gpu_kinds_reduction(coll_gpu_kinds_call_t *call, struct ompi_datatype_t *dtype,
+                                  size_t count, struct ompi_op_t *op);
 /* The path of this call, agreed with every rank of it (coll_gpu_kinds.c): *all_device is true
  * on every rank when every rank passes device memory (then the GPU path, else the component
  * below).  An erroneous call whose ranks all pass device memory returns the same MPI error on

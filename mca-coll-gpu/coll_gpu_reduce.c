@@ -107,12 +107,7 @@ int mca_coll_gpu_reduce(const void *sbuf, void *rbuf, int count, struct ompi_dat
                                    .op = op,
                                    .root = root};
     if (!host) {
-        dev_dtype_t dt = DEV_T_UINT8;
-        dev_op_t dop = DEV_OP_SUM;
-        size_t nelems = 0;
-        call.capable = (NULL == mca_coll_gpu_map_reduction(dtype, (size_t) count, op, &dt, &dop,
-                                                           &nelems));
-        call.dt = (int) dt;
+        mca_coll_gpu_kinds_reduction(&call, dtype, (size_t) count, op);
     }
     rc = mca_coll_gpu_kinds_agree(m, comm, name, &call, &all_device);
     if (OMPI_SUCCESS != rc) {
@@ -255,12 +250,7 @@ int mca_coll_gpu_reduce_scatter_block(const void *sbuf, void *rbuf, int rcount,
                                    .bytes = mca_coll_gpu_call_bytes(dtype, (size_t) rcount),
                                    .op = op};
     if (!host) {
-        dev_dtype_t dt = DEV_T_UINT8;
-        dev_op_t dop = DEV_OP_SUM;
-        size_t nelems = 0;
-        call.capable = (NULL == mca_coll_gpu_map_reduction(dtype, (size_t) rcount, op, &dt,
-                                                           &dop, &nelems));
-        call.dt = (int) dt;
+        mca_coll_gpu_kinds_reduction(&call, dtype, (size_t) rcount, op);
     }
     rc = mca_coll_gpu_kinds_agree(m, comm, "reduce_scatter_block", &call, &all_device);
     if (OMPI_SUCCESS != rc) {

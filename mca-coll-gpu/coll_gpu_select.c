@@ -102,6 +102,17 @@ const char *mca_coll_gpu_map_reduction(struct ompi_datatype_t *dtype, size_t cou
     return NULL;
 }
 
+void mca_coll_gpu_kinds_reduction(coll_gpu_kinds_call_t *call, struct ompi_datatype_t *dtype,
+                                  size_t count, struct ompi_op_t *op)
+{
+    dev_dtype_t dt = DEV_T_UINT8;
+    dev_op_t dop = DEV_OP_SUM;
+    size_t nelems = 0;
+
+    call->capable = (NULL == mca_coll_gpu_map_reduction(dtype, count, op, &dt, &dop, &nelems));
+    call->dt = (int) dt;
+}
+
 bool mca_coll_gpu_map_op(struct ompi_op_t *op, dev_op_t *out)
 {
     static const struct {
