@@ -15,6 +15,8 @@
 #include "coll_gpu.h"
 #include "coll_gpu_persistent.h"
 
+static const char *const reduce_name = "reduce";
+
 /* MPI_Reduce once the path is known: host buffers to the saved module, anything else staged. */
 static int reduce_body(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
                        struct ompi_op_t *op, int root, struct ompi_communicator_t *comm,
@@ -37,7 +39,6 @@ static int reduce_device(const void *sbuf, void *rbuf, int count, struct ompi_da
                          struct ompi_op_t *op, int root, struct ompi_communicator_t *comm,
                          mca_coll_gpu_module_t *m, bool all_device)
 {
-    static const char *const name = "reduce";
     bool is_root = (ompi_comm_rank(comm) == root);
     size_t bytes = mca_coll_gpu_call_bytes(dtype, (size_t) count), len;
     ptrdiff_t lo;
@@ -50,19 +51,20 @@ static int reduce_device(const void *sbuf, void *rbuf, int count, struct ompi_da
     if (!all_device || 0 == bytes || 0 > root || root >= ompi_comm_size(comm)
         || (mca_coll_gpu_component.uniform_buffers && COLL_GPU_KMODE_PROMISE_DEVICE != m->kmode)
         || mca_coll_gpu_hier_usable(m, comm, TOPO_COLL_ALLREDUCE)) {
-        mca_coll_gpu_log_call(name, comm, bytes, dtype, op,
+        mca_coll_gpu_log_call(reduce_name, comm, bytes, dtype, op,
                               !all_device ? "staged (memory kind: host memory on some rank)"
-                                          : "staged (across nodes, empty, or no such root)");
+                                          : "staged (across nodes, empty, no such root, or "
+                                            "under coll_gpu_uniform_buffers)");
         return reduce_body(sbuf, rbuf, count, dtype, op, root, comm, m);
     }
-    mca_coll_gpu_log_call(name, comm, bytes, dtype, op,
+    mca_coll_gpu_log_call(reduce_name, comm, bytes, dtype, op,
                           "an allreduce on the node team (the root keeps the result)");
     mca_coll_gpu_span(dtype, (size_t) count, &lo, &len);
     local_rc = (is_root && MPI_IN_PLACE != sbuf)
                    ? OMPI_SUCCESS
-                   : mca_coll_gpu_adapt_scratch(m, comm, name, len, &scratch);
+                   : mca_coll_gpu_adapt_scratch(m, comm, reduce_name, len, &scratch);
     if (OMPI_SUCCESS == local_rc && is_root && MPI_IN_PLACE == sbuf) { /* its input */
-        local_rc = mca_coll_gpu_adapt_copy(m, comm, name, rbuf, count, dtype,
+        local_rc = mca_coll_gpu_adapt_copy(m, comm, reduce_name, rbuf, count, dtype,
                                            (char *) scratch - lo, count, dtype);
     }
     if (is_root) {
@@ -77,7 +79,6 @@ int mca_coll_gpu_reduce(const void *sbuf, void *rbuf, int count, struct ompi_dat
                         struct ompi_op_t *op, int root, struct ompi_communicator_t *comm,
                         mca_coll_base_module_t *module)
 {
-    static const char *const name = "reduce";
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
     bool is_root = mca_coll_gpu_is_root(comm, root);
     /* an intercommunicator's root and its idle group send nothing */
@@ -109,7 +110,7 @@ int mca_coll_gpu_reduce(const void *sbuf, void *rbuf, int count, struct ompi_dat
     if (!host) {
         mca_coll_gpu_kinds_reduction(&call, dtype, (size_t) count, op);
     }
-    rc = mca_coll_gpu_kinds_agree(m, comm, name, &call, &all_device);
+    rc = mca_coll_gpu_kinds_agree(m, comm, reduce_name, &call, &all_device);
     if (OMPI_SUCCESS != rc) {
         return rc;
     }
@@ -171,6 +172,8 @@ int mca_coll_gpu_reduce_scatter_init(const void *sbuf, void *rbuf, const int *rc
         .comm = comm, .info = info, .request = request});
 }
 
+static const char *const rsb_name = "reduce_scatter_block";
+
 static int reduce_scatter_block_staged(const void *sbuf, void *rbuf, int rcount,
                                        struct ompi_datatype_t *dtype, struct ompi_op_t *op,
                                        struct ompi_communicator_t *comm,
@@ -195,29 +198,28 @@ static int reduce_scatter_block_device(const void *sbuf, void *rbuf, int rcount,
                                        struct ompi_communicator_t *comm,
                                        mca_coll_gpu_module_t *m, bool all_device)
 {
-    static const char *const name = "reduce_scatter_block";
     int n = ompi_comm_size(comm), me = ompi_comm_rank(comm), rc, local_rc;
     size_t block = mca_coll_gpu_call_bytes(dtype, (size_t) rcount), len;
     ptrdiff_t lb, extent, lo;
     void *scratch = NULL;
 
     if (!all_device || 0 == block || mca_coll_gpu_hier_usable(m, comm, TOPO_COLL_ALLREDUCE)) {
-        mca_coll_gpu_log_call(name, comm, block * (size_t) n, dtype, op,
+        mca_coll_gpu_log_call(rsb_name, comm, block * (size_t) n, dtype, op,
                               !all_device ? "staged (memory kind: host memory on some rank)"
                                           : "staged (across nodes, or empty)");
         return reduce_scatter_block_staged(sbuf, rbuf, rcount, dtype, op, comm, &m->super, true);
     }
-    mca_coll_gpu_log_call(name, comm, block * (size_t) n, dtype, op,
+    mca_coll_gpu_log_call(rsb_name, comm, block * (size_t) n, dtype, op,
                           "an allreduce into a device scratch, then this rank's block");
     /* the scratch holds the whole input's layout (n x rcount elements of dtype) */
     ompi_datatype_get_extent(dtype, &lb, &extent);
     mca_coll_gpu_span(dtype, (size_t) rcount * (size_t) n, &lo, &len);
-    local_rc = mca_coll_gpu_adapt_scratch(m, comm, name, len, &scratch);
+    local_rc = mca_coll_gpu_adapt_scratch(m, comm, rsb_name, len, &scratch);
     rc = mca_coll_gpu_allreduce_device(MPI_IN_PLACE == sbuf ? rbuf : sbuf,
                                        NULL == scratch ? NULL : (char *) scratch - lo,
                                        rcount * n, dtype, op, comm, m, true, local_rc);
     if (OMPI_SUCCESS == rc) {
-        rc = mca_coll_gpu_adapt_copy(m, comm, name,
+        rc = mca_coll_gpu_adapt_copy(m, comm, rsb_name,
                                      (char *) scratch - lo + (ptrdiff_t) me * rcount * extent,
                                      rcount, dtype, rbuf, rcount, dtype);
     }
@@ -252,7 +254,7 @@ int mca_coll_gpu_reduce_scatter_block(const void *sbuf, void *rbuf, int rcount,
     if (!host) {
         mca_coll_gpu_kinds_reduction(&call, dtype, (size_t) rcount, op);
     }
-    rc = mca_coll_gpu_kinds_agree(m, comm, "reduce_scatter_block", &call, &all_device);
+    rc = mca_coll_gpu_kinds_agree(m, comm, rsb_name, &call, &all_device);
     if (OMPI_SUCCESS != rc) {
         return rc;
     }
