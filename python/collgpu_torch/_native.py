@@ -85,12 +85,14 @@ def init():
         raise _error("MPI initialisation", rc)
     if level.value < _MPI_THREAD_MULTIPLE_AT_LEAST and _serial is None:
         _serial = threading.Lock()
-    global _level
+    global _level, _cuda_aware
     _level = level.value
+    _cuda_aware = bool(_lib.cg_cuda_aware())  # fixed once MPI is up: asked once
     return rank.value, size.value
 
 
 _level = 0
+_cuda_aware = False
 _MPI_THREAD_SERIALIZED_AT_LEAST = 2  # MPI_THREAD_SERIALIZED in Open MPI and MPICH
 
 
@@ -103,7 +105,7 @@ def can_overlap():
 def cuda_aware():
     """Does this MPI read and write device memory itself (Open MPI's MPIX_Query_cuda_support)?
     coll/gpu takes device buffers in collectives either way; point-to-point calls need this."""
-    return bool(_lib.cg_cuda_aware())
+    return _cuda_aware
 
 
 def half_ops():
