@@ -504,6 +504,10 @@ int mca_coll_gpu_agree(mca_coll_gpu_module_t *m, struct ompi_communicator_t *com
 #define COLL_GPU_KINDS_REDUCE 7    /* coll of a reduce (beside topo_coll_t's values) */
 #define COLL_GPU_KINDS_ALLGATHER 8 /* coll of an allgather */
 #define COLL_GPU_KINDS_REDUCE_SCATTER 9 /* coll of a reduce_scatter_block */
+#define COLL_GPU_KINDS_ALLGATHERV 10    /* coll of an allgatherv */
+#define COLL_GPU_KINDS_ALLTOALL 11      /* coll of an alltoall */
+#define COLL_GPU_KINDS_ALLTOALLV 12     /* coll of an alltoallv */
+#define COLL_GPU_KINDS_REDUCE_SCATTERV 13 /* coll of a reduce_scatter (counts per rank) */
 typedef struct coll_gpu_kinds_call_t {
     int coll;               /* TOPO_COLL_ALLREDUCE, TOPO_COLL_BCAST or COLL_GPU_KINDS_* */
     bool device;            /* this rank's buffers are not all host memory */

@@ -429,6 +429,10 @@ static const char *coll_mpi_name(int coll)
            : (TOPO_COLL_BCAST == coll)           ? "Bcast"
            : (COLL_GPU_KINDS_ALLGATHER == coll) ? "Allgather"
            : (COLL_GPU_KINDS_REDUCE_SCATTER == coll) ? "Reduce_scatter_block"
+           : (COLL_GPU_KINDS_ALLGATHERV == coll)     ? "Allgatherv"
+           : (COLL_GPU_KINDS_ALLTOALL == coll)       ? "Alltoall"
+           : (COLL_GPU_KINDS_ALLTOALLV == coll)      ? "Alltoallv"
+           : (COLL_GPU_KINDS_REDUCE_SCATTERV == coll) ? "Reduce_scatter"
                                                       : "Reduce";
 }
 
