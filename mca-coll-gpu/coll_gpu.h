@@ -235,7 +235,9 @@ typedef struct mca_coll_gpu_module_t {
     coll_gpu_bounce_t bounce[2];
     /* Device temporaries (send and receive roles) for the ranks whose own buffer the team path
      * cannot use in place (coll_gpu_adapt.c); kept between calls so that peers map them once. */
-    coll_gpu_bounce_t dev_tmp[3]; /* 2: a whole result of a composed collective */
+    coll_gpu_bounce_t dev_tmp[4]; /* 2: a whole result of a composed collective, or the send
+                                   * bytes an exchange lends; 3: where an exchange's pieces land
+                                   * (coll_gpu_exchange.c) */
 
     /* The node team for the fast path, built on the first call that can use it. */
     coll_gpu_team_t *team;
@@ -374,6 +376,17 @@ int mca_coll_gpu_nvl_allreduce_check(coll_gpu_team_t *t, uint64_t seq, const cha
  * root's returns MPI_ERR_TRUNCATE without moving data (the root then too). */
 int mca_coll_gpu_nvl_bcast(coll_gpu_team_t *t, const topo_plan_t *plan, void *buf, size_t bytes,
                            int root, struct ompi_communicator_t *comm, int local_rc);
+/* The exchange under allgather, alltoall and their v forms: every rank lends src (src_bytes of
+ * dense device memory, NULL when 0) and offers peer q the bytes [offer_off[q], + offer_len[q])
+ * of it; it receives from each peer p that peer's offer to it into dst[p] (dense device
+ * memory), which must be want_len[p] bytes (p == this rank: a copy within src).  An offer
+ * whose length differs from what its receiver wants fails the call on every rank
+ * (MPI_ERR_TRUNCATE at that receiver) before a byte of it moves, and no rank touches a peer's
+ * memory beyond what that peer lent.  Arrays of the team's size; local_rc as for allreduce. */
+int mca_coll_gpu_nvl_exchange(coll_gpu_team_t *t, const void *src, size_t src_bytes,
+                              const uint64_t *offer_off, const uint64_t *offer_len,
+                              void *const *dst, const uint64_t *want_len, const char *what,
+                              struct ompi_communicator_t *comm, int local_rc);
 /* The fast path's own state of a team (streams, events, mapped words, staging memory), made on
  * first use; released with the team (coll_gpu_team.c). */
 void mca_coll_gpu_nvl_release(coll_gpu_team_t *t);
@@ -492,6 +505,10 @@ int mca_coll_gpu_adapt_copy(mca_coll_gpu_module_t *m, struct ompi_communicator_t
 /* The module's device scratch for a whole result of a composed collective (a reduce-scatter's
  * allreduce), at least bytes long, kept between calls (peers map it once).  Error reported. */
 int mca_coll_gpu_adapt_scratch(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                               const char *what, size_t bytes, void **ptr);
+/* The module's device temporary that an exchange's pieces land in (coll_gpu_exchange.c), at
+ * least bytes long, kept between calls.  Error reported. */
+int mca_coll_gpu_adapt_landing(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
                                const char *what, size_t bytes, void **ptr);
 /* Agree on whether this call's buffers are device memory on every rank: one host allreduce
  * (communicators whose ranks span hosts, coll_gpu_kinds.c).  Returns OMPI_SUCCESS and sets
@@ -1198,6 +1215,10 @@ typedef struct coll_gpu_staged_call_t {
 /* Run a call on the host: straight to the saved function when every buffer that matters on
  * this rank is host memory, else staged through bounce memory and completed in c's mode. */
 int mca_coll_gpu_staged(const coll_gpu_staged_call_t *c);
+/* Blocking MPI_Allgather, MPI_Allgatherv, MPI_Alltoall and MPI_Alltoallv (c->coll): one
+ * exchange on the node team when every rank passes device memory, else below or staged
+ * (coll_gpu_exchange.c). */
+int mca_coll_gpu_exchange(coll_gpu_staged_call_t *c);
 /* MPI_Iallreduce and MPI_Ibcast, or their _init forms (c's mode), on the node team's algorithms
  * when they take the call, else on the staged path (coll_gpu_nonblocking.c). */
 int mca_coll_gpu_allreduce_async(coll_gpu_staged_call_t *c);

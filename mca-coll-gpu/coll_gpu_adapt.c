@@ -67,7 +67,7 @@ static int adapt_tmp_get(mca_coll_gpu_module_t *m, int slot, size_t bytes, void 
 
 void mca_coll_gpu_adapt_release(mca_coll_gpu_module_t *m)
 {
-    for (int i = 0; i < 3; ++i) {
+    for (size_t i = 0; i < sizeof(m->dev_tmp) / sizeof(m->dev_tmp[0]); ++i) {
         if (NULL != m->dev_tmp[i].ptr) {
             (void) dev_mem_free(m->dev_tmp[i].ptr);
         }
@@ -203,16 +203,28 @@ int mca_coll_gpu_adapt_out(mca_coll_gpu_module_t *m, struct ompi_communicator_t 
     return adapt_convert(m, comm, what, a, false);
 }
 
-int mca_coll_gpu_adapt_scratch(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
-                               const char *what, size_t bytes, void **ptr)
+static int adapt_tmp_named(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                           const char *what, int slot, size_t bytes, void **ptr)
 {
-    if (DEV_OK != adapt_tmp_get(m, 2, bytes, ptr)) {
+    if (DEV_OK != adapt_tmp_get(m, slot, bytes, ptr)) {
         mca_coll_gpu_report_failure(what, comm, "cannot allocate a %zu B device scratch: %s",
                                     bytes, dev_error_string());
         *ptr = NULL;
         return OMPI_ERR_OUT_OF_RESOURCE;
     }
     return OMPI_SUCCESS;
+}
+
+int mca_coll_gpu_adapt_scratch(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                               const char *what, size_t bytes, void **ptr)
+{
+    return adapt_tmp_named(m, comm, what, 2, bytes, ptr);
+}
+
+int mca_coll_gpu_adapt_landing(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                               const char *what, size_t bytes, void **ptr)
+{
+    return adapt_tmp_named(m, comm, what, 3, bytes, ptr);
 }
 
 int mca_coll_gpu_adapt_copy(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,

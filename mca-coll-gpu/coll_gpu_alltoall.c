@@ -1,6 +1,8 @@
 /*
  * coll_gpu_alltoall.c - MPI_Alltoall, MPI_Alltoallv, MPI_Alltoallw, blocking, nonblocking and
- * persistent: thin entries of the staged path (coll_gpu_staged_colls.c).
+ * persistent: thin entries of the staged path (coll_gpu_staged_colls.c), but the blocking
+ * MPI_Alltoall and MPI_Alltoallv, which run on device memory as an exchange on the node team
+ * (coll_gpu_exchange.c).
  *
  * The send buffer is read (ignored with MPI_IN_PLACE, where the receive buffer holds the data
  * to send); the receive buffer is written, and read as well in place.  Host buffers go to the
@@ -17,7 +19,7 @@ int mca_coll_gpu_alltoall(const void *sbuf, int scount, struct ompi_datatype_t *
                           int rcount, struct ompi_datatype_t *rdtype,
                           struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
-    return mca_coll_gpu_staged(&(coll_gpu_staged_call_t){
+    return mca_coll_gpu_exchange(&(coll_gpu_staged_call_t){
         COLL_GPU_STAGED(module, ALLTOALL, BLOCKING, alltoall), .sbuf = sbuf, .scount = scount,
         .sdtype = sdtype, .rbuf = rbuf, .rcount = rcount, .rdtype = rdtype, .comm = comm});
 }
@@ -49,7 +51,7 @@ int mca_coll_gpu_alltoallv(const void *sbuf, const int *scounts, const int *sdis
                            const int *rdisps, struct ompi_datatype_t *rdtype,
                            struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
-    return mca_coll_gpu_staged(&(coll_gpu_staged_call_t){
+    return mca_coll_gpu_exchange(&(coll_gpu_staged_call_t){
         COLL_GPU_STAGED(module, ALLTOALLV, BLOCKING, alltoallv), .sbuf = sbuf, .scounts = scounts,
         .sdispls = sdisps, .sdtype = sdtype, .rbuf = rbuf, .rcounts = rcounts, .rdispls = rdisps,
         .rdtype = rdtype, .comm = comm});

@@ -529,8 +529,10 @@ static int kinds_compare(struct ompi_communicator_t *comm, const coll_gpu_kinds_
         }
         return OMPI_SUCCESS;
     }
-    if (COLL_GPU_KINDS_ALLGATHER == ref->coll) {
-        /* every rank receives every rank's block: one size on all of them */
+    if (COLL_GPU_KINDS_ALLGATHER == ref->coll || COLL_GPU_KINDS_ALLGATHERV == ref->coll
+        || COLL_GPU_KINDS_ALLTOALL == ref->coll || COLL_GPU_KINDS_ALLTOALLV == ref->coll) {
+        /* every rank receives every rank's block: one size on all of them (allgatherv: one
+         * total; alltoallv: none, 0, its exchange checks each piece) */
         for (int p = 0; p < n; ++p) {
             if (kinds_detail(b, p, u)->bytes != ref->bytes) {
                 kinds_tell(comm, b, u, "byte count", "MPI_ERR_TRUNCATE");

@@ -91,6 +91,17 @@
  * pull bcast: the root lends its buffer (export, arrive); every other rank pulls it with one
  * copy-engine copy and gives its done; the root returns once all are done.
  *
+ * exchange (allgather, alltoall and their v forms): every rank lends its send bytes and says
+ * which of them each peer takes; then every rank pulls its piece from every peer, with
+ * copy-engine copies, starting at the next rank so that no one rank is read by all at once.
+ *   all:      export src; offers[q] = (off, len); wants[p] = len; arrive(seq)
+ *             wait arrive(all) >= seq; every offer of every rank == its receiver's want?
+ *             for p = me+1, me+2, ... me:  map p's src; dst[p] <- src_p + off (copy, async)
+ *             sync; done(seq); wait done(all) >= seq
+ * A rank reads only what its peer lent and offered it, and writes only its own buffer.  Every
+ * rank compares the same offers and wants, so an erroneous call (counts that differ) returns
+ * MPI_ERR_TRUNCATE on every rank before a byte moves.
+ *
  * Ring, chain and tree end with every rank's done, as two-shot does: a rank's buffers are free when
  * it returns (no peer reads them any more), a failure anywhere fails the call on every rank,
  * and no rank can be more than one call ahead of another (one-shot's double buffer needs it).
@@ -1222,4 +1233,102 @@ int mca_coll_gpu_nvl_bcast(coll_gpu_team_t *t, const topo_plan_t *plan, void *bu
         rc = MPI_ERR_TRUNCATE;
     }
     return rc;
+}
+
+/* ---- exchange (schedule at the top of the file) ------------------------------------------- */
+
+/* Does every rank's offer to every rank have the length its receiver wants?  Every rank reads
+ * the same records (all arrived), so every rank answers the same; the lowest says what
+ * differed. */
+static bool exchange_matches(coll_gpu_team_t *t, const char *what,
+                             struct ompi_communicator_t *comm)
+{
+    for (int p = 0; p < t->size; ++p) {
+        for (int q = 0; q < t->size; ++q) {
+            uint64_t sends = t->ctl->rank[p].offer_len[q], wants = t->ctl->rank[q].want_len[p];
+            if (sends == wants) {
+                continue;
+            }
+            if (0 == t->rank) {
+                opal_output(0, "coll/gpu: erroneous MPI_%c%s on communicator %d (call %" PRIu64
+                            "): rank %d sends %" PRIu64 " B to rank %d, which expects %" PRIu64
+                            " B; the call returns MPI_ERR_TRUNCATE on every rank and moves no "
+                            "data", toupper((unsigned char) what[0]), what + 1,
+                            coll_gpu_comm_cid(comm), t->seq, p, sends, q, wants);
+            }
+            return false;
+        }
+    }
+    return true;
+}
+
+int mca_coll_gpu_nvl_exchange(coll_gpu_team_t *t, const void *src, size_t src_bytes,
+                              const uint64_t *offer_off, const uint64_t *offer_len,
+                              void *const *dst, const uint64_t *want_len, const char *what,
+                              struct ompi_communicator_t *comm, int local_rc)
+{
+    coll_gpu_ctl_rank_t *me;
+    uint64_t seq;
+    int rc = local_rc;
+
+    mca_coll_gpu_async_drain(t); /* nonblocking calls issued before this one end first */
+    seq = ++t->seq;
+    me = &t->ctl->rank[t->rank];
+    for (int q = 0; q < t->size; ++q) {
+        me->offer_off[q] = offer_off[q];
+        me->offer_len[q] = offer_len[q];
+        me->want_len[q] = want_len[q];
+    }
+    me->sbuf.seq = 0; /* lends nothing unless the export below succeeds */
+    if (OMPI_SUCCESS != rc) {
+        mca_coll_gpu_team_fail(t, seq);
+    } else if (0 < src_bytes) {
+        NVL_CHECK(mca_coll_gpu_team_export(t, src, src_bytes, &me->sbuf), what);
+    }
+out:
+    mca_coll_gpu_team_arrive(t, seq);
+    for (int p = 0; p < t->size; ++p) {
+        mca_coll_gpu_team_wait_arrive(t, p, seq);
+    }
+    if (mca_coll_gpu_team_any_failed(t, seq)) {
+        rc = (OMPI_SUCCESS != rc) ? rc : OMPI_ERROR;
+    } else if (!exchange_matches(t, what, comm)) {
+        rc = MPI_ERR_TRUNCATE;
+    }
+    for (int k = 1; k <= t->size && OMPI_SUCCESS == rc; ++k) {
+        int p = (t->rank + k) % t->size;
+        const coll_gpu_ctl_rank_t *peer = &t->ctl->rank[p];
+        void *from;
+
+        if (0 == want_len[p]) {
+            continue;
+        }
+        if (p == t->rank) {
+            from = (char *) src + offer_off[p];
+        } else {
+            int irc = mca_coll_gpu_team_import(t, p, &peer->sbuf,
+                                               peer->offer_off[t->rank] + want_len[p], &from);
+            if (DEV_OK != irc) {
+                mca_coll_gpu_report_failure(what, comm, "cannot map rank %d's send buffer: %s",
+                                            p, dev_error_string());
+                mca_coll_gpu_team_fail(t, seq);
+                rc = OMPI_ERROR;
+                break;
+            }
+            from = (char *) from + peer->offer_off[t->rank];
+        }
+        if (DEV_OK != dev_memcpy_async(dst[p], from, want_len[p], t->stream)) {
+            mca_coll_gpu_report_failure(what, comm, "copy of %" PRIu64 " B from rank %d: %s",
+                                        want_len[p], p, dev_error_string());
+            mca_coll_gpu_team_fail(t, seq);
+            rc = OMPI_ERROR;
+        }
+    }
+    if (DEV_OK != dev_stream_sync(t->stream) && OMPI_SUCCESS == rc) {
+        mca_coll_gpu_report_failure(what, comm, "copies of the exchange: %s",
+                                    dev_error_string());
+        mca_coll_gpu_team_fail(t, seq);
+        rc = OMPI_ERROR;
+    }
+    return nvl_finish_all(t, seq, true, rc);
 }

@@ -100,6 +100,14 @@ typedef struct coll_gpu_ctl_rank_t {
     coll_gpu_xbuf_t sbuf;      /* this call's send buffer (zero-copy algorithms) */
     coll_gpu_xbuf_t rbuf;      /* this call's receive buffer */
     coll_gpu_call_t call[2];   /* bcast and allreduce agreement, by seq parity */
+    /* the exchange (allgather, alltoall and their v forms): the bytes of sbuf that rank q
+     * reads in this call, [offer_off[q], offer_off[q] + offer_len[q]), and the bytes this rank
+     * expects from rank p, want_len[p]; written before arrive, read by peers between their
+     * wait for it and their done (every rank waits for every done before its next exchange,
+     * so one copy serves) */
+    uint64_t offer_off[COLL_GPU_TEAM_MAX];
+    uint64_t offer_len[COLL_GPU_TEAM_MAX];
+    uint64_t want_len[COLL_GPU_TEAM_MAX];
 } __attribute__((aligned(64))) coll_gpu_ctl_rank_t;
 
 typedef struct coll_gpu_ctl_t {

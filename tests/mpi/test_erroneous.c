@@ -1,5 +1,5 @@
 /*
- * test_erroneous.c - erroneous MPI_Allreduce, MPI_Bcast, MPI_Allgather and
+ * test_erroneous.c - erroneous MPI_Allreduce, MPI_Bcast, MPI_Allgather(v), MPI_Alltoallv and
  * MPI_Reduce_scatter_block calls on device memory, under
  * coll/gpu's defaults: every rank returns an MPI error, none hangs, and no byte outside the
  * call's buffers is written (MPI calls these programs erroneous; real programs have such bugs
@@ -22,6 +22,10 @@
  *   rsb-count  reduce_scatter_block, blocks of 16 ints on rank 0, 262144 / size elsewhere
  *                                                                        MPI_ERR_COUNT
  *   rsb-op     reduce_scatter_block, MPI_SUM on rank 0, MPI_MAX on the others  MPI_ERR_OP
+ *   allgatherv-count allgatherv, 16 ints a block on rank 0, 262144 / size elsewhere
+ *                                                                        MPI_ERR_TRUNCATE
+ *   alltoallv-count  alltoallv, 16 ints to and from each rank on rank 0, 262144 / size
+ *              elsewhere (no total tells it: the exchange's own check)   MPI_ERR_TRUNCATE
  * After each, a correct call on the same communicator must still be right.
  *
  * Usage: test_erroneous [PATTERN ...]   (default: all)
@@ -208,6 +212,22 @@ static int run_pattern(const char *pattern)
         want_class = MPI_ERR_OP;
         rc = MPI_Reduce_scatter_block(s.buf, r.buf, BIG / mt_size, MPI_INT,
                                       0 == mt_rank ? MPI_SUM : MPI_MAX, comm);
+    } else if (0 == strcmp(pattern, "allgatherv-count")
+               || 0 == strcmp(pattern, "alltoallv-count")) {
+        /* each rank's idea of every block: 16 ints on rank 0, BIG / size elsewhere */
+        int *counts = malloc((size_t) mt_size * sizeof(int));
+        int *displs = malloc((size_t) mt_size * sizeof(int));
+        for (int i = 0; i < mt_size; ++i) {
+            counts[i] = 0 == mt_rank ? 16 : BIG / mt_size;
+            displs[i] = i * counts[i];
+        }
+        want_class = MPI_ERR_TRUNCATE;
+        rc = (0 == strcmp(pattern, "allgatherv-count"))
+                 ? MPI_Allgatherv(s.buf, counts[0], MPI_INT, r.buf, counts, displs, MPI_INT, comm)
+                 : MPI_Alltoallv(s.buf, counts, displs, MPI_INT, r.buf, counts, displs, MPI_INT,
+                                 comm);
+        free(counts);
+        free(displs);
     } else {
         want_class = MPI_ERR_TRUNCATE;
         rc = MPI_Bcast(s.buf, 0 == mt_rank ? 16 : BIG, MPI_INT, 0, comm);
@@ -240,7 +260,8 @@ int main(int argc, char **argv)
 {
     static const char *const all[] = {"count",       "op",   "user-op",     "type",
                                       "type-kernel", "root", "bcast-count", "allgather-count",
-                                      "rsb-count",   "rsb-op"};
+                                      "rsb-count",   "rsb-op", "allgatherv-count",
+                                      "alltoallv-count"};
     char why[256];
 
     mt_init(&argc, &argv);

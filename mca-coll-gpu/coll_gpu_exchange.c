@@ -1,0 +1,306 @@
+/*
+ * coll_gpu_exchange.c - blocking MPI_Allgather, MPI_Allgatherv, MPI_Alltoall and MPI_Alltoallv
+ * on device memory: one exchange on the node team (coll_gpu_nvl.c), in which every rank lends
+ * its send bytes and pulls its piece of every peer's, GPU to GPU.
+ *
+ *   host buffers on this rank        -> the saved module, after a note of the kind (the hot
+ *                                       path, coll_gpu_kinds.c)
+ *   device buffers, agreed on every  -> the exchange on the node team
+ *   rank, one node, a team
+ *   anything else                    -> staged (coll_gpu_staged_colls.c)
+ *
+ * The four collectives differ only in which bytes each rank offers to which peer and where each
+ * piece lands (their "sides", call_sides):
+ *
+ *   collective   sends to every rank q                  receives from rank p into
+ *   allgather    its block (scount)                     rbuf block p (rcount at p x rcount)
+ *   allgatherv   its block (scount)                     rcounts[p] at rdispls[p]
+ *   alltoall     sbuf block q (scount at q x scount)    rbuf block p
+ *   alltoallv    scounts[q] at sdispls[q]               rcounts[p] at rdispls[p]
+ *
+ * In place, allgather(v) lends the rank's own block of rbuf and alltoall(v) the whole of rbuf,
+ * copied first (its peers read it while this rank overwrites it), and no rank copies its own
+ * block.  Each rank adapts its own buffers (the only thing that may differ between ranks): a
+ * dense type in device memory is lent and written as it is; anything else (gaps, managed or
+ * host memory under a device promise, memory the team cannot export) goes through the module's
+ * device temporaries, packed before the exchange and unpacked after it (coll_gpu_adapt.c).
+ *
+ * Which path a call takes is decided from what every rank shares: the agreement on the kinds
+ * (which also compares the block sizes where they must be equal: allgather, alltoall, the
+ * total of allgatherv), the communicator and its team.  The exchange itself checks each piece's
+ * length against its receiver's count, so an erroneous alltoallv fails on every rank and no
+ * byte is written outside a buffer.
+ */
+#include "ompi_config.h"
+
+#include <string.h>
+
+#include "coll_gpu.h"
+
+/* One side of a call: block i is counts[i] (else count) elements of dtype at displs[i] (else
+ * i x count; single: 0, the one block offered to every rank) extents from buf. */
+typedef struct {
+    char *buf;
+    struct ompi_datatype_t *dtype;
+    int count;
+    const int *counts, *displs;
+    bool single;
+} xside_t;
+
+static void xblock(const xside_t *s, int i, ptrdiff_t *disp, int *count)
+{
+    if (s->single) {
+        *disp = 0;
+        *count = s->count;
+    } else if (NULL != s->counts) {
+        *disp = s->displs[i];
+        *count = s->counts[i];
+    } else {
+        *disp = (ptrdiff_t) i * s->count;
+        *count = s->count;
+    }
+}
+
+/* The layout of a side, for its memory kind. */
+static coll_gpu_layout_t xlayout(const xside_t *s, int n)
+{
+    if (NULL != s->counts && !s->single) {
+        return COLL_GPU_LAYOUT_V(s->dtype, n, s->counts, s->displs);
+    }
+    return COLL_GPU_LAYOUT(s->dtype, (size_t) s->count * (s->single ? 1 : (size_t) n));
+}
+
+/* The sides of c (the table at the top of the file); in place, the send side is in rbuf. */
+static void call_sides(const coll_gpu_staged_call_t *c, int me, xside_t *s, xside_t *r)
+{
+    ptrdiff_t lb, extent;
+
+    *r = (xside_t){.buf = c->rbuf, .dtype = c->rdtype, .count = c->rcount,
+                   .counts = c->rcounts, .displs = c->rdispls};
+    *s = (xside_t){.buf = (char *) c->sbuf, .dtype = c->sdtype, .count = c->scount,
+                   .counts = c->scounts, .displs = c->sdispls,
+                   .single = (COLL_GPU_SC_ALLGATHER == c->coll
+                              || COLL_GPU_SC_ALLGATHERV == c->coll)};
+    if (MPI_IN_PLACE != c->sbuf) {
+        return;
+    }
+    if (s->single) {
+        ptrdiff_t disp;
+        ompi_datatype_get_extent(c->rdtype, &lb, &extent);
+        xblock(r, me, &disp, &s->count);
+        *s = (xside_t){.buf = (char *) c->rbuf + disp * extent, .dtype = c->rdtype,
+                       .count = s->count, .single = true};
+    } else {
+        *s = *r;
+    }
+}
+
+/* Element type sizes of a side, and whether its blocks are dense runs of bytes. */
+static bool xdense(const xside_t *s)
+{
+    return ompi_datatype_is_contiguous_memory_layout(s->dtype, 2);
+}
+
+/* The first byte of block i of a side and its length. */
+static char *xbytes(const xside_t *s, int i, size_t *len)
+{
+    ptrdiff_t lb, extent, true_lb, true_extent, disp;
+    size_t dsize;
+    int count;
+
+    xblock(s, i, &disp, &count);
+    ompi_datatype_get_extent(s->dtype, &lb, &extent);
+    ompi_datatype_get_true_extent(s->dtype, &true_lb, &true_extent);
+    ompi_datatype_type_size(s->dtype, &dsize);
+    *len = (0 < count) ? dsize * (size_t) count : 0;
+    return s->buf + disp * extent + true_lb;
+}
+
+/* Copy block i of a side into dense device memory at to (pack), or back from it (unpack),
+ * through the module's temporaries where the block is not dense device memory. */
+static int xcopy(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm, const char *what,
+                 const xside_t *s, int i, void *dense, bool pack)
+{
+    ptrdiff_t lb, extent, disp;
+    coll_gpu_adapt_t a;
+    int count, rc;
+
+    xblock(s, i, &disp, &count);
+    ompi_datatype_get_extent(s->dtype, &lb, &extent);
+    rc = mca_coll_gpu_adapt_in(m, comm, what, pack ? 0 : 1, s->buf + disp * extent, count,
+                               s->dtype, pack, false, &a);
+    if (OMPI_SUCCESS != rc || 0 == a.bytes) {
+        return rc;
+    }
+    if (DEV_OK != (pack ? dev_memcpy(dense, a.dev, a.bytes) : dev_memcpy(a.dev, dense, a.bytes))) {
+        mca_coll_gpu_report_failure(what, comm, "copy of %zu B on the device: %s", a.bytes,
+                                    dev_error_string());
+        return OMPI_ERROR;
+    }
+    return pack ? OMPI_SUCCESS : mca_coll_gpu_adapt_out(m, comm, what, &a, true);
+}
+
+/* The exchange of an agreed call on team t (schedule at the top of the file). */
+static int exchange_run(mca_coll_gpu_module_t *m, coll_gpu_team_t *t,
+                        const coll_gpu_staged_call_t *c, const xside_t *s, const xside_t *r)
+{
+    struct ompi_communicator_t *comm = c->comm;
+    int n = t->size, me = t->rank, nsend = s->single ? 1 : n;
+    bool in_place = (MPI_IN_PLACE == c->sbuf);
+    bool send_direct = xdense(s) && !(in_place && !s->single);
+    bool recv_direct = xdense(r);
+    uint64_t offer_off[COLL_GPU_TEAM_MAX], offer_len[COLL_GPU_TEAM_MAX];
+    uint64_t want_len[COLL_GPU_TEAM_MAX];
+    void *dst[COLL_GPU_TEAM_MAX];
+    char *lo = NULL, *src = NULL, *landing = NULL;
+    size_t src_bytes = 0, total = 0, len;
+    int rc = (DEV_OK == dev_default_stream_settle()) ? OMPI_SUCCESS : OMPI_ERROR;
+
+    /* what this rank lends: its send blocks as they are (one span of its buffer), or packed */
+    for (int i = 0; i < nsend && send_direct; ++i) {
+        char *b = xbytes(s, i, &len);
+        if (0 < len) {
+            send_direct = mca_coll_gpu_team_buffer(b);
+            lo = (NULL == lo || b < lo) ? b : lo;
+        }
+    }
+    for (int i = 0; i < nsend; ++i) {
+        char *b = xbytes(s, i, &len);
+        offer_off[i] = send_direct ? (uint64_t) (0 < len ? b - lo : 0) : (uint64_t) src_bytes;
+        offer_len[i] = len;
+        src_bytes = send_direct ? (0 < len && offer_off[i] + len > src_bytes
+                                       ? offer_off[i] + len : src_bytes)
+                                : src_bytes + len;
+    }
+    if (send_direct) {
+        src = lo;
+    } else if (OMPI_SUCCESS == rc && 0 < src_bytes) {
+        rc = mca_coll_gpu_adapt_scratch(m, comm, c->what, src_bytes, (void **) &src);
+        for (int i = 0; i < nsend && OMPI_SUCCESS == rc; ++i) {
+            rc = xcopy(m, comm, c->what, s, i, src + offer_off[i], true);
+        }
+    }
+    for (int q = nsend; q < n; ++q) { /* the one block, to every rank */
+        offer_off[q] = offer_off[0];
+        offer_len[q] = offer_len[0];
+    }
+    /* where each piece lands: the receive block itself, or the landing temporary */
+    for (int p = 0; p < n && recv_direct; ++p) {
+        char *b = xbytes(r, p, &len);
+        recv_direct = (0 == len || DEV_MEM_DEVICE == mca_coll_gpu_classify(b));
+    }
+    for (int p = 0; p < n; ++p) {
+        dst[p] = xbytes(r, p, &len);
+        want_len[p] = len;
+        total += (p == me && in_place) ? 0 : len;
+    }
+    if (!recv_direct && OMPI_SUCCESS == rc && 0 < total) {
+        rc = mca_coll_gpu_adapt_landing(m, comm, c->what, total, (void **) &landing);
+    }
+    for (size_t p = 0, off = 0; p < (size_t) n && !recv_direct; ++p) {
+        dst[p] = landing + off;
+        off += ((int) p == me && in_place) ? 0 : want_len[p];
+    }
+    if (in_place) { /* this rank's own block is where it belongs */
+        offer_len[me] = 0;
+        want_len[me] = 0;
+    }
+    rc = mca_coll_gpu_nvl_exchange(t, src, src_bytes, offer_off, offer_len, dst, want_len,
+                                   c->what, comm, rc);
+    for (int p = 0; p < n && !recv_direct && OMPI_SUCCESS == rc; ++p) {
+        if (0 < want_len[p]) {
+            rc = xcopy(m, comm, c->what, r, p, dst[p], false);
+        }
+    }
+    return rc;
+}
+
+/* Are all the bytes this rank's call touches host memory (MPI_IN_PLACE is)? */
+static bool call_host(const coll_gpu_staged_call_t *c, const xside_t *s, const xside_t *r, int n)
+{
+    return (MPI_IN_PLACE == c->sbuf
+            || mca_coll_gpu_is_host(mca_coll_gpu_layout_kind(s->buf, xlayout(s, n))))
+           && mca_coll_gpu_is_host(mca_coll_gpu_layout_kind(r->buf, xlayout(r, n)));
+}
+
+/* What the ranks compare: the block size where every rank's must be equal (allgather,
+ * alltoall), the whole receive size of allgatherv; nothing for alltoallv, whose pieces the
+ * exchange checks one by one. */
+static void call_record(const coll_gpu_staged_call_t *c, int n, bool host,
+                        coll_gpu_kinds_call_t *call)
+{
+    size_t dsize, total = 0;
+
+    ompi_datatype_type_size(c->rdtype, &dsize);
+    *call = (coll_gpu_kinds_call_t){.device = !host, .bytes = dsize * (size_t) c->rcount};
+    switch (c->coll) {
+    case COLL_GPU_SC_ALLGATHERV:
+        for (int i = 0; i < n; ++i) {
+            total += (size_t) c->rcounts[i];
+        }
+        call->coll = COLL_GPU_KINDS_ALLGATHERV;
+        call->bytes = dsize * total;
+        break;
+    case COLL_GPU_SC_ALLTOALL:
+        call->coll = COLL_GPU_KINDS_ALLTOALL;
+        break;
+    case COLL_GPU_SC_ALLTOALLV:
+        call->coll = COLL_GPU_KINDS_ALLTOALLV;
+        call->bytes = 0;
+        break;
+    default:
+        call->coll = COLL_GPU_KINDS_ALLGATHER;
+        break;
+    }
+}
+
+int mca_coll_gpu_exchange(coll_gpu_staged_call_t *c)
+{
+    mca_coll_gpu_module_t *m = c->gpu;
+    struct ompi_communicator_t *comm = c->comm;
+    int n = ompi_comm_size(comm), rc;
+    coll_gpu_kinds_call_t call;
+    coll_gpu_team_t *team = NULL;
+    bool host, all_device;
+    xside_t s, r;
+    size_t total = 0, len;
+
+    /* an intercommunicator (no team spans its groups), or a call the saved module makes on
+     * our communicator from inside one of ours */
+    if (m->inter || m->in_agreed_call) {
+        return mca_coll_gpu_staged(c);
+    }
+    call_sides(c, ompi_comm_rank(comm), &s, &r);
+    host = call_host(c, &s, &r, n);
+    if (mca_coll_gpu_host_noted(m, host)) { /* the hot path: a note, no wait */
+        c->host = true;
+        return mca_coll_gpu_staged(c);
+    }
+    call_record(c, n, host, &call);
+    rc = mca_coll_gpu_kinds_agree(m, comm, c->what, &call, &all_device);
+    if (OMPI_SUCCESS != rc) {
+        return rc;
+    }
+    if (host && !all_device) {
+        c->host = true;
+        return mca_coll_gpu_staged(c);
+    }
+    for (int p = 0; p < n; ++p) {
+        (void) xbytes(&r, p, &len);
+        total += len;
+    }
+    if (all_device && 2 <= n && !mca_coll_gpu_hier_spans(m, comm)) {
+        team = mca_coll_gpu_team_get(m, comm, c->what);
+    }
+    if (NULL == team) {
+        mca_coll_gpu_log_call(c->what, comm, total, c->rdtype, NULL,
+                              !all_device ? "staged (memory kind: host memory on some rank)"
+                              : 2 > n     ? "staged (nothing to exchange between GPUs)"
+                                          : "staged (spans nodes, or no node team)");
+        c->decided = true;
+        return mca_coll_gpu_staged(c);
+    }
+    team->what = c->what;
+    mca_coll_gpu_log_call(c->what, comm, total, c->rdtype, NULL, "exchange on the node team");
+    return exchange_run(m, team, c, &s, &r);
+}
