@@ -931,13 +931,6 @@ int mca_coll_gpu_allreduce_device(const void *sbuf, void *rbuf, int count,
                                   struct ompi_datatype_t *dtype, struct ompi_op_t *op,
                                   struct ompi_communicator_t *comm, mca_coll_gpu_module_t *m,
                                   bool all_device, int prior_rc);
-/* A blocking bcast whose path is decided (all_device: agreed; coll_gpu_bcast.c), for the
- * collectives composed of bcasts (an allgather, coll_gpu_gather.c): the node team where there is
- * one, else staged.  A rank with prior_rc other than OMPI_SUCCESS takes part without data (a
- * root that has none makes its peers fail) and returns it. */
-int mca_coll_gpu_bcast_device(void *buf, int count, struct ompi_datatype_t *dtype, int root,
-                              struct ompi_communicator_t *comm, mca_coll_gpu_module_t *m,
-                              bool all_device, int prior_rc);
 int mca_coll_gpu_bcast(void *buf, int count, struct ompi_datatype_t *dtype, int root,
                        struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
 int mca_coll_gpu_exscan(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,

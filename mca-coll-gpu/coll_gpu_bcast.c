@@ -43,9 +43,9 @@ static int bcast_staged(void *buf, int count, struct ompi_datatype_t *dtype, int
  * only picks the algorithm, and the root's pick is the one every rank runs.  A rank whose buffer
  * the team cannot use in place goes through a device temporary (coll_gpu_adapt.c).
  */
-int mca_coll_gpu_bcast_device(void *buf, int count, struct ompi_datatype_t *dtype, int root,
-                              struct ompi_communicator_t *comm, mca_coll_gpu_module_t *m,
-                              bool all_device, int prior_rc)
+static int bcast_device(void *buf, int count, struct ompi_datatype_t *dtype, int root,
+                        struct ompi_communicator_t *comm, mca_coll_gpu_module_t *m,
+                        bool all_device)
 {
     size_t bytes = mca_coll_gpu_call_bytes(dtype, (size_t) count);
     bool is_root = (ompi_comm_rank(comm) == root);
@@ -66,15 +66,13 @@ int mca_coll_gpu_bcast_device(void *buf, int count, struct ompi_datatype_t *dtyp
                                &plan);
     mca_coll_gpu_log_plan(bcast_name, comm, bytes, dtype, NULL, TOPO_COLL_BCAST, team, &plan);
     if (NULL == team) {
-        rc = bcast_staged(buf, count, dtype, root, comm, m);
-        return (OMPI_SUCCESS != prior_rc) ? prior_rc : rc;
+        return bcast_staged(buf, count, dtype, root, comm, m);
     }
     /* a rank that cannot prepare its buffer still takes part (its peers fail, not wait); the
      * root's plan is the call's, and a push root's buffer is only read, never mapped by peers
      * (its IPC capability, a driver query, is not asked) */
     memset(&a, 0, sizeof(a)); /* a rank that could not settle takes part without data */
-    local_rc = (OMPI_SUCCESS != prior_rc) ? prior_rc
-               : (OMPI_SUCCESS != settled)
+    local_rc = (OMPI_SUCCESS != settled)
                    ? settled
                    : mca_coll_gpu_adapt_in(m, comm, bcast_name, 0, buf, count, dtype, is_root,
                                            !(is_root && TOPO_BC_PUSH == plan.alg), &a);
@@ -82,7 +80,7 @@ int mca_coll_gpu_bcast_device(void *buf, int count, struct ompi_datatype_t *dtyp
     if (OMPI_SUCCESS == rc) {
         rc = mca_coll_gpu_adapt_out(m, comm, bcast_name, &a, !is_root);
     }
-    return (OMPI_SUCCESS != prior_rc) ? prior_rc : rc;
+    return rc;
 }
 
 int mca_coll_gpu_bcast(void *buf, int count, struct ompi_datatype_t *dtype, int root,
@@ -120,8 +118,7 @@ int mca_coll_gpu_bcast(void *buf, int count, struct ompi_datatype_t *dtype, int 
         /* a host rank goes below unless the agreement put every rank on the device path */
         rc = (host && !all_device)
                  ? m->prev_bcast.fn(buf, count, dtype, root, comm, m->prev_bcast.module)
-                 : mca_coll_gpu_bcast_device(buf, count, dtype, root, comm, m, all_device,
-                                             OMPI_SUCCESS);
+                 : bcast_device(buf, count, dtype, root, comm, m, all_device);
     }
     return rc;
 }
