@@ -10,9 +10,9 @@
  *
  * The kinds board.  On a communicator whose ranks share one host, each rank owns a record in a
  * POSIX shared memory block made at the communicator's first such call, on pages of its own:
- * a ring of COLL_GPU_KINDS_RING words, word u mod RING holding (u << 8 | flags) once the rank
- * has entered call u, and beside it a ring of details of its device calls (collective, bytes,
- * op, element type, root).  Per call u:
+ * a ring of COLL_GPU_KINDS_RING slots, slot u mod RING holding a word (u << 8 | flags) once
+ * the rank has entered call u and, on the same cache line, the details of a device call
+ * (collective, bytes, op, element type, root).  Per call u:
  *
  *   host memory here     store word u (release), go to the component below.  No wait: a host
  *                        rank already knows the call cannot take the GPU path.  One store to
@@ -101,25 +101,19 @@ typedef struct coll_gpu_kinds_entry_t {
 
 #define KINDS_PAGE 4096
 
-/* The word ring does not start the page.  A host-memory rank stores into it on every call and
- * then, inside tuned, polls shared memory that starts pages (Open MPI's fast boxes); on the GPU
- * machine the 8-byte host MPI_Allreduce paid 60-120 ns more when the ring sat at page offsets
- * 0-511 (a page-aligned private ring cost as much as the board; a ring in .bss nothing:
- * tests/bench/results/2026-12-02-h200x1-hardening), which looks like 4 KiB aliasing between
- * the store and those loads.  So the details (written by device ranks only) come first and the
- * ring sits at an offset away from multiples of 1 KiB (KINDS_WORD_OFFSET).  That this layout
- * removes the cost is a guess not yet measured: the next GPU session measures it. */
-#define KINDS_WORD_OFFSET 0x940
+/* One call's slot of a rank's record: its details and its word on one cache line, so that a
+ * device rank reading a peer's entry of the call takes one miss per peer, not two (the word
+ * tells the entry is there, the details are what it compares). */
+typedef struct coll_gpu_kinds_slot_t {
+    coll_gpu_kinds_entry_t detail;
+    _Atomic uint64_t word; /* (u << 8) | flags for call u, stored last (release) */
+} __attribute__((aligned(64))) coll_gpu_kinds_slot_t;
+
 typedef struct coll_gpu_kinds_rank_t {
-    coll_gpu_kinds_entry_t detail[COLL_GPU_KINDS_RING];
+    coll_gpu_kinds_slot_t slot[COLL_GPU_KINDS_RING];
     _Atomic uint64_t abandoned __attribute__((aligned(64))); /* gave up in this call; 0: none */
-    char pad[KINDS_WORD_OFFSET - sizeof(coll_gpu_kinds_entry_t) * COLL_GPU_KINDS_RING
-             - sizeof(uint64_t)];
-    /* (u << 8) | flags for call u, stored last (release) */
-    _Atomic uint64_t word[COLL_GPU_KINDS_RING];
 } __attribute__((aligned(KINDS_PAGE))) coll_gpu_kinds_rank_t;
-_Static_assert(KINDS_WORD_OFFSET == __builtin_offsetof(coll_gpu_kinds_rank_t, word),
-               "the word ring's offset in the page");
+_Static_assert(64 == sizeof(coll_gpu_kinds_slot_t), "a slot is one cache line");
 
 struct coll_gpu_kinds_board_t {
     uint64_t magic;
@@ -133,14 +127,14 @@ struct coll_gpu_kinds_board_t {
 static inline uint64_t kinds_word(const coll_gpu_kinds_board_t *b, int p, uint64_t u,
                                   memory_order order)
 {
-    return atomic_load_explicit(&b->rank[p].word[u % COLL_GPU_KINDS_RING], order);
+    return atomic_load_explicit(&b->rank[p].slot[u % COLL_GPU_KINDS_RING].word, order);
 }
 
 /* Peer p's details of call u (valid once its word u shows KINDS_DEVICE). */
 static inline const coll_gpu_kinds_entry_t *kinds_detail(const coll_gpu_kinds_board_t *b, int p,
                                                          uint64_t u)
 {
-    return &b->rank[p].detail[u % COLL_GPU_KINDS_RING];
+    return &b->rank[p].slot[u % COLL_GPU_KINDS_RING].detail;
 }
 
 /* Names tried before a board cannot be made (names of killed processes may be left). */
@@ -412,7 +406,7 @@ static int kinds_wait(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm
 /* Store this rank's word of call u: from now on its peers may read it (and its details). */
 static inline void kinds_publish(mca_coll_gpu_module_t *m, uint64_t u, unsigned flags)
 {
-    atomic_store_explicit(&m->board->rank[m->board_rank].word[u % COLL_GPU_KINDS_RING],
+    atomic_store_explicit(&m->board->rank[m->board_rank].slot[u % COLL_GPU_KINDS_RING].word,
                           (u << 8) | flags, memory_order_release);
 }
 
@@ -588,7 +582,7 @@ static int kinds_board_device(mca_coll_gpu_module_t *m, struct ompi_communicator
     int rc;
 
     u = ++m->kinds_seq;
-    e = &b->rank[m->board_rank].detail[u % COLL_GPU_KINDS_RING];
+    e = &b->rank[m->board_rank].slot[u % COLL_GPU_KINDS_RING].detail;
     e->seq = u;
     e->flags = KINDS_DEVICE | (call->capable ? KINDS_CAPABLE : 0);
     e->coll = (uint8_t) call->coll;

@@ -17,6 +17,8 @@
 #include "ompi_config.h"
 
 #include "opal/mca/base/base.h"
+#include <inttypes.h>
+
 #include "opal/mca/memory/base/base.h"
 #include "opal/memoryhooks/memory.h"
 
@@ -73,6 +75,14 @@ void mca_coll_gpu_memhooks_init(void)
 
 void mca_coll_gpu_memhooks_fini(void)
 {
+    dev_classify_stats_t stats;
+
+    /* what the cache saved: a host path that asks the driver on most calls shows here */
+    dev_mem_classify_stats(&stats);
+    COLL_GPU_VERBOSE(COLL_GPU_LOG_QUERY,
+                     "coll:gpu:memhooks: classification: %" PRIu64 " driver queries, %" PRIu64
+                     " host pages remembered, %" PRIu64 " releases seen",
+                     (uint64_t) stats.queries, (uint64_t) stats.stores, (uint64_t) stats.forgets);
     if (memhooks_registered) {
         dev_mem_classify_cache_enable(false);
         (void) opal_mem_hooks_unregister_release(memhooks_release);
