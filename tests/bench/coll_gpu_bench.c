@@ -88,8 +88,29 @@ static const type_info_t types[] = {
 static const char *const op_names[] = {"sum", "prod", "min", "max"};
 static const dev_op_t op_devs[] = {DEV_OP_SUM, DEV_OP_PROD, DEV_OP_MIN, DEV_OP_MAX};
 
-static const char *const coll_names[BENCH_COLL_COUNT] = {"allreduce", "bcast", "allgather",
-                                                         "reduce_scatter_block"};
+/* What the benchmark needs to know of each collective.  A size is nccl-tests' size: for the
+ * collectives made of one block per rank, the whole buffer of n blocks (allgather's receive
+ * buffer, reduce_scatter_block's send buffer), and the call's count is then one block. */
+typedef struct {
+    const char *name;
+    int reduces;  /* takes -o's op */
+    int blocks;   /* a size is n blocks of count elements, one per rank */
+    int send_all; /* the send buffer holds all n blocks (else one block, or count elements) */
+    int recv_all; /* the receive buffer holds all n blocks */
+    /* What each rank receives from the others, for bus bandwidth: the (n-1)/n of a size that
+     * is not its own, `phases` times (allreduce: a reduce-scatter, then an allgather), or the
+     * whole message (bcast, whatever n) */
+    int phases;
+    int whole;
+} coll_info_t;
+
+static const coll_info_t coll_info[BENCH_COLL_COUNT] = {
+    [BENCH_ALLREDUCE] = {.name = "allreduce", .reduces = 1, .phases = 2},
+    [BENCH_BCAST] = {.name = "bcast", .phases = 1, .whole = 1},
+    [BENCH_ALLGATHER] = {.name = "allgather", .blocks = 1, .recv_all = 1, .phases = 1},
+    [BENCH_REDUCE_SCATTER_BLOCK] = {.name = "reduce_scatter_block", .reduces = 1, .blocks = 1,
+                                    .send_all = 1, .phases = 1},
+};
 
 static MPI_Datatype type_mpi(dev_dtype_t t)
 {
@@ -119,19 +140,11 @@ static MPI_Op op_mpi(dev_op_t op)
     }
 }
 
-static int coll_reduces(bench_coll_t c)
-{
-    return BENCH_ALLREDUCE == c || BENCH_REDUCE_SCATTER_BLOCK == c;
-}
-
 /* nccl-tests' bus bandwidth: what each link carries, comparable across rank counts. */
 static double busbw_factor(bench_coll_t c, int n)
 {
-    switch (c) {
-    case BENCH_ALLREDUCE: return 2.0 * (n - 1) / n;
-    case BENCH_BCAST: return 1.0;
-    default: return (double) (n - 1) / n;
-    }
+    const coll_info_t *ci = &coll_info[c];
+    return ci->whole ? 1.0 : (double) ci->phases * (n - 1) / n;
 }
 
 /* ---- options --------------------------------------------------------------------------- */
@@ -263,7 +276,7 @@ static int parse_options(int argc, char **argv, options_t *opt, char *err, size_
             for (tok = strtok_r(buf, ",", &save); NULL != tok; tok = strtok_r(NULL, ",", &save)) {
                 int k, found = -1;
                 for (k = 0; k < BENCH_COLL_COUNT; ++k) {
-                    if (0 == strcmp(tok, coll_names[k])) {
+                    if (0 == strcmp(tok, coll_info[k].name)) {
                         found = k;
                     }
                 }
@@ -479,7 +492,7 @@ static void gen_setup(gen_t *g, uint64_t seed, const type_info_t *t, dev_op_t op
     memset(g, 0, sizeof(*g));
     g->seed = seed;
     g->scale = t->is_float ? 0.125 : 1.0;
-    if (coll_reduces(coll) && DEV_OP_PROD == op) {
+    if (coll_info[coll].reduces && DEV_OP_PROD == op) {
         /* products stay exact: |product| <= 2^nranks must fit */
         int two_fits = t->is_float || nranks < t->bits - 2;
         if (t->is_signed) {
@@ -494,7 +507,7 @@ static void gen_setup(gen_t *g, uint64_t seed, const type_info_t *t, dev_op_t op
         }
         return;
     }
-    if (coll_reduces(coll) && (DEV_OP_MIN == op || DEV_OP_MAX == op)) {
+    if (coll_info[coll].reduces && (DEV_OP_MIN == op || DEV_OP_MAX == op)) {
         /* half the type's range: the 0xA5 poison of uint8 and uint16 stays out of it */
         int64_t r = tmax / 2 < 100000 ? tmax / 2 : 100000;
         g->lo = t->is_signed ? -r / 2 : 0;
@@ -906,7 +919,7 @@ static int prepare_check(bench_t *B, bench_coll_t c, const gen_t *g, size_t coun
     } else if (BENCH_ALLREDUCE == c && B->opt.in_place) {
         return dev_memcpy(B->drecv, B->hin, count * ts); /* the input is the output's place */
     } else {
-        size_t inn = BENCH_REDUCE_SCATTER_BLOCK == c ? count * (size_t) g_size : count;
+        size_t inn = coll_info[c].send_all ? count * (size_t) g_size : count;
         if (DEV_OK != dev_memcpy(B->dsend, B->hin, inn * ts)) {
             return -1;
         }
@@ -931,7 +944,7 @@ static long long verify(bench_t *B, bench_coll_t c, const backend_t *b, size_t b
         if (!(got == want)) {
             if (wrong < MAX_SHOWN_MISMATCHES) {
                 fprintf(stderr, "rank %d: %s %zu B %s: element %zu is %.17g, expected %.17g\n",
-                        g_rank, coll_names[c], bytes, b->name, i, got, want);
+                        g_rank, coll_info[c].name, bytes, b->name, i, got, want);
             }
             ++wrong;
         }
@@ -1310,19 +1323,19 @@ static void setup_backends(bench_t *B)
                 } else if (!cv->found && B->gpu_loaded) {
                     b->usable[c] = 0;
                     snprintf(b->why[c], WHY_LEN, "coll/gpu has no algorithm to choose for %s "
-                             "(no coll_gpu_%s_algorithm: it always stages it)", coll_names[c],
-                             coll_names[c]);
+                             "(no coll_gpu_%s_algorithm: it always stages it)", coll_info[c].name,
+                             coll_info[c].name);
                 } else if (!cv->found || !cv->writable) {
                     b->usable[c] = 0;
                     copy_str(b->why[c], WHY_LEN, cv->why);
                 } else if (0 != cvar_alg_value(cv, c, b->alg, &b->alg_value[c])) {
                     b->usable[c] = 0;
                     snprintf(b->why[c], WHY_LEN, "coll_gpu_%s_algorithm has no value '%s'",
-                             coll_names[c], b->alg);
+                             coll_info[c].name, b->alg);
                 }
             }
             if (!b->usable[c]) {
-                say("# backend %s for %s: unavailable: %s\n", b->name, coll_names[c], b->why[c]);
+                say("# backend %s for %s: unavailable: %s\n", b->name, coll_info[c].name, b->why[c]);
             }
         }
     }
@@ -1332,9 +1345,9 @@ static void setup_backends(bench_t *B)
 
 static void print_table_header(const bench_t *B, bench_coll_t c)
 {
-    say("#\n# %s%s, %s %s, %d ranks on %d node(s), %s device%s\n", coll_names[c],
+    say("#\n# %s%s, %s %s, %d ranks on %d node(s), %s device%s\n", coll_info[c].name,
         BENCH_ALLREDUCE == c && B->opt.in_place ? " in place" : "", B->opt.type->name,
-        coll_reduces(c) ? B->opt.op_name : "-", g_size, B->nodes, dev_backend_name(B->device),
+        coll_info[c].reduces ? B->opt.op_name : "-", g_size, B->nodes, dev_backend_name(B->device),
         B->opt.check ? ", check mode" : "");
     say("# %11s %11s %7s %5s %5s  %-12s %10s %12s %12s %8s\n", "size(B)", "count", "type", "op",
         "root", "backend", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
@@ -1344,7 +1357,7 @@ static void print_row(bench_t *B, bench_coll_t c, size_t bytes, size_t total,
                       const backend_t *b, const result_t *r)
 {
     char wrong[32], root[16];
-    const char *op = coll_reduces(c) ? B->opt.op_name : "-";
+    const char *op = coll_info[c].reduces ? B->opt.op_name : "-";
     if (B->opt.check) {
         snprintf(wrong, sizeof(wrong), "%lld", r->wrong);
     } else {
@@ -1359,7 +1372,7 @@ static void print_row(bench_t *B, bench_coll_t c, size_t bytes, size_t total,
         B->opt.type->name, op, root, b->name, r->mean_us, r->algbw, r->busbw, wrong);
     if (0 == g_rank && NULL != B->csv) {
         fprintf(B->csv, "%s,%zu,%zu,%s,%s,%s,%s,%d,%d,%s,%d,%.3f,%.3f,%.3f,%.4f,%.4f,%s,",
-                coll_names[c], bytes, total, B->opt.type->name, op,
+                coll_info[c].name, bytes, total, B->opt.type->name, op,
                 BENCH_BCAST == c ? root : "", b->name, g_size, B->nodes,
                 dev_backend_name(B->device), r->iters, r->mean_us, r->median_us, r->min_us,
                 r->algbw, r->busbw, B->opt.check ? wrong : "");
@@ -1406,7 +1419,7 @@ static void print_closing(bench_t *B, bench_coll_t c, const size_t *sizes, int n
     }
     base = nccl >= 0 ? nccl : staged;
     floor_col = B->floor_us > 0 && mpi >= 0;
-    say("#\n# Closing table, %s: ", coll_names[c]);
+    say("#\n# Closing table, %s: ", coll_info[c].name);
     if (nccl >= 0) {
         say("coll/gpu (backend mpi) against NCCL, same processes, same buffers.\n"
             "#   t = time ratio (below 1: faster than NCCL), bw = busbw ratio (above 1: more than "
@@ -1498,7 +1511,7 @@ static void print_closing(bench_t *B, bench_coll_t c, const size_t *sizes, int n
 static int size_ladder(const bench_t *B, bench_coll_t c, size_t *sizes)
 {
     size_t ts = dev_dtype_size(B->opt.type->dev);
-    size_t unit = ts * ((BENCH_ALLGATHER == c || BENCH_REDUCE_SCATTER_BLOCK == c) ? g_size : 1);
+    size_t unit = ts * (coll_info[c].blocks ? (size_t) g_size : 1);
     double s;
     int n = 0;
     for (s = (double) B->opt.minbytes; s <= (double) B->opt.maxbytes * (1 + 1e-9) && n < MAX_SIZES;
@@ -1531,7 +1544,7 @@ static void print_header(bench_t *B)
     for (ci = 0; ci < B->opt.ncolls; ++ci) {
         char name[96];
         bench_coll_t c = (bench_coll_t) B->opt.colls[ci];
-        snprintf(name, sizeof(name), "coll_gpu_%s_algorithm", coll_names[c]);
+        snprintf(name, sizeof(name), "coll_gpu_%s_algorithm", coll_info[c].name);
         cvar_open(name, &B->cvars[c]);
     }
     B->gpu_loaded = mpit_ok && MPI_SUCCESS == MPI_T_cvar_get_index("coll_gpu_device", &idx);
@@ -1712,13 +1725,11 @@ static int run_collective(bench_t *B, bench_coll_t c, long long *total_wrong, in
         usable += B->backends[k].usable[c];
     }
     if (0 == usable) {
-        say("#   (no backend can run %s here: see the lines above)\n", coll_names[c]);
+        say("#   (no backend can run %s here: see the lines above)\n", coll_info[c].name);
     }
     for (s = 0; s < n; ++s) {
         size_t total = sizes[s] / ts;
-        size_t count = (BENCH_ALLGATHER == c || BENCH_REDUCE_SCATTER_BLOCK == c)
-                           ? total / (size_t) g_size
-                           : total;
+        size_t count = coll_info[c].blocks ? total / (size_t) g_size : total;
         if (count > (size_t) INT_MAX) {
             say("# %zu B: %zu elements do not fit an int count: skipped\n", sizes[s], count);
             continue;
@@ -1730,10 +1741,10 @@ static int run_collective(bench_t *B, bench_coll_t c, long long *total_wrong, in
             }
             if (0 != run_segment(B, b, c, sizes[s], count, total, &results[s][k], why,
                                  sizeof(why))) {
-                fprintf(stderr, "rank %d: %s %zu B %s: %s\n", g_rank, coll_names[c], sizes[s],
+                fprintf(stderr, "rank %d: %s %zu B %s: %s\n", g_rank, coll_info[c].name, sizes[s],
                         b->name, why);
                 say("# %s %zu B, backend %s: error (%s); backend stopped for this collective\n",
-                    coll_names[c], sizes[s], b->name, why);
+                    coll_info[c].name, sizes[s], b->name, why);
                 b->usable[c] = 0;
                 ++*failed;
                 rc = 1;
@@ -1749,19 +1760,19 @@ static int run_collective(bench_t *B, bench_coll_t c, long long *total_wrong, in
                 for (int j = 0; j < k; ++j) {
                     if (0 == strcmp(B->backends[j].name, twin) && results[s][j].done
                         && results[s][j].mean_us > 0) {
-                        say("#   %s / %s time, %s %zu B: %.2f\n", b->name, twin, coll_names[c],
+                        say("#   %s / %s time, %s %zu B: %.2f\n", b->name, twin, coll_info[c].name,
                             sizes[s], results[s][k].mean_us / results[s][j].mean_us);
                     }
                 }
                 say("#   %s pinned host allocations per call, %s %zu B: %.2f\n", b->name,
-                    coll_names[c], sizes[s], results[s][k].pinned_per_call);
+                    coll_info[c].name, sizes[s], results[s][k].pinned_per_call);
             }
             if (results[s][k].both_us > 0) {
                 const result_t *r = &results[s][k];
                 double shorter = r->mean_us < r->comp_us ? r->mean_us : r->comp_us;
                 say("#   overlap %s %s %zu B: comm %.2f us, compute %.2f us, together %.2f us, "
                     "overlap %.2f\n",
-                    b->name, coll_names[c], sizes[s], r->mean_us, r->comp_us, r->both_us,
+                    b->name, coll_info[c].name, sizes[s], r->mean_us, r->comp_us, r->both_us,
                     shorter > 0 ? (r->mean_us + r->comp_us - r->both_us) / shorter : 0.0);
             }
         }
