@@ -3,10 +3,11 @@
 # on the emulated device with 2 ranks (allreduce and bcast, 8 B to 64 KiB, backends mpi, staged
 # and nb with the overlap figure of -O and its pinned allocations per call,
 # coll_gpu_uniform_buffers=true as the default) must finish, print a table, and count no wrong
-# element anywhere.  Then allgather and reduce_scatter_block, which coll/gpu always stages: the
-# staged backend runs them (it said "coll/gpu not loaded?" and left them out), and a forced
-# algorithm says why it cannot apply.  Last, allreduce in place (-I) through coll/gpu's
-# algorithms and its nonblocking form.  TAP output.
+# element anywhere.  Then allgather and reduce_scatter_block, which have no algorithm variable of
+# their own: the staged backend forces allgather through coll_gpu_bcast_algorithm (coll/gpu runs
+# it as one bcast per rank; coll/gpu's log must show it staged) and says that nothing forces
+# reduce_scatter_block, and a forced algorithm says why it cannot apply.  Then allreduce in place
+# (-I) through coll/gpu's algorithms and its nonblocking form.  TAP output.
 set -u
 : "${top_builddir:=$(cd "$(dirname "$0")/../.." && pwd)}"
 : "${top_srcdir:=$(cd "$(dirname "$0")/../.." && pwd)}"
@@ -14,11 +15,11 @@ bench=$top_builddir/tests/coll_gpu_bench
 csv=bench-smoke.csv
 out=bench-smoke.out
 
-echo "1..11"
+echo "1..12"
 if [ ! -x "$bench" ]; then
     echo "not ok 1 - coll_gpu_bench is built ($bench)"
     echo "# the remaining checks need it"
-    for n in 2 3 4 5 6 7 8 9 10 11; do echo "not ok $n - skipped: no coll_gpu_bench"; done
+    for n in 2 3 4 5 6 7 8 9 10 11 12; do echo "not ok $n - skipped: no coll_gpu_bench"; done
     exit 1
 fi
 echo "ok 1 - coll_gpu_bench is built"
@@ -88,17 +89,21 @@ COLL_GPU_TEST_TIMEOUT=${COLL_GPU_TEST_TIMEOUT:-120} COLL_GPU_TEST_DEVICE=emulate
     -b 16 -e 1K -n 2 -w 1 -B mpi,staged,mpi:ring -s 12345 -p "$csv2" >"$out2" 2>&1
 rc=$?
 sed 's/^/# /' "$out2"
-rows=$(awk -F, 'NR > 1 && $7 == "staged" && $17 == "0"' "$csv2" 2>/dev/null | wc -l)
-if [ $rc -eq 0 ] && [ "$rows" -eq 14 ] && ! grep -q "backend staged.*unavailable" "$out2"; then
-    echo "ok 9 - staged: allgather and reduce_scatter_block run, right (14 rows)"
+# before, staged ran both as they are, i.e. on coll/gpu's GPU path, and called that staged
+rows=$(awk -F, 'NR > 1 && $1 == "allgather" && $7 == "staged" && $17 == "0"' "$csv2" 2>/dev/null | wc -l)
+staged_rsb=$(awk -F, 'NR > 1 && $1 == "reduce_scatter_block" && $7 == "staged"' "$csv2" 2>/dev/null | wc -l)
+if [ $rc -eq 0 ] && [ "$rows" -eq 7 ] && [ "$staged_rsb" -eq 0 ] \
+    && grep -q "^# backend staged for allgather: forced through coll_gpu_bcast_algorithm" "$out2" \
+    && grep -q "^# backend staged for reduce_scatter_block: unavailable: coll/gpu has no switch that forces reduce_scatter_block onto its host staging path" "$out2"; then
+    echo "ok 9 - staged: allgather forced through coll_gpu_bcast_algorithm, right (7 rows); reduce_scatter_block has no switch, and says so"
 else
-    echo "not ok 9 - staged: allgather and reduce_scatter_block run, right (exit $rc, $rows of 14 rows)"
+    echo "not ok 9 - staged: allgather forced through coll_gpu_bcast_algorithm, right (7 rows); reduce_scatter_block has no switch, and says so (exit $rc, $rows rows, $staged_rsb staged rsb rows)"
 fi
-why=$(grep -c "backend mpi:ring for [a-z_]*: unavailable: coll/gpu has no algorithm to choose" "$out2")
-if [ "$why" -eq 2 ]; then
-    echo "ok 10 - mpi:ring: each says coll/gpu has no algorithm to choose for it"
+if grep -q "^# backend mpi:ring for allgather: unavailable: coll_gpu_bcast_algorithm has no value 'ring'" "$out2" \
+    && grep -q "^# backend mpi:ring for reduce_scatter_block: unavailable: coll/gpu has no algorithm to choose for reduce_scatter_block" "$out2"; then
+    echo "ok 10 - mpi:ring: each says why it cannot apply"
 else
-    echo "not ok 10 - mpi:ring: each says coll/gpu has no algorithm to choose for it ($why of 2)"
+    echo "not ok 10 - mpi:ring: each says why it cannot apply"
 fi
 
 # in place: the first call of each size and backend is checked (later ones reduce the result)
@@ -115,4 +120,21 @@ if [ $rc -eq 0 ] && [ "$rows" -eq 40 ] && grep -q "^# allreduce in place," "$out
     echo "ok 11 - in place: 4 backends x 10 sizes right (40 rows)"
 else
     echo "not ok 11 - in place: 4 backends x 10 sizes right (exit $rc, $rows of 40 rows)"
+fi
+
+# the staged allgather is staged: coll/gpu's own log line for every call says so
+out4=bench-smoke-path.out
+rm -f "$out4"
+COLL_GPU_TEST_TIMEOUT=${COLL_GPU_TEST_TIMEOUT:-120} COLL_GPU_TEST_DEVICE=emulated \
+    OMPI_MCA_coll_gpu_verbose=10 \
+    "$top_srcdir/tests/run-mpi.sh" 2 "$bench" -d emulated -C -c allgather -b 1K -e 1K -n 2 -w 1 \
+    -B staged -s 12345 >"$out4" 2>&1
+rc=$?
+grep -v "coll:gpu:" "$out4" | sed 's/^/# /'
+staged=$(grep -c "coll:gpu:allgather (cid [0-9]*): rank [0-9]*: .* -> staged (" "$out4")
+team=$(grep "coll:gpu:allgather (cid [0-9]*): rank [0-9]*: .* -> " "$out4" | grep -vc " -> staged (")
+if [ $rc -eq 0 ] && [ "$staged" -gt 0 ] && [ "$team" -eq 0 ]; then
+    echo "ok 12 - staged: coll/gpu stages every allgather call ($staged log lines)"
+else
+    echo "not ok 12 - staged: coll/gpu stages every allgather call (exit $rc, $staged staged and $team other log lines)"
 fi

@@ -6,6 +6,9 @@
  *   mpi        the MPI call on device buffers: through coll/gpu when the component is loaded;
  *   staged     the same call with coll/gpu forced onto its host staging path, by writing the
  *              MPI_T control variable coll_gpu_<collective>_algorithm (restored afterwards);
+ *              allgather, which has none, through coll_gpu_bcast_algorithm (coll/gpu runs it
+ *              as one bcast per rank); a collective with no such switch has no staged backend,
+ *              and the output says so (its mpi row is whatever path coll/gpu takes);
  *   mpi:ALG    the same, forcing any algorithm the control variable knows (oneshot, ring, ...);
  *   nccl       NCCL directly (bench_nccl.c), each call followed by cudaStreamSynchronize;
  *   nb, nb:ALG the nonblocking call (MPI_Iallreduce, MPI_Ibcast, ...) followed at once by
@@ -102,12 +105,22 @@ typedef struct {
      * whole message (bcast, whatever n) */
     int phases;
     int whole;
+    /* Backends staged and mpi:ALG force coll/gpu's path by writing coll_gpu_<name>_algorithm.
+     * A collective without a variable of its own may follow another's: path_of names it, with
+     * path_why saying why (shown in the output).  Kept in step with coll/gpu's dispatch. */
+    const char *path_of;
+    const char *path_why;
 } coll_info_t;
 
 static const coll_info_t coll_info[BENCH_COLL_COUNT] = {
     [BENCH_ALLREDUCE] = {.name = "allreduce", .reduces = 1, .phases = 2},
     [BENCH_BCAST] = {.name = "bcast", .phases = 1, .whole = 1},
-    [BENCH_ALLGATHER] = {.name = "allgather", .blocks = 1, .recv_all = 1, .phases = 1},
+    /* coll_gpu_gather.c: the node team's bcast selection decides; staged there stages it all */
+    [BENCH_ALLGATHER] = {.name = "allgather", .blocks = 1, .recv_all = 1, .phases = 1,
+                         .path_of = "bcast",
+                         .path_why = "coll/gpu runs it on device memory as one bcast per rank"},
+    /* none: coll_gpu_allreduce_algorithm=staged would stage only the allreduce inside its GPU
+     * path (coll_gpu_reduce.c), a different call from its staged form */
     [BENCH_REDUCE_SCATTER_BLOCK] = {.name = "reduce_scatter_block", .reduces = 1, .blocks = 1,
                                     .send_all = 1, .phases = 1},
 };
@@ -609,7 +622,9 @@ static void reduce_reference(const gen_t *g, const type_info_t *t, dev_op_t op, 
 /* ---- MPI_T control variables: forcing coll/gpu's algorithm ----------------------------- */
 
 typedef struct {
+    char name[64];
     int found;
+    int borrowed; /* another collective's variable (coll_info_t.path_of) */
     int writable;
     MPI_T_cvar_handle handle;
     MPI_T_enum enumtype;
@@ -624,14 +639,14 @@ static void cvar_open(const char *name, cvar_t *cv)
     int idx, count = 0, verbosity, bind, scope, nlen = 0, dlen = 0;
     MPI_Datatype dt;
     memset(cv, 0, sizeof(*cv));
+    copy_str(cv->name, sizeof(cv->name), name);
     cv->enumtype = MPI_T_ENUM_NULL;
     if (!mpit_ok) {
         snprintf(cv->why, sizeof(cv->why), "MPI_T is not available");
         return;
     }
     if (MPI_SUCCESS != MPI_T_cvar_get_index(name, &idx)) {
-        snprintf(cv->why, sizeof(cv->why),
-                 "control variable %s does not exist (coll/gpu not loaded?)", name);
+        snprintf(cv->why, sizeof(cv->why), "control variable %s does not exist", name);
         return;
     }
     if (MPI_SUCCESS
@@ -664,9 +679,9 @@ static void cvar_close(cvar_t *cv)
     }
 }
 
-/* Value of algorithm `alg` of collective `coll`: from the variable's own enumerator when it
- * has one, else from the table agreed in the design. */
-static int cvar_alg_value(const cvar_t *cv, bench_coll_t coll, const char *alg, int *value)
+/* Value of algorithm `alg` for variable cv: from the variable's own enumerator when it has
+ * one, else from the table agreed in the design (0 auto, 1 staged, then the algorithms). */
+static int cvar_alg_value(const cvar_t *cv, const char *alg, int *value)
 {
     static const char *const allreduce_algs[] = {"auto", "staged", "oneshot", "twoshot", "ring"};
     static const char *const bcast_algs[] = {"auto", "staged", "push", "chain", "tree"};
@@ -689,9 +704,9 @@ static int cvar_alg_value(const cvar_t *cv, bench_coll_t coll, const char *alg, 
             return -1;
         }
     }
-    if (BENCH_ALLREDUCE == coll) {
+    if (0 == strcmp(cv->name, "coll_gpu_allreduce_algorithm")) {
         table = allreduce_algs;
-    } else if (BENCH_BCAST == coll) {
+    } else if (0 == strcmp(cv->name, "coll_gpu_bcast_algorithm")) {
         table = bcast_algs;
     } else if (0 == strcmp(alg, "auto") || 0 == strcmp(alg, "staged")) {
         *value = 0 == strcmp(alg, "auto") ? 0 : 1;
@@ -964,7 +979,7 @@ static int run_segment(bench_t *B, backend_t *b, bench_coll_t c, size_t bytes, s
     size_t outn = 0;
     gen_t g;
     cvar_t *cv = &B->cvars[c];
-    /* a collective without an algorithm variable (coll/gpu always stages it) is not forced */
+    /* setup_backends left a forced backend only to collectives with a variable */
     int forced = BK_NCCL != b->kind && '\0' != b->alg[0] && cv->found;
     double local[3], global[3], pinned;
     dev_host_stats_t hs0, hs1;
@@ -1317,25 +1332,40 @@ static void setup_backends(bench_t *B)
                              ? "cannot read emulated device memory"
                              : "is not CUDA-aware");
             } else if ('\0' != b->alg[0]) {
-                if (!cv->found && B->gpu_loaded && 0 == strcmp(b->alg, "staged")) {
-                    /* coll/gpu has no GPU path for this collective: it always stages it, so
-                     * the staged backend runs it as it is (the same calls as mpi) */
-                } else if (!cv->found && B->gpu_loaded) {
+                /* Without a variable there is nothing to force, and running the call as it is
+                 * would label coll/gpu's own choice (the GPU path, for some) as forced */
+                if (!cv->found && B->gpu_loaded) {
                     b->usable[c] = 0;
-                    snprintf(b->why[c], WHY_LEN, "coll/gpu has no algorithm to choose for %s "
-                             "(no coll_gpu_%s_algorithm: it always stages it)", coll_info[c].name,
-                             coll_info[c].name);
+                    if (0 == strcmp(b->alg, "staged")) {
+                        snprintf(b->why[c], WHY_LEN, "coll/gpu has no switch that forces %s "
+                                 "onto its host staging path (no coll_gpu_%s_algorithm, and no "
+                                 "other parameter stages the whole call): the mpi backend's row "
+                                 "is the path coll/gpu chooses", coll_info[c].name,
+                                 coll_info[c].name);
+                    } else {
+                        snprintf(b->why[c], WHY_LEN, "coll/gpu has no algorithm to choose for "
+                                 "%s (no coll_gpu_%s_algorithm)", coll_info[c].name,
+                                 coll_info[c].name);
+                    }
+                } else if (!cv->found && mpit_ok) {
+                    b->usable[c] = 0;
+                    snprintf(b->why[c], WHY_LEN, "coll/gpu is not loaded: no algorithm to force");
                 } else if (!cv->found || !cv->writable) {
                     b->usable[c] = 0;
                     copy_str(b->why[c], WHY_LEN, cv->why);
-                } else if (0 != cvar_alg_value(cv, c, b->alg, &b->alg_value[c])) {
+                } else if (0 != cvar_alg_value(cv, b->alg, &b->alg_value[c])) {
+                    char var[sizeof(cv->name)]; /* b->why and cv are both in *B: no overlap */
+                    copy_str(var, sizeof(var), cv->name);
                     b->usable[c] = 0;
-                    snprintf(b->why[c], WHY_LEN, "coll_gpu_%s_algorithm has no value '%s'",
-                             coll_info[c].name, b->alg);
+                    snprintf(b->why[c], WHY_LEN, "%s has no value '%s'", var, b->alg);
+                } else if (cv->borrowed) {
+                    say("# backend %s for %s: forced through %s (%s)\n", b->name,
+                        coll_info[c].name, cv->name, coll_info[c].path_why);
                 }
             }
             if (!b->usable[c]) {
-                say("# backend %s for %s: unavailable: %s\n", b->name, coll_info[c].name, b->why[c]);
+                say("# backend %s for %s: unavailable: %s\n", b->name, coll_info[c].name,
+                    b->why[c]);
             }
         }
     }
@@ -1541,13 +1571,18 @@ static void print_header(bench_t *B)
     say("# coll_gpu_bench: %s", ctime(&now));
     say("# MPI: %s\n", lib);
     cvar_read_string("coll", colls, sizeof(colls));
+    B->gpu_loaded = mpit_ok && MPI_SUCCESS == MPI_T_cvar_get_index("coll_gpu_device", &idx);
     for (ci = 0; ci < B->opt.ncolls; ++ci) {
         char name[96];
         bench_coll_t c = (bench_coll_t) B->opt.colls[ci];
         snprintf(name, sizeof(name), "coll_gpu_%s_algorithm", coll_info[c].name);
         cvar_open(name, &B->cvars[c]);
+        if (!B->cvars[c].found && B->gpu_loaded && NULL != coll_info[c].path_of) {
+            snprintf(name, sizeof(name), "coll_gpu_%s_algorithm", coll_info[c].path_of);
+            cvar_open(name, &B->cvars[c]);
+            B->cvars[c].borrowed = 1;
+        }
     }
-    B->gpu_loaded = mpit_ok && MPI_SUCCESS == MPI_T_cvar_get_index("coll_gpu_device", &idx);
 #if defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
     B->cuda_aware = 1 == MPIX_Query_cuda_support();
 #endif
