@@ -7,7 +7,9 @@
 # their own: the staged backend forces allgather through coll_gpu_bcast_algorithm (coll/gpu runs
 # it as one bcast per rank; coll/gpu's log must show it staged) and says that nothing forces
 # reduce_scatter_block, and a forced algorithm says why it cannot apply.  Then allreduce in place
-# (-I) through coll/gpu's algorithms and its nonblocking form.  TAP output.
+# (-I) through coll/gpu's algorithms and its nonblocking form.  Last, allgatherv, alltoall,
+# alltoallv and reduce_scatter (equal counts), blocking and nonblocking, checked like the others;
+# none has a switch that stages it, and the staged backend says so.  TAP output.
 set -u
 : "${top_builddir:=$(cd "$(dirname "$0")/../.." && pwd)}"
 : "${top_srcdir:=$(cd "$(dirname "$0")/../.." && pwd)}"
@@ -15,11 +17,11 @@ bench=$top_builddir/tests/coll_gpu_bench
 csv=bench-smoke.csv
 out=bench-smoke.out
 
-echo "1..12"
+echo "1..14"
 if [ ! -x "$bench" ]; then
     echo "not ok 1 - coll_gpu_bench is built ($bench)"
     echo "# the remaining checks need it"
-    for n in 2 3 4 5 6 7 8 9 10 11 12; do echo "not ok $n - skipped: no coll_gpu_bench"; done
+    for n in 2 3 4 5 6 7 8 9 10 11 12 13 14; do echo "not ok $n - skipped: no coll_gpu_bench"; done
     exit 1
 fi
 echo "ok 1 - coll_gpu_bench is built"
@@ -137,4 +139,30 @@ if [ $rc -eq 0 ] && [ "$staged" -gt 0 ] && [ "$team" -eq 0 ]; then
     echo "ok 12 - staged: coll/gpu stages every allgather call ($staged log lines)"
 else
     echo "not ok 12 - staged: coll/gpu stages every allgather call (exit $rc, $staged staged and $team other log lines)"
+fi
+
+# the collectives added for issue 22
+out5=bench-smoke-more.out
+csv5=bench-smoke-more.csv
+rm -f "$out5" "$csv5"
+COLL_GPU_TEST_TIMEOUT=${COLL_GPU_TEST_TIMEOUT:-120} COLL_GPU_TEST_DEVICE=emulated \
+    "$top_srcdir/tests/run-mpi.sh" 2 "$bench" -d emulated -C \
+    -c allgatherv,alltoall,alltoallv,reduce_scatter -b 16 -e 4K -n 2 -w 1 -B mpi,nb,staged \
+    -s 12345 -p "$csv5" >"$out5" 2>&1
+rc=$?
+sed 's/^/# /' "$out5"
+# 16 B .. 4 KiB by 2: 9 sizes, for 4 collectives and 2 backends, each collective's rows all there
+rows=$(awk -F, 'NR > 1 && $17 == "0" { n[$1 "," $7]++ } END { for (k in n) if (n[k] == 9) m++; print m + 0 }' "$csv5" 2>/dev/null)
+all=$(awk -F, 'NR > 1' "$csv5" 2>/dev/null | wc -l)
+if [ $rc -eq 0 ] && [ "$rows" -eq 8 ] && [ "$all" -eq 72 ] \
+    && grep -q "check: 0 wrong elements in total" "$out5"; then
+    echo "ok 13 - allgatherv, alltoall, alltoallv, reduce_scatter: mpi and nb right at 9 sizes (72 rows)"
+else
+    echo "not ok 13 - allgatherv, alltoall, alltoallv, reduce_scatter: mpi and nb right at 9 sizes (exit $rc, $all of 72 rows, $rows of 8 complete)"
+fi
+why=$(grep -c "^# backend staged for [a-z_]*: unavailable: coll/gpu has no switch that forces [a-z_]* onto its host staging path" "$out5")
+if [ "$why" -eq 4 ]; then
+    echo "ok 14 - staged: each of the 4 says that nothing forces it onto the staging path"
+else
+    echo "not ok 14 - staged: each of the 4 says that nothing forces it onto the staging path ($why of 4)"
 fi

@@ -2,7 +2,10 @@
  * coll_gpu_bench.c - latency and bandwidth of MPI collectives on device buffers, with NCCL
  * measured side by side in the same processes on the same buffers (in the spirit of nccl-tests).
  *
- * Serves MPI_Allreduce, MPI_Bcast, MPI_Allgather and MPI_Reduce_scatter_block.  Backends:
+ * Serves MPI_Allreduce, MPI_Bcast, MPI_Allgather, MPI_Allgatherv, MPI_Alltoall, MPI_Alltoallv,
+ * MPI_Reduce_scatter_block and MPI_Reduce_scatter, and their nonblocking forms.  The v forms and
+ * MPI_Reduce_scatter take equal counts on every rank, so that their bytes are those of the
+ * plain form (the cost of the v interface, not of an uneven layout).  Backends:
  *   mpi        the MPI call on device buffers: through coll/gpu when the component is loaded;
  *   staged     the same call with coll/gpu forced onto its host staging path, by writing the
  *              MPI_T control variable coll_gpu_<collective>_algorithm (restored afterwards);
@@ -10,7 +13,9 @@
  *              as one bcast per rank); a collective with no such switch has no staged backend,
  *              and the output says so (its mpi row is whatever path coll/gpu takes);
  *   mpi:ALG    the same, forcing any algorithm the control variable knows (oneshot, ring, ...);
- *   nccl       NCCL directly (bench_nccl.c), each call followed by cudaStreamSynchronize;
+ *   nccl       NCCL directly (bench_nccl.c), each call followed by cudaStreamSynchronize.  NCCL
+ *              has no alltoall and no v forms: alltoall and alltoallv are one ncclSend and one
+ *              ncclRecv per peer in a group, allgatherv is ncclAllGather (equal counts);
  *   nb, nb:ALG the nonblocking call (MPI_Iallreduce, MPI_Ibcast, ...) followed at once by
  *              MPI_Wait, through coll/gpu (algorithm forced as for mpi:ALG).  With -O US, each
  *              size of an nb backend also measures how much of a GPU compute phase of US
@@ -105,6 +110,8 @@ typedef struct {
      * whole message (bcast, whatever n) */
     int phases;
     int whole;
+    int vector;       /* takes per-rank counts (and displacements), all equal here */
+    const char *nccl; /* what the nccl backend calls */
     /* Backends staged and mpi:ALG force coll/gpu's path by writing coll_gpu_<name>_algorithm.
      * A collective without a variable of its own may follow another's: path_of names it, with
      * path_why saying why (shown in the output).  Kept in step with coll/gpu's dispatch. */
@@ -113,16 +120,29 @@ typedef struct {
 } coll_info_t;
 
 static const coll_info_t coll_info[BENCH_COLL_COUNT] = {
-    [BENCH_ALLREDUCE] = {.name = "allreduce", .reduces = 1, .phases = 2},
-    [BENCH_BCAST] = {.name = "bcast", .phases = 1, .whole = 1},
+    [BENCH_ALLREDUCE] = {.name = "allreduce", .reduces = 1, .phases = 2,
+                         .nccl = "ncclAllReduce"},
+    [BENCH_BCAST] = {.name = "bcast", .phases = 1, .whole = 1, .nccl = "ncclBroadcast"},
     /* coll_gpu_gather.c: the node team's bcast selection decides; staged there stages it all */
     [BENCH_ALLGATHER] = {.name = "allgather", .blocks = 1, .recv_all = 1, .phases = 1,
-                         .path_of = "bcast",
+                         .nccl = "ncclAllGather", .path_of = "bcast",
                          .path_why = "coll/gpu runs it on device memory as one bcast per rank"},
     /* none: coll_gpu_allreduce_algorithm=staged would stage only the allreduce inside its GPU
      * path (coll_gpu_reduce.c), a different call from its staged form */
     [BENCH_REDUCE_SCATTER_BLOCK] = {.name = "reduce_scatter_block", .reduces = 1, .blocks = 1,
-                                    .send_all = 1, .phases = 1},
+                                    .send_all = 1, .phases = 1, .nccl = "ncclReduceScatter"},
+    [BENCH_ALLGATHERV] = {.name = "allgatherv", .blocks = 1, .recv_all = 1, .phases = 1,
+                          .vector = 1,
+                          .nccl = "ncclAllGather (NCCL has no v form; the counts are equal)"},
+    [BENCH_ALLTOALL] = {.name = "alltoall", .blocks = 1, .send_all = 1, .recv_all = 1,
+                        .phases = 1, .nccl = "ncclSend + ncclRecv per peer in one group"},
+    [BENCH_ALLTOALLV] = {.name = "alltoallv", .blocks = 1, .send_all = 1, .recv_all = 1,
+                         .phases = 1, .vector = 1,
+                         .nccl = "ncclSend + ncclRecv per peer in one group, as for alltoall "
+                                 "(the counts are equal)"},
+    [BENCH_REDUCE_SCATTER] = {.name = "reduce_scatter", .reduces = 1, .blocks = 1,
+                              .send_all = 1, .phases = 1, .vector = 1,
+                              .nccl = "ncclReduceScatter (the counts are equal)"},
 };
 
 static MPI_Datatype type_mpi(dev_dtype_t t)
@@ -188,7 +208,9 @@ static void usage(FILE *f)
 {
     fprintf(f,
         "usage: mpirun -np N coll_gpu_bench [options]\n"
-        "  -c COLL[,COLL]  allreduce, bcast, allgather, reduce_scatter_block (default allreduce)\n"
+        "  -c COLL[,COLL]  allreduce bcast allgather allgatherv alltoall alltoallv\n"
+        "                  reduce_scatter_block reduce_scatter (default allreduce; the v forms\n"
+        "                  and reduce_scatter with equal counts)\n"
         "  -b MINBYTES     smallest size, K/M/G suffixes allowed (default 8)\n"
         "  -e MAXBYTES     largest size (default 64M)\n"
         "  -f FACTOR       size multiplier between steps (default 2)\n"
@@ -594,12 +616,13 @@ static double reduce2(dev_op_t op, double a, double b)
     }
 }
 
-/* Rank `rank`'s input elements [0, n) into host buffer buf. */
-static void fill_input(const gen_t *g, const type_info_t *t, int rank, void *buf, size_t n)
+/* Rank `rank`'s input elements [first, first + n) into host buffer buf. */
+static void fill_input(const gen_t *g, const type_info_t *t, int rank, size_t first, void *buf,
+                       size_t n)
 {
     size_t i;
     for (i = 0; i < n; ++i) {
-        store_elem(t, buf, i, gen_value(g, rank, i));
+        store_elem(t, buf, i, gen_value(g, rank, first + i));
     }
 }
 
@@ -780,6 +803,7 @@ typedef struct {
     cvar_t cvars[BENCH_COLL_COUNT];
     void *dsend, *drecv;
     void *hin, *hout, *href;
+    int *vcounts, *vdispls; /* the v forms' counts and displacements: count and r * count */
     size_t bufbytes;
     double floor_us;
     FILE *csv;
@@ -806,6 +830,17 @@ static int start_nb(bench_t *B, bench_coll_t c, size_t count, MPI_Request *req)
     case BENCH_REDUCE_SCATTER_BLOCK:
         return MPI_Ireduce_scatter_block(B->dsend, B->drecv, (int) count, t, op,
                                          MPI_COMM_WORLD, req);
+    case BENCH_ALLGATHERV:
+        return MPI_Iallgatherv(B->dsend, (int) count, t, B->drecv, B->vcounts, B->vdispls, t,
+                               MPI_COMM_WORLD, req);
+    case BENCH_ALLTOALL:
+        return MPI_Ialltoall(B->dsend, (int) count, t, B->drecv, (int) count, t, MPI_COMM_WORLD,
+                             req);
+    case BENCH_ALLTOALLV:
+        return MPI_Ialltoallv(B->dsend, B->vcounts, B->vdispls, t, B->drecv, B->vcounts,
+                              B->vdispls, t, MPI_COMM_WORLD, req);
+    case BENCH_REDUCE_SCATTER:
+        return MPI_Ireduce_scatter(B->dsend, B->drecv, B->vcounts, t, op, MPI_COMM_WORLD, req);
     default: return MPI_ERR_ARG;
     }
 }
@@ -881,6 +916,20 @@ static int run_once(bench_t *B, const backend_t *b, bench_coll_t c, size_t count
     case BENCH_REDUCE_SCATTER_BLOCK:
         rc = MPI_Reduce_scatter_block(B->dsend, B->drecv, (int) count, t, op, MPI_COMM_WORLD);
         break;
+    case BENCH_ALLGATHERV:
+        rc = MPI_Allgatherv(B->dsend, (int) count, t, B->drecv, B->vcounts, B->vdispls, t,
+                            MPI_COMM_WORLD);
+        break;
+    case BENCH_ALLTOALL:
+        rc = MPI_Alltoall(B->dsend, (int) count, t, B->drecv, (int) count, t, MPI_COMM_WORLD);
+        break;
+    case BENCH_ALLTOALLV:
+        rc = MPI_Alltoallv(B->dsend, B->vcounts, B->vdispls, t, B->drecv, B->vcounts, B->vdispls,
+                           t, MPI_COMM_WORLD);
+        break;
+    case BENCH_REDUCE_SCATTER:
+        rc = MPI_Reduce_scatter(B->dsend, B->drecv, B->vcounts, t, op, MPI_COMM_WORLD);
+        break;
     default: break;
     }
 done:
@@ -895,52 +944,55 @@ done:
 }
 
 /* Check mode: fresh input for this size and backend, poisoned output, and the reference.
- * count is the call's count (see bench.h); total the elements of the whole size. */
+ * count is the call's count (see bench.h).  Every rank's input is a pure function of (seed,
+ * rank, index): this rank's goes to the device, the others' are regenerated here. */
 static int prepare_check(bench_t *B, bench_coll_t c, const gen_t *g, size_t count, size_t *outn)
 {
     const type_info_t *t = B->opt.type;
-    size_t ts = dev_dtype_size(t->dev);
-    size_t r;
-    size_t outcount = 0;
+    const coll_info_t *ci = &coll_info[c];
+    size_t ts = dev_dtype_size(t->dev), block = count * ts;
+    size_t inn = ci->send_all ? count * (size_t) g_size : count;
+    int r;
+
+    *outn = ci->recv_all ? count * (size_t) g_size : count;
+    fill_input(g, t, g_rank, 0, B->hin, inn);
     switch (c) {
     case BENCH_ALLREDUCE:
-        fill_input(g, t, g_rank, B->hin, count);
         reduce_reference(g, t, B->opt.op, g_size, 0, B->href, count);
-        outcount = count;
         break;
     case BENCH_BCAST:
-        fill_input(g, t, B->opt.root, B->href, count);
-        outcount = count;
+        fill_input(g, t, B->opt.root, 0, B->href, count);
         break;
     case BENCH_ALLGATHER:
-        fill_input(g, t, g_rank, B->hin, count);
-        for (r = 0; r < (size_t) g_size; ++r) {
-            fill_input(g, t, (int) r, (char *) B->href + r * count * ts, count);
+    case BENCH_ALLGATHERV: /* block r: rank r's input */
+        for (r = 0; r < g_size; ++r) {
+            fill_input(g, t, r, 0, (char *) B->href + (size_t) r * block, count);
         }
-        outcount = count * (size_t) g_size;
+        break;
+    case BENCH_ALLTOALL:
+    case BENCH_ALLTOALLV: /* block r: block g_rank of rank r's input */
+        for (r = 0; r < g_size; ++r) {
+            fill_input(g, t, r, (size_t) g_rank * count, (char *) B->href + (size_t) r * block,
+                       count);
+        }
         break;
     case BENCH_REDUCE_SCATTER_BLOCK:
-        fill_input(g, t, g_rank, B->hin, count * (size_t) g_size);
+    case BENCH_REDUCE_SCATTER: /* block g_rank of the reduction */
         reduce_reference(g, t, B->opt.op, g_size, (size_t) g_rank * count, B->href, count);
-        outcount = count;
         break;
     default: break;
     }
-    *outn = outcount;
     if (BENCH_BCAST == c) {
         if (g_rank == B->opt.root) {
-            return dev_memcpy(B->drecv, B->href, count * ts);
+            return dev_memcpy(B->drecv, B->href, block);
         }
     } else if (BENCH_ALLREDUCE == c && B->opt.in_place) {
-        return dev_memcpy(B->drecv, B->hin, count * ts); /* the input is the output's place */
-    } else {
-        size_t inn = coll_info[c].send_all ? count * (size_t) g_size : count;
-        if (DEV_OK != dev_memcpy(B->dsend, B->hin, inn * ts)) {
-            return -1;
-        }
+        return dev_memcpy(B->drecv, B->hin, block); /* the input is the output's place */
+    } else if (DEV_OK != dev_memcpy(B->dsend, B->hin, inn * ts)) {
+        return -1;
     }
     /* 0xA5 bytes: NaN-free but far outside every generated value, in every type */
-    return dev_memset(B->drecv, 0xA5, outcount * ts);
+    return dev_memset(B->drecv, 0xA5, *outn * ts);
 }
 
 /* Compare this rank's output with the reference; returns the number of wrong elements. */
@@ -986,6 +1038,10 @@ static int run_segment(bench_t *B, backend_t *b, bench_coll_t c, size_t bytes, s
 
     memset(res, 0, sizeof(*res));
     why[0] = '\0';
+    for (i = 0; i < g_size; ++i) { /* run_collective checked that n * count fits an int */
+        B->vcounts[i] = (int) count;
+        B->vdispls[i] = (int) ((size_t) i * count);
+    }
     times = (double *) malloc(sizeof(double) * (size_t) (iters > 0 ? iters : 1));
     if (NULL == times) {
         snprintf(why, len, "out of memory");
@@ -1375,10 +1431,16 @@ static void setup_backends(bench_t *B)
 
 static void print_table_header(const bench_t *B, bench_coll_t c)
 {
+    int k;
     say("#\n# %s%s, %s %s, %d ranks on %d node(s), %s device%s\n", coll_info[c].name,
         BENCH_ALLREDUCE == c && B->opt.in_place ? " in place" : "", B->opt.type->name,
         coll_info[c].reduces ? B->opt.op_name : "-", g_size, B->nodes, dev_backend_name(B->device),
         B->opt.check ? ", check mode" : "");
+    for (k = 0; k < B->nbackends; ++k) {
+        if (BK_NCCL == B->backends[k].kind && B->backends[k].usable[c]) {
+            say("#   %s calls %s\n", B->backends[k].name, coll_info[c].nccl);
+        }
+    }
     say("# %11s %11s %7s %5s %5s  %-12s %10s %12s %12s %8s\n", "size(B)", "count", "type", "op",
         "root", "backend", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
 }
@@ -1680,7 +1742,7 @@ static void print_method(const bench_t *B)
         B->opt.iters, B->opt.warmup,
         1 == B->opt.ncolls && BENCH_BCAST == B->opt.colls[0]
             ? "1 (bcast)"
-            : "2(n-1)/n (allreduce), 1 (bcast), (n-1)/n (allgather, reduce_scatter_block)");
+            : "2(n-1)/n (allreduce), 1 (bcast), (n-1)/n (the others)");
     say("#   completion: an MPI call returns with the data final; each nccl call is followed by "
         "cudaStreamSynchronize, so it is timed to the same point\n");
     if (B->opt.check) {
@@ -1709,7 +1771,9 @@ static int alloc_buffers(bench_t *B)
     ok = DEV_OK == dev_mem_alloc(&B->dsend, B->bufbytes)
          && DEV_OK == dev_mem_alloc(&B->drecv, B->bufbytes);
     B->hin = malloc(B->bufbytes);
-    ok = ok && NULL != B->hin;
+    B->vcounts = (int *) malloc(2 * sizeof(int) * (size_t) g_size);
+    B->vdispls = NULL != B->vcounts ? B->vcounts + g_size : NULL;
+    ok = ok && NULL != B->hin && NULL != B->vcounts;
     if (B->opt.check) {
         B->hout = malloc(B->bufbytes);
         B->href = malloc(B->bufbytes);
@@ -1717,7 +1781,7 @@ static int alloc_buffers(bench_t *B)
     }
     if (ok) {
         gen_setup(&g, B->opt.seed, B->opt.type, B->opt.op, BENCH_ALLREDUCE, g_size);
-        fill_input(&g, B->opt.type, g_rank, B->hin, B->bufbytes / ts);
+        fill_input(&g, B->opt.type, g_rank, 0, B->hin, B->bufbytes / ts);
         ok = DEV_OK == dev_memcpy(B->dsend, B->hin, B->bufbytes)
              && DEV_OK == dev_memcpy(B->drecv, B->hin, B->bufbytes);
     }
@@ -1765,8 +1829,10 @@ static int run_collective(bench_t *B, bench_coll_t c, long long *total_wrong, in
     for (s = 0; s < n; ++s) {
         size_t total = sizes[s] / ts;
         size_t count = coll_info[c].blocks ? total / (size_t) g_size : total;
-        if (count > (size_t) INT_MAX) {
-            say("# %zu B: %zu elements do not fit an int count: skipped\n", sizes[s], count);
+        /* the v forms' displacements reach (n - 1) * count */
+        if (count > (size_t) INT_MAX || (coll_info[c].vector && total > (size_t) INT_MAX)) {
+            say("# %zu B: %zu elements do not fit an int count or displacement: skipped\n",
+                sizes[s], coll_info[c].vector ? total : count);
             continue;
         }
         for (k = 0; k < B->nbackends; ++k) {
@@ -1914,6 +1980,7 @@ finish:
         dev_mem_free(B->drecv);
     }
     free(B->hin);
+    free(B->vcounts);
     free(B->hout);
     free(B->href);
     for (ci = 0; ci < BENCH_COLL_COUNT; ++ci) {
