@@ -9,7 +9,9 @@
 # reduce_scatter_block, and a forced algorithm says why it cannot apply.  Then allreduce in place
 # (-I) through coll/gpu's algorithms and its nonblocking form.  Last, allgatherv, alltoall,
 # alltoallv and reduce_scatter (equal counts), blocking and nonblocking, checked like the others;
-# none has a switch that stages it, and the staged backend says so.  TAP output.
+# none has a switch that stages it, and the staged backend says so.  The runs of allreduce and
+# bcast, allgather and reduce_scatter_block, and the four new ones measure the copy floor (-K):
+# every row must carry busbw's bytes, a copy time and its time over it.  TAP output.
 set -u
 : "${top_builddir:=$(cd "$(dirname "$0")/../.." && pwd)}"
 : "${top_srcdir:=$(cd "$(dirname "$0")/../.." && pwd)}"
@@ -17,11 +19,11 @@ bench=$top_builddir/tests/coll_gpu_bench
 csv=bench-smoke.csv
 out=bench-smoke.out
 
-echo "1..14"
+echo "1..16"
 if [ ! -x "$bench" ]; then
     echo "not ok 1 - coll_gpu_bench is built ($bench)"
     echo "# the remaining checks need it"
-    for n in 2 3 4 5 6 7 8 9 10 11 12 13 14; do echo "not ok $n - skipped: no coll_gpu_bench"; done
+    for n in 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16; do echo "not ok $n - skipped: no coll_gpu_bench"; done
     exit 1
 fi
 echo "ok 1 - coll_gpu_bench is built"
@@ -30,7 +32,7 @@ rm -f "$csv" "$out"
 # a hang must not stall make check: mpirun ends the job after COLL_GPU_TEST_TIMEOUT seconds
 COLL_GPU_TEST_TIMEOUT=${COLL_GPU_TEST_TIMEOUT:-120} COLL_GPU_TEST_DEVICE=emulated \
     COLL_GPU_TEST_UNIFORM=true \
-    "$top_srcdir/tests/run-mpi.sh" 2 "$bench" -d emulated -C \
+    "$top_srcdir/tests/run-mpi.sh" 2 "$bench" -d emulated -C -K \
     -c allreduce,bcast -b 8 -e 64K -n 2 -w 1 -B mpi,staged,nb -O 20 -s 12345 -p "$csv" \
     >"$out" 2>&1
 rc=$?
@@ -87,8 +89,9 @@ out2=bench-smoke-staged.out
 csv2=bench-smoke-staged.csv
 rm -f "$out2" "$csv2"
 COLL_GPU_TEST_TIMEOUT=${COLL_GPU_TEST_TIMEOUT:-120} COLL_GPU_TEST_DEVICE=emulated \
-    "$top_srcdir/tests/run-mpi.sh" 2 "$bench" -d emulated -C -c allgather,reduce_scatter_block \
-    -b 16 -e 1K -n 2 -w 1 -B mpi,staged,mpi:ring -s 12345 -p "$csv2" >"$out2" 2>&1
+    "$top_srcdir/tests/run-mpi.sh" 2 "$bench" -d emulated -C -K \
+    -c allgather,reduce_scatter_block -b 16 -e 1K -n 2 -w 1 -B mpi,staged,mpi:ring -s 12345 \
+    -p "$csv2" >"$out2" 2>&1
 rc=$?
 sed 's/^/# /' "$out2"
 # before, staged ran both as they are, i.e. on coll/gpu's GPU path, and called that staged
@@ -146,7 +149,7 @@ out5=bench-smoke-more.out
 csv5=bench-smoke-more.csv
 rm -f "$out5" "$csv5"
 COLL_GPU_TEST_TIMEOUT=${COLL_GPU_TEST_TIMEOUT:-120} COLL_GPU_TEST_DEVICE=emulated \
-    "$top_srcdir/tests/run-mpi.sh" 2 "$bench" -d emulated -C \
+    "$top_srcdir/tests/run-mpi.sh" 2 "$bench" -d emulated -C -K \
     -c allgatherv,alltoall,alltoallv,reduce_scatter -b 16 -e 4K -n 2 -w 1 -B mpi,nb,staged \
     -s 12345 -p "$csv5" >"$out5" 2>&1
 rc=$?
@@ -165,4 +168,29 @@ if [ "$why" -eq 4 ]; then
     echo "ok 14 - staged: each of the 4 says that nothing forces it onto the staging path"
 else
     echo "not ok 14 - staged: each of the 4 says that nothing forces it onto the staging path ($why of 4)"
+fi
+
+# The copy floor of every row, 2 ranks: busbw's bytes (allreduce 2 x (n-1)/n of the size, bcast
+# all of it, the others (n-1)/n), a time, and the row's time over it (CSV columns 20 to 22).
+# Prints the rows that break one of these, and how many rows there were.
+copy_rows() {
+    awk -F, 'NR == 1 { ok = ($20 == "copy_bytes" && $21 == "copy_us" && $22 == "time_over_copy"); next }
+        { rows++
+          want = ($1 == "allreduce" || $1 == "bcast") ? $2 : $2 / 2
+          ratio = ($21 > 0) ? $12 / $21 : -1
+          if (!ok || $20 != want || !($21 > 0) || ratio - $22 > 0.01 * $22 + 0.001 || $22 - ratio > 0.01 * $22 + 0.001) bad++ }
+        END { print bad + 0, rows + 0 }' "$1" 2>/dev/null
+}
+set -- $(copy_rows "$csv") $(copy_rows "$csv2") $(copy_rows "$csv5")
+if [ $# -eq 6 ] && [ "$1" -eq 0 ] && [ "$2" -eq 84 ] && [ "$3" -eq 0 ] && [ "$4" -eq 21 ] \
+    && [ "$5" -eq 0 ] && [ "$6" -eq 72 ]; then
+    echo "ok 15 - copy floor: every row of 8 collectives has busbw's bytes, a copy time and its time over it (177 rows)"
+else
+    echo "not ok 15 - copy floor: every row of 8 collectives has busbw's bytes, a copy time and its time over it (bad/rows: $*)"
+fi
+heads=$(cat "$out" "$out2" "$out5" | grep -c "^#     size(B) .* #wrong   copy(us)  x copy$")
+if [ "$heads" -eq 8 ] && grep -q "^# copy floor (-K): " "$out5"; then
+    echo "ok 16 - copy floor: each table has the copy(us) and x copy columns, the method is printed"
+else
+    echo "not ok 16 - copy floor: each table has the copy(us) and x copy columns, the method is printed ($heads of 8 tables)"
 fi

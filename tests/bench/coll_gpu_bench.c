@@ -34,6 +34,19 @@
  * Buffers come from the device layer (kernels/dev.h): real GPU memory with the cuda backend,
  * host memory that host code cannot touch with the emulated one.
  *
+ * The copy floor (-K; issue 22's large-message goal, "within 1.3x of the copy floor at >= 16
+ * MiB"): per collective and size, before its backends, the time of copying within this rank's
+ * device memory (dev_memcpy: cudaMemcpyAsync device to device plus a synchronisation on cuda, a
+ * memcpy on the emulated device) the bytes busbw counts, i.e. what a rank must receive from the
+ * others:
+ *     allgather(v), alltoall(v), reduce_scatter(_block)   (n-1) blocks, in one copy
+ *     bcast                                               the whole message
+ *     allreduce    two copies of (n-1)/n of it: two-shot's reduce-scatter and allgather, without
+ *                  the reduction's arithmetic
+ * timed as a backend is (warm-up, barrier, every rank copying at once, max over ranks of the
+ * per-rank mean; never in check mode's verification).  Each row then shows the floor and its
+ * time over it ("x copy").  With one rank nothing is received: no floor.
+ *
  * Per size and backend (all ranks take the same steps, so the collectives match):
  *
  *   check mode only:  fresh random input, output poisoned, one call, verify  --> #wrong
@@ -180,6 +193,13 @@ static double busbw_factor(bench_coll_t c, int n)
     return ci->whole ? 1.0 : (double) ci->phases * (n - 1) / n;
 }
 
+/* One copy of the copy floor (-K) for a size of `bytes`; the floor is coll_info[c].phases of
+ * them, busbw's bytes (for a whole block count; allreduce rounds down). */
+static size_t copy_floor_piece(bench_coll_t c, size_t bytes, int n)
+{
+    return coll_info[c].whole ? bytes : bytes / (size_t) n * (size_t) (n - 1);
+}
+
 /* ---- options --------------------------------------------------------------------------- */
 
 typedef struct {
@@ -199,6 +219,7 @@ typedef struct {
     dev_backend_t device;
     const char *csv;
     int floor;
+    int copy_floor; /* -K */
     uint64_t seed;
     int seed_given;
     double overlap_us;
@@ -234,6 +255,9 @@ static void usage(FILE *f)
         "  -d DEVICE       cuda | emulated (default: cuda when a GPU is visible, else emulated)\n"
         "  -p FILE         write every row to FILE as CSV\n"
         "  -F              skip the latency-floor measurement (cuda only)\n"
+        "  -K              copy floor: per collective and size, a device-to-device copy of the\n"
+        "                  bytes a rank receives from the others (busbw's bytes), all ranks at\n"
+        "                  once; each row adds it (copy(us)) and its time over it (x copy)\n"
         "  -s SEED         seed of the random data (default: from the clock, printed)\n"
         "  -h              this help\n");
 }
@@ -302,7 +326,7 @@ static int parse_options(int argc, char **argv, options_t *opt, char *err, size_
     opt->floor = 1;
 
     opterr = 0;
-    while (-1 != (c = getopt(argc, argv, "c:b:e:f:t:o:r:n:w:T:CIB:d:p:Fs:O:h"))) {
+    while (-1 != (c = getopt(argc, argv, "c:b:e:f:t:o:r:n:w:T:CIB:d:p:FKs:O:h"))) {
         switch (c) {
         case 'c': {
             char buf[256], *tok, *save = NULL;
@@ -425,6 +449,7 @@ static int parse_options(int argc, char **argv, options_t *opt, char *err, size_
             break;
         case 'p': opt->csv = optarg; break;
         case 'F': opt->floor = 0; break;
+        case 'K': opt->copy_floor = 1; break;
         case 's':
             opt->seed = strtoull(optarg, NULL, 0);
             opt->seed_given = 1;
@@ -768,7 +793,8 @@ static void cvar_read_string(const char *name, char *buf, size_t len)
 
 /* ---- backends -------------------------------------------------------------------------- */
 
-typedef enum { BK_MPI, BK_NCCL, BK_NB } backend_kind_t;
+/* BK_COPY: the copy floor (-K), timed as a backend; not in -B */
+typedef enum { BK_MPI, BK_NCCL, BK_NB, BK_COPY } backend_kind_t;
 
 typedef struct {
     char name[48];
@@ -800,6 +826,7 @@ typedef struct {
     int nodes;
     backend_t backends[MAX_BACKENDS];
     int nbackends;
+    backend_t copy; /* the copy floor (-K) */
     cvar_t cvars[BENCH_COLL_COUNT];
     void *dsend, *drecv;
     void *hin, *hout, *href;
@@ -885,6 +912,18 @@ static int run_once(bench_t *B, const backend_t *b, bench_coll_t c, size_t count
     MPI_Datatype t = type_mpi(B->opt.type->dev);
     MPI_Op op = op_mpi(B->opt.op);
     int rc = MPI_SUCCESS, n;
+    if (BK_COPY == b->kind) {
+        size_t ts = dev_dtype_size(B->opt.type->dev);
+        size_t piece = copy_floor_piece(
+            c, count * ts * (coll_info[c].blocks ? (size_t) g_size : 1), g_size);
+        for (n = 0; n < coll_info[c].phases; ++n) {
+            if (DEV_OK != dev_memcpy(B->drecv, B->dsend, piece)) {
+                snprintf(why, len, "the copy floor's copy: %s", dev_error_string());
+                return -1;
+            }
+        }
+        return 0;
+    }
     if (BK_NCCL == b->kind) {
 #ifdef COLL_GPU_BENCH_NCCL
         return bench_nccl_run(B->nccl, c, B->opt.in_place ? B->drecv : B->dsend, B->drecv, count,
@@ -1055,7 +1094,7 @@ static int run_segment(bench_t *B, backend_t *b, bench_coll_t c, size_t bytes, s
         goto fail;
     }
 
-    if (o->check) {
+    if (o->check && BK_COPY != b->kind) {
         gen_setup(&g, mix64(o->seed ^ mix64(((uint64_t) c << 56) ^ ((uint64_t) bytes << 8)
                                             ^ (uint64_t) (b - B->backends))),
                   o->type, o->op, c, g_size);
@@ -1132,7 +1171,7 @@ static int run_segment(bench_t *B, backend_t *b, bench_coll_t c, size_t bytes, s
 
     /* in place, every timed call reduced the previous result again: only the first call has a
      * reference */
-    if (o->check && !(BENCH_ALLREDUCE == c && o->in_place)) {
+    if (o->check && BK_COPY != b->kind && !(BENCH_ALLREDUCE == c && o->in_place)) {
         wrong += verify(B, c, b, bytes, outn);
     }
 
@@ -1369,6 +1408,8 @@ static void setup_backends(bench_t *B)
         }
         ++B->nbackends;
     }
+    snprintf(B->copy.name, sizeof(B->copy.name), "copy");
+    B->copy.kind = BK_COPY;
     for (k = 0; k < B->nbackends; ++k) {
         backend_t *b = &B->backends[k];
         for (ci = 0; ci < B->opt.ncolls; ++ci) {
@@ -1441,14 +1482,19 @@ static void print_table_header(const bench_t *B, bench_coll_t c)
             say("#   %s calls %s\n", B->backends[k].name, coll_info[c].nccl);
         }
     }
-    say("# %11s %11s %7s %5s %5s  %-12s %10s %12s %12s %8s\n", "size(B)", "count", "type", "op",
+    say("# %11s %11s %7s %5s %5s  %-12s %10s %12s %12s %8s", "size(B)", "count", "type", "op",
         "root", "backend", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
+    if (B->opt.copy_floor) {
+        say(" %10s %7s", "copy(us)", "x copy");
+    }
+    say("\n");
 }
 
+/* One row; copy_us is the copy floor of this collective and size (-K), 0 for none. */
 static void print_row(bench_t *B, bench_coll_t c, size_t bytes, size_t total,
-                      const backend_t *b, const result_t *r)
+                      const backend_t *b, const result_t *r, double copy_us)
 {
-    char wrong[32], root[16];
+    char wrong[32], root[16], copy[3][32] = {"", "", ""}; /* CSV: bytes, us, time / us */
     const char *op = coll_info[c].reduces ? B->opt.op_name : "-";
     if (B->opt.check) {
         snprintf(wrong, sizeof(wrong), "%lld", r->wrong);
@@ -1460,8 +1506,20 @@ static void print_row(bench_t *B, bench_coll_t c, size_t bytes, size_t total,
     } else {
         snprintf(root, sizeof(root), "-");
     }
-    say("  %11zu %11zu %7s %5s %5s  %-12s %10.2f %12.2f %12.2f %8s\n", bytes, total,
+    if (copy_us > 0) {
+        snprintf(copy[0], sizeof(copy[0]), "%zu",
+                 copy_floor_piece(c, bytes, g_size) * (size_t) coll_info[c].phases);
+        snprintf(copy[1], sizeof(copy[1]), "%.3f", copy_us);
+        snprintf(copy[2], sizeof(copy[2]), "%.4f", r->mean_us / copy_us);
+    }
+    say("  %11zu %11zu %7s %5s %5s  %-12s %10.2f %12.2f %12.2f %8s", bytes, total,
         B->opt.type->name, op, root, b->name, r->mean_us, r->algbw, r->busbw, wrong);
+    if (B->opt.copy_floor && copy_us > 0) {
+        say(" %10.2f %7.2f", copy_us, r->mean_us / copy_us);
+    } else if (B->opt.copy_floor) {
+        say(" %10s %7s", "-", "-");
+    }
+    say("\n");
     if (0 == g_rank && NULL != B->csv) {
         fprintf(B->csv, "%s,%zu,%zu,%s,%s,%s,%s,%d,%d,%s,%d,%.3f,%.3f,%.3f,%.4f,%.4f,%s,",
                 coll_info[c].name, bytes, total, B->opt.type->name, op,
@@ -1471,7 +1529,8 @@ static void print_row(bench_t *B, bench_coll_t c, size_t bytes, size_t total,
         if (B->floor_us > 0) {
             fprintf(B->csv, "%.3f", B->floor_us);
         }
-        fprintf(B->csv, ",%d\n", B->shared_gpu);
+        /* the copy floor's columns come last, so that the earlier ones keep their places */
+        fprintf(B->csv, ",%d,%s,%s,%s\n", B->shared_gpu, copy[0], copy[1], copy[2]);
         fflush(B->csv);
     }
 }
@@ -1751,6 +1810,16 @@ static void print_method(const bench_t *B)
             "reference computed independently; #wrong = wrong elements summed over ranks\n",
             (unsigned long long) B->opt.seed);
     }
+    if (B->opt.copy_floor) {
+        say("# copy floor (-K): per collective and size, every rank copies within its own %s "
+            "device memory (dev_memcpy) what it receives from the others: (n-1) blocks, the "
+            "whole message (bcast), or two copies of (n-1)/n of it (allreduce: two-shot's "
+            "steps, without the arithmetic); timed as the calls are (all ranks at once, max over "
+            "ranks of the per-rank mean)%s\n#   copy(us) = that time, x copy = time / copy(us); "
+            "issue 22's goal at >= 16 MiB: x copy <= 1.3\n",
+            dev_backend_name(B->device),
+            g_size > 1 ? "" : "; one rank receives nothing: no floor");
+    }
 }
 
 /* Device buffers for the largest size, filled with random data (timing never runs on zeros),
@@ -1803,7 +1872,8 @@ static void open_csv(bench_t *B)
         return;
     }
     fprintf(B->csv, "collective,size_bytes,count,type,op,root,backend,nranks,nodes,device,iters,"
-                    "time_us,median_us,min_us,algbw_gbs,busbw_gbs,wrong,floor_us,shared_gpu\n");
+                    "time_us,median_us,min_us,algbw_gbs,busbw_gbs,wrong,floor_us,shared_gpu,"
+                    "copy_bytes,copy_us,time_over_copy\n");
 }
 
 /* Every size of collective c on every backend, then the closing table.  A backend that fails
@@ -1816,6 +1886,8 @@ static int run_collective(bench_t *B, bench_coll_t c, long long *total_wrong, in
     size_t sizes[MAX_SIZES], ts = dev_dtype_size(B->opt.type->dev);
     char why[WHY_LEN];
     int n, s, k, usable = 0, rc = 0;
+    int copy_ok = B->opt.copy_floor && g_size > 1; /* one rank receives nothing */
+    double copy_us;
 
     n = size_ladder(B, c, sizes);
     memset(results, 0, sizeof(results));
@@ -1835,6 +1907,22 @@ static int run_collective(bench_t *B, bench_coll_t c, long long *total_wrong, in
                 sizes[s], coll_info[c].vector ? total : count);
             continue;
         }
+        copy_us = 0;
+        if (copy_ok && 0 < usable) {
+            result_t copy;
+            if (0 != run_segment(B, &B->copy, c, sizes[s], count, total, &copy, why,
+                                 sizeof(why))) {
+                fprintf(stderr, "rank %d: %s %zu B copy floor: %s\n", g_rank, coll_info[c].name,
+                        sizes[s], why);
+                say("# %s %zu B, copy floor: error (%s); no copy floor for this collective\n",
+                    coll_info[c].name, sizes[s], why);
+                copy_ok = 0;
+                ++*failed;
+                rc = 1;
+            } else {
+                copy_us = copy.mean_us;
+            }
+        }
         for (k = 0; k < B->nbackends; ++k) {
             backend_t *b = &B->backends[k];
             if (!b->usable[c]) {
@@ -1853,7 +1941,7 @@ static int run_collective(bench_t *B, bench_coll_t c, long long *total_wrong, in
             }
             *total_wrong += results[s][k].wrong;
             ++*segments;
-            print_row(B, c, sizes[s], total, b, &results[s][k]);
+            print_row(B, c, sizes[s], total, b, &results[s][k], copy_us);
             if (BK_NB == b->kind) {
                 /* the blocking twin (mpi for nb, mpi:ALG for nb:ALG) when it ran before */
                 char twin[64];
