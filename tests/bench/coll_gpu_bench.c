@@ -249,9 +249,9 @@ static void usage(FILE *f)
         "                  #wrong per size (elements, summed over ranks)\n"
         "  -B LIST         backends, comma separated: mpi staged nccl mpi:ALGORITHM nb\n"
         "                  nb:ALGORITHM (nb: MPI_Ixxx + MPI_Wait)\n"
+        "                  (default: mpi,staged,nccl, those available)\n"
         "  -O US           nb backends: also the overlap with a GPU compute phase of US\n"
         "                  microseconds (default 0: not measured)\n"
-        "                  (default: mpi,staged,nccl, those available)\n"
         "  -d DEVICE       cuda | emulated (default: cuda when a GPU is visible, else emulated)\n"
         "  -p FILE         write every row to FILE as CSV\n"
         "  -F              skip the latency-floor measurement (cuda only)\n"
@@ -1451,7 +1451,8 @@ static void setup_backends(bench_t *B)
                     b->usable[c] = 0;
                     copy_str(b->why[c], WHY_LEN, cv->why);
                 } else if (0 != cvar_alg_value(cv, b->alg, &b->alg_value[c])) {
-                    char var[sizeof(cv->name)]; /* b->why and cv are both in *B: no overlap */
+                    /* a copy: GCC's -Wrestrict cannot tell cv->name from b->why (both in *B) */
+                    char var[sizeof(cv->name)];
                     copy_str(var, sizeof(var), cv->name);
                     b->usable[c] = 0;
                     snprintf(b->why[c], WHY_LEN, "%s has no value '%s'", var, b->alg);
