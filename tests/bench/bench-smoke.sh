@@ -3,10 +3,15 @@
 # on the emulated device with 2 ranks (allreduce and bcast, 8 B to 64 KiB, backends mpi, staged
 # and nb with the overlap figure of -O and its pinned allocations per call,
 # coll_gpu_uniform_buffers=true as the default) must finish, print a table, and count no wrong
-# element anywhere.  Then allgather and reduce_scatter_block, which coll/gpu always stages: the
-# staged backend runs them (it said "coll/gpu not loaded?" and left them out), and a forced
-# algorithm says why it cannot apply.  Last, allreduce in place (-I) through coll/gpu's
-# algorithms and its nonblocking form.  TAP output.
+# element anywhere.  Then allgather and reduce_scatter_block, which have no algorithm variable of
+# their own: the staged backend forces allgather through coll_gpu_bcast_algorithm (coll/gpu runs
+# it as one bcast per rank; coll/gpu's log must show it staged) and says that nothing forces
+# reduce_scatter_block, and a forced algorithm says why it cannot apply.  Then allreduce in place
+# (-I) through coll/gpu's algorithms and its nonblocking form.  Last, allgatherv, alltoall,
+# alltoallv and reduce_scatter (equal counts), blocking and nonblocking, checked like the others;
+# none has a switch that stages it, and the staged backend says so.  The runs of allreduce and
+# bcast, allgather and reduce_scatter_block, and the four new ones measure the copy floor (-K):
+# every row must carry busbw's bytes, a copy time and its time over it.  TAP output.
 set -u
 : "${top_builddir:=$(cd "$(dirname "$0")/../.." && pwd)}"
 : "${top_srcdir:=$(cd "$(dirname "$0")/../.." && pwd)}"
@@ -14,11 +19,11 @@ bench=$top_builddir/tests/coll_gpu_bench
 csv=bench-smoke.csv
 out=bench-smoke.out
 
-echo "1..11"
+echo "1..16"
 if [ ! -x "$bench" ]; then
     echo "not ok 1 - coll_gpu_bench is built ($bench)"
     echo "# the remaining checks need it"
-    for n in 2 3 4 5 6 7 8 9 10 11; do echo "not ok $n - skipped: no coll_gpu_bench"; done
+    for n in 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16; do echo "not ok $n - skipped: no coll_gpu_bench"; done
     exit 1
 fi
 echo "ok 1 - coll_gpu_bench is built"
@@ -27,7 +32,7 @@ rm -f "$csv" "$out"
 # a hang must not stall make check: mpirun ends the job after COLL_GPU_TEST_TIMEOUT seconds
 COLL_GPU_TEST_TIMEOUT=${COLL_GPU_TEST_TIMEOUT:-120} COLL_GPU_TEST_DEVICE=emulated \
     COLL_GPU_TEST_UNIFORM=true \
-    "$top_srcdir/tests/run-mpi.sh" 2 "$bench" -d emulated -C \
+    "$top_srcdir/tests/run-mpi.sh" 2 "$bench" -d emulated -C -K \
     -c allreduce,bcast -b 8 -e 64K -n 2 -w 1 -B mpi,staged,nb -O 20 -s 12345 -p "$csv" \
     >"$out" 2>&1
 rc=$?
@@ -84,21 +89,26 @@ out2=bench-smoke-staged.out
 csv2=bench-smoke-staged.csv
 rm -f "$out2" "$csv2"
 COLL_GPU_TEST_TIMEOUT=${COLL_GPU_TEST_TIMEOUT:-120} COLL_GPU_TEST_DEVICE=emulated \
-    "$top_srcdir/tests/run-mpi.sh" 2 "$bench" -d emulated -C -c allgather,reduce_scatter_block \
-    -b 16 -e 1K -n 2 -w 1 -B mpi,staged,mpi:ring -s 12345 -p "$csv2" >"$out2" 2>&1
+    "$top_srcdir/tests/run-mpi.sh" 2 "$bench" -d emulated -C -K \
+    -c allgather,reduce_scatter_block -b 16 -e 1K -n 2 -w 1 -B mpi,staged,mpi:ring -s 12345 \
+    -p "$csv2" >"$out2" 2>&1
 rc=$?
 sed 's/^/# /' "$out2"
-rows=$(awk -F, 'NR > 1 && $7 == "staged" && $17 == "0"' "$csv2" 2>/dev/null | wc -l)
-if [ $rc -eq 0 ] && [ "$rows" -eq 14 ] && ! grep -q "backend staged.*unavailable" "$out2"; then
-    echo "ok 9 - staged: allgather and reduce_scatter_block run, right (14 rows)"
+# before, staged ran both as they are, i.e. on coll/gpu's GPU path, and called that staged
+rows=$(awk -F, 'NR > 1 && $1 == "allgather" && $7 == "staged" && $17 == "0"' "$csv2" 2>/dev/null | wc -l)
+staged_rsb=$(awk -F, 'NR > 1 && $1 == "reduce_scatter_block" && $7 == "staged"' "$csv2" 2>/dev/null | wc -l)
+if [ $rc -eq 0 ] && [ "$rows" -eq 7 ] && [ "$staged_rsb" -eq 0 ] \
+    && grep -q "^# backend staged for allgather: forced through coll_gpu_bcast_algorithm" "$out2" \
+    && grep -q "^# backend staged for reduce_scatter_block: unavailable: coll/gpu has no switch that forces reduce_scatter_block onto its host staging path" "$out2"; then
+    echo "ok 9 - staged: allgather forced through coll_gpu_bcast_algorithm, right (7 rows); reduce_scatter_block has no switch, and says so"
 else
-    echo "not ok 9 - staged: allgather and reduce_scatter_block run, right (exit $rc, $rows of 14 rows)"
+    echo "not ok 9 - staged: allgather forced through coll_gpu_bcast_algorithm, right (7 rows); reduce_scatter_block has no switch, and says so (exit $rc, $rows rows, $staged_rsb staged rsb rows)"
 fi
-why=$(grep -c "backend mpi:ring for [a-z_]*: unavailable: coll/gpu has no algorithm to choose" "$out2")
-if [ "$why" -eq 2 ]; then
-    echo "ok 10 - mpi:ring: each says coll/gpu has no algorithm to choose for it"
+if grep -q "^# backend mpi:ring for allgather: unavailable: coll_gpu_bcast_algorithm has no value 'ring'" "$out2" \
+    && grep -q "^# backend mpi:ring for reduce_scatter_block: unavailable: coll/gpu has no algorithm to choose for reduce_scatter_block" "$out2"; then
+    echo "ok 10 - mpi:ring: each says why it cannot apply"
 else
-    echo "not ok 10 - mpi:ring: each says coll/gpu has no algorithm to choose for it ($why of 2)"
+    echo "not ok 10 - mpi:ring: each says why it cannot apply"
 fi
 
 # in place: the first call of each size and backend is checked (later ones reduce the result)
@@ -115,4 +125,72 @@ if [ $rc -eq 0 ] && [ "$rows" -eq 40 ] && grep -q "^# allreduce in place," "$out
     echo "ok 11 - in place: 4 backends x 10 sizes right (40 rows)"
 else
     echo "not ok 11 - in place: 4 backends x 10 sizes right (exit $rc, $rows of 40 rows)"
+fi
+
+# the staged allgather is staged: coll/gpu's own log line for every call says so
+out4=bench-smoke-path.out
+rm -f "$out4"
+COLL_GPU_TEST_TIMEOUT=${COLL_GPU_TEST_TIMEOUT:-120} COLL_GPU_TEST_DEVICE=emulated \
+    OMPI_MCA_coll_gpu_verbose=10 \
+    "$top_srcdir/tests/run-mpi.sh" 2 "$bench" -d emulated -C -c allgather -b 1K -e 1K -n 2 -w 1 \
+    -B staged -s 12345 >"$out4" 2>&1
+rc=$?
+grep -v "coll:gpu:" "$out4" | sed 's/^/# /'
+staged=$(grep -c "coll:gpu:allgather (cid [0-9]*): rank [0-9]*: .* -> staged (" "$out4")
+team=$(grep "coll:gpu:allgather (cid [0-9]*): rank [0-9]*: .* -> " "$out4" | grep -vc " -> staged (")
+if [ $rc -eq 0 ] && [ "$staged" -gt 0 ] && [ "$team" -eq 0 ]; then
+    echo "ok 12 - staged: coll/gpu stages every allgather call ($staged log lines)"
+else
+    echo "not ok 12 - staged: coll/gpu stages every allgather call (exit $rc, $staged staged and $team other log lines)"
+fi
+
+# the collectives added for issue 22
+out5=bench-smoke-more.out
+csv5=bench-smoke-more.csv
+rm -f "$out5" "$csv5"
+COLL_GPU_TEST_TIMEOUT=${COLL_GPU_TEST_TIMEOUT:-120} COLL_GPU_TEST_DEVICE=emulated \
+    "$top_srcdir/tests/run-mpi.sh" 2 "$bench" -d emulated -C -K \
+    -c allgatherv,alltoall,alltoallv,reduce_scatter -b 16 -e 4K -n 2 -w 1 -B mpi,nb,staged \
+    -s 12345 -p "$csv5" >"$out5" 2>&1
+rc=$?
+sed 's/^/# /' "$out5"
+# 16 B .. 4 KiB by 2: 9 sizes, for 4 collectives and 2 backends, each collective's rows all there
+rows=$(awk -F, 'NR > 1 && $17 == "0" { n[$1 "," $7]++ } END { for (k in n) if (n[k] == 9) m++; print m + 0 }' "$csv5" 2>/dev/null)
+all=$(awk -F, 'NR > 1' "$csv5" 2>/dev/null | wc -l)
+if [ $rc -eq 0 ] && [ "$rows" -eq 8 ] && [ "$all" -eq 72 ] \
+    && grep -q "check: 0 wrong elements in total" "$out5"; then
+    echo "ok 13 - allgatherv, alltoall, alltoallv, reduce_scatter: mpi and nb right at 9 sizes (72 rows)"
+else
+    echo "not ok 13 - allgatherv, alltoall, alltoallv, reduce_scatter: mpi and nb right at 9 sizes (exit $rc, $all of 72 rows, $rows of 8 complete)"
+fi
+why=$(grep -c "^# backend staged for [a-z_]*: unavailable: coll/gpu has no switch that forces [a-z_]* onto its host staging path" "$out5")
+if [ "$why" -eq 4 ]; then
+    echo "ok 14 - staged: each of the 4 says that nothing forces it onto the staging path"
+else
+    echo "not ok 14 - staged: each of the 4 says that nothing forces it onto the staging path ($why of 4)"
+fi
+
+# The copy floor of every row, 2 ranks: busbw's bytes (allreduce 2 x (n-1)/n of the size, bcast
+# all of it, the others (n-1)/n), a time, and the row's time over it (CSV columns 20 to 22).
+# Prints the rows that break one of these, and how many rows there were.
+copy_rows() {
+    awk -F, 'NR == 1 { ok = ($20 == "copy_bytes" && $21 == "copy_us" && $22 == "time_over_copy"); next }
+        { rows++
+          want = ($1 == "allreduce" || $1 == "bcast") ? $2 : $2 / 2
+          ratio = ($21 > 0) ? $12 / $21 : -1
+          if (!ok || $20 != want || !($21 > 0) || ratio - $22 > 0.01 * $22 + 0.001 || $22 - ratio > 0.01 * $22 + 0.001) bad++ }
+        END { print bad + 0, rows + 0 }' "$1" 2>/dev/null
+}
+set -- $(copy_rows "$csv") $(copy_rows "$csv2") $(copy_rows "$csv5")
+if [ $# -eq 6 ] && [ "$1" -eq 0 ] && [ "$2" -eq 84 ] && [ "$3" -eq 0 ] && [ "$4" -eq 21 ] \
+    && [ "$5" -eq 0 ] && [ "$6" -eq 72 ]; then
+    echo "ok 15 - copy floor: every row of 8 collectives has busbw's bytes, a copy time and its time over it (177 rows)"
+else
+    echo "not ok 15 - copy floor: every row of 8 collectives has busbw's bytes, a copy time and its time over it (bad/rows: $*)"
+fi
+heads=$(cat "$out" "$out2" "$out5" | grep -c "^#     size(B) .* #wrong   copy(us)  x copy$")
+if [ "$heads" -eq 8 ] && grep -q "^# copy floor (-K): " "$out5"; then
+    echo "ok 16 - copy floor: each table has the copy(us) and x copy columns, the method is printed"
+else
+    echo "not ok 16 - copy floor: each table has the copy(us) and x copy columns, the method is printed ($heads of 8 tables)"
 fi

@@ -23,6 +23,10 @@ typedef enum {
     BENCH_BCAST,
     BENCH_ALLGATHER,
     BENCH_REDUCE_SCATTER_BLOCK,
+    BENCH_ALLGATHERV, /* equal counts: the bytes of allgather */
+    BENCH_ALLTOALL,
+    BENCH_ALLTOALLV, /* equal counts: the bytes of alltoall */
+    BENCH_REDUCE_SCATTER, /* equal counts: the bytes of reduce_scatter_block */
     BENCH_COLL_COUNT
 } bench_coll_t;
 
@@ -43,8 +47,10 @@ void bench_nccl_version(char *buf, size_t len);
 /* Whether NCCL has this type and op (0: it does; otherwise why not is written to why). */
 int bench_nccl_supports(dev_dtype_t dtype, dev_op_t op, char *why, size_t len);
 /* One collective on the stream, then cudaStreamSynchronize: when it returns the result is in
- * rbuf, as after an MPI call.  count follows MPI: allreduce and bcast the whole buffer,
- * allgather the elements each rank sends, reduce_scatter_block the elements each rank gets. */
+ * rbuf, as after an MPI call.  count follows MPI: allreduce and bcast the whole buffer, the
+ * others one block (allgather: the elements each rank sends, alltoall: to each peer,
+ * reduce_scatter: each rank gets).  NCCL has no v forms and no alltoall: allgatherv runs
+ * ncclAllGather, alltoall and alltoallv one ncclSend and one ncclRecv per peer in a group. */
 int bench_nccl_run(bench_nccl_t *ctx, bench_coll_t coll, const void *sbuf, void *rbuf,
                    size_t count, dev_dtype_t dtype, dev_op_t op, int root, char *why,
                    size_t len);

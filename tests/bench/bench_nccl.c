@@ -22,6 +22,7 @@
 struct bench_nccl {
     ncclComm_t comm;
     cudaStream_t stream;
+    int nranks;
 };
 
 void bench_nccl_version(char *buf, size_t len)
@@ -147,6 +148,7 @@ int bench_nccl_init(bench_nccl_t **ctx, MPI_Comm comm, int ordinal, char *why, s
     }
     (*ctx)->comm = ncomm;
     (*ctx)->stream = stream;
+    (*ctx)->nranks = size;
     return 0;
 
 fail:
@@ -173,6 +175,26 @@ void bench_nccl_fini(bench_nccl_t *ctx)
     free(ctx);
 }
 
+/* Block r of sbuf to rank r, block r of rbuf from rank r, this rank's own included: the
+ * point-to-point calls of one group run as one NCCL operation, all peers at once. */
+static ncclResult_t alltoall(bench_nccl_t *ctx, const void *sbuf, void *rbuf, size_t count,
+                             dev_dtype_t dtype, ncclDataType_t t)
+{
+    size_t block = count * dev_dtype_size(dtype);
+    ncclResult_t nerr = ncclGroupStart(), end;
+    int r;
+    for (r = 0; r < ctx->nranks && ncclSuccess == nerr; ++r) {
+        nerr = ncclSend((const char *) sbuf + (size_t) r * block, count, t, r, ctx->comm,
+                        ctx->stream);
+        if (ncclSuccess == nerr) {
+            nerr = ncclRecv((char *) rbuf + (size_t) r * block, count, t, r, ctx->comm,
+                            ctx->stream);
+        }
+    }
+    end = ncclGroupEnd(); /* also after a failure: the group must be closed */
+    return ncclSuccess != nerr ? nerr : end;
+}
+
 int bench_nccl_run(bench_nccl_t *ctx, bench_coll_t coll, const void *sbuf, void *rbuf,
                    size_t count, dev_dtype_t dtype, dev_op_t op, int root, char *why,
                    size_t len)
@@ -182,8 +204,8 @@ int bench_nccl_run(bench_nccl_t *ctx, bench_coll_t coll, const void *sbuf, void 
     ncclResult_t nerr;
     cudaError_t cerr;
 
-    if (0 != map_type(dtype, &t) || (BENCH_ALLREDUCE == coll && 0 != map_op(op, &o))
-        || (BENCH_REDUCE_SCATTER_BLOCK == coll && 0 != map_op(op, &o))) {
+    /* bench_nccl_supports admitted the run's type and op, whatever the collective */
+    if (0 != map_type(dtype, &t) || 0 != map_op(op, &o)) {
         snprintf(why, len, "type or op not supported by NCCL");
         return -1;
     }
@@ -197,8 +219,16 @@ int bench_nccl_run(bench_nccl_t *ctx, bench_coll_t coll, const void *sbuf, void 
     case BENCH_ALLGATHER:
         nerr = ncclAllGather(sbuf, rbuf, count, t, ctx->comm, ctx->stream);
         break;
+    case BENCH_ALLGATHERV: /* equal counts: NCCL's allgather is the v form's best */
+        nerr = ncclAllGather(sbuf, rbuf, count, t, ctx->comm, ctx->stream);
+        break;
     case BENCH_REDUCE_SCATTER_BLOCK:
+    case BENCH_REDUCE_SCATTER:
         nerr = ncclReduceScatter(sbuf, rbuf, count, t, o, ctx->comm, ctx->stream);
+        break;
+    case BENCH_ALLTOALL:
+    case BENCH_ALLTOALLV:
+        nerr = alltoall(ctx, sbuf, rbuf, count, dtype, t);
         break;
     default:
         snprintf(why, len, "unknown collective");

@@ -2,12 +2,20 @@
  * coll_gpu_bench.c - latency and bandwidth of MPI collectives on device buffers, with NCCL
  * measured side by side in the same processes on the same buffers (in the spirit of nccl-tests).
  *
- * Serves MPI_Allreduce, MPI_Bcast, MPI_Allgather and MPI_Reduce_scatter_block.  Backends:
+ * Serves MPI_Allreduce, MPI_Bcast, MPI_Allgather, MPI_Allgatherv, MPI_Alltoall, MPI_Alltoallv,
+ * MPI_Reduce_scatter_block and MPI_Reduce_scatter, and their nonblocking forms.  The v forms and
+ * MPI_Reduce_scatter take equal counts on every rank, so that their bytes are those of the
+ * plain form (the cost of the v interface, not of an uneven layout).  Backends:
  *   mpi        the MPI call on device buffers: through coll/gpu when the component is loaded;
  *   staged     the same call with coll/gpu forced onto its host staging path, by writing the
  *              MPI_T control variable coll_gpu_<collective>_algorithm (restored afterwards);
+ *              allgather, which has none, through coll_gpu_bcast_algorithm (coll/gpu runs it
+ *              as one bcast per rank); a collective with no such switch has no staged backend,
+ *              and the output says so (its mpi row is whatever path coll/gpu takes);
  *   mpi:ALG    the same, forcing any algorithm the control variable knows (oneshot, ring, ...);
- *   nccl       NCCL directly (bench_nccl.c), each call followed by cudaStreamSynchronize;
+ *   nccl       NCCL directly (bench_nccl.c), each call followed by cudaStreamSynchronize.  NCCL
+ *              has no alltoall and no v forms: alltoall and alltoallv are one ncclSend and one
+ *              ncclRecv per peer in a group, allgatherv is ncclAllGather (equal counts);
  *   nb, nb:ALG the nonblocking call (MPI_Iallreduce, MPI_Ibcast, ...) followed at once by
  *              MPI_Wait, through coll/gpu (algorithm forced as for mpi:ALG).  With -O US, each
  *              size of an nb backend also measures how much of a GPU compute phase of US
@@ -25,6 +33,19 @@
  *              against its blocking twin: -c allgather -t float -b 16 -e 16 -B mpi,nb.
  * Buffers come from the device layer (kernels/dev.h): real GPU memory with the cuda backend,
  * host memory that host code cannot touch with the emulated one.
+ *
+ * The copy floor (-K; issue 22's large-message goal, "within 1.3x of the copy floor at >= 16
+ * MiB"): per collective and size, before its backends, the time of copying within this rank's
+ * device memory (dev_memcpy: cudaMemcpyAsync device to device plus a synchronisation on cuda, a
+ * memcpy on the emulated device) the bytes busbw counts, i.e. what a rank must receive from the
+ * others:
+ *     allgather(v), alltoall(v), reduce_scatter(_block)   (n-1) blocks, in one copy
+ *     bcast                                               the whole message
+ *     allreduce    two copies of (n-1)/n of it: two-shot's reduce-scatter and allgather, without
+ *                  the reduction's arithmetic
+ * timed as a backend is (warm-up, barrier, every rank copying at once, max over ranks of the
+ * per-rank mean; never in check mode's verification).  Each row then shows the floor and its
+ * time over it ("x copy").  With one rank nothing is received: no floor.
  *
  * Per size and backend (all ranks take the same steps, so the collectives match):
  *
@@ -88,8 +109,54 @@ static const type_info_t types[] = {
 static const char *const op_names[] = {"sum", "prod", "min", "max"};
 static const dev_op_t op_devs[] = {DEV_OP_SUM, DEV_OP_PROD, DEV_OP_MIN, DEV_OP_MAX};
 
-static const char *const coll_names[BENCH_COLL_COUNT] = {"allreduce", "bcast", "allgather",
-                                                         "reduce_scatter_block"};
+/* What the benchmark needs to know of each collective.  A size is nccl-tests' size: for the
+ * collectives made of one block per rank, the whole buffer of n blocks (allgather's receive
+ * buffer, reduce_scatter_block's send buffer), and the call's count is then one block. */
+typedef struct {
+    const char *name;
+    int reduces;  /* takes -o's op */
+    int blocks;   /* a size is n blocks of count elements, one per rank */
+    int send_all; /* the send buffer holds all n blocks (else one block, or count elements) */
+    int recv_all; /* the receive buffer holds all n blocks */
+    /* What each rank receives from the others, for bus bandwidth: the (n-1)/n of a size that
+     * is not its own, `phases` times (allreduce: a reduce-scatter, then an allgather), or the
+     * whole message (bcast, whatever n) */
+    int phases;
+    int whole;
+    int vector;       /* takes per-rank counts (and displacements), all equal here */
+    const char *nccl; /* what the nccl backend calls */
+    /* Backends staged and mpi:ALG force coll/gpu's path by writing coll_gpu_<name>_algorithm.
+     * A collective without a variable of its own may follow another's: path_of names it, with
+     * path_why saying why (shown in the output).  Kept in step with coll/gpu's dispatch. */
+    const char *path_of;
+    const char *path_why;
+} coll_info_t;
+
+static const coll_info_t coll_info[BENCH_COLL_COUNT] = {
+    [BENCH_ALLREDUCE] = {.name = "allreduce", .reduces = 1, .phases = 2,
+                         .nccl = "ncclAllReduce"},
+    [BENCH_BCAST] = {.name = "bcast", .phases = 1, .whole = 1, .nccl = "ncclBroadcast"},
+    /* coll_gpu_gather.c: the node team's bcast selection decides; staged there stages it all */
+    [BENCH_ALLGATHER] = {.name = "allgather", .blocks = 1, .recv_all = 1, .phases = 1,
+                         .nccl = "ncclAllGather", .path_of = "bcast",
+                         .path_why = "coll/gpu runs it on device memory as one bcast per rank"},
+    /* none: coll_gpu_allreduce_algorithm=staged would stage only the allreduce inside its GPU
+     * path (coll_gpu_reduce.c), a different call from its staged form */
+    [BENCH_REDUCE_SCATTER_BLOCK] = {.name = "reduce_scatter_block", .reduces = 1, .blocks = 1,
+                                    .send_all = 1, .phases = 1, .nccl = "ncclReduceScatter"},
+    [BENCH_ALLGATHERV] = {.name = "allgatherv", .blocks = 1, .recv_all = 1, .phases = 1,
+                          .vector = 1,
+                          .nccl = "ncclAllGather (NCCL has no v form; the counts are equal)"},
+    [BENCH_ALLTOALL] = {.name = "alltoall", .blocks = 1, .send_all = 1, .recv_all = 1,
+                        .phases = 1, .nccl = "ncclSend + ncclRecv per peer in one group"},
+    [BENCH_ALLTOALLV] = {.name = "alltoallv", .blocks = 1, .send_all = 1, .recv_all = 1,
+                         .phases = 1, .vector = 1,
+                         .nccl = "ncclSend + ncclRecv per peer in one group, as for alltoall "
+                                 "(the counts are equal)"},
+    [BENCH_REDUCE_SCATTER] = {.name = "reduce_scatter", .reduces = 1, .blocks = 1,
+                              .send_all = 1, .phases = 1, .vector = 1,
+                              .nccl = "ncclReduceScatter (the counts are equal)"},
+};
 
 static MPI_Datatype type_mpi(dev_dtype_t t)
 {
@@ -119,19 +186,18 @@ static MPI_Op op_mpi(dev_op_t op)
     }
 }
 
-static int coll_reduces(bench_coll_t c)
-{
-    return BENCH_ALLREDUCE == c || BENCH_REDUCE_SCATTER_BLOCK == c;
-}
-
 /* nccl-tests' bus bandwidth: what each link carries, comparable across rank counts. */
 static double busbw_factor(bench_coll_t c, int n)
 {
-    switch (c) {
-    case BENCH_ALLREDUCE: return 2.0 * (n - 1) / n;
-    case BENCH_BCAST: return 1.0;
-    default: return (double) (n - 1) / n;
-    }
+    const coll_info_t *ci = &coll_info[c];
+    return ci->whole ? 1.0 : (double) ci->phases * (n - 1) / n;
+}
+
+/* One copy of the copy floor (-K) for a size of `bytes`; the floor is coll_info[c].phases of
+ * them, busbw's bytes (for a whole block count; allreduce rounds down). */
+static size_t copy_floor_piece(bench_coll_t c, size_t bytes, int n)
+{
+    return coll_info[c].whole ? bytes : bytes / (size_t) n * (size_t) (n - 1);
 }
 
 /* ---- options --------------------------------------------------------------------------- */
@@ -153,6 +219,7 @@ typedef struct {
     dev_backend_t device;
     const char *csv;
     int floor;
+    int copy_floor; /* -K */
     uint64_t seed;
     int seed_given;
     double overlap_us;
@@ -162,7 +229,9 @@ static void usage(FILE *f)
 {
     fprintf(f,
         "usage: mpirun -np N coll_gpu_bench [options]\n"
-        "  -c COLL[,COLL]  allreduce, bcast, allgather, reduce_scatter_block (default allreduce)\n"
+        "  -c COLL[,COLL]  allreduce bcast allgather allgatherv alltoall alltoallv\n"
+        "                  reduce_scatter_block reduce_scatter (default allreduce; the v forms\n"
+        "                  and reduce_scatter with equal counts)\n"
         "  -b MINBYTES     smallest size, K/M/G suffixes allowed (default 8)\n"
         "  -e MAXBYTES     largest size (default 64M)\n"
         "  -f FACTOR       size multiplier between steps (default 2)\n"
@@ -180,12 +249,15 @@ static void usage(FILE *f)
         "                  #wrong per size (elements, summed over ranks)\n"
         "  -B LIST         backends, comma separated: mpi staged nccl mpi:ALGORITHM nb\n"
         "                  nb:ALGORITHM (nb: MPI_Ixxx + MPI_Wait)\n"
+        "                  (default: mpi,staged,nccl, those available)\n"
         "  -O US           nb backends: also the overlap with a GPU compute phase of US\n"
         "                  microseconds (default 0: not measured)\n"
-        "                  (default: mpi,staged,nccl, those available)\n"
         "  -d DEVICE       cuda | emulated (default: cuda when a GPU is visible, else emulated)\n"
         "  -p FILE         write every row to FILE as CSV\n"
         "  -F              skip the latency-floor measurement (cuda only)\n"
+        "  -K              copy floor: per collective and size, a device-to-device copy of the\n"
+        "                  bytes a rank receives from the others (busbw's bytes), all ranks at\n"
+        "                  once; each row adds it (copy(us)) and its time over it (x copy)\n"
         "  -s SEED         seed of the random data (default: from the clock, printed)\n"
         "  -h              this help\n");
 }
@@ -254,7 +326,7 @@ static int parse_options(int argc, char **argv, options_t *opt, char *err, size_
     opt->floor = 1;
 
     opterr = 0;
-    while (-1 != (c = getopt(argc, argv, "c:b:e:f:t:o:r:n:w:T:CIB:d:p:Fs:O:h"))) {
+    while (-1 != (c = getopt(argc, argv, "c:b:e:f:t:o:r:n:w:T:CIB:d:p:FKs:O:h"))) {
         switch (c) {
         case 'c': {
             char buf[256], *tok, *save = NULL;
@@ -263,7 +335,7 @@ static int parse_options(int argc, char **argv, options_t *opt, char *err, size_
             for (tok = strtok_r(buf, ",", &save); NULL != tok; tok = strtok_r(NULL, ",", &save)) {
                 int k, found = -1;
                 for (k = 0; k < BENCH_COLL_COUNT; ++k) {
-                    if (0 == strcmp(tok, coll_names[k])) {
+                    if (0 == strcmp(tok, coll_info[k].name)) {
                         found = k;
                     }
                 }
@@ -377,6 +449,7 @@ static int parse_options(int argc, char **argv, options_t *opt, char *err, size_
             break;
         case 'p': opt->csv = optarg; break;
         case 'F': opt->floor = 0; break;
+        case 'K': opt->copy_floor = 1; break;
         case 's':
             opt->seed = strtoull(optarg, NULL, 0);
             opt->seed_given = 1;
@@ -479,7 +552,7 @@ static void gen_setup(gen_t *g, uint64_t seed, const type_info_t *t, dev_op_t op
     memset(g, 0, sizeof(*g));
     g->seed = seed;
     g->scale = t->is_float ? 0.125 : 1.0;
-    if (coll_reduces(coll) && DEV_OP_PROD == op) {
+    if (coll_info[coll].reduces && DEV_OP_PROD == op) {
         /* products stay exact: |product| <= 2^nranks must fit */
         int two_fits = t->is_float || nranks < t->bits - 2;
         if (t->is_signed) {
@@ -494,7 +567,7 @@ static void gen_setup(gen_t *g, uint64_t seed, const type_info_t *t, dev_op_t op
         }
         return;
     }
-    if (coll_reduces(coll) && (DEV_OP_MIN == op || DEV_OP_MAX == op)) {
+    if (coll_info[coll].reduces && (DEV_OP_MIN == op || DEV_OP_MAX == op)) {
         /* half the type's range: the 0xA5 poison of uint8 and uint16 stays out of it */
         int64_t r = tmax / 2 < 100000 ? tmax / 2 : 100000;
         g->lo = t->is_signed ? -r / 2 : 0;
@@ -568,12 +641,13 @@ static double reduce2(dev_op_t op, double a, double b)
     }
 }
 
-/* Rank `rank`'s input elements [0, n) into host buffer buf. */
-static void fill_input(const gen_t *g, const type_info_t *t, int rank, void *buf, size_t n)
+/* Rank `rank`'s input elements [first, first + n) into host buffer buf. */
+static void fill_input(const gen_t *g, const type_info_t *t, int rank, size_t first, void *buf,
+                       size_t n)
 {
     size_t i;
     for (i = 0; i < n; ++i) {
-        store_elem(t, buf, i, gen_value(g, rank, i));
+        store_elem(t, buf, i, gen_value(g, rank, first + i));
     }
 }
 
@@ -596,7 +670,9 @@ static void reduce_reference(const gen_t *g, const type_info_t *t, dev_op_t op, 
 /* ---- MPI_T control variables: forcing coll/gpu's algorithm ----------------------------- */
 
 typedef struct {
+    char name[64];
     int found;
+    int borrowed; /* another collective's variable (coll_info_t.path_of) */
     int writable;
     MPI_T_cvar_handle handle;
     MPI_T_enum enumtype;
@@ -611,14 +687,14 @@ static void cvar_open(const char *name, cvar_t *cv)
     int idx, count = 0, verbosity, bind, scope, nlen = 0, dlen = 0;
     MPI_Datatype dt;
     memset(cv, 0, sizeof(*cv));
+    copy_str(cv->name, sizeof(cv->name), name);
     cv->enumtype = MPI_T_ENUM_NULL;
     if (!mpit_ok) {
         snprintf(cv->why, sizeof(cv->why), "MPI_T is not available");
         return;
     }
     if (MPI_SUCCESS != MPI_T_cvar_get_index(name, &idx)) {
-        snprintf(cv->why, sizeof(cv->why),
-                 "control variable %s does not exist (coll/gpu not loaded?)", name);
+        snprintf(cv->why, sizeof(cv->why), "control variable %s does not exist", name);
         return;
     }
     if (MPI_SUCCESS
@@ -651,9 +727,9 @@ static void cvar_close(cvar_t *cv)
     }
 }
 
-/* Value of algorithm `alg` of collective `coll`: from the variable's own enumerator when it
- * has one, else from the table agreed in the design. */
-static int cvar_alg_value(const cvar_t *cv, bench_coll_t coll, const char *alg, int *value)
+/* Value of algorithm `alg` for variable cv: from the variable's own enumerator when it has
+ * one, else from the table agreed in the design (0 auto, 1 staged, then the algorithms). */
+static int cvar_alg_value(const cvar_t *cv, const char *alg, int *value)
 {
     static const char *const allreduce_algs[] = {"auto", "staged", "oneshot", "twoshot", "ring"};
     static const char *const bcast_algs[] = {"auto", "staged", "push", "chain", "tree"};
@@ -676,9 +752,9 @@ static int cvar_alg_value(const cvar_t *cv, bench_coll_t coll, const char *alg, 
             return -1;
         }
     }
-    if (BENCH_ALLREDUCE == coll) {
+    if (0 == strcmp(cv->name, "coll_gpu_allreduce_algorithm")) {
         table = allreduce_algs;
-    } else if (BENCH_BCAST == coll) {
+    } else if (0 == strcmp(cv->name, "coll_gpu_bcast_algorithm")) {
         table = bcast_algs;
     } else if (0 == strcmp(alg, "auto") || 0 == strcmp(alg, "staged")) {
         *value = 0 == strcmp(alg, "auto") ? 0 : 1;
@@ -717,7 +793,8 @@ static void cvar_read_string(const char *name, char *buf, size_t len)
 
 /* ---- backends -------------------------------------------------------------------------- */
 
-typedef enum { BK_MPI, BK_NCCL, BK_NB } backend_kind_t;
+/* BK_COPY: the copy floor (-K), timed as a backend; not in -B */
+typedef enum { BK_MPI, BK_NCCL, BK_NB, BK_COPY } backend_kind_t;
 
 typedef struct {
     char name[48];
@@ -749,9 +826,11 @@ typedef struct {
     int nodes;
     backend_t backends[MAX_BACKENDS];
     int nbackends;
+    backend_t copy; /* the copy floor (-K) */
     cvar_t cvars[BENCH_COLL_COUNT];
     void *dsend, *drecv;
     void *hin, *hout, *href;
+    int *vcounts, *vdispls; /* the v forms' counts and displacements: count and r * count */
     size_t bufbytes;
     double floor_us;
     FILE *csv;
@@ -778,6 +857,17 @@ static int start_nb(bench_t *B, bench_coll_t c, size_t count, MPI_Request *req)
     case BENCH_REDUCE_SCATTER_BLOCK:
         return MPI_Ireduce_scatter_block(B->dsend, B->drecv, (int) count, t, op,
                                          MPI_COMM_WORLD, req);
+    case BENCH_ALLGATHERV:
+        return MPI_Iallgatherv(B->dsend, (int) count, t, B->drecv, B->vcounts, B->vdispls, t,
+                               MPI_COMM_WORLD, req);
+    case BENCH_ALLTOALL:
+        return MPI_Ialltoall(B->dsend, (int) count, t, B->drecv, (int) count, t, MPI_COMM_WORLD,
+                             req);
+    case BENCH_ALLTOALLV:
+        return MPI_Ialltoallv(B->dsend, B->vcounts, B->vdispls, t, B->drecv, B->vcounts,
+                              B->vdispls, t, MPI_COMM_WORLD, req);
+    case BENCH_REDUCE_SCATTER:
+        return MPI_Ireduce_scatter(B->dsend, B->drecv, B->vcounts, t, op, MPI_COMM_WORLD, req);
     default: return MPI_ERR_ARG;
     }
 }
@@ -822,6 +912,18 @@ static int run_once(bench_t *B, const backend_t *b, bench_coll_t c, size_t count
     MPI_Datatype t = type_mpi(B->opt.type->dev);
     MPI_Op op = op_mpi(B->opt.op);
     int rc = MPI_SUCCESS, n;
+    if (BK_COPY == b->kind) {
+        size_t ts = dev_dtype_size(B->opt.type->dev);
+        size_t piece = copy_floor_piece(
+            c, count * ts * (coll_info[c].blocks ? (size_t) g_size : 1), g_size);
+        for (n = 0; n < coll_info[c].phases; ++n) {
+            if (DEV_OK != dev_memcpy(B->drecv, B->dsend, piece)) {
+                snprintf(why, len, "the copy floor's copy: %s", dev_error_string());
+                return -1;
+            }
+        }
+        return 0;
+    }
     if (BK_NCCL == b->kind) {
 #ifdef COLL_GPU_BENCH_NCCL
         return bench_nccl_run(B->nccl, c, B->opt.in_place ? B->drecv : B->dsend, B->drecv, count,
@@ -853,6 +955,20 @@ static int run_once(bench_t *B, const backend_t *b, bench_coll_t c, size_t count
     case BENCH_REDUCE_SCATTER_BLOCK:
         rc = MPI_Reduce_scatter_block(B->dsend, B->drecv, (int) count, t, op, MPI_COMM_WORLD);
         break;
+    case BENCH_ALLGATHERV:
+        rc = MPI_Allgatherv(B->dsend, (int) count, t, B->drecv, B->vcounts, B->vdispls, t,
+                            MPI_COMM_WORLD);
+        break;
+    case BENCH_ALLTOALL:
+        rc = MPI_Alltoall(B->dsend, (int) count, t, B->drecv, (int) count, t, MPI_COMM_WORLD);
+        break;
+    case BENCH_ALLTOALLV:
+        rc = MPI_Alltoallv(B->dsend, B->vcounts, B->vdispls, t, B->drecv, B->vcounts, B->vdispls,
+                           t, MPI_COMM_WORLD);
+        break;
+    case BENCH_REDUCE_SCATTER:
+        rc = MPI_Reduce_scatter(B->dsend, B->drecv, B->vcounts, t, op, MPI_COMM_WORLD);
+        break;
     default: break;
     }
 done:
@@ -867,52 +983,55 @@ done:
 }
 
 /* Check mode: fresh input for this size and backend, poisoned output, and the reference.
- * count is the call's count (see bench.h); total the elements of the whole size. */
+ * count is the call's count (see bench.h).  Every rank's input is a pure function of (seed,
+ * rank, index): this rank's goes to the device, the others' are regenerated here. */
 static int prepare_check(bench_t *B, bench_coll_t c, const gen_t *g, size_t count, size_t *outn)
 {
     const type_info_t *t = B->opt.type;
-    size_t ts = dev_dtype_size(t->dev);
-    size_t r;
-    size_t outcount = 0;
+    const coll_info_t *ci = &coll_info[c];
+    size_t ts = dev_dtype_size(t->dev), block = count * ts;
+    size_t inn = ci->send_all ? count * (size_t) g_size : count;
+    int r;
+
+    *outn = ci->recv_all ? count * (size_t) g_size : count;
+    fill_input(g, t, g_rank, 0, B->hin, inn);
     switch (c) {
     case BENCH_ALLREDUCE:
-        fill_input(g, t, g_rank, B->hin, count);
         reduce_reference(g, t, B->opt.op, g_size, 0, B->href, count);
-        outcount = count;
         break;
     case BENCH_BCAST:
-        fill_input(g, t, B->opt.root, B->href, count);
-        outcount = count;
+        fill_input(g, t, B->opt.root, 0, B->href, count);
         break;
     case BENCH_ALLGATHER:
-        fill_input(g, t, g_rank, B->hin, count);
-        for (r = 0; r < (size_t) g_size; ++r) {
-            fill_input(g, t, (int) r, (char *) B->href + r * count * ts, count);
+    case BENCH_ALLGATHERV: /* block r: rank r's input */
+        for (r = 0; r < g_size; ++r) {
+            fill_input(g, t, r, 0, (char *) B->href + (size_t) r * block, count);
         }
-        outcount = count * (size_t) g_size;
+        break;
+    case BENCH_ALLTOALL:
+    case BENCH_ALLTOALLV: /* block r: block g_rank of rank r's input */
+        for (r = 0; r < g_size; ++r) {
+            fill_input(g, t, r, (size_t) g_rank * count, (char *) B->href + (size_t) r * block,
+                       count);
+        }
         break;
     case BENCH_REDUCE_SCATTER_BLOCK:
-        fill_input(g, t, g_rank, B->hin, count * (size_t) g_size);
+    case BENCH_REDUCE_SCATTER: /* block g_rank of the reduction */
         reduce_reference(g, t, B->opt.op, g_size, (size_t) g_rank * count, B->href, count);
-        outcount = count;
         break;
     default: break;
     }
-    *outn = outcount;
     if (BENCH_BCAST == c) {
         if (g_rank == B->opt.root) {
-            return dev_memcpy(B->drecv, B->href, count * ts);
+            return dev_memcpy(B->drecv, B->href, block);
         }
     } else if (BENCH_ALLREDUCE == c && B->opt.in_place) {
-        return dev_memcpy(B->drecv, B->hin, count * ts); /* the input is the output's place */
-    } else {
-        size_t inn = BENCH_REDUCE_SCATTER_BLOCK == c ? count * (size_t) g_size : count;
-        if (DEV_OK != dev_memcpy(B->dsend, B->hin, inn * ts)) {
-            return -1;
-        }
+        return dev_memcpy(B->drecv, B->hin, block); /* the input is the output's place */
+    } else if (DEV_OK != dev_memcpy(B->dsend, B->hin, inn * ts)) {
+        return -1;
     }
     /* 0xA5 bytes: NaN-free but far outside every generated value, in every type */
-    return dev_memset(B->drecv, 0xA5, outcount * ts);
+    return dev_memset(B->drecv, 0xA5, *outn * ts);
 }
 
 /* Compare this rank's output with the reference; returns the number of wrong elements. */
@@ -931,7 +1050,7 @@ static long long verify(bench_t *B, bench_coll_t c, const backend_t *b, size_t b
         if (!(got == want)) {
             if (wrong < MAX_SHOWN_MISMATCHES) {
                 fprintf(stderr, "rank %d: %s %zu B %s: element %zu is %.17g, expected %.17g\n",
-                        g_rank, coll_names[c], bytes, b->name, i, got, want);
+                        g_rank, coll_info[c].name, bytes, b->name, i, got, want);
             }
             ++wrong;
         }
@@ -951,13 +1070,17 @@ static int run_segment(bench_t *B, backend_t *b, bench_coll_t c, size_t bytes, s
     size_t outn = 0;
     gen_t g;
     cvar_t *cv = &B->cvars[c];
-    /* a collective without an algorithm variable (coll/gpu always stages it) is not forced */
+    /* setup_backends left a forced backend only to collectives with a variable */
     int forced = BK_NCCL != b->kind && '\0' != b->alg[0] && cv->found;
     double local[3], global[3], pinned;
     dev_host_stats_t hs0, hs1;
 
     memset(res, 0, sizeof(*res));
     why[0] = '\0';
+    for (i = 0; i < g_size; ++i) { /* run_collective checked that n * count fits an int */
+        B->vcounts[i] = (int) count;
+        B->vdispls[i] = (int) ((size_t) i * count);
+    }
     times = (double *) malloc(sizeof(double) * (size_t) (iters > 0 ? iters : 1));
     if (NULL == times) {
         snprintf(why, len, "out of memory");
@@ -971,7 +1094,7 @@ static int run_segment(bench_t *B, backend_t *b, bench_coll_t c, size_t bytes, s
         goto fail;
     }
 
-    if (o->check) {
+    if (o->check && BK_COPY != b->kind) {
         gen_setup(&g, mix64(o->seed ^ mix64(((uint64_t) c << 56) ^ ((uint64_t) bytes << 8)
                                             ^ (uint64_t) (b - B->backends))),
                   o->type, o->op, c, g_size);
@@ -1048,7 +1171,7 @@ static int run_segment(bench_t *B, backend_t *b, bench_coll_t c, size_t bytes, s
 
     /* in place, every timed call reduced the previous result again: only the first call has a
      * reference */
-    if (o->check && !(BENCH_ALLREDUCE == c && o->in_place)) {
+    if (o->check && BK_COPY != b->kind && !(BENCH_ALLREDUCE == c && o->in_place)) {
         wrong += verify(B, c, b, bytes, outn);
     }
 
@@ -1285,6 +1408,8 @@ static void setup_backends(bench_t *B)
         }
         ++B->nbackends;
     }
+    snprintf(B->copy.name, sizeof(B->copy.name), "copy");
+    B->copy.kind = BK_COPY;
     for (k = 0; k < B->nbackends; ++k) {
         backend_t *b = &B->backends[k];
         for (ci = 0; ci < B->opt.ncolls; ++ci) {
@@ -1304,25 +1429,41 @@ static void setup_backends(bench_t *B)
                              ? "cannot read emulated device memory"
                              : "is not CUDA-aware");
             } else if ('\0' != b->alg[0]) {
-                if (!cv->found && B->gpu_loaded && 0 == strcmp(b->alg, "staged")) {
-                    /* coll/gpu has no GPU path for this collective: it always stages it, so
-                     * the staged backend runs it as it is (the same calls as mpi) */
-                } else if (!cv->found && B->gpu_loaded) {
+                /* Without a variable there is nothing to force, and running the call as it is
+                 * would label coll/gpu's own choice (the GPU path, for some) as forced */
+                if (!cv->found && B->gpu_loaded) {
                     b->usable[c] = 0;
-                    snprintf(b->why[c], WHY_LEN, "coll/gpu has no algorithm to choose for %s "
-                             "(no coll_gpu_%s_algorithm: it always stages it)", coll_names[c],
-                             coll_names[c]);
+                    if (0 == strcmp(b->alg, "staged")) {
+                        snprintf(b->why[c], WHY_LEN, "coll/gpu has no switch that forces %s "
+                                 "onto its host staging path (no coll_gpu_%s_algorithm, and no "
+                                 "other parameter stages the whole call): the mpi backend's row "
+                                 "is the path coll/gpu chooses", coll_info[c].name,
+                                 coll_info[c].name);
+                    } else {
+                        snprintf(b->why[c], WHY_LEN, "coll/gpu has no algorithm to choose for "
+                                 "%s (no coll_gpu_%s_algorithm)", coll_info[c].name,
+                                 coll_info[c].name);
+                    }
+                } else if (!cv->found && mpit_ok) {
+                    b->usable[c] = 0;
+                    snprintf(b->why[c], WHY_LEN, "coll/gpu is not loaded: no algorithm to force");
                 } else if (!cv->found || !cv->writable) {
                     b->usable[c] = 0;
                     copy_str(b->why[c], WHY_LEN, cv->why);
-                } else if (0 != cvar_alg_value(cv, c, b->alg, &b->alg_value[c])) {
+                } else if (0 != cvar_alg_value(cv, b->alg, &b->alg_value[c])) {
+                    /* a copy: GCC's -Wrestrict cannot tell cv->name from b->why (both in *B) */
+                    char var[sizeof(cv->name)];
+                    copy_str(var, sizeof(var), cv->name);
                     b->usable[c] = 0;
-                    snprintf(b->why[c], WHY_LEN, "coll_gpu_%s_algorithm has no value '%s'",
-                             coll_names[c], b->alg);
+                    snprintf(b->why[c], WHY_LEN, "%s has no value '%s'", var, b->alg);
+                } else if (cv->borrowed) {
+                    say("# backend %s for %s: forced through %s (%s)\n", b->name,
+                        coll_info[c].name, cv->name, coll_info[c].path_why);
                 }
             }
             if (!b->usable[c]) {
-                say("# backend %s for %s: unavailable: %s\n", b->name, coll_names[c], b->why[c]);
+                say("# backend %s for %s: unavailable: %s\n", b->name, coll_info[c].name,
+                    b->why[c]);
             }
         }
     }
@@ -1332,19 +1473,30 @@ static void setup_backends(bench_t *B)
 
 static void print_table_header(const bench_t *B, bench_coll_t c)
 {
-    say("#\n# %s%s, %s %s, %d ranks on %d node(s), %s device%s\n", coll_names[c],
+    int k;
+    say("#\n# %s%s, %s %s, %d ranks on %d node(s), %s device%s\n", coll_info[c].name,
         BENCH_ALLREDUCE == c && B->opt.in_place ? " in place" : "", B->opt.type->name,
-        coll_reduces(c) ? B->opt.op_name : "-", g_size, B->nodes, dev_backend_name(B->device),
+        coll_info[c].reduces ? B->opt.op_name : "-", g_size, B->nodes, dev_backend_name(B->device),
         B->opt.check ? ", check mode" : "");
-    say("# %11s %11s %7s %5s %5s  %-12s %10s %12s %12s %8s\n", "size(B)", "count", "type", "op",
+    for (k = 0; k < B->nbackends; ++k) {
+        if (BK_NCCL == B->backends[k].kind && B->backends[k].usable[c]) {
+            say("#   %s calls %s\n", B->backends[k].name, coll_info[c].nccl);
+        }
+    }
+    say("# %11s %11s %7s %5s %5s  %-12s %10s %12s %12s %8s", "size(B)", "count", "type", "op",
         "root", "backend", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
+    if (B->opt.copy_floor) {
+        say(" %10s %7s", "copy(us)", "x copy");
+    }
+    say("\n");
 }
 
+/* One row; copy_us is the copy floor of this collective and size (-K), 0 for none. */
 static void print_row(bench_t *B, bench_coll_t c, size_t bytes, size_t total,
-                      const backend_t *b, const result_t *r)
+                      const backend_t *b, const result_t *r, double copy_us)
 {
-    char wrong[32], root[16];
-    const char *op = coll_reduces(c) ? B->opt.op_name : "-";
+    char wrong[32], root[16], copy[3][32] = {"", "", ""}; /* CSV: bytes, us, time / us */
+    const char *op = coll_info[c].reduces ? B->opt.op_name : "-";
     if (B->opt.check) {
         snprintf(wrong, sizeof(wrong), "%lld", r->wrong);
     } else {
@@ -1355,18 +1507,31 @@ static void print_row(bench_t *B, bench_coll_t c, size_t bytes, size_t total,
     } else {
         snprintf(root, sizeof(root), "-");
     }
-    say("  %11zu %11zu %7s %5s %5s  %-12s %10.2f %12.2f %12.2f %8s\n", bytes, total,
+    if (copy_us > 0) {
+        snprintf(copy[0], sizeof(copy[0]), "%zu",
+                 copy_floor_piece(c, bytes, g_size) * (size_t) coll_info[c].phases);
+        snprintf(copy[1], sizeof(copy[1]), "%.3f", copy_us);
+        snprintf(copy[2], sizeof(copy[2]), "%.4f", r->mean_us / copy_us);
+    }
+    say("  %11zu %11zu %7s %5s %5s  %-12s %10.2f %12.2f %12.2f %8s", bytes, total,
         B->opt.type->name, op, root, b->name, r->mean_us, r->algbw, r->busbw, wrong);
+    if (B->opt.copy_floor && copy_us > 0) {
+        say(" %10.2f %7.2f", copy_us, r->mean_us / copy_us);
+    } else if (B->opt.copy_floor) {
+        say(" %10s %7s", "-", "-");
+    }
+    say("\n");
     if (0 == g_rank && NULL != B->csv) {
         fprintf(B->csv, "%s,%zu,%zu,%s,%s,%s,%s,%d,%d,%s,%d,%.3f,%.3f,%.3f,%.4f,%.4f,%s,",
-                coll_names[c], bytes, total, B->opt.type->name, op,
+                coll_info[c].name, bytes, total, B->opt.type->name, op,
                 BENCH_BCAST == c ? root : "", b->name, g_size, B->nodes,
                 dev_backend_name(B->device), r->iters, r->mean_us, r->median_us, r->min_us,
                 r->algbw, r->busbw, B->opt.check ? wrong : "");
         if (B->floor_us > 0) {
             fprintf(B->csv, "%.3f", B->floor_us);
         }
-        fprintf(B->csv, ",%d\n", B->shared_gpu);
+        /* the copy floor's columns come last, so that the earlier ones keep their places */
+        fprintf(B->csv, ",%d,%s,%s,%s\n", B->shared_gpu, copy[0], copy[1], copy[2]);
         fflush(B->csv);
     }
 }
@@ -1406,7 +1571,7 @@ static void print_closing(bench_t *B, bench_coll_t c, const size_t *sizes, int n
     }
     base = nccl >= 0 ? nccl : staged;
     floor_col = B->floor_us > 0 && mpi >= 0;
-    say("#\n# Closing table, %s: ", coll_names[c]);
+    say("#\n# Closing table, %s: ", coll_info[c].name);
     if (nccl >= 0) {
         say("coll/gpu (backend mpi) against NCCL, same processes, same buffers.\n"
             "#   t = time ratio (below 1: faster than NCCL), bw = busbw ratio (above 1: more than "
@@ -1498,7 +1663,7 @@ static void print_closing(bench_t *B, bench_coll_t c, const size_t *sizes, int n
 static int size_ladder(const bench_t *B, bench_coll_t c, size_t *sizes)
 {
     size_t ts = dev_dtype_size(B->opt.type->dev);
-    size_t unit = ts * ((BENCH_ALLGATHER == c || BENCH_REDUCE_SCATTER_BLOCK == c) ? g_size : 1);
+    size_t unit = ts * (coll_info[c].blocks ? (size_t) g_size : 1);
     double s;
     int n = 0;
     for (s = (double) B->opt.minbytes; s <= (double) B->opt.maxbytes * (1 + 1e-9) && n < MAX_SIZES;
@@ -1528,13 +1693,18 @@ static void print_header(bench_t *B)
     say("# coll_gpu_bench: %s", ctime(&now));
     say("# MPI: %s\n", lib);
     cvar_read_string("coll", colls, sizeof(colls));
+    B->gpu_loaded = mpit_ok && MPI_SUCCESS == MPI_T_cvar_get_index("coll_gpu_device", &idx);
     for (ci = 0; ci < B->opt.ncolls; ++ci) {
         char name[96];
         bench_coll_t c = (bench_coll_t) B->opt.colls[ci];
-        snprintf(name, sizeof(name), "coll_gpu_%s_algorithm", coll_names[c]);
+        snprintf(name, sizeof(name), "coll_gpu_%s_algorithm", coll_info[c].name);
         cvar_open(name, &B->cvars[c]);
+        if (!B->cvars[c].found && B->gpu_loaded && NULL != coll_info[c].path_of) {
+            snprintf(name, sizeof(name), "coll_gpu_%s_algorithm", coll_info[c].path_of);
+            cvar_open(name, &B->cvars[c]);
+            B->cvars[c].borrowed = 1;
+        }
     }
-    B->gpu_loaded = mpit_ok && MPI_SUCCESS == MPI_T_cvar_get_index("coll_gpu_device", &idx);
 #if defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
     B->cuda_aware = 1 == MPIX_Query_cuda_support();
 #endif
@@ -1632,7 +1802,7 @@ static void print_method(const bench_t *B)
         B->opt.iters, B->opt.warmup,
         1 == B->opt.ncolls && BENCH_BCAST == B->opt.colls[0]
             ? "1 (bcast)"
-            : "2(n-1)/n (allreduce), 1 (bcast), (n-1)/n (allgather, reduce_scatter_block)");
+            : "2(n-1)/n (allreduce), 1 (bcast), (n-1)/n (the others)");
     say("#   completion: an MPI call returns with the data final; each nccl call is followed by "
         "cudaStreamSynchronize, so it is timed to the same point\n");
     if (B->opt.check) {
@@ -1640,6 +1810,16 @@ static void print_method(const bench_t *B)
             "verified after the first call and after the timed calls\n#   against a host "
             "reference computed independently; #wrong = wrong elements summed over ranks\n",
             (unsigned long long) B->opt.seed);
+    }
+    if (B->opt.copy_floor) {
+        say("# copy floor (-K): per collective and size, every rank copies within its own %s "
+            "device memory (dev_memcpy) what it receives from the others: (n-1) blocks, the "
+            "whole message (bcast), or two copies of (n-1)/n of it (allreduce: two-shot's "
+            "steps, without the arithmetic); timed as the calls are (all ranks at once, max over "
+            "ranks of the per-rank mean)%s\n#   copy(us) = that time, x copy = time / copy(us); "
+            "issue 22's goal at >= 16 MiB: x copy <= 1.3\n",
+            dev_backend_name(B->device),
+            g_size > 1 ? "" : "; one rank receives nothing: no floor");
     }
 }
 
@@ -1661,7 +1841,9 @@ static int alloc_buffers(bench_t *B)
     ok = DEV_OK == dev_mem_alloc(&B->dsend, B->bufbytes)
          && DEV_OK == dev_mem_alloc(&B->drecv, B->bufbytes);
     B->hin = malloc(B->bufbytes);
-    ok = ok && NULL != B->hin;
+    B->vcounts = (int *) malloc(2 * sizeof(int) * (size_t) g_size);
+    B->vdispls = NULL != B->vcounts ? B->vcounts + g_size : NULL;
+    ok = ok && NULL != B->hin && NULL != B->vcounts;
     if (B->opt.check) {
         B->hout = malloc(B->bufbytes);
         B->href = malloc(B->bufbytes);
@@ -1669,7 +1851,7 @@ static int alloc_buffers(bench_t *B)
     }
     if (ok) {
         gen_setup(&g, B->opt.seed, B->opt.type, B->opt.op, BENCH_ALLREDUCE, g_size);
-        fill_input(&g, B->opt.type, g_rank, B->hin, B->bufbytes / ts);
+        fill_input(&g, B->opt.type, g_rank, 0, B->hin, B->bufbytes / ts);
         ok = DEV_OK == dev_memcpy(B->dsend, B->hin, B->bufbytes)
              && DEV_OK == dev_memcpy(B->drecv, B->hin, B->bufbytes);
     }
@@ -1691,7 +1873,8 @@ static void open_csv(bench_t *B)
         return;
     }
     fprintf(B->csv, "collective,size_bytes,count,type,op,root,backend,nranks,nodes,device,iters,"
-                    "time_us,median_us,min_us,algbw_gbs,busbw_gbs,wrong,floor_us,shared_gpu\n");
+                    "time_us,median_us,min_us,algbw_gbs,busbw_gbs,wrong,floor_us,shared_gpu,"
+                    "copy_bytes,copy_us,time_over_copy\n");
 }
 
 /* Every size of collective c on every backend, then the closing table.  A backend that fails
@@ -1704,6 +1887,8 @@ static int run_collective(bench_t *B, bench_coll_t c, long long *total_wrong, in
     size_t sizes[MAX_SIZES], ts = dev_dtype_size(B->opt.type->dev);
     char why[WHY_LEN];
     int n, s, k, usable = 0, rc = 0;
+    int copy_ok = B->opt.copy_floor && g_size > 1; /* one rank receives nothing */
+    double copy_us;
 
     n = size_ladder(B, c, sizes);
     memset(results, 0, sizeof(results));
@@ -1712,16 +1897,32 @@ static int run_collective(bench_t *B, bench_coll_t c, long long *total_wrong, in
         usable += B->backends[k].usable[c];
     }
     if (0 == usable) {
-        say("#   (no backend can run %s here: see the lines above)\n", coll_names[c]);
+        say("#   (no backend can run %s here: see the lines above)\n", coll_info[c].name);
     }
     for (s = 0; s < n; ++s) {
         size_t total = sizes[s] / ts;
-        size_t count = (BENCH_ALLGATHER == c || BENCH_REDUCE_SCATTER_BLOCK == c)
-                           ? total / (size_t) g_size
-                           : total;
-        if (count > (size_t) INT_MAX) {
-            say("# %zu B: %zu elements do not fit an int count: skipped\n", sizes[s], count);
+        size_t count = coll_info[c].blocks ? total / (size_t) g_size : total;
+        /* the v forms' displacements reach (n - 1) * count */
+        if (count > (size_t) INT_MAX || (coll_info[c].vector && total > (size_t) INT_MAX)) {
+            say("# %zu B: %zu elements do not fit an int count or displacement: skipped\n",
+                sizes[s], coll_info[c].vector ? total : count);
             continue;
+        }
+        copy_us = 0;
+        if (copy_ok && 0 < usable) {
+            result_t copy;
+            if (0 != run_segment(B, &B->copy, c, sizes[s], count, total, &copy, why,
+                                 sizeof(why))) {
+                fprintf(stderr, "rank %d: %s %zu B copy floor: %s\n", g_rank, coll_info[c].name,
+                        sizes[s], why);
+                say("# %s %zu B, copy floor: error (%s); no copy floor for this collective\n",
+                    coll_info[c].name, sizes[s], why);
+                copy_ok = 0;
+                ++*failed;
+                rc = 1;
+            } else {
+                copy_us = copy.mean_us;
+            }
         }
         for (k = 0; k < B->nbackends; ++k) {
             backend_t *b = &B->backends[k];
@@ -1730,10 +1931,10 @@ static int run_collective(bench_t *B, bench_coll_t c, long long *total_wrong, in
             }
             if (0 != run_segment(B, b, c, sizes[s], count, total, &results[s][k], why,
                                  sizeof(why))) {
-                fprintf(stderr, "rank %d: %s %zu B %s: %s\n", g_rank, coll_names[c], sizes[s],
+                fprintf(stderr, "rank %d: %s %zu B %s: %s\n", g_rank, coll_info[c].name, sizes[s],
                         b->name, why);
                 say("# %s %zu B, backend %s: error (%s); backend stopped for this collective\n",
-                    coll_names[c], sizes[s], b->name, why);
+                    coll_info[c].name, sizes[s], b->name, why);
                 b->usable[c] = 0;
                 ++*failed;
                 rc = 1;
@@ -1741,7 +1942,7 @@ static int run_collective(bench_t *B, bench_coll_t c, long long *total_wrong, in
             }
             *total_wrong += results[s][k].wrong;
             ++*segments;
-            print_row(B, c, sizes[s], total, b, &results[s][k]);
+            print_row(B, c, sizes[s], total, b, &results[s][k], copy_us);
             if (BK_NB == b->kind) {
                 /* the blocking twin (mpi for nb, mpi:ALG for nb:ALG) when it ran before */
                 char twin[64];
@@ -1749,19 +1950,19 @@ static int run_collective(bench_t *B, bench_coll_t c, long long *total_wrong, in
                 for (int j = 0; j < k; ++j) {
                     if (0 == strcmp(B->backends[j].name, twin) && results[s][j].done
                         && results[s][j].mean_us > 0) {
-                        say("#   %s / %s time, %s %zu B: %.2f\n", b->name, twin, coll_names[c],
+                        say("#   %s / %s time, %s %zu B: %.2f\n", b->name, twin, coll_info[c].name,
                             sizes[s], results[s][k].mean_us / results[s][j].mean_us);
                     }
                 }
                 say("#   %s pinned host allocations per call, %s %zu B: %.2f\n", b->name,
-                    coll_names[c], sizes[s], results[s][k].pinned_per_call);
+                    coll_info[c].name, sizes[s], results[s][k].pinned_per_call);
             }
             if (results[s][k].both_us > 0) {
                 const result_t *r = &results[s][k];
                 double shorter = r->mean_us < r->comp_us ? r->mean_us : r->comp_us;
                 say("#   overlap %s %s %zu B: comm %.2f us, compute %.2f us, together %.2f us, "
                     "overlap %.2f\n",
-                    b->name, coll_names[c], sizes[s], r->mean_us, r->comp_us, r->both_us,
+                    b->name, coll_info[c].name, sizes[s], r->mean_us, r->comp_us, r->both_us,
                     shorter > 0 ? (r->mean_us + r->comp_us - r->both_us) / shorter : 0.0);
             }
         }
@@ -1868,6 +2069,7 @@ finish:
         dev_mem_free(B->drecv);
     }
     free(B->hin);
+    free(B->vcounts);
     free(B->hout);
     free(B->href);
     for (ci = 0; ci < BENCH_COLL_COUNT; ++ci) {
