@@ -128,6 +128,7 @@ typedef struct mca_coll_gpu_component_t {
     size_t pinned_pool_bytes;   /* pinned memory the process's pool keeps between calls */
     int allreduce_algorithm;    /* topo_allreduce_alg_t (settable through MPI_T) */
     int bcast_algorithm;        /* topo_bcast_alg_t (settable through MPI_T) */
+    int exchange_algorithm;     /* allgather(v), alltoall(v): 0 auto, 1 staged (MPI_T too) */
     int nblocks;                /* kernel thread blocks; 0: the decision table's */
     int nthreads;               /* threads per block; 0: the decision table's */
     size_t chunk_bytes;         /* pipeline chunk; 0: the decision table's */

@@ -241,6 +241,18 @@ static int gpu_register(void)
                   MCA_BASE_VAR_FLAG_SETTABLE, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_ALL_EQ,
                   &mca_coll_gpu_component.bcast_algorithm);
 
+    {
+        static const mca_base_var_enum_value_t exchange_values[] = {
+            {0, "auto"}, {1, "staged"}, {0, NULL}};
+        register_enum("exchange_algorithm", "coll_gpu_exchange_algorithm", exchange_values,
+                      "Blocking allgather, allgatherv, alltoall and alltoallv on device "
+                      "buffers: auto (one exchange on the node team where every rank passes "
+                      "device memory), staged (pinned host buffers and the component below "
+                      "coll/gpu).  Settable at run time through MPI_T",
+                      MCA_BASE_VAR_FLAG_SETTABLE, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_ALL_EQ,
+                      &mca_coll_gpu_component.exchange_algorithm);
+    }
+
     (void) mca_base_component_var_register(
         c, "nblocks", "Thread blocks of the reduction kernels (NCCL_MIN_NCHANNELS, 0-1024); 0: "
         "chosen by the decision table", MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_6,

@@ -289,14 +289,17 @@ int mca_coll_gpu_exchange(coll_gpu_staged_call_t *c)
         (void) xbytes(&r, p, &len);
         total += len;
     }
-    if (all_device && 2 <= n && !mca_coll_gpu_hier_spans(m, comm)) {
+    if (all_device && 2 <= n && 0 == mca_coll_gpu_component.exchange_algorithm
+        && !mca_coll_gpu_hier_spans(m, comm)) {
         team = mca_coll_gpu_team_get(m, comm, c->what);
     }
     if (NULL == team) {
         mca_coll_gpu_log_call(c->what, comm, total, c->rdtype, NULL,
                               !all_device ? "staged (memory kind: host memory on some rank)"
                               : 2 > n     ? "staged (nothing to exchange between GPUs)"
-                                          : "staged (spans nodes, or no node team)");
+                              : 0 != mca_coll_gpu_component.exchange_algorithm
+                                  ? "staged (forced by coll_gpu_exchange_algorithm)"
+                                  : "staged (spans nodes, or no node team)");
         c->decided = true;
         return mca_coll_gpu_staged(c);
     }

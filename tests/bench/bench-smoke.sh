@@ -4,12 +4,13 @@
 # and nb with the overlap figure of -O and its pinned allocations per call,
 # coll_gpu_uniform_buffers=true as the default) must finish, print a table, and count no wrong
 # element anywhere.  Then allgather and reduce_scatter_block, which have no algorithm variable of
-# their own: the staged backend forces allgather through coll_gpu_bcast_algorithm (coll/gpu runs
-# it as one bcast per rank; coll/gpu's log must show it staged) and says that nothing forces
+# their own: the staged backend forces allgather through coll_gpu_exchange_algorithm (coll/gpu
+# runs it as one exchange; coll/gpu's log must show it staged) and says that nothing forces
 # reduce_scatter_block, and a forced algorithm says why it cannot apply.  Then allreduce in place
 # (-I) through coll/gpu's algorithms and its nonblocking form.  Last, allgatherv, alltoall,
 # alltoallv and reduce_scatter (equal counts), blocking and nonblocking, checked like the others;
-# none has a switch that stages it, and the staged backend says so.  The runs of allreduce and
+# the first three are staged through coll_gpu_exchange_algorithm too, reduce_scatter has no
+# switch that stages it, and the staged backend says so.  The runs of allreduce and
 # bcast, allgather and reduce_scatter_block, and the four new ones measure the copy floor (-K):
 # every row must carry busbw's bytes, a copy time and its time over it.  TAP output.
 set -u
@@ -98,13 +99,13 @@ sed 's/^/# /' "$out2"
 rows=$(awk -F, 'NR > 1 && $1 == "allgather" && $7 == "staged" && $17 == "0"' "$csv2" 2>/dev/null | wc -l)
 staged_rsb=$(awk -F, 'NR > 1 && $1 == "reduce_scatter_block" && $7 == "staged"' "$csv2" 2>/dev/null | wc -l)
 if [ $rc -eq 0 ] && [ "$rows" -eq 7 ] && [ "$staged_rsb" -eq 0 ] \
-    && grep -q "^# backend staged for allgather: forced through coll_gpu_bcast_algorithm" "$out2" \
+    && grep -q "^# backend staged for allgather: forced through coll_gpu_exchange_algorithm" "$out2" \
     && grep -q "^# backend staged for reduce_scatter_block: unavailable: coll/gpu has no switch that forces reduce_scatter_block onto its host staging path" "$out2"; then
-    echo "ok 9 - staged: allgather forced through coll_gpu_bcast_algorithm, right (7 rows); reduce_scatter_block has no switch, and says so"
+    echo "ok 9 - staged: allgather forced through coll_gpu_exchange_algorithm, right (7 rows); reduce_scatter_block has no switch, and says so"
 else
-    echo "not ok 9 - staged: allgather forced through coll_gpu_bcast_algorithm, right (7 rows); reduce_scatter_block has no switch, and says so (exit $rc, $rows rows, $staged_rsb staged rsb rows)"
+    echo "not ok 9 - staged: allgather forced through coll_gpu_exchange_algorithm, right (7 rows); reduce_scatter_block has no switch, and says so (exit $rc, $rows rows, $staged_rsb staged rsb rows)"
 fi
-if grep -q "^# backend mpi:ring for allgather: unavailable: coll_gpu_bcast_algorithm has no value 'ring'" "$out2" \
+if grep -q "^# backend mpi:ring for allgather: unavailable: coll_gpu_exchange_algorithm has no value 'ring'" "$out2" \
     && grep -q "^# backend mpi:ring for reduce_scatter_block: unavailable: coll/gpu has no algorithm to choose for reduce_scatter_block" "$out2"; then
     echo "ok 10 - mpi:ring: each says why it cannot apply"
 else
@@ -154,20 +155,22 @@ COLL_GPU_TEST_TIMEOUT=${COLL_GPU_TEST_TIMEOUT:-120} COLL_GPU_TEST_DEVICE=emulate
     -s 12345 -p "$csv5" >"$out5" 2>&1
 rc=$?
 sed 's/^/# /' "$out5"
-# 16 B .. 4 KiB by 2: 9 sizes, for 4 collectives and 2 backends, each collective's rows all there
+# 16 B .. 4 KiB by 2: 9 sizes, for 4 collectives and 2 backends (3 with staged but for
+# reduce_scatter), each collective's rows all there
 rows=$(awk -F, 'NR > 1 && $17 == "0" { n[$1 "," $7]++ } END { for (k in n) if (n[k] == 9) m++; print m + 0 }' "$csv5" 2>/dev/null)
 all=$(awk -F, 'NR > 1' "$csv5" 2>/dev/null | wc -l)
-if [ $rc -eq 0 ] && [ "$rows" -eq 8 ] && [ "$all" -eq 72 ] \
+if [ $rc -eq 0 ] && [ "$rows" -eq 11 ] && [ "$all" -eq 99 ] \
     && grep -q "check: 0 wrong elements in total" "$out5"; then
-    echo "ok 13 - allgatherv, alltoall, alltoallv, reduce_scatter: mpi and nb right at 9 sizes (72 rows)"
+    echo "ok 13 - allgatherv, alltoall, alltoallv, reduce_scatter: mpi, nb and staged right at 9 sizes (99 rows)"
 else
-    echo "not ok 13 - allgatherv, alltoall, alltoallv, reduce_scatter: mpi and nb right at 9 sizes (exit $rc, $all of 72 rows, $rows of 8 complete)"
+    echo "not ok 13 - allgatherv, alltoall, alltoallv, reduce_scatter: mpi, nb and staged right at 9 sizes (exit $rc, $all of 99 rows, $rows of 11 complete)"
 fi
-why=$(grep -c "^# backend staged for [a-z_]*: unavailable: coll/gpu has no switch that forces [a-z_]* onto its host staging path" "$out5")
-if [ "$why" -eq 4 ]; then
-    echo "ok 14 - staged: each of the 4 says that nothing forces it onto the staging path"
+why=$(grep -c "^# backend staged for reduce_scatter: unavailable: coll/gpu has no switch that forces reduce_scatter onto its host staging path" "$out5")
+forced=$(grep -c "^# backend staged for [a-z]*: forced through coll_gpu_exchange_algorithm" "$out5")
+if [ "$why" -eq 1 ] && [ "$forced" -eq 3 ]; then
+    echo "ok 14 - staged: allgatherv, alltoall(v) forced through coll_gpu_exchange_algorithm; reduce_scatter says nothing forces it"
 else
-    echo "not ok 14 - staged: each of the 4 says that nothing forces it onto the staging path ($why of 4)"
+    echo "not ok 14 - staged: allgatherv, alltoall(v) forced through coll_gpu_exchange_algorithm; reduce_scatter says nothing forces it ($forced of 3, $why of 1)"
 fi
 
 # The copy floor of every row, 2 ranks: busbw's bytes (allreduce 2 x (n-1)/n of the size, bcast
@@ -183,8 +186,8 @@ copy_rows() {
 }
 set -- $(copy_rows "$csv") $(copy_rows "$csv2") $(copy_rows "$csv5")
 if [ $# -eq 6 ] && [ "$1" -eq 0 ] && [ "$2" -eq 84 ] && [ "$3" -eq 0 ] && [ "$4" -eq 21 ] \
-    && [ "$5" -eq 0 ] && [ "$6" -eq 72 ]; then
-    echo "ok 15 - copy floor: every row of 8 collectives has busbw's bytes, a copy time and its time over it (177 rows)"
+    && [ "$5" -eq 0 ] && [ "$6" -eq 99 ]; then
+    echo "ok 15 - copy floor: every row of 8 collectives has busbw's bytes, a copy time and its time over it (204 rows)"
 else
     echo "not ok 15 - copy floor: every row of 8 collectives has busbw's bytes, a copy time and its time over it (bad/rows: $*)"
 fi

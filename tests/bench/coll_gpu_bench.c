@@ -9,9 +9,10 @@
  *   mpi        the MPI call on device buffers: through coll/gpu when the component is loaded;
  *   staged     the same call with coll/gpu forced onto its host staging path, by writing the
  *              MPI_T control variable coll_gpu_<collective>_algorithm (restored afterwards);
- *              allgather, which has none, through coll_gpu_bcast_algorithm (coll/gpu runs it
- *              as one bcast per rank); a collective with no such switch has no staged backend,
- *              and the output says so (its mpi row is whatever path coll/gpu takes);
+ *              allgather(v) and alltoall(v), which have none, through
+ *              coll_gpu_exchange_algorithm (coll/gpu runs them as one exchange); a collective
+ *              with no such switch has no staged backend, and the output says so (its mpi row
+ *              is whatever path coll/gpu takes);
  *   mpi:ALG    the same, forcing any algorithm the control variable knows (oneshot, ring, ...);
  *   nccl       NCCL directly (bench_nccl.c), each call followed by cudaStreamSynchronize.  NCCL
  *              has no alltoall and no v forms: alltoall and alltoallv are one ncclSend and one
@@ -132,25 +133,27 @@ typedef struct {
     const char *path_why;
 } coll_info_t;
 
+#define EXCHANGE_WHY "coll/gpu runs it on device memory as one exchange on the node team"
 static const coll_info_t coll_info[BENCH_COLL_COUNT] = {
     [BENCH_ALLREDUCE] = {.name = "allreduce", .reduces = 1, .phases = 2,
                          .nccl = "ncclAllReduce"},
     [BENCH_BCAST] = {.name = "bcast", .phases = 1, .whole = 1, .nccl = "ncclBroadcast"},
-    /* coll_gpu_gather.c: the node team's bcast selection decides; staged there stages it all */
+    /* coll_gpu_exchange.c: coll_gpu_exchange_algorithm=staged stages the four whole */
     [BENCH_ALLGATHER] = {.name = "allgather", .blocks = 1, .recv_all = 1, .phases = 1,
-                         .nccl = "ncclAllGather", .path_of = "bcast",
-                         .path_why = "coll/gpu runs it on device memory as one bcast per rank"},
+                         .nccl = "ncclAllGather", .path_of = "exchange",
+                         .path_why = EXCHANGE_WHY},
     /* none: coll_gpu_allreduce_algorithm=staged would stage only the allreduce inside its GPU
      * path (coll_gpu_reduce.c), a different call from its staged form */
     [BENCH_REDUCE_SCATTER_BLOCK] = {.name = "reduce_scatter_block", .reduces = 1, .blocks = 1,
                                     .send_all = 1, .phases = 1, .nccl = "ncclReduceScatter"},
     [BENCH_ALLGATHERV] = {.name = "allgatherv", .blocks = 1, .recv_all = 1, .phases = 1,
-                          .vector = 1,
+                          .vector = 1, .path_of = "exchange", .path_why = EXCHANGE_WHY,
                           .nccl = "ncclAllGather (NCCL has no v form; the counts are equal)"},
     [BENCH_ALLTOALL] = {.name = "alltoall", .blocks = 1, .send_all = 1, .recv_all = 1,
-                        .phases = 1, .nccl = "ncclSend + ncclRecv per peer in one group"},
+                        .phases = 1, .path_of = "exchange", .path_why = EXCHANGE_WHY, .nccl = "ncclSend + ncclRecv per peer in one group"},
     [BENCH_ALLTOALLV] = {.name = "alltoallv", .blocks = 1, .send_all = 1, .recv_all = 1,
-                         .phases = 1, .vector = 1,
+                         .phases = 1, .vector = 1, .path_of = "exchange",
+                         .path_why = EXCHANGE_WHY,
                          .nccl = "ncclSend + ncclRecv per peer in one group, as for alltoall "
                                  "(the counts are equal)"},
     [BENCH_REDUCE_SCATTER] = {.name = "reduce_scatter", .reduces = 1, .blocks = 1,
