@@ -513,7 +513,8 @@ typedef struct coll_gpu_kinds_call_t {
     bool device;            /* this rank's buffers are not all host memory */
     bool capable;           /* allreduce: the kernels take the element type and op */
     int dt;                 /* ... that element type (dev_dtype_t) */
-    uint64_t bytes;         /* count x type size of this rank */
+    uint64_t bytes;         /* count x type size of this rank (reduce_scatter: of its
+                             * whole input, the sum of the counts) */
     int root;               /* bcast */
     struct ompi_op_t *op;   /* allreduce */
 } coll_gpu_kinds_call_t;

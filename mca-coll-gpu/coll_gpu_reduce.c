@@ -4,12 +4,12 @@
  * local one, MPI_Reduce_local.
  *
  * Each has one shape: a send buffer read, a receive buffer written (read and written with
- * MPI_IN_PLACE).  Host buffers go to the saved module.  The blocking MPI_Reduce and
- * MPI_Reduce_scatter_block on an intracommunicator agree on their ranks' memory kinds per call
- * (coll_gpu_kinds.c); with device memory on every rank inside one node they run on the node
- * team as an allreduce (coll_gpu_allreduce.c), whose result the root keeps (reduce) or from
- * whose device scratch each rank takes its block (reduce_scatter_block).  Anything else is
- * staged (coll_gpu_staged_colls.c).
+ * MPI_IN_PLACE).  Host buffers go to the saved module.  The blocking MPI_Reduce,
+ * MPI_Reduce_scatter and MPI_Reduce_scatter_block on an intracommunicator agree on their ranks'
+ * memory kinds per call (coll_gpu_kinds.c); with device memory on every rank inside one node
+ * they run on the node team as an allreduce (coll_gpu_allreduce.c), whose result the root keeps
+ * (reduce) or from whose device scratch each rank takes its piece (the reduce-scatters).
+ * Anything else is staged (coll_gpu_staged_colls.c).
  *
  * On an intercommunicator MPI_Reduce's root passes MPI_ROOT and only receives, the other ranks
  * of its group pass MPI_PROC_NULL and take no part, and the remote group only sends; the
@@ -182,7 +182,8 @@ static const char *reduce_scatter_staged_why(mca_coll_gpu_module_t *m,
  * input is rbuf and the piece lands at its start.  Twice the bytes of a reduce-scatter proper,
  * all on the GPU (the staged path took 201 ms for 128 MiB on one H200: issue 22, which wants the
  * reduce-scatter schedule itself).  A rank without its scratch takes part without data (its
- * peers fail).
+ * peers fail).  Ranks whose counts differ but whose totals agree read and write only inside
+ * the scratch and their own buffers.
  */
 static int reduce_scatter_composed(const char *what, const void *sbuf, void *rbuf, size_t total,
                                    size_t before, int mine, struct ompi_datatype_t *dtype,
@@ -209,14 +210,88 @@ static int reduce_scatter_composed(const char *what, const void *sbuf, void *rbu
     return rc;
 }
 
+static const char *const rs_name = "reduce_scatter";
+
+static int reduce_scatter_staged(const void *sbuf, void *rbuf, const int *rcounts,
+                                 struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                                 struct ompi_communicator_t *comm, mca_coll_base_module_t *module,
+                                 bool decided)
+{
+    return mca_coll_gpu_staged(&(coll_gpu_staged_call_t){
+        COLL_GPU_STAGED(module, REDUCE_SCATTER, BLOCKING, reduce_scatter), .decided = decided,
+        .sbuf = sbuf, .rbuf = rbuf, COLL_GPU_ONE_TYPE(dtype, 0), .scounts = rcounts,
+        .rcounts = rcounts, .op = op, .comm = comm});
+}
+
+/* MPI_Reduce_scatter once the ranks agreed: the composition where every rank passes device
+ * memory inside one node (rank i's piece: rcounts[i] elements after those of the ranks below
+ * it), else staged.  total: the sum of rcounts. */
+static int reduce_scatter_device(const void *sbuf, void *rbuf, const int *rcounts,
+                                 struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                                 struct ompi_communicator_t *comm, mca_coll_gpu_module_t *m,
+                                 bool all_device, size_t total)
+{
+    int me = ompi_comm_rank(comm);
+    size_t bytes = mca_coll_gpu_call_bytes(dtype, total), before = 0;
+    const char *why = reduce_scatter_staged_why(m, comm, all_device, total, bytes);
+
+    if (NULL != why) {
+        mca_coll_gpu_log_call(rs_name, comm, bytes, dtype, op, why);
+        return reduce_scatter_staged(sbuf, rbuf, rcounts, dtype, op, comm, &m->super, true);
+    }
+    mca_coll_gpu_log_call(rs_name, comm, bytes, dtype, op,
+                          "an allreduce into a device scratch, then this rank's piece");
+    for (int i = 0; i < me; ++i) {
+        before += (size_t) rcounts[i];
+    }
+    return reduce_scatter_composed(rs_name, sbuf, rbuf, total, before, rcounts[me], dtype, op,
+                                   comm, m);
+}
+
 int mca_coll_gpu_reduce_scatter(const void *sbuf, void *rbuf, const int *rcounts,
                                 struct ompi_datatype_t *dtype, struct ompi_op_t *op,
                                 struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
-    return mca_coll_gpu_staged(
-        &(coll_gpu_staged_call_t){COLL_GPU_STAGED(module, REDUCE_SCATTER, BLOCKING, reduce_scatter),
-                           .sbuf = sbuf, .rbuf = rbuf, COLL_GPU_ONE_TYPE(dtype, 0),
-                           .scounts = rcounts, .rcounts = rcounts, .op = op, .comm = comm});
+    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    coll_gpu_kinds_call_t call;
+    bool host, all_device;
+    size_t total = 0;
+    int n, me, rc;
+
+    if (m->inter || m->in_agreed_call) {
+        return reduce_scatter_staged(sbuf, rbuf, rcounts, dtype, op, comm, module, false);
+    }
+    /* agreed per call as MPI_Allreduce is (coll_gpu_kinds.c), on the whole input's bytes (the
+     * same on every rank of a correct call; the counts themselves are not compared): host ranks
+     * note their kind and go below at once */
+    n = ompi_comm_size(comm);
+    me = ompi_comm_rank(comm);
+    for (int i = 0; i < n; ++i) {
+        total += (size_t) rcounts[i];
+    }
+    host = (MPI_IN_PLACE == sbuf || mca_coll_gpu_data_host_c(sbuf, dtype, total))
+           && (MPI_IN_PLACE == sbuf ? mca_coll_gpu_data_host_c(rbuf, dtype, total)
+                                    : mca_coll_gpu_data_host(rbuf, dtype, rcounts[me]));
+    if (mca_coll_gpu_host_noted(m, host)) { /* the hot path: a note, no wait */
+        return m->prev_reduce_scatter.fn(sbuf, rbuf, rcounts, dtype, op, comm,
+                                         m->prev_reduce_scatter.module);
+    }
+    call = (coll_gpu_kinds_call_t){.coll = COLL_GPU_KINDS_REDUCE_SCATTERV,
+                                   .device = !host,
+                                   .bytes = mca_coll_gpu_call_bytes(dtype, total),
+                                   .op = op};
+    if (!host) {
+        mca_coll_gpu_kinds_reduction(&call, dtype, total, op);
+    }
+    rc = mca_coll_gpu_kinds_agree(m, comm, rs_name, &call, &all_device);
+    if (OMPI_SUCCESS != rc) {
+        return rc;
+    }
+    if (host && !all_device) {
+        return m->prev_reduce_scatter.fn(sbuf, rbuf, rcounts, dtype, op, comm,
+                                         m->prev_reduce_scatter.module);
+    }
+    return reduce_scatter_device(sbuf, rbuf, rcounts, dtype, op, comm, m, all_device, total);
 }
 
 int mca_coll_gpu_ireduce_scatter(const void *sbuf, void *rbuf, const int *rcounts,

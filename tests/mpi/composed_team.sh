@@ -1,36 +1,62 @@
 #!/bin/sh
-# composed_team.sh - the blocking MPI_Allgather, MPI_Reduce_scatter_block and MPI_Reduce on
-# device buffers run on the node team (an allgather as one bcast per rank, coll_gpu_gather.c; a
-# reduce_scatter_block as an allreduce into a device scratch, a reduce as an allreduce whose
-# result the root keeps, coll_gpu_reduce.c), not through host memory: test_coll's cases of them (every type, user ops, in place, communicators of 1 to
-# 4 ranks, host, device and mixed buffers) right on 4 ranks under the defaults, and the verbose
-# log saying so for the all-device calls.
+# composed_team.sh - the blocking MPI_Allgather, MPI_Reduce_scatter, MPI_Reduce_scatter_block
+# and MPI_Reduce on device buffers run on the node team (an allgather as one bcast per rank,
+# coll_gpu_gather.c; a reduce-scatter as an allreduce into a device scratch, a reduce as an
+# allreduce whose result the root keeps, coll_gpu_reduce.c), not through host memory:
+# test_coll's cases of them (every type, user ops, in place, communicators of 1 to 4 ranks,
+# host, device and mixed buffers) right on 4 ranks under the defaults, and the verbose log
+# saying so for the all-device calls; MPI_Reduce_scatter's cases (counts that differ per rank,
+# zero on every third rank: test_coll's vcount) on 2 and 3 ranks too.
 . "$(dirname "$0")/mpitest.sh"
 out=${TMPDIR:-/tmp}/coll_gpu_composed_team.$$
 trap 'rm -f "$out" "$out.log"' EXIT
-COLL_GPU_TEST_FILTER="allgather *|reduce_scatter_block*|reduce *" \
-    COLL_GPU_MPIRUN_ARGS="--mca coll_gpu_verbose 10 ${COLL_GPU_MPIRUN_ARGS:-}" \
-    "$RUN_MPI" 4 "$MPI_TESTS/test_coll" --quick >"$out" 2>"$out.log"
-rc=$?
-why=$(t_skipped "$out")
-if [ "$rc" -eq 0 ] && [ -n "$why" ]; then
-    echo "1..0 # SKIP $why"
-    exit 0
-fi
-# TAP lines counted wherever they stand: Open MPI 5 forwards a rank's verbose log into the same
-    # stream, sometimes without its line end, so a case's line may start mid-line
+
+# composed NP FILTER: test_coll's --quick cases FILTER selects, on NP ranks with the verbose
+# log; sets rc (its exit status) and n (the cases right), and skips the whole script where
+# test_coll skips
+composed() {
+    COLL_GPU_TEST_FILTER="$2" \
+        COLL_GPU_MPIRUN_ARGS="--mca coll_gpu_verbose 10 ${COLL_GPU_MPIRUN_ARGS:-}" \
+        "$RUN_MPI" "$1" "$MPI_TESTS/test_coll" --quick >"$out" 2>"$out.log"
+    rc=$?
+    why=$(t_skipped "$out")
+    if [ "$rc" -eq 0 ] && [ -n "$why" ]; then
+        echo "1..0 # SKIP $why"
+        exit 0
+    fi
+    # TAP lines counted wherever they stand: Open MPI 5 forwards a rank's verbose log into the
+    # same stream, sometimes without its line end, so a case's line may start mid-line
     n=$(( $(grep -oE 'ok [0-9]+ - ' "$out" | wc -l) - $(grep -oE 'not ok [0-9]+ - ' "$out" | wc -l) ))
-! grep -q 'not ok [0-9]* - ' "$out" && [ "$rc" -eq 0 ] && [ "$n" -gt 0 ]
-t_ok $? "test_coll's allgather, reduce_scatter_block and reduce cases on 4 ranks: $n right (exit $rc)"
-grep -o 'not ok [0-9]* - .*' "$out" | head -5 | sed 's/^/#   /'
-[ "$rc" -eq 0 ] || t_diag "$out.log" 20
-for c in "allgather:a bcast per rank on the node team" \
-         "reduce_scatter_block:an allreduce into a device scratch" \
-         "reduce:an allreduce on the node team"; do
-    coll=${c%%:*}
-    k=$(grep -hc "coll:gpu:$coll .*${c#*:}" "$out" "$out.log" | awk '{s += $1} END {print s + 0}')
+    ! grep -q 'not ok [0-9]* - ' "$out" && [ "$rc" -eq 0 ] && [ "$n" -gt 0 ]
+}
+
+# logged COLL WORDS: the log lines of the last run that say the device COLL calls took WORDS
+logged() {
+    k=$(grep -hc "coll:gpu:$1 .*$2" "$out" "$out.log" | awk '{s += $1} END {print s + 0}')
     [ "$k" -gt 0 ]
-    t_ok $? "the device $coll calls ran on the node team ($k log lines say so)"
-    [ "$k" -gt 0 ] || grep -h "coll:gpu:$coll " "$out" "$out.log" | head -3 | sed 's/^/#   log: /'
+    t_ok $? "the device $1 calls ran on the node team ($k log lines say so)"
+    [ "$k" -gt 0 ] || grep -h "coll:gpu:$1 " "$out" "$out.log" | head -3 | sed 's/^/#   log: /'
+}
+
+# the cases' failures, and the log's tail when test_coll failed
+failures() {
+    grep -o 'not ok [0-9]* - .*' "$out" | head -5 | sed 's/^/#   /'
+    [ "$rc" -eq 0 ] || t_diag "$out.log" 20
+}
+
+composed 4 "allgather *|reduce_scatter *|reduce_scatter_block*|reduce *"
+t_ok $? "test_coll's allgather, reduce_scatter, reduce_scatter_block and reduce cases on 4 ranks:\
+ $n right (exit $rc)"
+failures
+logged allgather "a bcast per rank on the node team"
+logged reduce_scatter "an allreduce into a device scratch, then this rank's piece"
+logged reduce_scatter_block "an allreduce into a device scratch, then this rank's block"
+logged reduce "an allreduce on the node team"
+
+for np in 2 3; do
+    composed "$np" "reduce_scatter *"
+    t_ok $? "test_coll's reduce_scatter cases on $np ranks: $n right (exit $rc)"
+    failures
+    logged reduce_scatter "an allreduce into a device scratch, then this rank's piece"
 done
 t_done

@@ -1,5 +1,5 @@
 /*
- * test_erroneous.c - erroneous MPI_Allreduce, MPI_Bcast, MPI_Allgather and
+ * test_erroneous.c - erroneous MPI_Allreduce, MPI_Bcast, MPI_Allgather, MPI_Reduce_scatter and
  * MPI_Reduce_scatter_block calls on device memory, under
  * coll/gpu's defaults: every rank returns an MPI error, none hangs, and no byte outside the
  * call's buffers is written (MPI calls these programs erroneous; real programs have such bugs
@@ -22,6 +22,9 @@
  *   rsb-count  reduce_scatter_block, blocks of 16 ints on rank 0, 262144 / size elsewhere
  *                                                                        MPI_ERR_COUNT
  *   rsb-op     reduce_scatter_block, MPI_SUM on rank 0, MPI_MAX on the others  MPI_ERR_OP
+ *   rs-count   reduce_scatter, counts per rank that differ from rank to rank (zero on every
+ *              third), whose totals differ: 16 + i on rank 0, 262144 / size - i elsewhere
+ *                                                                        MPI_ERR_COUNT
  * After each, a correct call on the same communicator must still be right.
  *
  * Usage: test_erroneous [PATTERN ...]   (default: all)
@@ -208,6 +211,14 @@ static int run_pattern(const char *pattern)
         want_class = MPI_ERR_OP;
         rc = MPI_Reduce_scatter_block(s.buf, r.buf, BIG / mt_size, MPI_INT,
                                       0 == mt_rank ? MPI_SUM : MPI_MAX, comm);
+    } else if (0 == strcmp(pattern, "rs-count")) {
+        int *rcounts = malloc((size_t) mt_size * sizeof(int));
+        want_class = MPI_ERR_COUNT;
+        for (int i = 0; i < mt_size; ++i) {
+            rcounts[i] = (1 == i % 3) ? 0 : (0 == mt_rank) ? 16 + i : BIG / mt_size - i;
+        }
+        rc = MPI_Reduce_scatter(s.buf, r.buf, rcounts, MPI_INT, MPI_SUM, comm);
+        free(rcounts);
     } else {
         want_class = MPI_ERR_TRUNCATE;
         rc = MPI_Bcast(s.buf, 0 == mt_rank ? 16 : BIG, MPI_INT, 0, comm);
@@ -240,7 +251,7 @@ int main(int argc, char **argv)
 {
     static const char *const all[] = {"count",       "op",   "user-op",     "type",
                                       "type-kernel", "root", "bcast-count", "allgather-count",
-                                      "rsb-count",   "rsb-op"};
+                                      "rsb-count",   "rsb-op", "rs-count"};
     char why[256];
 
     mt_init(&argc, &argv);
