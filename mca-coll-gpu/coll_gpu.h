@@ -531,7 +531,8 @@ typedef struct coll_gpu_kinds_call_t {
     bool device;            /* this rank's buffers are not all host memory */
     bool capable;           /* allreduce: the kernels take the element type and op */
     int dt;                 /* ... that element type (dev_dtype_t) */
-    uint64_t bytes;         /* count x type size of this rank */
+    uint64_t bytes;         /* count x type size of this rank (reduce_scatter: of its
+                             * whole input, the sum of the counts) */
     int root;               /* bcast */
     struct ompi_op_t *op;   /* allreduce */
 } coll_gpu_kinds_call_t;
@@ -820,11 +821,11 @@ static inline dev_mem_kind_t mca_coll_gpu_classify(const void *ptr)
  * positive lower bound whose elements start inside; MPI_BOTTOM with absolute displacements).
  * MPI_IN_PLACE, and buf of an empty call, come back unchanged. */
 static inline const void *mca_coll_gpu_data_start(const void *buf, ompi_datatype_t *dtype,
-                                                  int count)
+                                                  size_t count)
 {
     ptrdiff_t lb, extent, true_lb, true_extent;
 
-    if (MPI_IN_PLACE == buf || 0 >= count) {
+    if (MPI_IN_PLACE == buf || 0 == count) {
         return buf;
     }
     ompi_datatype_get_true_extent(dtype, &true_lb, &true_extent);
@@ -837,23 +838,35 @@ static inline const void *mca_coll_gpu_data_start(const void *buf, ompi_datatype
 
 /* The kind of the memory count elements of dtype at buf occupy: host only when all of it is
  * host memory (mca_coll_gpu_layout_kind).  A contiguous type is one range: the kind of its
- * first byte, and the host hot path pays one classification and a flag test, as before. */
+ * first byte, and the host hot path pays one classification and a flag test, as before.
+ * (Whether count elements are one range is the same answer for every count above 1: asked
+ * for 2, since the datatype engine takes an int.) */
 static inline dev_mem_kind_t mca_coll_gpu_data_kind(const void *buf, ompi_datatype_t *dtype,
-                                                    int count)
+                                                    size_t count)
 {
     dev_mem_kind_t kind = mca_coll_gpu_classify(mca_coll_gpu_data_start(buf, dtype, count));
 
-    if (!mca_coll_gpu_is_host(kind) || MPI_IN_PLACE == buf || 0 >= count
-        || ompi_datatype_is_contiguous_memory_layout(dtype, count)) {
+    if (!mca_coll_gpu_is_host(kind) || MPI_IN_PLACE == buf || 0 == count
+        || ompi_datatype_is_contiguous_memory_layout(dtype, 1 < count ? 2 : 1)) {
         return kind;
     }
     return mca_coll_gpu_layout_kind(buf, COLL_GPU_LAYOUT(dtype, count));
 }
 
-/* Is all the memory of count elements of dtype at buf host memory (MPI_IN_PLACE is)? */
-static inline bool mca_coll_gpu_data_host(const void *buf, ompi_datatype_t *dtype, int count)
+/* Is all the memory of count elements of dtype at buf host memory (MPI_IN_PLACE is)?  A count
+ * that may pass INT_MAX (the whole input of a reduce-scatter: a sum or product of int counts)
+ * is asked as a size_t, the large-count "_c" of MPI 4. */
+static inline bool mca_coll_gpu_data_host_c(const void *buf, ompi_datatype_t *dtype,
+                                            size_t count)
 {
     return mca_coll_gpu_is_host(mca_coll_gpu_data_kind(buf, dtype, count));
+}
+
+/* The same for an int count of the MPI call (a negative one, which the call's checks refuse,
+ * counts as empty). */
+static inline bool mca_coll_gpu_data_host(const void *buf, ompi_datatype_t *dtype, int count)
+{
+    return mca_coll_gpu_data_host_c(buf, dtype, 0 < count ? (size_t) count : 0);
 }
 
 /* ---- roots and block counts, intercommunicators included ---- */

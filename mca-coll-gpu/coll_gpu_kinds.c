@@ -543,7 +543,8 @@ static int kinds_compare(struct ompi_communicator_t *comm, const coll_gpu_kinds_
             }
         }
     }
-    /* allreduce, reduce, reduce_scatter_block: one count, op and element type */
+    /* allreduce, reduce, the reduce-scatters (reduce_scatter: the whole input's bytes, not
+     * the counts per rank): one count, op and element type */
     for (int p = 0; p < n; ++p) {
         e = kinds_detail(b, p, u);
         if (e->bytes != ref->bytes) {

@@ -1,16 +1,23 @@
 /*
  * coll_gpu_reduce.c - the reductions other than allreduce: MPI_Reduce, MPI_Reduce_scatter,
  * MPI_Reduce_scatter_block, MPI_Scan, MPI_Exscan (blocking, nonblocking and persistent), and the
- * local one, MPI_Reduce_local: thin entries of the staged path (coll_gpu_staged_colls.c).
+ * local one, MPI_Reduce_local.
  *
  * Each has one shape: a send buffer read, a receive buffer written (read and written with
- * MPI_IN_PLACE).  Host buffers go to the saved module; anything else is staged.
+ * MPI_IN_PLACE).  Host buffers go to the saved module.  The blocking MPI_Reduce,
+ * MPI_Reduce_scatter and MPI_Reduce_scatter_block on an intracommunicator agree on their ranks'
+ * memory kinds per call (coll_gpu_kinds.c); with device memory on every rank inside one node
+ * they run on the node team as an allreduce (coll_gpu_allreduce.c), whose result the root keeps
+ * (reduce) or from whose device scratch each rank takes its piece (the reduce-scatters).
+ * Anything else is staged (coll_gpu_staged_colls.c).
  *
  * On an intercommunicator MPI_Reduce's root passes MPI_ROOT and only receives, the other ranks
  * of its group pass MPI_PROC_NULL and take no part, and the remote group only sends; the
  * reduce-scatters count the LOCAL group (each group's result is scattered over the other).
  */
 #include "ompi_config.h"
+
+#include <limits.h>
 
 #include "coll_gpu.h"
 #include "coll_gpu_persistent.h"
@@ -140,14 +147,151 @@ int mca_coll_gpu_reduce_init(const void *sbuf, void *rbuf, int count, struct omp
         .request = request});
 }
 
+/* ---- the reduce-scatters: one composition on device memory ---------------------------------- */
+
+/*
+ * Why a reduce-scatter does not take the composed path (reduce_scatter_composed), or NULL when
+ * it does: from what every rank of the call shares alone (the agreement, the whole input's
+ * count and bytes, the communicator).  The allreduce counts in an int: a whole input of more
+ * than INT_MAX elements is staged (the component below takes it, or says why not).
+ */
+static const char *reduce_scatter_staged_why(mca_coll_gpu_module_t *m,
+                                             struct ompi_communicator_t *comm, bool all_device,
+                                             size_t total, size_t bytes)
+{
+    if (!all_device) {
+        return "staged (memory kind: host memory on some rank)";
+    }
+    if (0 == bytes) {
+        return "staged (empty)";
+    }
+    if ((size_t) INT_MAX < total) {
+        return "staged (more than INT_MAX elements in all: not one allreduce)";
+    }
+    if (mca_coll_gpu_hier_usable(m, comm, TOPO_COLL_ALLREDUCE)) {
+        return "staged (across nodes)";
+    }
+    return NULL;
+}
+
+/*
+ * A reduce-scatter on device memory, agreed on every rank, that reduce_scatter_staged_why lets
+ * through: the allreduce of the whole input (total elements, at most INT_MAX) into the module's
+ * device scratch (the node team's algorithms, the GPU kernels), then this rank's piece (mine
+ * elements at element offset before) from the scratch into its receive buffer.  In place the
+ * input is rbuf and the piece lands at its start.  Twice the bytes of a reduce-scatter proper,
+ * all on the GPU (the staged path took 201 ms for 128 MiB on one H200: issue 22, which wants the
+ * reduce-scatter schedule itself).  A rank without its scratch takes part without data (its
+ * peers fail).  Ranks whose counts differ but whose totals agree read and write only inside
+ * the scratch and their own buffers.
+ */
+static int reduce_scatter_composed(const char *what, const void *sbuf, void *rbuf, size_t total,
+                                   size_t before, int mine, struct ompi_datatype_t *dtype,
+                                   struct ompi_op_t *op, struct ompi_communicator_t *comm,
+                                   mca_coll_gpu_module_t *m)
+{
+    ptrdiff_t lb, extent, lo;
+    void *scratch = NULL;
+    size_t len;
+    int rc, local_rc;
+
+    /* the scratch holds the whole input's layout (total elements of dtype) */
+    ompi_datatype_get_extent(dtype, &lb, &extent);
+    mca_coll_gpu_span(dtype, total, &lo, &len);
+    local_rc = mca_coll_gpu_adapt_scratch(m, comm, what, len, &scratch);
+    rc = mca_coll_gpu_allreduce_device(MPI_IN_PLACE == sbuf ? rbuf : sbuf,
+                                       NULL == scratch ? NULL : (char *) scratch - lo,
+                                       (int) total, dtype, op, comm, m, true, local_rc);
+    if (OMPI_SUCCESS == rc) {
+        rc = mca_coll_gpu_adapt_copy(m, comm, what,
+                                     (char *) scratch - lo + (ptrdiff_t) before * extent, mine,
+                                     dtype, rbuf, mine, dtype);
+    }
+    return rc;
+}
+
+static const char *const rs_name = "reduce_scatter";
+
+static int reduce_scatter_staged(const void *sbuf, void *rbuf, const int *rcounts,
+                                 struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                                 struct ompi_communicator_t *comm, mca_coll_base_module_t *module,
+                                 bool decided)
+{
+    return mca_coll_gpu_staged(&(coll_gpu_staged_call_t){
+        COLL_GPU_STAGED(module, REDUCE_SCATTER, BLOCKING, reduce_scatter), .decided = decided,
+        .sbuf = sbuf, .rbuf = rbuf, COLL_GPU_ONE_TYPE(dtype, 0), .scounts = rcounts,
+        .rcounts = rcounts, .op = op, .comm = comm});
+}
+
+/* MPI_Reduce_scatter once the ranks agreed: the composition where every rank passes device
+ * memory inside one node (rank i's piece: rcounts[i] elements after those of the ranks below
+ * it), else staged.  total: the sum of rcounts. */
+static int reduce_scatter_device(const void *sbuf, void *rbuf, const int *rcounts,
+                                 struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                                 struct ompi_communicator_t *comm, mca_coll_gpu_module_t *m,
+                                 bool all_device, size_t total)
+{
+    int me = ompi_comm_rank(comm);
+    size_t bytes = mca_coll_gpu_call_bytes(dtype, total), before = 0;
+    const char *why = reduce_scatter_staged_why(m, comm, all_device, total, bytes);
+
+    if (NULL != why) {
+        mca_coll_gpu_log_call(rs_name, comm, bytes, dtype, op, why);
+        return reduce_scatter_staged(sbuf, rbuf, rcounts, dtype, op, comm, &m->super, true);
+    }
+    mca_coll_gpu_log_call(rs_name, comm, bytes, dtype, op,
+                          "an allreduce into a device scratch, then this rank's piece");
+    for (int i = 0; i < me; ++i) {
+        before += (size_t) rcounts[i];
+    }
+    return reduce_scatter_composed(rs_name, sbuf, rbuf, total, before, rcounts[me], dtype, op,
+                                   comm, m);
+}
+
 int mca_coll_gpu_reduce_scatter(const void *sbuf, void *rbuf, const int *rcounts,
                                 struct ompi_datatype_t *dtype, struct ompi_op_t *op,
                                 struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
-    return mca_coll_gpu_staged(
-        &(coll_gpu_staged_call_t){COLL_GPU_STAGED(module, REDUCE_SCATTER, BLOCKING, reduce_scatter),
-                           .sbuf = sbuf, .rbuf = rbuf, COLL_GPU_ONE_TYPE(dtype, 0),
-                           .scounts = rcounts, .rcounts = rcounts, .op = op, .comm = comm});
+    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    coll_gpu_kinds_call_t call;
+    bool host, all_device;
+    size_t total = 0;
+    int n, me, rc;
+
+    if (m->inter || m->in_agreed_call) {
+        return reduce_scatter_staged(sbuf, rbuf, rcounts, dtype, op, comm, module, false);
+    }
+    /* agreed per call as MPI_Allreduce is (coll_gpu_kinds.c), on the whole input's bytes (the
+     * same on every rank of a correct call; the counts themselves are not compared): host ranks
+     * note their kind and go below at once */
+    n = ompi_comm_size(comm);
+    me = ompi_comm_rank(comm);
+    for (int i = 0; i < n; ++i) {
+        total += (size_t) rcounts[i];
+    }
+    host = (MPI_IN_PLACE == sbuf || mca_coll_gpu_data_host_c(sbuf, dtype, total))
+           && (MPI_IN_PLACE == sbuf ? mca_coll_gpu_data_host_c(rbuf, dtype, total)
+                                    : mca_coll_gpu_data_host(rbuf, dtype, rcounts[me]));
+    if (mca_coll_gpu_host_noted(m, host)) { /* the hot path: a note, no wait */
+        return m->prev_reduce_scatter.fn(sbuf, rbuf, rcounts, dtype, op, comm,
+                                         m->prev_reduce_scatter.module);
+    }
+    call = (coll_gpu_kinds_call_t){.coll = COLL_GPU_KINDS_REDUCE_SCATTERV,
+                                   .device = !host,
+                                   .bytes = mca_coll_gpu_call_bytes(dtype, total),
+                                   .op = op};
+    if (!host) {
+        mca_coll_gpu_kinds_reduction(&call, dtype, total, op);
+    }
+    rc = mca_coll_gpu_kinds_agree(m, comm, rs_name, &call, &all_device);
+    if (OMPI_SUCCESS != rc) {
+        return rc;
+    }
+    if (host && !all_device) {
+        return m->prev_reduce_scatter.fn(sbuf, rbuf, rcounts, dtype, op, comm,
+                                         m->prev_reduce_scatter.module);
+    }
+    return reduce_scatter_device(sbuf, rbuf, rcounts, dtype, op, comm, m, all_device, total);
 }
 
 int mca_coll_gpu_ireduce_scatter(const void *sbuf, void *rbuf, const int *rcounts,
@@ -185,45 +329,26 @@ static int reduce_scatter_block_staged(const void *sbuf, void *rbuf, int rcount,
         .op = op, .comm = comm});
 }
 
-/*
- * MPI_Reduce_scatter_block on device memory, agreed on every rank: the allreduce of the whole
- * input into the module's device scratch (the node team's algorithms, the GPU kernels), then
- * this rank's block from the scratch into its receive buffer.  Twice the bytes of a
- * reduce-scatter proper, all on the GPU (the staged path took 201 ms for 128 MiB on one H200:
- * issue 22, which wants the reduce-scatter schedule itself).  Inside one node only (decided from
- * what every rank shares); a rank without its scratch takes part without data (its peers fail).
- */
+/* MPI_Reduce_scatter_block once the ranks agreed: the composition (rank i's block: rcount
+ * elements at element offset i x rcount) where every rank passes device memory inside one
+ * node, else staged. */
 static int reduce_scatter_block_device(const void *sbuf, void *rbuf, int rcount,
                                        struct ompi_datatype_t *dtype, struct ompi_op_t *op,
                                        struct ompi_communicator_t *comm,
                                        mca_coll_gpu_module_t *m, bool all_device)
 {
-    int n = ompi_comm_size(comm), me = ompi_comm_rank(comm), rc, local_rc;
-    size_t block = mca_coll_gpu_call_bytes(dtype, (size_t) rcount), len;
-    ptrdiff_t lb, extent, lo;
-    void *scratch = NULL;
+    int n = ompi_comm_size(comm), me = ompi_comm_rank(comm);
+    size_t total = (size_t) rcount * (size_t) n, bytes = mca_coll_gpu_call_bytes(dtype, total);
+    const char *why = reduce_scatter_staged_why(m, comm, all_device, total, bytes);
 
-    if (!all_device || 0 == block || mca_coll_gpu_hier_usable(m, comm, TOPO_COLL_ALLREDUCE)) {
-        mca_coll_gpu_log_call(rsb_name, comm, block * (size_t) n, dtype, op,
-                              !all_device ? "staged (memory kind: host memory on some rank)"
-                                          : "staged (across nodes, or empty)");
+    if (NULL != why) {
+        mca_coll_gpu_log_call(rsb_name, comm, bytes, dtype, op, why);
         return reduce_scatter_block_staged(sbuf, rbuf, rcount, dtype, op, comm, &m->super, true);
     }
-    mca_coll_gpu_log_call(rsb_name, comm, block * (size_t) n, dtype, op,
+    mca_coll_gpu_log_call(rsb_name, comm, bytes, dtype, op,
                           "an allreduce into a device scratch, then this rank's block");
-    /* the scratch holds the whole input's layout (n x rcount elements of dtype) */
-    ompi_datatype_get_extent(dtype, &lb, &extent);
-    mca_coll_gpu_span(dtype, (size_t) rcount * (size_t) n, &lo, &len);
-    local_rc = mca_coll_gpu_adapt_scratch(m, comm, rsb_name, len, &scratch);
-    rc = mca_coll_gpu_allreduce_device(MPI_IN_PLACE == sbuf ? rbuf : sbuf,
-                                       NULL == scratch ? NULL : (char *) scratch - lo,
-                                       rcount * n, dtype, op, comm, m, true, local_rc);
-    if (OMPI_SUCCESS == rc) {
-        rc = mca_coll_gpu_adapt_copy(m, comm, rsb_name,
-                                     (char *) scratch - lo + (ptrdiff_t) me * rcount * extent,
-                                     rcount, dtype, rbuf, rcount, dtype);
-    }
-    return rc;
+    return reduce_scatter_composed(rsb_name, sbuf, rbuf, total, (size_t) me * (size_t) rcount,
+                                   rcount, dtype, op, comm, m);
 }
 
 int mca_coll_gpu_reduce_scatter_block(const void *sbuf, void *rbuf, int rcount,
@@ -232,17 +357,20 @@ int mca_coll_gpu_reduce_scatter_block(const void *sbuf, void *rbuf, int rcount,
                                       mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
-    int n = ompi_comm_size(comm), rc;
     coll_gpu_kinds_call_t call;
     bool host, all_device;
+    size_t total;
+    int rc;
 
     if (m->inter || m->in_agreed_call) {
         return reduce_scatter_block_staged(sbuf, rbuf, rcount, dtype, op, comm, module, false);
     }
     /* agreed per call as MPI_Allreduce is (coll_gpu_kinds.c): host ranks note their kind and go
-     * below at once */
-    host = (MPI_IN_PLACE == sbuf || mca_coll_gpu_data_host(sbuf, dtype, rcount * n))
-           && mca_coll_gpu_data_host(rbuf, dtype, MPI_IN_PLACE == sbuf ? rcount * n : rcount);
+     * below at once.  The whole input, n x rcount elements, may pass INT_MAX. */
+    total = (size_t) rcount * (size_t) ompi_comm_size(comm);
+    host = (MPI_IN_PLACE == sbuf || mca_coll_gpu_data_host_c(sbuf, dtype, total))
+           && (MPI_IN_PLACE == sbuf ? mca_coll_gpu_data_host_c(rbuf, dtype, total)
+                                    : mca_coll_gpu_data_host(rbuf, dtype, rcount));
     if (mca_coll_gpu_host_noted(m, host)) { /* the hot path: a note, no wait */
         return m->prev_reduce_scatter_block.fn(sbuf, rbuf, rcount, dtype, op, comm,
                                                m->prev_reduce_scatter_block.module);

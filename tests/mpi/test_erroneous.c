@@ -1,5 +1,6 @@
 /*
- * test_erroneous.c - erroneous MPI_Allreduce, MPI_Bcast, MPI_Allgather(v), MPI_Alltoallv and
+ * test_erroneous.c - erroneous MPI_Allreduce, MPI_Bcast, MPI_Allgather(v), MPI_Alltoallv,
+ * MPI_Reduce_scatter and
  * MPI_Reduce_scatter_block calls on device memory, under
  * coll/gpu's defaults: every rank returns an MPI error, none hangs, and no byte outside the
  * call's buffers is written (MPI calls these programs erroneous; real programs have such bugs
@@ -26,6 +27,9 @@
  *                                                                        MPI_ERR_TRUNCATE
  *   alltoallv-count  alltoallv, 16 ints to and from each rank on rank 0, 262144 / size
  *              elsewhere (no total tells it: the exchange's own check)   MPI_ERR_TRUNCATE
+ *   rs-count   reduce_scatter, counts per rank that differ from rank to rank (zero on every
+ *              third), whose totals differ: 16 + i on rank 0, 262144 / size - i elsewhere
+ *                                                                        MPI_ERR_COUNT
  * After each, a correct call on the same communicator must still be right.
  *
  * Usage: test_erroneous [PATTERN ...]   (default: all)
@@ -228,6 +232,14 @@ static int run_pattern(const char *pattern)
                                  comm);
         free(counts);
         free(displs);
+    } else if (0 == strcmp(pattern, "rs-count")) {
+        int *rcounts = malloc((size_t) mt_size * sizeof(int));
+        want_class = MPI_ERR_COUNT;
+        for (int i = 0; i < mt_size; ++i) {
+            rcounts[i] = (1 == i % 3) ? 0 : (0 == mt_rank) ? 16 + i : BIG / mt_size - i;
+        }
+        rc = MPI_Reduce_scatter(s.buf, r.buf, rcounts, MPI_INT, MPI_SUM, comm);
+        free(rcounts);
     } else {
         want_class = MPI_ERR_TRUNCATE;
         rc = MPI_Bcast(s.buf, 0 == mt_rank ? 16 : BIG, MPI_INT, 0, comm);
@@ -261,7 +273,7 @@ int main(int argc, char **argv)
     static const char *const all[] = {"count",       "op",   "user-op",     "type",
                                       "type-kernel", "root", "bcast-count", "allgather-count",
                                       "rsb-count",   "rsb-op", "allgatherv-count",
-                                      "alltoallv-count"};
+                                      "alltoallv-count", "rs-count"};
     char why[256];
 
     mt_init(&argc, &argv);
