@@ -1,6 +1,7 @@
 /*
  * coll_gpu_kinds.c - which memory kinds the ranks of one call pass: the agreement behind the
- * path of every blocking MPI_Allreduce, MPI_Bcast and MPI_Reduce on an intracommunicator.
+ * path of every blocking MPI_Allreduce, MPI_Bcast, MPI_Reduce, MPI_Allgather(v),
+ * MPI_Alltoall(v) and MPI_Reduce_scatter(_block) on an intracommunicator.
  *
  * The GPU path of a call needs every rank on it; host memory on any rank sends the whole call
  * to the component below (the device ranks stage).  MPI lets each rank pass any kind of memory
@@ -53,7 +54,7 @@
  * memory, no one can tell it (it does not wait), and the call goes to the component below.
  *
  * Communicators whose ranks span hosts have no shared memory to agree through: every blocking
- * allreduce, bcast and reduce there agrees with one small host allreduce of the kinds
+ * call of those there agrees with one small host allreduce of the kinds
  * (mca_coll_gpu_agree), host-only calls included.  One agreement for the whole communicator:
  * the node steps and the leaders' step of the hierarchical path then all run, or none.
  *
@@ -392,7 +393,7 @@ static int kinds_wait(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm
         if (0 < c->hang_error_seconds && now - start >= c->hang_error_seconds) {
             opal_output(0, "coll/gpu: rank %d gave up after %d s in MPI_%s on communicator %d "
                         "(call %lu, memory-kind agreement) waiting for rank %d; this call and "
-                        "every later allreduce, bcast and reduce on device memory there return "
+                        "every later agreed call on device memory there returns "
                         "an error (coll_gpu_hang_error_seconds)", ompi_comm_rank(comm),
                         (int) (now - start), name, coll_gpu_comm_cid(comm), (unsigned long) u,
                         missing);
