@@ -11,6 +11,7 @@
  *   against 51 s, one run each on 2 cores, most of it the kernel clearing fresh pages).  (The
  *   irregular MPI_Reduce_scatter of as many elements is not here: Open MPI 4.1.4's own,
  *   tuned, returns MPI_ERR_OTHER for it on host buffers, so staging cannot get it right.)
+ *   MPI_Allgather in place, bytes, blocks of the same size: one exchange on the node team
  *
  * Byte counts, offsets, element counts and chunk loops past 2^31 must use size_t all the way
  * through the component.  The data are filled and checked in 64 MiB host chunks.  The test
@@ -159,6 +160,72 @@ static void reduce_scatter_block_big(mt_mem_t kind, uint8_t *h, uint8_t *e)
     mt_check(ok, diag, "MPI_Reduce_scatter_block in place, uint8 bxor, %d x %zu elements (%zu "
              "in all, INT_MAX %d) %s buffers, %.1f s (the call %.1f s)", mt_size, rsb_block,
              rsb_total, INT_MAX, mt_mem_name(kind), MPI_Wtime() - t0, t2 - t1);
+}
+
+/* MPI_Allgather in place, bytes, in blocks of INT_MAX / size + 1 elements rounded up to 8: each
+ * block's count fits an int, the receive buffer's (size blocks) does not.  On device memory it
+ * is one exchange on the node team (coll_gpu_exchange.c), whose sizes are size_t throughout
+ * (before, the entry multiplied count x size in an int).  Every block is checked. */
+static void allgather_big(mt_mem_t kind, uint8_t *h, uint8_t *e)
+{
+    size_t block = ((size_t) INT_MAX / (size_t) mt_size / 8 + 1) * 8;
+    size_t total = block * (size_t) mt_size, mine = (size_t) mt_rank * block;
+    char diag[MT_DIAG_LEN];
+    double t0, t1, t2;
+    void *d;
+    int rc, ok;
+
+    mt_set_case("allgather > INT_MAX elements");
+    diag[0] = '\0';
+    t0 = MPI_Wtime();
+    d = mt_mem_alloc(kind, total);
+    ok = NULL != d;
+    if (!ok) {
+        mt_diag_add(diag, "cannot allocate %zu bytes of %s memory", total, mt_mem_name(kind));
+    }
+    if (ok) { /* poison the blocks this rank receives */
+        if (MT_MEM_DEVICE == kind) {
+            ok = DEV_OK == dev_memset(d, 0xA5, total);
+        } else {
+            memset(d, 0xA5, total);
+        }
+    }
+    for (size_t off = 0; ok && off < block; off += CHUNK) {
+        size_t len = block - off < CHUNK ? block - off : CHUNK;
+        fill_bytes(0xA11647ull + (uint64_t) mt_rank, off, len, h);
+        ok = 0 == mt_mem_put(kind, (uint8_t *) d + mine + off, h, len);
+    }
+    rc = MPI_SUCCESS;
+    if (!mt_agree(ok)) {
+        mt_diag_add(diag, "%s", ok ? "the set-up failed on another rank" : "");
+        ok = 0;
+    }
+    t1 = MPI_Wtime();
+    if (ok) {
+        rc = MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, d, (int) block, MPI_UINT8_T,
+                           MPI_COMM_WORLD);
+    }
+    t2 = MPI_Wtime();
+    if (MPI_SUCCESS != rc) {
+        mt_diag_add(diag, "MPI_Allgather: %s", mt_mpi_error(rc));
+        ok = 0;
+    }
+    for (size_t at = 0, len = 0; ok && at < total; at += len) {
+        size_t k = at / block, off = at - k * block;
+        len = total - at < CHUNK ? total - at : CHUNK;
+        len = block - off < len ? block - off : len; /* within block k */
+        fill_bytes(0xA11647ull + (uint64_t) k, off, len, e);
+        ok = 0 == mt_mem_get(kind, h, (uint8_t *) d + at, len);
+        if (ok && 0 != memcmp(h, e, len)) {
+            mt_diag_add(diag, "block %zu (from rank %zu), bytes %zu..%zu differ", k, k, off,
+                        off + len);
+            ok = 0;
+        }
+    }
+    mt_mem_free(kind, d);
+    mt_check(ok, diag, "MPI_Allgather in place, bytes, %d x %zu (%zu in all, INT_MAX %d) %s "
+             "buffers, %.1f s (the call %.1f s)", mt_size, block, total, INT_MAX,
+             mt_mem_name(kind), MPI_Wtime() - t0, t2 - t1);
 }
 
 int main(int argc, char **argv)
@@ -334,6 +401,13 @@ int main(int argc, char **argv)
     } else {
         tap_skip("one rank: a block of more than INT_MAX elements has no int count",
                  "MPI_Reduce_scatter_block of more than INT_MAX elements in all");
+    }
+    /* ---- MPI_Allgather in place: bytes, size x block elements > INT_MAX ---- */
+    if (1 < mt_size) {
+        allgather_big(kind, h, e);
+    } else {
+        tap_skip("one rank: a block of more than INT_MAX elements has no int count",
+                 "MPI_Allgather of more than INT_MAX elements in all");
     }
 
     free(h);
