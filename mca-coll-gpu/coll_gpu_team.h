@@ -124,7 +124,6 @@ typedef struct coll_gpu_export_entry_t {
 } coll_gpu_export_entry_t;
 
 typedef enum {
-    COLL_GPU_TEAM_UNTRIED = 0,
     COLL_GPU_TEAM_READY = 1,
     COLL_GPU_TEAM_PENDING = 2,   /* its setup's exchange is in flight (coll_gpu_team.c) */
     COLL_GPU_TEAM_FAILED = -1
