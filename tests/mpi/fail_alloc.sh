@@ -36,7 +36,9 @@ for np in 2 3; do
             stage)
                 OMPI_MCA_coll_gpu_allreduce_algorithm=staged
                 OMPI_MCA_coll_gpu_bcast_algorithm=staged
-                export OMPI_MCA_coll_gpu_allreduce_algorithm OMPI_MCA_coll_gpu_bcast_algorithm
+                OMPI_MCA_coll_gpu_exchange_algorithm=staged
+                export OMPI_MCA_coll_gpu_allreduce_algorithm OMPI_MCA_coll_gpu_bcast_algorithm \
+                    OMPI_MCA_coll_gpu_exchange_algorithm
                 ;;
             fallback)
                 OMPI_MCA_coll_gpu_test_fail_alloc=0

@@ -24,7 +24,16 @@
  *                             from the failing rank's staged input is not checked (it is scratch,
  *                             coll_gpu_stage.c), except that the failing rank must then fail.
  *
- * Run by mixed_device.sh, stage_failure.sh and fail_alloc.sh, which set the switches; a hang
+ *   test_lifecycle exchfail   one rank's staging fails (COLL_GPU_TEST_FAIL_STAGE), under the
+ *                             defaults: an MPI_Allgather and an MPI_Alltoall whose send type has
+ *                             gaps run as one exchange on the node team, each rank packing its
+ *                             send blocks through host staging; the failing rank cannot pack, so
+ *                             it takes part without data and every rank returns an error (none
+ *                             waits for it, none receives its scratch); afterwards a correct
+ *                             allgather on the same communicator is right.
+ *
+ * Run by mixed_device.sh, stage_failure.sh, exchange_failure.sh and fail_alloc.sh, which set the
+ * switches; a hang
  * fails through COLL_GPU_TEST_TIMEOUT.
  */
 #include "mpitest.h"
@@ -550,6 +559,64 @@ static int run_failalloc(int failing, const char *site)
     return mt_finish();
 }
 
+/* ---- exchfail: one rank cannot pack its part of an exchange ------------------------------ */
+
+static int run_exchfail(int failing)
+{
+    const int n = 500;
+    char diag[MT_DIAG_LEN];
+    unsigned salt = 200;
+    MPI_Datatype every_other;
+    const mt_mem_t D = MT_MEM_DEVICE;
+    void *s, *r;
+    int rc, ok;
+
+    tap_diag("rank %d's staging fails", failing);
+    /* n ints, every other one of 2n: a layout with gaps, packed through the host */
+    MPI_Type_vector(n, 1, 2, MPI_INT32_T, &every_other);
+    MPI_Type_commit(&every_other);
+    for (int k = 0; k < 2; ++k) {
+        const char *call = k ? "MPI_Alltoall" : "MPI_Allgather";
+        int blocks = k ? mt_size : 1;
+        mt_set_case(k ? "exchfail alltoall" : "exchfail allgather");
+        diag[0] = '\0';
+        ++salt;
+        s = buf_new(D, 2 * (size_t) n * (size_t) blocks, salt, mt_rank, 0);
+        r = buf_new(D, (size_t) n * (size_t) mt_size, salt, mt_rank, 1);
+        rc = k ? MPI_Alltoall(s, 1, every_other, r, n, MPI_INT32_T, MPI_COMM_WORLD)
+               : MPI_Allgather(s, 1, every_other, r, n, MPI_INT32_T, MPI_COMM_WORLD);
+        ok = MPI_SUCCESS != rc;
+        if (!ok) {
+            mt_diag_add(diag, "returned MPI_SUCCESS ");
+        }
+        mt_check(ok, diag, "%s on the exchange with rank %d unable to pack its blocks: every rank "
+                 "returns an error", call, failing);
+        mt_mem_free(D, s);
+        mt_mem_free(D, r);
+    }
+    MPI_Type_free(&every_other);
+
+    /* the communicator and its team go on: dense device blocks need no staging */
+    mt_set_case("exchfail after");
+    diag[0] = '\0';
+    ++salt;
+    s = buf_new(D, (size_t) n, salt, mt_rank, 0);
+    r = buf_new(D, (size_t) n * (size_t) mt_size, salt, mt_rank, 1);
+    rc = MPI_Allgather(s, n, MPI_INT32_T, r, n, MPI_INT32_T, MPI_COMM_WORLD);
+    ok = MPI_SUCCESS == rc;
+    if (!ok) {
+        mt_diag_add(diag, "returned %s ", mt_mpi_error(rc));
+    }
+    for (int w = 0; ok && w < mt_size; ++w) {
+        ok = buf_check(D, (int32_t *) r + (size_t) w * (size_t) n, 0, (size_t) n, salt, w, diag,
+                       "block");
+    }
+    mt_check(ok, diag, "afterwards an MPI_Allgather of ints on device memory is right");
+    mt_mem_free(D, s);
+    mt_mem_free(D, r);
+    return mt_finish();
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = (1 < argc) ? argv[1] : "";
@@ -590,6 +657,16 @@ int main(int argc, char **argv)
         }
         return run_stagefail(failing);
     }
+    if (0 == strcmp(mode, "exchfail")) {
+        int failing = env_rank("COLL_GPU_TEST_FAIL_STAGE");
+        if (0 > failing || failing >= mt_size) {
+            mt_skip_all("COLL_GPU_TEST_FAIL_STAGE names no rank of this job");
+        }
+        if (!mt_device_open(why, sizeof(why))) {
+            mt_skip_all(why);
+        }
+        return run_exchfail(failing);
+    }
     if (0 == strcmp(mode, "failalloc")) {
         int failing = env_rank("OMPI_MCA_coll_gpu_test_fail_alloc");
         const char *site = getenv("OMPI_MCA_coll_gpu_test_fail_alloc_site");
@@ -602,7 +679,7 @@ int main(int argc, char **argv)
         return run_failalloc(failing, site);
     }
     if (0 == mt_rank) {
-        fprintf(stderr, "usage: test_lifecycle mixed|stagefail|failalloc\n");
+        fprintf(stderr, "usage: test_lifecycle mixed|stagefail|exchfail|failalloc\n");
     }
     MPI_Finalize();
     return TAP_HARD_ERROR_EXIT;
