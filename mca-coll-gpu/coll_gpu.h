@@ -388,6 +388,14 @@ int mca_coll_gpu_nvl_exchange(coll_gpu_team_t *t, const void *src, size_t src_by
                               const uint64_t *offer_off, const uint64_t *offer_len,
                               void *const *dst, const uint64_t *want_len, const char *what,
                               struct ompi_communicator_t *comm, int local_rc);
+/* A reduce-scatter on the team: every rank lends its whole input (sbytes of dense device memory
+ * at sbuf) and reduces count elements at byte offset off of every rank's input into dst (dense
+ * device memory, not lent).  The ranks agreed on the element type, op and input size before;
+ * local_rc as for allreduce. */
+int mca_coll_gpu_nvl_reduce_scatter(coll_gpu_team_t *t, const void *sbuf, size_t sbytes,
+                                    size_t off, size_t count, void *dst, dev_dtype_t dt,
+                                    dev_op_t op, const char *what,
+                                    struct ompi_communicator_t *comm, int local_rc);
 /* The fast path's own state of a team (streams, events, mapped words, staging memory), made on
  * first use; released with the team (coll_gpu_team.c). */
 void mca_coll_gpu_nvl_release(coll_gpu_team_t *t);

@@ -91,6 +91,13 @@
  * pull bcast: the root lends its buffer (export, arrive); every other rank pulls it with one
  * copy-engine copy and gives its done; the root returns once all are done.
  *
+ * reduce-scatter (zero-copy): every rank lends its whole input and reduces its own piece from
+ * every rank's input with one kernel, straight into its destination; each element is read once
+ * by its owner only, so the call moves what a reduce-scatter must, no more.
+ *   export sbuf; arrive(seq); wait arrive(all) >= seq; map every peer's sbuf
+ *   dst = reduce_p sbuf_p[off, off + count)  (rank order: the result is the same on all)
+ *   sync; done(seq); wait done(all) >= seq
+ *
  * exchange (allgather, alltoall and their v forms): every rank lends its send bytes and says
  * which of them each peer takes; then every rank pulls its piece from every peer, with
  * copy-engine copies, starting at the next rank so that no one rank is read by all at once.
@@ -1329,6 +1336,60 @@ out:
                                     dev_error_string());
         mca_coll_gpu_team_fail(t, seq);
         rc = OMPI_ERROR;
+    }
+    return nvl_finish_all(t, seq, true, rc);
+}
+
+/* ---- reduce-scatter (schedule at the top of the file) ------------------------------------- */
+
+int mca_coll_gpu_nvl_reduce_scatter(coll_gpu_team_t *t, const void *sbuf, size_t sbytes,
+                                    size_t off, size_t count, void *dst, dev_dtype_t dt,
+                                    dev_op_t op, const char *what,
+                                    struct ompi_communicator_t *comm, int local_rc)
+{
+    size_t need = off + count * dev_dtype_size(dt);
+    const void *srcs[COLL_GPU_TEAM_MAX];
+    dev_launch_t launch = {0, 0}; /* the whole GPU: one kernel reads every rank's piece */
+    coll_gpu_ctl_rank_t *me;
+    uint64_t seq;
+    int rc = local_rc;
+
+    mca_coll_gpu_async_drain(t); /* nonblocking calls issued before this one end first */
+    seq = ++t->seq;
+    me = &t->ctl->rank[t->rank];
+    me->sbuf.seq = 0; /* lends nothing unless the export below succeeds */
+    if (OMPI_SUCCESS != rc) {
+        mca_coll_gpu_team_fail(t, seq);
+    } else if (0 < sbytes) {
+        NVL_CHECK(mca_coll_gpu_team_export(t, sbuf, sbytes, &me->sbuf), what);
+    }
+out:
+    mca_coll_gpu_team_arrive(t, seq);
+    for (int p = 0; p < t->size; ++p) {
+        mca_coll_gpu_team_wait_arrive(t, p, seq);
+    }
+    if (mca_coll_gpu_team_any_failed(t, seq)) {
+        rc = (OMPI_SUCCESS != rc) ? rc : OMPI_ERROR;
+    }
+    for (int p = 0; p < t->size && OMPI_SUCCESS == rc && 0 < count; ++p) {
+        void *from = (void *) sbuf;
+        if (p != t->rank && DEV_OK != mca_coll_gpu_team_import(t, p, &t->ctl->rank[p].sbuf,
+                                                                 need, &from)) {
+            mca_coll_gpu_report_failure(what, comm, "cannot map rank %d's input: %s", p,
+                                        dev_error_string());
+            rc = OMPI_ERROR;
+        }
+        srcs[p] = (const char *) from + off;
+    }
+    if (OMPI_SUCCESS == rc && 0 < count
+        && (DEV_OK != dev_reduce_multi(&dst, 1, srcs, t->size, count, dt, op, &launch, t->stream)
+            || DEV_OK != dev_stream_sync(t->stream))) {
+        mca_coll_gpu_report_failure(what, comm, "reduction of %zu elements: %s", count,
+                                    dev_error_string());
+        rc = OMPI_ERROR;
+    }
+    if (OMPI_SUCCESS != rc && OMPI_SUCCESS == local_rc) {
+        mca_coll_gpu_team_fail(t, seq);
     }
     return nvl_finish_all(t, seq, true, rc);
 }

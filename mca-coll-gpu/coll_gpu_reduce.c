@@ -210,6 +210,90 @@ static int reduce_scatter_composed(const char *what, const void *sbuf, void *rbu
     return rc;
 }
 
+/*
+ * The reduce-scatter proper on the node team (mca_coll_gpu_nvl_reduce_scatter): every rank lends
+ * its whole input and reduces its own piece from every rank's, one kernel, nothing else moved.
+ * A rank adapts its own buffers (coll_gpu_adapt.c): an input the team cannot lend as it is goes
+ * through a device temporary, and so does a piece that is not dense device memory.  In place
+ * the input is rbuf, which peers read until the call ends: the piece is reduced into the
+ * module's scratch and copied to the start of rbuf afterwards.  per: elements of the kernels'
+ * type per element of dtype.
+ */
+static int reduce_scatter_native(const char *what, coll_gpu_team_t *t, const void *sbuf,
+                                 void *rbuf, size_t total, size_t before, int mine,
+                                 struct ompi_datatype_t *dtype, dev_dtype_t dt, dev_op_t dop,
+                                 size_t per, struct ompi_communicator_t *comm,
+                                 mca_coll_gpu_module_t *m)
+{
+    bool in_place = (MPI_IN_PLACE == sbuf);
+    size_t esize = dev_dtype_size(dt) * per, pbytes = (size_t) mine * esize;
+    coll_gpu_adapt_t in, out;
+    void *dst = NULL;
+    int rc, local_rc = (DEV_OK == dev_default_stream_settle()) ? OMPI_SUCCESS : OMPI_ERROR;
+
+    memset(&in, 0, sizeof(in));
+    memset(&out, 0, sizeof(out));
+    if (OMPI_SUCCESS == local_rc) {
+        local_rc = mca_coll_gpu_adapt_in(m, comm, what, in_place ? 1 : 0, in_place ? rbuf : sbuf,
+                                         (int) total, dtype, true, true, &in);
+    }
+    if (OMPI_SUCCESS == local_rc) {
+        local_rc = in_place ? mca_coll_gpu_adapt_scratch(m, comm, what, pbytes, &dst)
+                            : mca_coll_gpu_adapt_in(m, comm, what, 1, rbuf, mine, dtype, false,
+                                                    false, &out);
+        dst = in_place ? dst : out.dev;
+    }
+    rc = mca_coll_gpu_nvl_reduce_scatter(t, in.dev, total * esize, before * esize,
+                                         (size_t) mine * per, dst, dt, dop, what, comm, local_rc);
+    if (OMPI_SUCCESS != rc || 0 == pbytes) {
+        return rc;
+    }
+    if (!in_place) {
+        return mca_coll_gpu_adapt_out(m, comm, what, &out, true);
+    }
+    if (DEV_OK != dev_memcpy(in.dev, dst, pbytes)) {
+        mca_coll_gpu_report_failure(what, comm, "copy of %zu B from the scratch: %s", pbytes,
+                                    dev_error_string());
+        return OMPI_ERROR;
+    }
+    return mca_coll_gpu_adapt_out(m, comm, what, &in, true);
+}
+
+/*
+ * A reduce-scatter that reduce_scatter_staged_why let through: the reduce-scatter proper where
+ * the kernels take the element type and op and the team takes the call, else (user ops, a
+ * forced allreduce algorithm) the allreduce composition.  Decided from what every rank shares:
+ * the signature and op (compared by the agreement), the whole input's size, the parameters.
+ * piece names this rank's part in the log ("piece", "block").
+ */
+static int reduce_scatter_run(const char *what, const char *piece, const void *sbuf, void *rbuf,
+                              size_t total, size_t before, int mine,
+                              struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                              struct ompi_communicator_t *comm, mca_coll_gpu_module_t *m)
+{
+    size_t bytes = mca_coll_gpu_call_bytes(dtype, total), nelems = 0;
+    coll_gpu_team_t *team = NULL;
+    dev_dtype_t dt = DEV_T_UINT8;
+    dev_op_t dop = DEV_OP_SUM;
+    topo_plan_t plan;
+    char why[96];
+
+    if (TOPO_AR_AUTO == mca_coll_gpu_component.allreduce_algorithm
+        && NULL == mca_coll_gpu_map_reduction(dtype, total, op, &dt, &dop, &nelems)
+        && 0 < nelems && 0 == nelems % total) {
+        team = mca_coll_gpu_select(m, comm, TOPO_COLL_ALLREDUCE, bytes, NULL, &plan);
+    }
+    if (NULL != team) {
+        mca_coll_gpu_log_call(what, comm, bytes, dtype, op,
+                              "a reduce-scatter on the node team, each rank reducing its own");
+        return reduce_scatter_native(what, team, sbuf, rbuf, total, before, mine, dtype, dt, dop,
+                                     nelems / total, comm, m);
+    }
+    snprintf(why, sizeof(why), "an allreduce into a device scratch, then this rank's %s", piece);
+    mca_coll_gpu_log_call(what, comm, bytes, dtype, op, why);
+    return reduce_scatter_composed(what, sbuf, rbuf, total, before, mine, dtype, op, comm, m);
+}
+
 static const char *const rs_name = "reduce_scatter";
 
 static int reduce_scatter_staged(const void *sbuf, void *rbuf, const int *rcounts,
@@ -239,13 +323,11 @@ static int reduce_scatter_device(const void *sbuf, void *rbuf, const int *rcount
         mca_coll_gpu_log_call(rs_name, comm, bytes, dtype, op, why);
         return reduce_scatter_staged(sbuf, rbuf, rcounts, dtype, op, comm, &m->super, true);
     }
-    mca_coll_gpu_log_call(rs_name, comm, bytes, dtype, op,
-                          "an allreduce into a device scratch, then this rank's piece");
     for (int i = 0; i < me; ++i) {
         before += (size_t) rcounts[i];
     }
-    return reduce_scatter_composed(rs_name, sbuf, rbuf, total, before, rcounts[me], dtype, op,
-                                   comm, m);
+    return reduce_scatter_run(rs_name, "piece", sbuf, rbuf, total, before, rcounts[me], dtype,
+                              op, comm, m);
 }
 
 int mca_coll_gpu_reduce_scatter(const void *sbuf, void *rbuf, const int *rcounts,
@@ -345,10 +427,8 @@ static int reduce_scatter_block_device(const void *sbuf, void *rbuf, int rcount,
         mca_coll_gpu_log_call(rsb_name, comm, bytes, dtype, op, why);
         return reduce_scatter_block_staged(sbuf, rbuf, rcount, dtype, op, comm, &m->super, true);
     }
-    mca_coll_gpu_log_call(rsb_name, comm, bytes, dtype, op,
-                          "an allreduce into a device scratch, then this rank's block");
-    return reduce_scatter_composed(rsb_name, sbuf, rbuf, total, (size_t) me * (size_t) rcount,
-                                   rcount, dtype, op, comm, m);
+    return reduce_scatter_run(rsb_name, "block", sbuf, rbuf, total,
+                              (size_t) me * (size_t) rcount, rcount, dtype, op, comm, m);
 }
 
 int mca_coll_gpu_reduce_scatter_block(const void *sbuf, void *rbuf, int rcount,

@@ -1,8 +1,9 @@
 #!/bin/sh
 # composed_team.sh - the blocking MPI_Allgather(v), MPI_Alltoall(v), MPI_Reduce_scatter,
 # MPI_Reduce_scatter_block and MPI_Reduce on device buffers run on the node team (the first four
-# as one exchange, coll_gpu_exchange.c; a reduce-scatter as an allreduce into a device scratch, a
-# reduce as an allreduce whose result the root keeps, coll_gpu_reduce.c), not through host
+# as one exchange, coll_gpu_exchange.c; a reduce-scatter as the team's reduce-scatter, or with a
+# user-defined op as an allreduce into a device scratch; a reduce as an allreduce whose result
+# the root keeps, coll_gpu_reduce.c), not through host
 # memory: test_coll's cases of them (every type, user ops, in place, uneven and zero v counts,
 # communicators of 1 to 4 ranks, host, device and mixed buffers) right on 3 and 4 ranks under
 # the defaults, and the verbose log saying so for the all-device calls; MPI_Reduce_scatter's
@@ -53,6 +54,9 @@ for np in 3 4; do
     for coll in allgather allgatherv alltoall alltoallv; do
         logged $coll "exchange on the node team"
     done
+    logged reduce_scatter "a reduce-scatter on the node team"
+    logged reduce_scatter_block "a reduce-scatter on the node team"
+    # user-defined ops: the allreduce composition
     logged reduce_scatter "an allreduce into a device scratch, then this rank's piece"
     logged reduce_scatter_block "an allreduce into a device scratch, then this rank's block"
     logged reduce "an allreduce on the node team"
@@ -61,5 +65,5 @@ done
 composed 2 "reduce_scatter *"
 t_ok $? "test_coll's reduce_scatter cases on 2 ranks: $n right (exit $rc)"
 failures
-logged reduce_scatter "an allreduce into a device scratch, then this rank's piece"
+logged reduce_scatter "a reduce-scatter on the node team"
 t_done
