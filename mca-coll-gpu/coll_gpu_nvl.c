@@ -1244,6 +1244,35 @@ int mca_coll_gpu_nvl_bcast(coll_gpu_team_t *t, const topo_plan_t *plan, void *bu
 
 /* ---- exchange (schedule at the top of the file) ------------------------------------------- */
 
+/* The opening of the exchange and the reduce-scatter: lend bytes at buf for call seq (the
+ * export is published by our arrive), arrive, and wait for every rank's arrival.  rc: this
+ * rank's failure so far (it then lends nothing and marks the call failed); returns it, or the
+ * failure of the export or of a peer. */
+static int nvl_lend_all(coll_gpu_team_t *t, uint64_t seq, const void *buf, size_t bytes,
+                        const char *what, struct ompi_communicator_t *comm, int rc)
+{
+    coll_gpu_ctl_rank_t *me = &t->ctl->rank[t->rank];
+
+    me->sbuf.seq = 0; /* lends nothing unless the export below succeeds */
+    if (OMPI_SUCCESS == rc && 0 < bytes
+        && DEV_OK != mca_coll_gpu_team_export(t, buf, bytes, &me->sbuf)) {
+        mca_coll_gpu_report_failure(what, comm, "cannot lend %zu B to the team: %s", bytes,
+                                    dev_error_string());
+        rc = OMPI_ERROR;
+    }
+    if (OMPI_SUCCESS != rc) {
+        mca_coll_gpu_team_fail(t, seq);
+    }
+    mca_coll_gpu_team_arrive(t, seq);
+    for (int p = 0; p < t->size; ++p) {
+        mca_coll_gpu_team_wait_arrive(t, p, seq);
+    }
+    if (OMPI_SUCCESS == rc && mca_coll_gpu_team_any_failed(t, seq)) {
+        rc = OMPI_ERROR;
+    }
+    return rc;
+}
+
 /* Does every rank's offer to every rank have the length its receiver wants?  Every rank reads
  * the same records (all arrived), so every rank answers the same; the lowest says what
  * differed. */
@@ -1286,20 +1315,8 @@ int mca_coll_gpu_nvl_exchange(coll_gpu_team_t *t, const void *src, size_t src_by
         me->offer_len[q] = offer_len[q];
         me->want_len[q] = want_len[q];
     }
-    me->sbuf.seq = 0; /* lends nothing unless the export below succeeds */
-    if (OMPI_SUCCESS != rc) {
-        mca_coll_gpu_team_fail(t, seq);
-    } else if (0 < src_bytes) {
-        NVL_CHECK(mca_coll_gpu_team_export(t, src, src_bytes, &me->sbuf), what);
-    }
-out:
-    mca_coll_gpu_team_arrive(t, seq);
-    for (int p = 0; p < t->size; ++p) {
-        mca_coll_gpu_team_wait_arrive(t, p, seq);
-    }
-    if (mca_coll_gpu_team_any_failed(t, seq)) {
-        rc = (OMPI_SUCCESS != rc) ? rc : OMPI_ERROR;
-    } else if (!exchange_matches(t, what, comm)) {
+    rc = nvl_lend_all(t, seq, src, src_bytes, what, comm, rc);
+    if (OMPI_SUCCESS == rc && !exchange_matches(t, what, comm)) {
         rc = MPI_ERR_TRUNCATE;
     }
     for (int k = 1; k <= t->size && OMPI_SUCCESS == rc; ++k) {
@@ -1350,27 +1367,12 @@ int mca_coll_gpu_nvl_reduce_scatter(coll_gpu_team_t *t, const void *sbuf, size_t
     size_t need = off + count * dev_dtype_size(dt);
     const void *srcs[COLL_GPU_TEAM_MAX];
     dev_launch_t launch = {0, 0}; /* the whole GPU: one kernel reads every rank's piece */
-    coll_gpu_ctl_rank_t *me;
     uint64_t seq;
     int rc = local_rc;
 
     mca_coll_gpu_async_drain(t); /* nonblocking calls issued before this one end first */
     seq = ++t->seq;
-    me = &t->ctl->rank[t->rank];
-    me->sbuf.seq = 0; /* lends nothing unless the export below succeeds */
-    if (OMPI_SUCCESS != rc) {
-        mca_coll_gpu_team_fail(t, seq);
-    } else if (0 < sbytes) {
-        NVL_CHECK(mca_coll_gpu_team_export(t, sbuf, sbytes, &me->sbuf), what);
-    }
-out:
-    mca_coll_gpu_team_arrive(t, seq);
-    for (int p = 0; p < t->size; ++p) {
-        mca_coll_gpu_team_wait_arrive(t, p, seq);
-    }
-    if (mca_coll_gpu_team_any_failed(t, seq)) {
-        rc = (OMPI_SUCCESS != rc) ? rc : OMPI_ERROR;
-    }
+    rc = nvl_lend_all(t, seq, sbuf, sbytes, what, comm, rc);
     for (int p = 0; p < t->size && OMPI_SUCCESS == rc && 0 < count; ++p) {
         void *from = (void *) sbuf;
         if (p != t->rank && DEV_OK != mca_coll_gpu_team_import(t, p, &t->ctl->rank[p].sbuf,
