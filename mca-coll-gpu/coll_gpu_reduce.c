@@ -7,9 +7,11 @@
  * MPI_IN_PLACE).  Host buffers go to the saved module.  The blocking MPI_Reduce,
  * MPI_Reduce_scatter and MPI_Reduce_scatter_block on an intracommunicator agree on their ranks'
  * memory kinds per call (coll_gpu_kinds.c); with device memory on every rank inside one node
- * they run on the node team as an allreduce (coll_gpu_allreduce.c), whose result the root keeps
- * (reduce) or from whose device scratch each rank takes its piece (the reduce-scatters).
- * Anything else is staged (coll_gpu_staged_colls.c).
+ * they run on the node team: MPI_Reduce as an allreduce whose result the root keeps
+ * (coll_gpu_allreduce.c), the reduce-scatters as the team's reduce-scatter (each rank reduces
+ * its own piece of every rank's input, coll_gpu_nvl.c) or, with a user-defined op or a forced
+ * allreduce algorithm, as an allreduce into a device scratch from which each rank takes its
+ * piece.  Anything else is staged (coll_gpu_staged_colls.c).
  *
  * On an intercommunicator MPI_Reduce's root passes MPI_ROOT and only receives, the other ranks
  * of its group pass MPI_PROC_NULL and take no part, and the remote group only sends; the
@@ -147,13 +149,14 @@ int mca_coll_gpu_reduce_init(const void *sbuf, void *rbuf, int count, struct omp
         .request = request});
 }
 
-/* ---- the reduce-scatters: one composition on device memory ---------------------------------- */
+/* ---- the reduce-scatters on device memory ------------------------------------------------- */
 
 /*
- * Why a reduce-scatter does not take the composed path (reduce_scatter_composed), or NULL when
- * it does: from what every rank of the call shares alone (the agreement, the whole input's
- * count and bytes, the communicator).  The allreduce counts in an int: a whole input of more
- * than INT_MAX elements is staged (the component below takes it, or says why not).
+ * Why a reduce-scatter does not take the node team (reduce_scatter_run), or NULL when it does:
+ * from what every rank of the call shares alone (the agreement, the whole input's count and
+ * bytes, the communicator).  Both team paths take the whole input with an int count: a whole
+ * input of more than INT_MAX elements is staged (the component below takes it, or says why
+ * not).
  */
 static const char *reduce_scatter_staged_why(mca_coll_gpu_module_t *m,
                                              struct ompi_communicator_t *comm, bool all_device,
