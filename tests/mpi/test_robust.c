@@ -38,7 +38,8 @@
  *   test_robust stale     names in /dev/shm that a killed process with this process' pid left
  *                         (pids wrap): device allreduce and bcast on world and a dup right
  *   test_robust threads   MPI_THREAD_MULTIPLE: 3 threads, each on its own dup of world, loop
- *                         over blocking and nonblocking allreduce and bcast with buffers
+ *                         over blocking and nonblocking allreduce and bcast and a blocking
+ *                         allgather(v), alltoall(v) or reduce_scatter_block with buffers
  *                         allocated and freed in the loop; device buffers, then host buffers
  *
  * COLL_GPU_TEST_THREAD_MULTIPLE set: every mode runs under MPI_THREAD_MULTIPLE (as mpi4py
@@ -1224,10 +1225,17 @@ typedef struct {
     char diag[MT_DIAG_LEN];
 } worker_t;
 
+/* The blocking collectives of the node team's exchange and reduce-scatter, one per iteration in
+ * turn: each thread's team lends and maps buffers while the other threads' teams do. */
+static const kind_t thread_exchanges[] = {K_ALLGATHER, K_ALLTOALLV, K_RSB, K_ALLGATHERV,
+                                          K_ALLTOALL, K_ALLGATHER_IP};
+#define NTHREAD_EXCHANGES ((int) (sizeof(thread_exchanges) / sizeof(thread_exchanges[0])))
+
 /* One thread's loop on its own communicator: a blocking allreduce, then a nonblocking allreduce
- * (in place every other time) and bcast outstanding while a blocking bcast runs, MPI_Waitall;
- * every buffer allocated in the iteration and freed at its end, so that addresses come back
- * (to this thread or another) with other contents. */
+ * (in place every other time) and bcast outstanding while a blocking bcast runs, MPI_Waitall,
+ * then a blocking exchange or reduce-scatter (thread_exchanges); every buffer allocated in the
+ * iteration and freed at its end, so that addresses come back (to this thread or another) with
+ * other contents. */
 static void *thread_loop(void *arg)
 {
     worker_t *w = arg;
@@ -1241,7 +1249,7 @@ static void *thread_loop(void *arg)
         int count = thread_counts[(it + w->id) % NTHREAD_COUNTS];
         int n;
         unsigned k = (unsigned) (w->id * 100000 + it * 10 + 1);
-        call_t c[4];
+        call_t c[5];
         MPI_Request reqs[2];
         int made = 1, rc;
 
@@ -1266,12 +1274,15 @@ static void *thread_loop(void *arg)
         c[1].rc = (MPI_SUCCESS == c[1].rc) ? rc : c[1].rc;
         c[2].rc = (MPI_SUCCESS == c[2].rc) ? rc : c[2].rc;
         wait_all(c, 4);
+        /* per rank: a tenth of the allreduce's elements, so that the largest still maps peers */
+        made = call_start_at(&c[4], thread_exchanges[(it + w->id) % NTHREAD_EXCHANGES], w->comm,
+                             count / 10 + 1, 0, w->mem, k + 4, true) && made;
         if (!made) {
             mt_diag_add(w->diag, "thread %d iteration %d: buffers could not be made; ", w->id,
                         it);
             w->ok = 0;
         }
-        if (!check_all_calls(c, made ? 4 : 0, w->diag)) {
+        if (!check_all_calls(c, made ? 5 : 0, w->diag)) {
             mt_diag_add(w->diag, "(thread %d iteration %d, %s buffers) ", w->id, it,
                         mt_kind_names[w->mem]);
             w->ok = 0;
@@ -1306,7 +1317,8 @@ static void case_threads(mt_kind_t mem)
     }
     for (int t = 0; t < NTHREADS; ++t) {
         mt_check(w[t].ok, w[t].diag, "threads: thread %d, %d iterations of blocking and "
-                 "nonblocking allreduce and bcast on %s buffers allocated and freed in the loop, "
+                 "nonblocking allreduce and bcast, and a blocking allgather(v), alltoall(v) or "
+                 "reduce_scatter_block, on %s buffers allocated and freed in the loop, "
                  "its own communicator, %d threads at once: right", t, THREAD_ITERS,
                  mt_kind_names[mem], NTHREADS);
         MPI_Comm_free(&w[t].comm);
