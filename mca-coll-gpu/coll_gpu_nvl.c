@@ -103,7 +103,8 @@
  * copy-engine copies, starting at the next rank so that no one rank is read by all at once.
  *   all:      export src; offers[q] = (off, len); wants[p] = len; arrive(seq)
  *             wait arrive(all) >= seq; every offer of every rank == its receiver's want?
- *             for p = me+1, me+2, ... me:  map p's src; dst[p] <- src_p + off (copy, async)
+ *             for p = me+1, me+2, ... me:  map p's src; dst[p] <- src_p + off (copy, async;
+ *               from 4 MiB on, the copies round-robin over three streams: nvl_exchange_streams)
  *             sync; done(seq); wait done(all) >= seq
  * A rank reads only what its peer lent and offered it, and writes only its own buffer.  Every
  * rank compares the same offers and wants, so an erroneous call (counts that differ) returns
@@ -1298,14 +1299,43 @@ static bool exchange_matches(coll_gpu_team_t *t, const char *what,
     return true;
 }
 
+/* The exchange's copies go on one stream, or, when this rank pulls NVL_XCHG_SPREAD_MIN bytes or
+ * more, round-robin over the team's stream and the copy-engine streams: copies from different
+ * peers (and the own block's local copy) then run at once instead of one after another, which
+ * on NVLink lets each peer link carry its own piece.  A rank's own choice: it changes only which
+ * of its streams carry its own copies, nothing its peers see. */
+#define NVL_XCHG_SPREAD_MIN ((uint64_t) 4 << 20)
+#define NVL_XCHG_STREAMS (1 + NVL_CE_STREAMS)
+
+static void nvl_exchange_streams(coll_gpu_team_t *t, const uint64_t *want_len,
+                                 dev_stream_t **streams, int *nstreams)
+{
+    coll_gpu_nvl_state_t *st = NULL;
+    uint64_t total = 0;
+
+    streams[0] = t->stream;
+    *nstreams = 1;
+    for (int p = 0; p < t->size; ++p) {
+        total += want_len[p];
+    }
+    /* no copy streams (they could not be made): one stream is slower, not wrong */
+    if (total < NVL_XCHG_SPREAD_MIN || DEV_OK != nvl_ce_state(t, 0, &st)) {
+        return;
+    }
+    for (int i = 0; i < NVL_CE_STREAMS; ++i) {
+        streams[(*nstreams)++] = st->copy[i];
+    }
+}
+
 int mca_coll_gpu_nvl_exchange(coll_gpu_team_t *t, const void *src, size_t src_bytes,
                               const uint64_t *offer_off, const uint64_t *offer_len,
                               void *const *dst, const uint64_t *want_len, const char *what,
                               struct ompi_communicator_t *comm, int local_rc)
 {
+    dev_stream_t *streams[NVL_XCHG_STREAMS];
     coll_gpu_ctl_rank_t *me;
     uint64_t seq;
-    int rc = local_rc;
+    int rc = local_rc, nstreams = 1, copies = 0;
 
     mca_coll_gpu_async_drain(t); /* nonblocking calls issued before this one end first */
     seq = ++t->seq;
@@ -1318,6 +1348,9 @@ int mca_coll_gpu_nvl_exchange(coll_gpu_team_t *t, const void *src, size_t src_by
     rc = nvl_lend_all(t, seq, src, src_bytes, what, comm, rc);
     if (OMPI_SUCCESS == rc && !exchange_matches(t, what, comm)) {
         rc = MPI_ERR_TRUNCATE;
+    }
+    if (OMPI_SUCCESS == rc) {
+        nvl_exchange_streams(t, want_len, streams, &nstreams);
     }
     for (int k = 1; k <= t->size && OMPI_SUCCESS == rc; ++k) {
         int p = (t->rank + k) % t->size;
@@ -1341,18 +1374,23 @@ int mca_coll_gpu_nvl_exchange(coll_gpu_team_t *t, const void *src, size_t src_by
             }
             from = (char *) from + peer->offer_off[t->rank];
         }
-        if (DEV_OK != dev_memcpy_async(dst[p], from, want_len[p], t->stream)) {
+        if (DEV_OK
+            != dev_memcpy_async(dst[p], from, want_len[p], streams[copies++ % nstreams])) {
             mca_coll_gpu_report_failure(what, comm, "copy of %" PRIu64 " B from rank %d: %s",
                                         want_len[p], p, dev_error_string());
             mca_coll_gpu_team_fail(t, seq);
             rc = OMPI_ERROR;
         }
     }
-    if (DEV_OK != dev_stream_sync(t->stream) && OMPI_SUCCESS == rc) {
-        mca_coll_gpu_report_failure(what, comm, "copies of the exchange: %s",
-                                    dev_error_string());
-        mca_coll_gpu_team_fail(t, seq);
-        rc = OMPI_ERROR;
+    /* every stream drains, after a failure too: no copy of ours may read a peer's memory once
+     * we are done */
+    for (int i = 0; i < nstreams; ++i) {
+        if (DEV_OK != dev_stream_sync(streams[i]) && OMPI_SUCCESS == rc) {
+            mca_coll_gpu_report_failure(what, comm, "copies of the exchange: %s",
+                                        dev_error_string());
+            mca_coll_gpu_team_fail(t, seq);
+            rc = OMPI_ERROR;
+        }
     }
     return nvl_finish_all(t, seq, true, rc);
 }

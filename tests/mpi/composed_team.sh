@@ -8,7 +8,8 @@
 # communicators of 1 to 4 ranks, host, device and mixed buffers) right on 3 and 4 ranks under
 # the defaults, and the verbose log saying so for the all-device calls; MPI_Reduce_scatter's
 # cases (counts that differ per rank, zero on every third rank: test_coll's vcount) on 2 ranks
-# too.
+# too; and exchanges large enough to spread their copies over three streams, in the benchmark's
+# check mode.
 . "$(dirname "$0")/mpitest.sh"
 out=${TMPDIR:-/tmp}/coll_gpu_composed_team.$$
 trap 'rm -f "$out" "$out.log"' EXIT
@@ -66,4 +67,23 @@ composed 2 "reduce_scatter *"
 t_ok $? "test_coll's reduce_scatter cases on 2 ranks: $n right (exit $rc)"
 failures
 logged reduce_scatter "a reduce-scatter on the node team"
+
+# Pieces of 4 MiB and more: a rank's exchange copies go round-robin over three streams
+# (coll_gpu_nvl.c, nvl_exchange_streams); the benchmark's check mode (fresh random data,
+# poisoned outputs, a host reference) on 3 ranks, 6 and 24 MiB in all, must count no wrong
+# element, on the node team.
+bench=$top_builddir/tests/coll_gpu_bench
+if [ -x "$bench" ]; then
+    COLL_GPU_MPIRUN_ARGS="--mca coll_gpu_verbose 10 ${COLL_GPU_MPIRUN_ARGS:-}" \
+        "$RUN_MPI" 3 "$bench" -d "${COLL_GPU_TEST_DEVICE:-emulated}" -t float -o sum -C \
+        -c allgather,allgatherv,alltoall,alltoallv -B mpi -b 6M -e 24M -f 4 -n 2 -w 1 \
+        >"$out" 2>"$out.log"
+    rc=$?
+    rows=$(grep -cE '^ +[0-9]+ +[0-9]+ +float' "$out")
+    grep -q '^# check: 0 wrong elements in total' "$out" && [ "$rc" -eq 0 ] && [ "$rows" -eq 8 ]
+    t_ok $? "exchanges of 6 and 24 MiB on 3 ranks, copies over three streams: $rows rows, \
+$(grep -oE '^# check: [0-9]+ wrong elements' "$out" | sed 's/^# check: //') (exit $rc)"
+    [ "$rc" -eq 0 ] || t_diag "$out.log" 20
+    logged alltoallv "exchange on the node team"
+fi
 t_done
