@@ -1234,6 +1234,17 @@ int mca_coll_gpu_staged(const coll_gpu_staged_call_t *c);
  * exchange on the node team when every rank passes device memory, else below or staged
  * (coll_gpu_exchange.c). */
 int mca_coll_gpu_exchange(coll_gpu_staged_call_t *c);
+/* MPI_Allgather on device memory of a communicator that spans nodes, agreed on every rank: node
+ * allgather, node leaders over UCX, node bcast where the hierarchical path is set up, else
+ * staged (coll_gpu_hier_exchange.c). */
+int mca_coll_gpu_hier_allgather(coll_gpu_staged_call_t *c);
+/* A reduce-scatter on device memory of a communicator on which the hierarchical path is usable
+ * (agreed; the kernels take dtype and op for total <= INT_MAX elements): the hierarchical
+ * allreduce into a device scratch, then this rank's piece (coll_gpu_hier_exchange.c). */
+int mca_coll_gpu_hier_reduce_scatter(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                                     const char *what, const void *sbuf, void *rbuf,
+                                     size_t total, size_t before, int mine,
+                                     struct ompi_datatype_t *dtype, struct ompi_op_t *op);
 /* MPI_Iallreduce and MPI_Ibcast, or their _init forms (c's mode), on the node team's algorithms
  * when they take the call, else on the staged path (coll_gpu_nonblocking.c). */
 int mca_coll_gpu_allreduce_async(coll_gpu_staged_call_t *c);

@@ -7,6 +7,8 @@
  *                                       path, coll_gpu_kinds.c)
  *   device buffers, agreed on every  -> the exchange on the node team
  *   rank, one node, a team
+ *   MPI_Allgather so, across nodes   -> node steps and the node leaders over UCX
+ *                                       (coll_gpu_hier_exchange.c)
  *   anything else                    -> staged (coll_gpu_staged_colls.c)
  *
  * The four collectives differ only in which bytes each rank offers to which peer and where each
@@ -288,6 +290,11 @@ int mca_coll_gpu_exchange(coll_gpu_staged_call_t *c)
     for (int p = 0; p < n; ++p) {
         (void) xbytes(&r, p, &len);
         total += len;
+    }
+    /* across nodes: node steps and the leaders over UCX (coll_gpu_hier_exchange.c) */
+    if (all_device && COLL_GPU_SC_ALLGATHER == c->coll
+        && 0 == mca_coll_gpu_component.exchange_algorithm && mca_coll_gpu_hier_spans(m, comm)) {
+        return mca_coll_gpu_hier_allgather(c);
     }
     if (all_device && 2 <= n && 0 == mca_coll_gpu_component.exchange_algorithm
         && !mca_coll_gpu_hier_spans(m, comm)) {

@@ -2,7 +2,9 @@
  * coll_gpu_hier.c - MPI_Allreduce and MPI_Bcast on device buffers of a communicator that spans
  * nodes (real ones, or the emulated nodes of coll_gpu_emulate_nodes): the node's own path
  * inside each node, UCX (coll_gpu_ucx.c) between one leader per node, or for large allreduces
- * between the ranks of each rail (below).
+ * between the ranks of each rail (below).  The setup, the pipeline and the leaders' step of an
+ * all-gather (mca_coll_gpu_hier_leaders_allgather) also serve MPI_Allgather and the
+ * reduce-scatters, composed in coll_gpu_hier_exchange.c; the state is in coll_gpu_hier.h.
  *
  * Sub-communicators are built lazily on the first such call, the way coll/han does it (every
  * rank creates them in the same order, inside a collective call): the node communicator (the
@@ -61,8 +63,9 @@
  *                 and all agree again)
  *   4.            node bcast of shard 0 from node rank 0, of shard 1 from node rank 1, ...
  *
- * The node team offers allreduce and bcast only (coll_gpu_nvl.c): no reduce-scatter for step 1
- * (its two-shot and ring make one inside, then all-gather), no all-gather for step 4.  What that
+ * Step 1 is the node team's allreduce and step 4 its bcasts, though the team now has a
+ * reduce-scatter and an exchange (all-gather) of its own (coll_gpu_nvl.c): the rails' shards
+ * are cut in elements of the call's type, not at the team's pieces, and what the whole result
  * costs moves over NVLink, an order of magnitude faster than the network the rails relieve.
  * Each shard is reduced by one chain in one order and then only copied: every rank ends with
  * the same bits.  Smaller messages keep to the leaders (the rails' extra node steps cost more
@@ -88,52 +91,14 @@
 #include "ompi/mca/pml/pml.h"
 
 #include "coll_gpu.h"
+#include "coll_gpu_hier.h"
 #include "coll_gpu_ucx.h"
 
-#define HIER_DEPTH_MAX 16
 /* The point-to-point tag of a rank's notice that its UCX transfers failed, on its chain's
  * communicator (the leaders' or a rail's: only coll/gpu uses them, so any tag is ours). */
 #define HIER_ABORT_TAG 4242
 /* Idle turns of the progress loop between two looks for that notice. */
 #define HIER_ABORT_POLL 64
-
-typedef enum { HIER_UNTRIED = 0, HIER_READY = 1, HIER_FAILED = -1 } hier_state_t;
-
-struct coll_gpu_hier_t {
-    bool spans_known, spans;
-    int nnodes;                        /* for the log line */
-    hier_state_t state;
-    bool ucx_broken;                   /* a call's UCX step failed (agreed): staged from now */
-    bool direct;                       /* device memory straight to UCX (agreed at setup) */
-    struct ompi_communicator_t *node_comm, *leader_comm;
-    int *leader_of;                    /* comm rank -> leader-comm rank of its node's leader */
-    int *node_rank_of;                 /* comm rank -> its rank in its node communicator */
-    /* comm rank -> the id its process gives comm in UCX tags (its local cid: on Open MPI 5.0
-     * the local cids of one communicator may differ between processes, and a message must
-     * carry the one its receiver posts its receive with) */
-    int *tag_cid_of;
-    int node_rank;                     /* this rank's */
-    /* the rails: as many as the smallest node has ranks (1: none), set up on first use */
-    int rails;
-    hier_state_t rails_state;
-    bool rails_direct;                 /* device memory straight to UCX on every rail (agreed) */
-    struct ompi_communicator_t *rail_comm; /* node ranks 1 .. rails - 1: their rail's */
-    /* this rank's chain between nodes: leader_comm on node rank 0, rail_comm once the rails
-     * are set up, else NULL; and its UCX endpoints */
-    struct ompi_communicator_t *chain_comm;
-    coll_gpu_ucx_comm_t *ucx;
-    uint64_t seq;                      /* chains run by this rank (on chain_comm) */
-    bool test_failed;                  /* coll_gpu_test_fail_ucx has fired on this communicator */
-    /* the pipeline's slots (the ranks of a chain) */
-    int depth;
-    size_t chunk;
-    char *host;                        /* depth x chunk, pinned */
-    char *dtmp;                        /* depth x chunk, device */
-    dev_stream_t *stream[HIER_DEPTH_MAX];
-    dev_event_t *event[HIER_DEPTH_MAX];
-    void *saved;                       /* the node result kept for a fallback (allreduce) */
-    size_t saved_bytes;
-};
 
 /* The emulated node of a process: its rank in MPI_COMM_WORLD cut into coll_gpu_emulate_nodes
  * blocks (rank r on node r * N / size: 3 ranks on 2 nodes are ranks 0, 1 on node 0 and rank 2
@@ -268,6 +233,7 @@ void mca_coll_gpu_hier_release(mca_coll_gpu_module_t *m)
     free(h->leader_of);
     free(h->node_rank_of);
     free(h->tag_cid_of);
+    free(h->node_first);
     free(h);
 }
 
@@ -360,9 +326,11 @@ static int hier_setup(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm
         h->leader_of = malloc(sizeof(int) * (size_t) size);
         h->node_rank_of = malloc(sizeof(int) * (size_t) size);
         h->tag_cid_of = malloc(sizeof(int) * (size_t) size);
+        h->node_first = malloc(sizeof(int) * ((size_t) size + 1));
     }
     rc = hier_agree_memory(m, comm, what, NULL == cards || NULL == h->leader_of
-                                          || NULL == h->node_rank_of || NULL == h->tag_cid_of);
+                                          || NULL == h->node_rank_of || NULL == h->tag_cid_of
+                                          || NULL == h->node_first);
     if (OMPI_SUCCESS != rc) {
         free(cards);
         return rc;
@@ -433,6 +401,23 @@ static int hier_setup(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm
         h->rails = (members < h->rails) ? members : h->rails;
     }
     free(cards);
+    /* node-major order (coll_gpu_hier.h): node j's ranks after those of the nodes before it */
+    for (int j = 0; j <= size; ++j) {
+        h->node_first[j] = 0;
+    }
+    for (int i = 0; i < size; ++i) {
+        ++h->node_first[h->leader_of[i] + 1];
+    }
+    h->max_node = 0;
+    for (int j = 0; j < h->nnodes; ++j) {
+        h->max_node = (h->node_first[j + 1] > h->max_node) ? h->node_first[j + 1] : h->max_node;
+        h->node_first[j + 1] += h->node_first[j];
+    }
+    h->node_major = true;
+    for (int i = 0; i < size; ++i) {
+        h->node_major = h->node_major
+                        && (i == h->node_first[h->leader_of[i]] + h->node_rank_of[i]);
+    }
     h->chain_comm = h->leader_comm;
     if (NULL != h->leader_comm) {
         /* every leader takes part in the exchange, whatever its local state */
@@ -561,6 +546,16 @@ static bool rails_ready(mca_coll_gpu_module_t *m, struct ompi_communicator_t *co
     return true;
 }
 
+bool mca_coll_gpu_hier_ready(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                             const char *what)
+{
+    /* all of it the same on every rank: the membership, the build */
+    if (!mca_coll_gpu_hier_spans(m, comm) || !mca_coll_gpu_ucx_built()) {
+        return false;
+    }
+    return hier_ready(m, comm, what);
+}
+
 bool mca_coll_gpu_hier_usable(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
                               topo_coll_t coll)
 {
@@ -568,11 +563,11 @@ bool mca_coll_gpu_hier_usable(mca_coll_gpu_module_t *m, struct ompi_communicator
     int forced = (TOPO_COLL_ALLREDUCE == coll) ? c->allreduce_algorithm : c->bcast_algorithm;
     int staged = (TOPO_COLL_ALLREDUCE == coll) ? TOPO_AR_STAGED : TOPO_BC_STAGED;
 
-    /* all of it the same on every rank: the membership, the build, the parameters */
-    if (!mca_coll_gpu_hier_spans(m, comm) || !mca_coll_gpu_ucx_built() || staged == forced) {
+    /* the parameters: ALL_EQ */
+    if (staged == forced) {
         return false;
     }
-    return hier_ready(m, comm, topo_coll_name(coll));
+    return mca_coll_gpu_hier_ready(m, comm, topo_coll_name(coll));
 }
 
 /* ---- a chain's pipeline (the leaders', or a rail's) ------------------------------------- */
@@ -1272,10 +1267,10 @@ static int hier_allreduce_rails(mca_coll_gpu_module_t *m, struct ompi_communicat
     char *out = NULL;
 
     log_rails(what, comm, nelems * esize, dtype, op, h);
-    /* 1. inside the node: coll/gpu's allreduce on the node communicator (its team).  The team
-     * has no reduce-scatter of its own to give each rank only its shard (coll_gpu_nvl.c: its
-     * two-shot and ring do one inside, then their all-gather); the whole result costs that
-     * all-gather over NVLink, a small share next to the network's step */
+    /* 1. inside the node: coll/gpu's allreduce on the node communicator (its team).  The
+     * team's reduce-scatter would give each rank only its piece, but its pieces are not the
+     * rails' shards (file header); the whole result costs an all-gather over NVLink, a small
+     * share next to the network's step */
     rc = h->node_comm->c_coll->coll_allreduce(sbuf, rbuf, count, dtype, op, h->node_comm,
                                               h->node_comm->c_coll->coll_allreduce_module);
     /* the dense result in device memory on every rank (the user's buffer when it is that):
@@ -1316,8 +1311,8 @@ static int hier_allreduce_rails(mca_coll_gpu_module_t *m, struct ompi_communicat
             rc = OMPI_ERROR;
         }
     }
-    /* 4. every shard from its rail's rank to the rest of its node (the team's bcast; it has
-     * no all-gather): every rank of comm ends with the bits each shard's one chain made */
+    /* 4. every shard from its rail's rank to the rest of its node (the team's bcast): every
+     * rank of comm ends with the bits each shard's one chain made */
     for (int r = 0; OMPI_SUCCESS == rc && r < h->rails; ++r) {
         size_t rlo, rn;
 
@@ -1483,6 +1478,98 @@ int mca_coll_gpu_hier_bcast(mca_coll_gpu_module_t *m, struct ompi_communicator_t
     if (1 < ompi_comm_size(h->node_comm) && node_status(h, &rc) && !root_node) {
         rc = h->node_comm->c_coll->coll_bcast(buf, count, dtype, 0, h->node_comm,
                                               h->node_comm->c_coll->coll_bcast_module);
+    }
+    return rc;
+}
+
+bool mca_coll_gpu_hier_node_status(coll_gpu_hier_t *h, int *rc)
+{
+    return node_status(h, rc);
+}
+
+void mca_coll_gpu_hier_describe(coll_gpu_hier_t *h, char *buf, size_t len)
+{
+    describe_ucx(h, buf, len);
+}
+
+/*
+ * The leaders' step of an all-gather (coll_gpu_hier.h): node j's blocks, block bytes per rank
+ * from slot node_first[j] of buf, go down a chain bcast from leader j, as in MPI_Bcast's step 2
+ * (hier_bcast: the chain from the root's leader round the others).  One chain per node, one
+ * after the other, every leader running them in the same order with the same sequence numbers
+ * (a leader whose transfers failed counts the chains it no longer runs, and its notice stops
+ * its peers' waits); then one agreement for all of them.  A ring would keep every leader
+ * sending at once; the chains reuse the pipeline that MPI_Bcast runs and proves, and move the
+ * same bytes per leader.
+ */
+int mca_coll_gpu_hier_leaders_allgather(mca_coll_gpu_module_t *m,
+                                        struct ompi_communicator_t *comm, const char *what,
+                                        char *buf, size_t block, int *local_rc)
+{
+    static const step_t first[] = {{DEV_LOAD, NET_NONE, BUF_HOST},
+                                   {DEV_NONE, NET_SEND_NEXT, BUF_HOST}};
+    static const step_t middle[] = {{DEV_NONE, NET_RECV_PREV, BUF_HOST},
+                                    {DEV_STORE, NET_SEND_NEXT, BUF_HOST}};
+    static const step_t last[] = {{DEV_NONE, NET_RECV_PREV, BUF_HOST},
+                                  {DEV_STORE, NET_NONE, BUF_HOST}};
+    static const step_t first_d[] = {{DEV_NONE, NET_SEND_NEXT, BUF_OUT}};
+    static const step_t middle_d[] = {{DEV_NONE, NET_RECV_PREV, BUF_OUT},
+                                      {DEV_NONE, NET_SEND_NEXT, BUF_OUT}};
+    static const step_t last_d[] = {{DEV_NONE, NET_RECV_PREV, BUF_OUT}};
+    static const prog_t host[3] = {PROG(first), PROG(middle), PROG(last)};
+    static const prog_t direct[3] = {PROG(first_d), PROG(middle_d), PROG(last_d)};
+    coll_gpu_hier_t *h = m->hier;
+    int pos = ompi_comm_rank(h->leader_comm), nl = ompi_comm_size(h->leader_comm), rc;
+    int net_rc = h->ucx_broken ? OMPI_ERR_NOT_AVAILABLE : OMPI_SUCCESS;
+    bool data_ok, net_ok;
+
+    for (int j = 0; j < nl && !h->ucx_broken; ++j) {
+        size_t off = (size_t) h->node_first[j] * block;
+        size_t len = (size_t) (h->node_first[j + 1] - h->node_first[j]) * block;
+        int q = (pos - j + nl) % nl;
+        pipe_t pp;
+
+        if (OMPI_SUCCESS != net_rc) {
+            ++h->seq; /* the chain this leader no longer runs keeps its number */
+            continue;
+        }
+        pipe_begin(&pp, h, comm, h->leader_comm, h->ucx, h->direct, PHASE_BCAST,
+                   (0 == q) ? -1 : (pos - 1 + nl) % nl, (nl - 1 == q) ? -1 : (pos + 1) % nl,
+                   host, direct);
+        pp.src = (NULL != buf) ? buf + off : NULL;
+        pp.out = (NULL != buf) ? buf + off : NULL;
+        pp.bytes = len;
+        pp.esize = 1;
+        pp.degraded = (OMPI_SUCCESS != *local_rc);
+        net_rc = (0 < len) ? pipe_run(&pp) : OMPI_SUCCESS;
+        if (pp.degraded && OMPI_SUCCESS == *local_rc) {
+            *local_rc = OMPI_ERROR; /* a device step failed (logged) */
+        }
+    }
+    rc = chain_agree(m, what, comm, false, OMPI_SUCCESS == *local_rc, OMPI_SUCCESS == net_rc,
+                     &data_ok, &net_ok);
+    if (OMPI_SUCCESS == rc && !data_ok) {
+        return OMPI_ERROR; /* some leader had no data: the call fails on every rank */
+    }
+    if (OMPI_SUCCESS == rc && !net_ok) {
+        /* every leader still has its own node's blocks: each node's again, through the host
+         * (every leader takes part in every node's, whatever became of the one before) */
+        for (int j = 0; j < nl; ++j) {
+            size_t len = (size_t) (h->node_first[j + 1] - h->node_first[j]) * block;
+
+            if (0 < len) {
+                rc = mca_coll_gpu_first_error(
+                    rc, chain_staged(m, comm, what, h->leader_comm,
+                                     buf + (size_t) h->node_first[j] * block, len, 0,
+                                     DEV_T_UINT8, NULL, j));
+            }
+        }
+        if (OMPI_SUCCESS == rc) {
+            COLL_GPU_VERBOSE(COLL_GPU_LOG_CALL, "coll:gpu:%s (cid %d): rank %d: leaders' step "
+                             "staged through Open MPI's point-to-point layer%s", what,
+                             coll_gpu_comm_cid(comm), ompi_comm_rank(comm),
+                             (OMPI_ERR_NOT_AVAILABLE != net_rc) ? " (fallback)" : "");
+        }
     }
     return rc;
 }

@@ -11,7 +11,9 @@
  * (coll_gpu_allreduce.c), the reduce-scatters as the team's reduce-scatter (each rank reduces
  * its own piece of every rank's input, coll_gpu_nvl.c) or, with a user-defined op or a forced
  * allreduce algorithm, as an allreduce into a device scratch from which each rank takes its
- * piece.  Anything else is staged (coll_gpu_staged_colls.c).
+ * piece.  Across nodes the reduce-scatters are the hierarchical allreduce into a device scratch
+ * and the rank's piece (coll_gpu_hier_exchange.c), for the types and ops its kernels take.
+ * Anything else is staged (coll_gpu_staged_colls.c).
  *
  * On an intercommunicator MPI_Reduce's root passes MPI_ROOT and only receives, the other ranks
  * of its group pass MPI_PROC_NULL and take no part, and the remote group only sends; the
@@ -152,16 +154,21 @@ int mca_coll_gpu_reduce_init(const void *sbuf, void *rbuf, int count, struct omp
 /* ---- the reduce-scatters on device memory ------------------------------------------------- */
 
 /*
- * Why a reduce-scatter does not take the node team (reduce_scatter_run), or NULL when it does:
- * from what every rank of the call shares alone (the agreement, the whole input's count and
- * bytes, the communicator).  Both team paths take the whole input with an int count: a whole
- * input of more than INT_MAX elements is staged (the component below takes it, or says why
- * not).
+ * Why a reduce-scatter does not take the node team or the hierarchical path
+ * (reduce_scatter_run), or NULL when it does: from what every rank of the call shares alone
+ * (the agreement, the whole input's count and bytes, its type's signature and op, the
+ * communicator).  Every such path takes the whole input with an int count: a whole input of
+ * more than INT_MAX elements is staged (the component below takes it, or says why not).
  */
 static const char *reduce_scatter_staged_why(mca_coll_gpu_module_t *m,
                                              struct ompi_communicator_t *comm, bool all_device,
-                                             size_t total, size_t bytes)
+                                             size_t total, size_t bytes,
+                                             struct ompi_datatype_t *dtype, struct ompi_op_t *op)
 {
+    dev_dtype_t dt;
+    dev_op_t dop;
+    size_t nelems = 0;
+
     if (!all_device) {
         return "staged (memory kind: host memory on some rank)";
     }
@@ -171,8 +178,12 @@ static const char *reduce_scatter_staged_why(mca_coll_gpu_module_t *m,
     if ((size_t) INT_MAX < total) {
         return "staged (more than INT_MAX elements in all: not one allreduce)";
     }
-    if (mca_coll_gpu_hier_usable(m, comm, TOPO_COLL_ALLREDUCE)) {
-        return "staged (across nodes)";
+    /* across nodes (set up on the first such call, on every rank): the hierarchical allreduce
+     * takes what its kernels take */
+    if (mca_coll_gpu_hier_usable(m, comm, TOPO_COLL_ALLREDUCE)
+        && (NULL != mca_coll_gpu_map_reduction(dtype, total, op, &dt, &dop, &nelems)
+            || 0 == nelems)) {
+        return "staged (across nodes: a type or op the kernels do not take)";
     }
     return NULL;
 }
@@ -281,6 +292,12 @@ static int reduce_scatter_run(const char *what, const char *piece, const void *s
     topo_plan_t plan;
     char why[96];
 
+    /* across nodes: reduce_scatter_staged_why let through only what the hierarchical allreduce
+     * takes (coll_gpu_hier_exchange.c) */
+    if (mca_coll_gpu_hier_usable(m, comm, TOPO_COLL_ALLREDUCE)) {
+        return mca_coll_gpu_hier_reduce_scatter(m, comm, what, sbuf, rbuf, total, before, mine,
+                                                dtype, op);
+    }
     if (TOPO_AR_AUTO == mca_coll_gpu_component.allreduce_algorithm
         && NULL == mca_coll_gpu_map_reduction(dtype, total, op, &dt, &dop, &nelems)
         && 0 < nelems && 0 == nelems % total) {
@@ -320,7 +337,7 @@ static int reduce_scatter_device(const void *sbuf, void *rbuf, const int *rcount
 {
     int me = ompi_comm_rank(comm);
     size_t bytes = mca_coll_gpu_call_bytes(dtype, total), before = 0;
-    const char *why = reduce_scatter_staged_why(m, comm, all_device, total, bytes);
+    const char *why = reduce_scatter_staged_why(m, comm, all_device, total, bytes, dtype, op);
 
     if (NULL != why) {
         mca_coll_gpu_log_call(rs_name, comm, bytes, dtype, op, why);
@@ -424,7 +441,7 @@ static int reduce_scatter_block_device(const void *sbuf, void *rbuf, int rcount,
 {
     int n = ompi_comm_size(comm), me = ompi_comm_rank(comm);
     size_t total = (size_t) rcount * (size_t) n, bytes = mca_coll_gpu_call_bytes(dtype, total);
-    const char *why = reduce_scatter_staged_why(m, comm, all_device, total, bytes);
+    const char *why = reduce_scatter_staged_why(m, comm, all_device, total, bytes, dtype, op);
 
     if (NULL != why) {
         mca_coll_gpu_log_call(rsb_name, comm, bytes, dtype, op, why);

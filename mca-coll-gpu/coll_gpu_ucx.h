@@ -1,6 +1,6 @@
 /*
  * coll_gpu_ucx.h - coll/gpu's own UCX (UCP) layer: the transport between node leaders of the
- * hierarchical allreduce and bcast (coll_gpu_hier.c).
+ * hierarchical collectives (coll_gpu_hier.c, coll_gpu_hier_exchange.c).
  *
  * One UCP context and worker per process, made on first use (the worker's thread mode follows
  * the MPI thread level), released at component close.  A "UCX communicator" is the set of

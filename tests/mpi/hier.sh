@@ -1,5 +1,6 @@
 #!/bin/sh
-# hier.sh - MPI_Allreduce and MPI_Bcast on device buffers across emulated nodes
+# hier.sh - MPI_Allreduce, MPI_Bcast, MPI_Allgather and the reduce-scatters on device buffers
+# across emulated nodes
 # (coll_gpu_emulate_nodes): node teams inside each node, UCX between the node leaders
 # (coll_gpu_hier.c, coll_gpu_ucx.c), UCX over shared memory or TCP on this host.
 #
@@ -13,6 +14,10 @@
 #   with UCX_TLS=tcp: the leaders' traffic over TCP on loopback, the log naming tcp as UCX
 #   reports it; and over TCP with 1 MiB chunks (rendezvous-sized messages): no descriptors kept
 #   by communicators made and freed;
+#   MPI_Allgather, MPI_Reduce_scatter_block and MPI_Reduce_scatter (test_hier exchange) on
+#     2 x 2, 2 + 1 + 1, 1 + 1 and 3 + 2, also with the nodes interleaved in the communicator:
+#     right, every call hierarchical on every rank, the allgather's leaders via UCX, nothing
+#     staged; and the allgather's fallback when a leader's UCX sends fail;
 #   test_hier_threads: two threads in hierarchical calls on two communicators at once;
 #   UCX_TLS naming no transport: the leaders cannot connect; the log says so once and every
 #     case is still right (staged between the leaders);
@@ -102,6 +107,47 @@ for cfg in "4 2 2x2" "4 3 2+1+1" "3 2 2+1" "2 2 1+1"; do
     [ "$h" -eq $(( $1 * calls )) ] && [ "$n" -eq $(( $2 * calls )) ] && [ "$s" -eq 0 ] \
         || ranklogs | grep 'coll:gpu:\(allreduce\|bcast\)' | head -3 | sed 's/^/#   /'
 done
+
+# MPI_Allgather, MPI_Reduce_scatter_block and MPI_Reduce_scatter (test_hier's exchange mode,
+# coll_gpu_hier_exchange.c) on 2 x 2, 2 + 1 + 1, 1 + 1 and 3 + 2, each also on a communicator
+# whose nodes are not contiguous: every rank logs every call hierarchical, every leader the
+# allgather's step via UCX, and no call of any collective is staged (the node steps are the
+# node team's); then the allgather's fallback when a leader's UCX sends fail
+rail_arg="0 exchange"
+for cfg in "4 2 2x2" "4 3 2+1+1" "2 2 1+1" "5 2 3+2"; do
+    set -- $cfg
+    xnp=$1 xnodes=$2 xname=$3
+    run "$xnp" "$xnodes" "allgather and reduce-scatters, $xname ranks/nodes ($xnp ranks, emulate_nodes=$xnodes)"
+    calls=$(sed -n 's/^# exchange calls: //p' "$out")
+    ag=$(echo "$calls" | sed -n 's/.*allgather \([0-9]*\).*/\1/p')
+    rsb=$(echo "$calls" | sed -n 's/.*reduce_scatter_block \([0-9]*\).*/\1/p')
+    rs=$(echo "$calls" | sed -n 's/.*reduce_scatter \([0-9]*\)$/\1/p')
+    : "${ag:=0}" "${rsb:=0}" "${rs:=0}"
+    bad=
+    for c in "allgather $ag" "reduce_scatter_block $rsb" "reduce_scatter $rs"; do
+        set -- $c
+        h=$(ranklogs | grep -c "coll:gpu:$1 (cid [0-9]*): .* -> hierarchical: $xnodes nodes, ")
+        [ "$2" -gt 0 ] && [ "$h" -eq $(( xnp * $2 )) ] || bad="$bad $1: $h of $(( xnp * $2 )) lines;"
+    done
+    [ -z "$bad" ]
+    t_ok $? "exchange, $xname: every rank logs every allgather, reduce_scatter_block and reduce_scatter hierarchical (${bad:-$ag, $rsb and $rs calls})"
+    n=$(ranklogs | grep -c "coll:gpu:allgather (cid [0-9]*): .* -> hierarchical: $xnodes nodes, .*leaders via UCX/[a-z][^ ]*:[^ ]* (UCX ")
+    [ "$n" -eq $(( xnodes * ag )) ]
+    t_ok $? "exchange, $xname: every node leader logs the allgather's step via UCX ($n of $(( xnodes * ag )) lines)"
+    s=$(ranklogs | grep -c 'coll:gpu:[a-z_]* (cid [0-9]*): .*-> staged')
+    [ "$s" -eq 0 ]
+    t_ok $? "exchange, $xname: no call of any collective staged ($s lines)"
+    [ "$s" -eq 0 ] || ranklogs | grep 'coll:gpu:[a-z_]* (cid [0-9]*): .*-> staged' | head -3 \
+        | sed 's/^/#   /'
+done
+# world rank 0 leads node 0, the root of the allgather's first chain: its UCX sends fail there
+run 4 2 "exchange, coll_gpu_test_fail_ucx=0" --mca coll_gpu_test_fail_ucx 0
+alltext | grep -q 'coll:gpu:allgather (cid 0): the UCX transfer between node leaders failed'
+t_ok $? "exchange, coll_gpu_test_fail_ucx: the allgather's fallback is logged"
+n=$(alltext | grep -c "coll:gpu:allgather (cid 0): rank [0-9]*: leaders' step staged through Open MPI's point-to-point layer (fallback)")
+[ "$n" -eq 2 ]
+t_ok $? "exchange, coll_gpu_test_fail_ucx: both leaders redid the allgather's step through the point-to-point layer ($n)"
+rail_arg=
 
 # the default coll_gpu_uniform_buffers=true (run-mpi.sh sets false: the runs above agree on
 # the buffers' kind first)

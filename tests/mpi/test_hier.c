@@ -25,9 +25,20 @@
  * Inputs are fresh random data per case (every rank can regenerate every rank's input, so
  * each computes the reference itself); outputs are poisoned first.
  *
- * Usage: test_hier [chunk_bytes [rail_min_bytes]]  (the coll_gpu_ucx_chunk_bytes the run uses,
- * to size the "several chunks" cases, default 4096; the coll_gpu_hier_rail_min_bytes it sets,
- * default none)
+ * With "exchange" as the third argument, instead of all the above, on MPI_COMM_WORLD, the
+ * reversed duplicate and a split that interleaves the nodes (ranks of even world rank first:
+ * on 2 x 2 every node's ranks are 0 and 2, or 1 and 3, of the communicator):
+ *   allgather             int32, double, uint8 and MPI_2INT blocks of 1 to several chunks and
+ *                         odd sizes, out of place and MPI_IN_PLACE; and int32 blocks received
+ *                         into a vector type with gaps, whose gap bytes must keep their poison
+ *   reduce_scatter_block  every type and op above, blocks of 1, 333 and several chunks, out
+ *                         of place and MPI_IN_PLACE
+ *   reduce_scatter        int32 sum and double max with counts that differ by rank (one empty)
+ * and rank 0 prints how many calls of each it made, which hier.sh compares with the log.
+ *
+ * Usage: test_hier [chunk_bytes [rail_min_bytes [exchange]]]  (the coll_gpu_ucx_chunk_bytes the
+ * run uses, to size the "several chunks" cases, default 4096; the coll_gpu_hier_rail_min_bytes
+ * it sets, default none, 0 for none)
  */
 #include <dirent.h>
 #include <math.h>
@@ -355,6 +366,232 @@ static void run_all(MPI_Comm comm, const char *cname, size_t chunk)
     }
 }
 
+/* ---- allgather and the reduce-scatters (the "exchange" mode) ---------------------------- */
+
+static int calls_allgather, calls_rsb, calls_rs;
+
+/* The MPI_COMM_WORLD rank of every rank of comm (malloc'd). */
+static int *world_ranks(MPI_Comm comm)
+{
+    int size, *ranks, *world;
+    MPI_Group g, wg;
+
+    MPI_Comm_size(comm, &size);
+    ranks = malloc(sizeof(int) * (size_t) size);
+    world = malloc(sizeof(int) * (size_t) size);
+    for (int r = 0; r < size; ++r) {
+        ranks[r] = r;
+    }
+    MPI_Comm_group(comm, &g);
+    MPI_Comm_group(MPI_COMM_WORLD, &wg);
+    MPI_Group_translate_ranks(g, size, ranks, wg, world);
+    MPI_Group_free(&g);
+    MPI_Group_free(&wg);
+    free(ranks);
+    return world;
+}
+
+/* Allgather of count elements of t per rank (gaps: received as int32 into a vector type whose
+ * every other int is a gap, which must keep its poison). */
+static void test_allgather(MPI_Comm comm, const char *cname, ttype_t t, size_t count,
+                           int in_place, int gaps)
+{
+    size_t w = tinfo[t].width, bytes = count * w;
+    int rank, size, ok, rc, *world = world_ranks(comm);
+    char diag[MT_DIAG_LEN] = "";
+    MPI_Datatype rtype = mpi_of(t), vec = MPI_DATATYPE_NULL;
+    size_t span, rblock;
+    unsigned char *exp, *got, *mine = malloc(bytes);
+    void *sbuf = NULL, *rbuf;
+
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    mt_set_case("allgather");
+    ++case_seed;
+    if (gaps) {
+        MPI_Type_vector((int) count, 1, 2, MPI_INT32_T, &vec);
+        MPI_Type_create_resized(vec, 0, (MPI_Aint) (2 * count * w), &rtype);
+        MPI_Type_free(&vec);
+        MPI_Type_commit(&rtype);
+    }
+    rblock = gaps ? 2 * bytes : bytes; /* a block's span in rbuf */
+    span = rblock * (size_t) size;
+    exp = malloc(span);
+    got = malloc(span);
+    memset(exp, 0xA5, span); /* poison, and the gaps' expected bytes */
+    for (int r = 0; r < size; ++r) {
+        input(case_seed, world[r], t, mine, count);
+        for (size_t i = 0; i < count; ++i) {
+            memcpy(exp + (size_t) r * rblock + i * (gaps ? 2 * w : w), mine + i * w, w);
+        }
+    }
+    input(case_seed, world[rank], t, mine, count);
+    memset(got, 0xA5, span);
+    if (in_place) {
+        memcpy(got + (size_t) rank * rblock, exp + (size_t) rank * rblock, rblock);
+    }
+    rbuf = mt_mem_alloc(MT_MEM_DEVICE, span);
+    ok = NULL != rbuf && 0 == mt_mem_put(MT_MEM_DEVICE, rbuf, got, span);
+    if (!in_place) {
+        sbuf = mt_mem_alloc(MT_MEM_DEVICE, bytes);
+        ok = ok && NULL != sbuf && 0 == mt_mem_put(MT_MEM_DEVICE, sbuf, mine, bytes);
+    }
+    if (!ok) {
+        mt_diag_add(diag, "buffer setup failed");
+    }
+    ++calls_allgather;
+    rc = MPI_Allgather(in_place ? MPI_IN_PLACE : sbuf, (int) count, mpi_of(t), rbuf,
+                       gaps ? 1 : (int) count, rtype, comm);
+    if (MPI_SUCCESS != rc) {
+        mt_diag_add(diag, "MPI_Allgather: %s", mt_mpi_error(rc));
+        ok = 0;
+    }
+    ok = ok && 0 == mt_mem_get(MT_MEM_DEVICE, got, rbuf, span);
+    for (size_t i = 0; ok && i < span; ++i) {
+        if (got[i] != exp[i]) {
+            mt_diag_add(diag, "byte %zu of %zu (block %zu) differs from the reference", i, span,
+                        i / rblock);
+            ok = 0;
+        }
+    }
+    mt_check(ok, diag, "allgather %s x %zu%s%s on %s", tinfo[t].name, count,
+             gaps ? " into a vector with gaps" : "", in_place ? " in place" : "", cname);
+    if (gaps) {
+        MPI_Type_free(&rtype);
+    }
+    mt_mem_free(MT_MEM_DEVICE, sbuf);
+    mt_mem_free(MT_MEM_DEVICE, rbuf);
+    free(world);
+    free(mine);
+    free(exp);
+    free(got);
+}
+
+/* MPI_Reduce_scatter_block (NULL counts: count elements each) or MPI_Reduce_scatter (counts[r]
+ * elements for rank r) of t with its op, checked on this rank's piece. */
+static void test_reduce_scatter(MPI_Comm comm, const char *cname, ttype_t t, size_t count,
+                                const int *counts, int in_place)
+{
+    size_t w = tinfo[t].width, total = 0, before = 0, mine_n;
+    int rank, size, ok, rc, *world = world_ranks(comm);
+    char diag[MT_DIAG_LEN] = "";
+    char *exp, *other, *mine, *got;
+    void *sbuf = NULL, *rbuf;
+
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    mt_set_case(NULL == counts ? "reduce_scatter_block" : "reduce_scatter");
+    ++case_seed;
+    for (int r = 0; r < size; ++r) {
+        size_t n = (NULL == counts) ? count : (size_t) counts[r];
+        before += (r < rank) ? n : 0;
+        total += n;
+    }
+    mine_n = (NULL == counts) ? count : (size_t) counts[rank];
+    exp = malloc(total * w + 1);
+    other = malloc(total * w + 1);
+    mine = malloc(total * w + 1);
+    got = malloc(total * w + 1);
+    input(case_seed, world[0], t, exp, total);
+    for (int r = 1; r < size; ++r) {
+        input(case_seed, world[r], t, other, total);
+        combine(t, exp, other, total);
+    }
+    input(case_seed, world[rank], t, mine, total);
+    memset(got, 0xA5, total * w + 1);
+    rbuf = mt_mem_alloc(MT_MEM_DEVICE, in_place ? total * w : mine_n * w + 1);
+    ok = NULL != rbuf;
+    if (in_place) {
+        ok = ok && 0 == mt_mem_put(MT_MEM_DEVICE, rbuf, mine, total * w);
+    } else {
+        sbuf = mt_mem_alloc(MT_MEM_DEVICE, total * w);
+        ok = ok && NULL != sbuf && 0 == mt_mem_put(MT_MEM_DEVICE, sbuf, mine, total * w)
+             && 0 == mt_mem_put(MT_MEM_DEVICE, rbuf, got, mine_n * w + 1);
+    }
+    if (!ok) {
+        mt_diag_add(diag, "buffer setup failed");
+    }
+    if (NULL == counts) {
+        ++calls_rsb;
+        rc = MPI_Reduce_scatter_block(in_place ? MPI_IN_PLACE : sbuf, rbuf, (int) count,
+                                      mpi_of(t), op_of(t), comm);
+    } else {
+        ++calls_rs;
+        rc = MPI_Reduce_scatter(in_place ? MPI_IN_PLACE : sbuf, rbuf, counts, mpi_of(t),
+                                op_of(t), comm);
+    }
+    if (MPI_SUCCESS != rc) {
+        mt_diag_add(diag, "MPI_Reduce_scatter%s: %s", NULL == counts ? "_block" : "",
+                    mt_mpi_error(rc));
+        ok = 0;
+    }
+    /* the piece, and out of place the byte after it (poisoned: nothing written past it) */
+    ok = ok && 0 == mt_mem_get(MT_MEM_DEVICE, got, rbuf, mine_n * w + (in_place ? 0 : 1));
+    for (size_t i = 0; ok && i < mine_n; ++i) {
+        if (0 != memcmp(got + i * w, exp + (before + i) * w, w)) {
+            mt_diag_add(diag, "element %zu of %zu differs from the reference", i, mine_n);
+            ok = 0;
+        }
+    }
+    if (ok && !in_place && (unsigned char) got[mine_n * w] != 0xA5) {
+        mt_diag_add(diag, "the byte after the piece was written");
+        ok = 0;
+    }
+    mt_check(ok, diag, "%s %s %s count=%zu%s on %s",
+             NULL == counts ? "reduce_scatter_block" : "reduce_scatter (counts by rank)",
+             tinfo[t].name,
+             t == T_2INT ? "minloc" : t == T_I64 ? "min" : t == T_U8 ? "bor" : t == T_F64 ? "max"
+                                                                                 : "sum",
+             mine_n, in_place ? " in place" : "", cname);
+    mt_mem_free(MT_MEM_DEVICE, sbuf);
+    mt_mem_free(MT_MEM_DEVICE, rbuf);
+    free(world);
+    free(exp);
+    free(other);
+    free(mine);
+    free(got);
+}
+
+static void run_exchange(MPI_Comm comm, const char *cname, size_t chunk)
+{
+    static const struct {
+        ttype_t t;
+        size_t count; /* 0: several chunks and a remainder */
+    } ag[] = {{T_I32, 1}, {T_I32, 1000}, {T_I32, 0}, {T_F64, 7}, {T_U8, 13}, {T_U8, 0},
+              {T_2INT, 5}};
+    int size, *counts;
+
+    MPI_Comm_size(comm, &size);
+    for (size_t c = 0; c < sizeof(ag) / sizeof(ag[0]); ++c) {
+        size_t count = (0 < ag[c].count) ? ag[c].count : (3 * chunk + 100) / tinfo[ag[c].t].width;
+        for (int ip = 0; ip < 2; ++ip) {
+            test_allgather(comm, cname, ag[c].t, count, ip, 0);
+        }
+    }
+    test_allgather(comm, cname, T_I32, 257, 0, 1);
+    for (int t = T_I32; t <= T_2INT; ++t) {
+        size_t counts_b[] = {1, 333};
+        for (size_t c = 0; c < 2; ++c) {
+            for (int ip = 0; ip < 2; ++ip) {
+                test_reduce_scatter(comm, cname, (ttype_t) t, counts_b[c], NULL, ip);
+            }
+        }
+    }
+    for (int ip = 0; ip < 2; ++ip) {
+        test_reduce_scatter(comm, cname, T_I32, (3 * chunk + 100) / 4, NULL, ip);
+    }
+    /* counts that differ by rank, rank 1's empty */
+    counts = malloc(sizeof(int) * (size_t) size);
+    for (int r = 0; r < size; ++r) {
+        counts[r] = (1 == r) ? 0 : 100 + 37 * r;
+    }
+    for (int ip = 0; ip < 2; ++ip) {
+        test_reduce_scatter(comm, cname, T_I32, 0, counts, ip);
+        test_reduce_scatter(comm, cname, T_F64, 0, counts, ip);
+    }
+    free(counts);
+}
+
 /* Open file descriptors of this process (UCX's TCP endpoints each hold a socket). */
 static int open_fds(void)
 {
@@ -444,6 +681,25 @@ int main(int argc, char **argv)
     }
     if (!mt_device_open(why, sizeof(why))) {
         mt_skip_all(why);
+    }
+    if (argc > 3 && 0 == strcmp(argv[3], "exchange")) {
+        MPI_Comm mixed;
+
+        tap_diag("%d ranks, device buffers, chunk %zu B: allgather and reduce-scatters", mt_size,
+                 chunk);
+        run_exchange(MPI_COMM_WORLD, "world", chunk);
+        MPI_Comm_split(MPI_COMM_WORLD, 0, mt_size - mt_rank, &rev);
+        MPI_Comm_set_errhandler(rev, MPI_ERRORS_RETURN);
+        run_exchange(rev, "reversed", chunk);
+        MPI_Comm_free(&rev);
+        /* the nodes interleaved: even world ranks first */
+        MPI_Comm_split(MPI_COMM_WORLD, 0, (mt_rank % 2) * mt_size + mt_rank, &mixed);
+        MPI_Comm_set_errhandler(mixed, MPI_ERRORS_RETURN);
+        run_exchange(mixed, "interleaved", chunk);
+        MPI_Comm_free(&mixed);
+        tap_diag("exchange calls: allgather %d, reduce_scatter_block %d, reduce_scatter %d",
+                 calls_allgather, calls_rsb, calls_rs);
+        return mt_finish();
     }
     tap_diag("%d ranks, device buffers, chunk %zu B", mt_size, chunk);
     run_all(MPI_COMM_WORLD, "world", chunk);

@@ -1,0 +1,86 @@
+/*
+ * coll_gpu_hier.h - the hierarchical path's state, shared by the files that compose it:
+ * coll_gpu_hier.c (setup, the leaders' and the rails' UCX pipelines, MPI_Allreduce and
+ * MPI_Bcast) and coll_gpu_hier_exchange.c (MPI_Allgather and the reduce-scatters).  Private to
+ * coll/gpu; coll_gpu.h declares the entry points.
+ */
+#ifndef MCA_COLL_GPU_HIER_H
+#define MCA_COLL_GPU_HIER_H
+
+#include "coll_gpu.h"
+#include "coll_gpu_ucx.h"
+
+#define HIER_DEPTH_MAX 16
+
+typedef enum { HIER_UNTRIED = 0, HIER_READY = 1, HIER_FAILED = -1 } hier_state_t;
+
+struct coll_gpu_hier_t {
+    bool spans_known, spans;
+    int nnodes;                        /* for the log line */
+    hier_state_t state;
+    bool ucx_broken;                   /* a call's UCX step failed (agreed): staged from now */
+    bool direct;                       /* device memory straight to UCX (agreed at setup) */
+    struct ompi_communicator_t *node_comm, *leader_comm;
+    int *leader_of;                    /* comm rank -> leader-comm rank of its node's leader */
+    int *node_rank_of;                 /* comm rank -> its rank in its node communicator */
+    /* comm rank -> the id its process gives comm in UCX tags (its local cid: on Open MPI 5.0
+     * the local cids of one communicator may differ between processes, and a message must
+     * carry the one its receiver posts its receive with) */
+    int *tag_cid_of;
+    /* node-major order (the nodes in the leaders' order, each node's ranks in node rank order):
+     * node j's ranks hold slots node_first[j] .. node_first[j + 1] - 1 (nnodes + 1 entries);
+     * node_major: that order is comm's own (every node's ranks contiguous); max_node: the
+     * largest node's ranks.  From the membership: the same on every rank. */
+    int *node_first;
+    bool node_major;
+    int max_node;
+    int node_rank;                     /* this rank's */
+    /* the rails: as many as the smallest node has ranks (1: none), set up on first use */
+    int rails;
+    hier_state_t rails_state;
+    bool rails_direct;                 /* device memory straight to UCX on every rail (agreed) */
+    struct ompi_communicator_t *rail_comm; /* node ranks 1 .. rails - 1: their rail's */
+    /* this rank's chain between nodes: leader_comm on node rank 0, rail_comm once the rails
+     * are set up, else NULL; and its UCX endpoints */
+    struct ompi_communicator_t *chain_comm;
+    coll_gpu_ucx_comm_t *ucx;
+    uint64_t seq;                      /* chains run by this rank (on chain_comm) */
+    bool test_failed;                  /* coll_gpu_test_fail_ucx has fired on this communicator */
+    /* the pipeline's slots (the ranks of a chain) */
+    int depth;
+    size_t chunk;
+    char *host;                        /* depth x chunk, pinned */
+    char *dtmp;                        /* depth x chunk, device */
+    dev_stream_t *stream[HIER_DEPTH_MAX];
+    dev_event_t *event[HIER_DEPTH_MAX];
+    void *saved;                       /* the node result kept for a fallback (allreduce) */
+    size_t saved_bytes;
+};
+
+/* Is the hierarchical path set up on comm (collective on the first call, as
+ * mca_coll_gpu_hier_usable; what names the call in the setup's log lines)?  The same answer on
+ * every rank.  For the collectives whose forced algorithms the caller checks itself. */
+bool mca_coll_gpu_hier_ready(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                             const char *what);
+
+/* The leaders' step of an all-gather (node leaders only): buf holds, in node-major order, the
+ * blocks of block bytes of every rank of comm in dense device memory, and this leader's node's
+ * blocks are right in it; afterwards every node's are.  One chain bcast over UCX per node from
+ * its leader, then one agreement of the leaders; when a UCX transfer failed anywhere, every
+ * node's blocks again through the host (Open MPI's point-to-point layer) and UCX stays off on
+ * comm.  A leader whose data failed (*local_rc) keeps to the message schedule without it, and
+ * then the call fails on every leader.  Returns the step's outcome, the same on every leader. */
+int mca_coll_gpu_hier_leaders_allgather(mca_coll_gpu_module_t *m,
+                                        struct ompi_communicator_t *comm, const char *what,
+                                        char *buf, size_t block, int *local_rc);
+
+/* The leader's outcome to the rest of its node (a host bcast of one int): *rc becomes an error
+ * on every rank of a node whose leader failed; true when the node's data step may follow. */
+bool mca_coll_gpu_hier_node_status(coll_gpu_hier_t *h, int *rc);
+
+/* How this rank's part of the leaders' step moves its data, for a log line ("via UCX/...",
+ * "staged ... (UCX failed earlier)", or that it is not a leader); empty below
+ * COLL_GPU_LOG_CALL. */
+void mca_coll_gpu_hier_describe(coll_gpu_hier_t *h, char *buf, size_t len);
+
+#endif /* MCA_COLL_GPU_HIER_H */

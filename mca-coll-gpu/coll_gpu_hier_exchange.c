@@ -1,0 +1,257 @@
+/*
+ * coll_gpu_hier_exchange.c - MPI_Allgather, MPI_Reduce_scatter and MPI_Reduce_scatter_block on
+ * device buffers of a communicator that spans nodes (real ones, or coll_gpu_emulate_nodes'):
+ * compositions of the node communicator's own collectives (coll/gpu's, on the node team) and
+ * the node leaders' UCX pipeline of coll_gpu_hier.c, which also sets them up and owns their
+ * agreement and fallback.  The entries (coll_gpu_exchange.c, coll_gpu_reduce.c) come here once
+ * every rank of the call agreed on device memory (coll_gpu_kinds.c).
+ *
+ * MPI_Allgather (n ranks, b bytes per block):
+ *
+ *   1. node allgatherv (the node team's exchange): every rank's block lands in its own place
+ *      of the receive buffer, at its rank in comm (a node's ranks need not be contiguous)
+ *   2. leaders: the receive buffer as dense device bytes (the user's, or a temporary); when
+ *      the nodes are not contiguous in comm, its node's blocks copied into a scratch in
+ *      node-major order (the nodes in the leaders' order); one chain bcast over UCX per node
+ *      from its leader (mca_coll_gpu_hier_leaders_allgather), one agreement, every node's
+ *      blocks through the host if a transfer failed; the other nodes' blocks copied back to
+ *      their ranks' places
+ *   3. the leader's outcome, then the whole receive buffer, to its node (the node team's
+ *      bcast)
+ *
+ * The node steps are the node communicator's collectives with the user's buffers and types, so
+ * that each rank adapts its own buffers and a rank that fails there takes part without data
+ * (the node team's flags); only the leader needs dense device bytes for the pipeline.  Node-
+ * major order and the leaders' chains make the step between nodes the one that MPI_Bcast runs
+ * and proves, a chain per node, rather than a second pipeline (a ring) of its own.
+ *
+ * MPI_Reduce_scatter(_block): the hierarchical allreduce of the whole input into the module's
+ * device scratch (mca_coll_gpu_hier_allreduce: node team, leaders or rails over UCX, node
+ * team), then this rank's piece copied from it.  The network carries the whole input twice
+ * (reduced up the chain, then down), where a reduce-scatter proper between nodes would carry
+ * each node's share; but it is the allreduce's pipeline with its agreement, fallbacks and
+ * bitwise-identical results, and it stays on the GPU.  Only what the kernels take (predefined
+ * types and ops, coll_gpu_reduce.c checks) comes here; user ops stay staged.
+ *
+ * Decisions: whether a call comes here is decided by the entries from the agreement, the
+ * membership (coll_gpu_hier.c: spans, node sizes), the whole input's size and the parameters,
+ * all the same on every rank; coll_gpu_hier.c's setup agrees too.  Log lines at
+ * COLL_GPU_LOG_CALL: "-> hierarchical: ..." for these paths, "-> staged (across nodes...)"
+ * where a spanning communicator's call cannot take them.
+ */
+#include "ompi_config.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coll_gpu.h"
+#include "coll_gpu_hier.h"
+#include "coll_gpu_team.h"
+
+/* Why an allgather on a spanning communicator is staged, or NULL: from what every rank shares
+ * (the setup's agreed outcome, the membership, the call's agreed block size and count). */
+static const char *hier_allgather_staged_why(mca_coll_gpu_module_t *m,
+                                             struct ompi_communicator_t *comm, const char *what,
+                                             size_t block, int rcount)
+{
+    coll_gpu_hier_t *h;
+
+    if (0 == block) {
+        return "staged (empty)";
+    }
+    if (!mca_coll_gpu_hier_ready(m, comm, what)) {
+        return "staged (spans nodes; no hierarchical path on this communicator)";
+    }
+    h = m->hier;
+    if (h->max_node > COLL_GPU_TEAM_MAX) {
+        return "staged (spans nodes; a node has more ranks than a node team serves)";
+    }
+    if ((size_t) ompi_comm_size(comm) * (size_t) rcount > (size_t) INT_MAX) {
+        return "staged (spans nodes; more than INT_MAX elements in all, not one node bcast)";
+    }
+    return NULL;
+}
+
+static void hier_log(const char *what, struct ompi_communicator_t *comm, size_t bytes,
+                     struct ompi_datatype_t *dtype, struct ompi_op_t *op, coll_gpu_hier_t *h,
+                     const char *steps)
+{
+    char inter[300], path[500];
+
+    if (opal_output_get_verbosity(mca_coll_gpu_component.output) < COLL_GPU_LOG_CALL) {
+        return;
+    }
+    mca_coll_gpu_hier_describe(h, inter, sizeof(inter));
+    snprintf(path, sizeof(path), "hierarchical: %d nodes, %s on %d rank(s), leaders %s", h->nnodes,
+             steps, ompi_comm_size(h->node_comm), inter);
+    mca_coll_gpu_log_call(what, comm, bytes, dtype, op, path);
+}
+
+/* A node leader's step 2 (file header): the receive buffer in dense device memory (a), its
+ * node's blocks in node-major order in w (a's own memory when comm is in that order), the
+ * leaders' chains, and every block back in place.  *local_rc: this rank's data so far. */
+static int allgather_leader(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                            const char *what, void *rbuf, int rcount,
+                            struct ompi_datatype_t *rdtype, size_t block, int *local_rc)
+{
+    coll_gpu_hier_t *h = m->hier;
+    int n = ompi_comm_size(comm), me = ompi_comm_rank(comm), node = h->leader_of[me], rc;
+    coll_gpu_adapt_t a;
+    char *w = NULL;
+
+    memset(&a, 0, sizeof(a));
+    if (OMPI_SUCCESS == *local_rc) {
+        *local_rc = mca_coll_gpu_adapt_in(m, comm, what, 1, rbuf, n * rcount, rdtype, true,
+                                          false, &a);
+    }
+    if (OMPI_SUCCESS == *local_rc) {
+        w = a.dev;
+        if (!h->node_major) {
+            *local_rc = mca_coll_gpu_adapt_scratch(m, comm, what, (size_t) n * block,
+                                                   (void **) &w);
+        }
+    }
+    for (int r = 0; r < n && OMPI_SUCCESS == *local_rc && !h->node_major; ++r) {
+        size_t slot = (size_t) h->node_first[node] + (size_t) h->node_rank_of[r];
+
+        if (h->leader_of[r] == node
+            && DEV_OK != dev_memcpy(w + slot * block, (char *) a.dev + (size_t) r * block,
+                                    block)) {
+            mca_coll_gpu_report_failure(what, comm, "copy of a %zu B block into node-major "
+                                        "order: %s", block, dev_error_string());
+            *local_rc = OMPI_ERROR;
+        }
+    }
+    rc = mca_coll_gpu_hier_leaders_allgather(m, comm, what,
+                                             (OMPI_SUCCESS == *local_rc) ? w : NULL, block,
+                                             local_rc);
+    for (int r = 0; r < n && OMPI_SUCCESS == rc && OMPI_SUCCESS == *local_rc && !h->node_major;
+         ++r) {
+        size_t slot = (size_t) h->node_first[h->leader_of[r]] + (size_t) h->node_rank_of[r];
+
+        if (h->leader_of[r] != node
+            && DEV_OK != dev_memcpy((char *) a.dev + (size_t) r * block, w + slot * block,
+                                    block)) {
+            mca_coll_gpu_report_failure(what, comm, "copy of a %zu B block out of node-major "
+                                        "order: %s", block, dev_error_string());
+            *local_rc = OMPI_ERROR;
+        }
+    }
+    if (OMPI_SUCCESS == rc && OMPI_SUCCESS == *local_rc) {
+        *local_rc = mca_coll_gpu_adapt_out(m, comm, what, &a, true);
+    }
+    return rc;
+}
+
+int mca_coll_gpu_hier_allgather(coll_gpu_staged_call_t *c)
+{
+    mca_coll_gpu_module_t *m = c->gpu;
+    struct ompi_communicator_t *comm = c->comm;
+    int n = ompi_comm_size(comm), me = ompi_comm_rank(comm);
+    bool in_place = (MPI_IN_PLACE == c->sbuf);
+    int counts[COLL_GPU_TEAM_MAX], displs[COLL_GPU_TEAM_MAX];
+    const char *why;
+    coll_gpu_hier_t *h;
+    ptrdiff_t lb, extent;
+    size_t dsize, block;
+    int rc = OMPI_SUCCESS, nk;
+
+    ompi_datatype_type_size(c->rdtype, &dsize);
+    ompi_datatype_get_extent(c->rdtype, &lb, &extent);
+    block = dsize * (size_t) c->rcount;
+    why = hier_allgather_staged_why(m, comm, c->what, block, c->rcount);
+    if (NULL != why) {
+        mca_coll_gpu_log_call(c->what, comm, (size_t) n * block, c->rdtype, NULL, why);
+        c->decided = true;
+        return mca_coll_gpu_staged(c);
+    }
+    h = m->hier;
+    nk = ompi_comm_size(h->node_comm);
+    hier_log(c->what, comm, (size_t) n * block, c->rdtype, NULL, h,
+             h->node_major ? "node allgather and bcast"
+                           : "node allgather and bcast (nodes not contiguous: blocks reordered)");
+    /* 1. the node's blocks, each at its rank's place in comm (node rank q is comm rank r) */
+    for (int r = 0; r < n; ++r) {
+        if (h->leader_of[r] == h->leader_of[me]) {
+            counts[h->node_rank_of[r]] = c->rcount;
+            displs[h->node_rank_of[r]] = r * c->rcount;
+        }
+    }
+    if (1 < nk) {
+        rc = h->node_comm->c_coll->coll_allgatherv(c->sbuf, c->scount, c->sdtype, c->rbuf,
+                                                   counts, displs, c->rdtype, h->node_comm,
+                                                   h->node_comm->c_coll->coll_allgatherv_module);
+    } else if (!in_place) {
+        /* a node of one rank: its block, a local copy */
+        rc = mca_coll_gpu_adapt_copy(m, comm, c->what, c->sbuf, c->scount, c->sdtype,
+                                     (char *) c->rbuf + (ptrdiff_t) me * c->rcount * extent,
+                                     c->rcount, c->rdtype);
+    }
+    /* 2. between the leaders */
+    if (NULL != h->leader_comm) {
+        int local_rc = rc;
+
+        rc = allgather_leader(m, comm, c->what, c->rbuf, c->rcount, c->rdtype, block,
+                              &local_rc);
+        rc = mca_coll_gpu_first_error(local_rc, rc);
+    }
+    /* 3. the outcome, then every block, from the leader to its node (its own node's blocks
+     * too: one bcast of the whole buffer, whose type may have gaps, rather than one per run of
+     * other nodes' blocks) */
+    if (1 < nk && mca_coll_gpu_hier_node_status(h, &rc)) {
+        rc = mca_coll_gpu_first_error(
+            rc, h->node_comm->c_coll->coll_bcast(c->rbuf, n * c->rcount, c->rdtype, 0,
+                                                 h->node_comm,
+                                                 h->node_comm->c_coll->coll_bcast_module));
+    }
+    return rc;
+}
+
+/*
+ * The reduce-scatter composition (file header): total elements of input (sbuf, or rbuf in
+ * place) reduced across nodes into the module's device scratch, then this rank's piece (mine
+ * elements after before others) into rbuf.  The caller checked that the kernels take dtype and
+ * op for total elements and that total is at most INT_MAX.  A rank without the device scratch
+ * reduces into host memory instead (the node steps of its node then stage that call): slower,
+ * still right.
+ */
+int mca_coll_gpu_hier_reduce_scatter(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                                     const char *what, const void *sbuf, void *rbuf,
+                                     size_t total, size_t before, int mine,
+                                     struct ompi_datatype_t *dtype, struct ompi_op_t *op)
+{
+    size_t bytes = mca_coll_gpu_call_bytes(dtype, total), nelems = 0, len;
+    dev_dtype_t dt = DEV_T_UINT8;
+    dev_op_t dop = DEV_OP_SUM;
+    ptrdiff_t lb, extent, lo;
+    char *scratch = NULL, *host = NULL;
+    int rc;
+
+    (void) mca_coll_gpu_map_reduction(dtype, total, op, &dt, &dop, &nelems);
+    hier_log(what, comm, bytes, dtype, op, m->hier,
+             "an allreduce into a device scratch, then this rank's piece; node steps");
+    ompi_datatype_get_extent(dtype, &lb, &extent);
+    mca_coll_gpu_span(dtype, total, &lo, &len);
+    if (OMPI_SUCCESS != mca_coll_gpu_adapt_scratch(m, comm, what, len, (void **) &scratch)) {
+        host = malloc(0 < len ? len : 1);
+        if (NULL == host) {
+            /* neither device nor host memory for the whole input: nothing to take part with */
+            mca_coll_gpu_report_failure(what, comm, "no memory for the %zu B the reduction "
+                                        "across nodes needs", len);
+            return OMPI_ERR_OUT_OF_RESOURCE;
+        }
+        COLL_GPU_VERBOSE(COLL_GPU_LOG_ERROR, "coll:gpu:%s (cid %d): rank %d: the reduction "
+                         "across nodes goes into host memory (no device scratch)", what,
+                         coll_gpu_comm_cid(comm), ompi_comm_rank(comm));
+        scratch = host;
+    }
+    rc = mca_coll_gpu_hier_allreduce(m, comm, MPI_IN_PLACE == sbuf ? rbuf : sbuf, scratch - lo,
+                                     (int) total, dtype, op, dt, dop, nelems);
+    if (OMPI_SUCCESS == rc) {
+        rc = mca_coll_gpu_adapt_copy(m, comm, what, scratch - lo + (ptrdiff_t) before * extent,
+                                     mine, dtype, rbuf, mine, dtype);
+    }
+    free(host);
+    return rc;
+}
