@@ -377,25 +377,44 @@ int mca_coll_gpu_nvl_allreduce_check(coll_gpu_team_t *t, uint64_t seq, const cha
  * root's returns MPI_ERR_TRUNCATE without moving data (the root then too). */
 int mca_coll_gpu_nvl_bcast(coll_gpu_team_t *t, const topo_plan_t *plan, void *buf, size_t bytes,
                            int root, struct ompi_communicator_t *comm, int local_rc);
-/* The exchange under allgather, alltoall and their v forms: every rank lends src (src_bytes of
- * dense device memory, NULL when 0) and offers peer q the bytes [offer_off[q], + offer_len[q])
- * of it; it receives from each peer p that peer's offer to it into dst[p] (dense device
- * memory), which must be want_len[p] bytes (p == this rank: a copy within src).  An offer
- * whose length differs from what its receiver wants fails the call on every rank
- * (MPI_ERR_TRUNCATE at that receiver) before a byte of it moves, and no rank touches a peer's
- * memory beyond what that peer lent.  Arrays of the team's size; local_rc as for allreduce. */
-int mca_coll_gpu_nvl_exchange(coll_gpu_team_t *t, const void *src, size_t src_bytes,
-                              const uint64_t *offer_off, const uint64_t *offer_len,
-                              void *const *dst, const uint64_t *want_len, const char *what,
-                              struct ompi_communicator_t *comm, int local_rc);
-/* A reduce-scatter on the team: every rank lends its whole input (sbytes of dense device memory
- * at sbuf) and reduces count elements at byte offset off of every rank's input into dst (dense
- * device memory, not lent).  The ranks agreed on the element type, op and input size before;
- * local_rc as for allreduce. */
-int mca_coll_gpu_nvl_reduce_scatter(coll_gpu_team_t *t, const void *sbuf, size_t sbytes,
-                                    size_t off, size_t count, void *dst, dev_dtype_t dt,
-                                    dev_op_t op, const char *what,
-                                    struct ompi_communicator_t *comm, int local_rc);
+/* One rank's part in a team step of the exchange (under allgather, alltoall and their v forms)
+ * or of a reduce-scatter.  Every rank lends src (src_bytes of dense device memory, NULL when 0).
+ * Exchange: it offers peer q the bytes [offer_off[q], + offer_len[q]) of src and receives from
+ * each peer p that peer's offer to it into dst[p] (dense device memory), which must be
+ * want_len[p] bytes (p == this rank: a copy within src); an offer whose length differs from
+ * what its receiver wants fails the call on every rank (MPI_ERR_TRUNCATE) before a byte of it
+ * moves.  Reduce-scatter (reduce): count elements of dt at byte offset off of every rank's src,
+ * reduced with op into dst[0] (dense device memory, not lent); the ranks agreed on the element
+ * type, op and input size before.  No rank touches a peer's memory beyond what that peer lent.
+ * local_rc: a failure before the call (the rank takes part without data). */
+typedef struct coll_gpu_xstep_t {
+    bool reduce;
+    const void *src;
+    size_t src_bytes;
+    uint64_t offer_off[COLL_GPU_TEAM_MAX], offer_len[COLL_GPU_TEAM_MAX];
+    uint64_t want_len[COLL_GPU_TEAM_MAX];
+    void *dst[COLL_GPU_TEAM_MAX];
+    size_t off, count;
+    dev_dtype_t dt;
+    dev_op_t op;
+    int local_rc;
+} coll_gpu_xstep_t;
+#define COLL_GPU_XSTEP_STREAMS 3 /* the most streams a move queues on */
+/* The step's two halves, which the engine runs (coll_gpu_nvl_async.c): open publishes the
+ * offers, lends src and arrives (returns this rank's failure, the call already failed through
+ * the team's flags); move, once every rank arrived and none failed, maps the peers' lent bytes
+ * and queues the copies or the reduction on *nstreams streams (returns a failure after
+ * draining them and failing the call, or MPI_ERR_TRUNCATE on every rank for offers that do not
+ * match). */
+int mca_coll_gpu_nvl_xstep_open(coll_gpu_team_t *t, uint64_t seq, const coll_gpu_xstep_t *x,
+                                const char *what, struct ompi_communicator_t *comm);
+int mca_coll_gpu_nvl_xstep_move(coll_gpu_team_t *t, uint64_t seq, const coll_gpu_xstep_t *x,
+                                const char *what, struct ompi_communicator_t *comm,
+                                dev_stream_t **streams, int *nstreams);
+/* A blocking call's step: posted to the team's queue behind its nonblocking calls and run to
+ * its end (coll_gpu_nvl_async.c). */
+int mca_coll_gpu_team_xstep(coll_gpu_team_t *t, struct ompi_communicator_t *comm,
+                            const char *what, const coll_gpu_xstep_t *x);
 /* The fast path's own state of a team (streams, events, mapped words, staging memory), made on
  * first use; released with the team (coll_gpu_team.c). */
 void mca_coll_gpu_nvl_release(coll_gpu_team_t *t);

@@ -151,9 +151,9 @@ static int exchange_run(mca_coll_gpu_module_t *m, coll_gpu_team_t *t,
     bool in_place = (MPI_IN_PLACE == c->sbuf);
     bool send_direct = xdense(s) && !(in_place && !s->single);
     bool recv_direct = xdense(r);
-    uint64_t offer_off[COLL_GPU_TEAM_MAX], offer_len[COLL_GPU_TEAM_MAX];
-    uint64_t want_len[COLL_GPU_TEAM_MAX];
-    void *dst[COLL_GPU_TEAM_MAX];
+    coll_gpu_xstep_t x = {.reduce = false};
+    uint64_t *offer_off = x.offer_off, *offer_len = x.offer_len, *want_len = x.want_len;
+    void **dst = x.dst;
     char *lo = NULL, *src = NULL, *landing = NULL;
     size_t src_bytes = 0, total = 0, len;
     int rc = (DEV_OK == dev_default_stream_settle()) ? OMPI_SUCCESS : OMPI_ERROR;
@@ -207,8 +207,10 @@ static int exchange_run(mca_coll_gpu_module_t *m, coll_gpu_team_t *t,
         offer_len[me] = 0;
         want_len[me] = 0;
     }
-    rc = mca_coll_gpu_nvl_exchange(t, src, src_bytes, offer_off, offer_len, dst, want_len,
-                                   c->what, comm, rc);
+    x.src = src;
+    x.src_bytes = src_bytes;
+    x.local_rc = rc;
+    rc = mca_coll_gpu_team_xstep(t, comm, c->what, &x);
     for (int p = 0; p < n && !recv_direct && OMPI_SUCCESS == rc; ++p) {
         if (0 < want_len[p]) {
             rc = xcopy(m, comm, c->what, r, p, dst[p], false);

@@ -104,7 +104,7 @@
  *   all:      export src; offers[q] = (off, len); wants[p] = len; arrive(seq)
  *             wait arrive(all) >= seq; every offer of every rank == its receiver's want?
  *             for p = me+1, me+2, ... me:  map p's src; dst[p] <- src_p + off (copy, async;
- *               from 4 MiB on, the copies round-robin over three streams: nvl_exchange_streams)
+ *               from 4 MiB on, the copies round-robin over three streams: exchange_streams)
  *             sync; done(seq); wait done(all) >= seq
  * A rank reads only what its peer lent and offered it, and writes only its own buffer.  Every
  * rank compares the same offers and wants, so an erroneous call (counts that differ) returns
@@ -1243,34 +1243,35 @@ int mca_coll_gpu_nvl_bcast(coll_gpu_team_t *t, const topo_plan_t *plan, void *bu
     return rc;
 }
 
-/* ---- exchange (schedule at the top of the file) ------------------------------------------- */
+/* ---- exchange and reduce-scatter (schedules at the top of the file) ------------------------ */
 
-/* The opening of the exchange and the reduce-scatter: lend bytes at buf for call seq (the
- * export is published by our arrive), arrive, and wait for every rank's arrival.  rc: this
- * rank's failure so far (it then lends nothing and marks the call failed); returns it, or the
- * failure of the export or of a peer. */
-static int nvl_lend_all(coll_gpu_team_t *t, uint64_t seq, const void *buf, size_t bytes,
-                        const char *what, struct ompi_communicator_t *comm, int rc)
+/* The exchange and the reduce-scatter are one kind of team step (coll_gpu_xstep_t), run by the
+ * engine of coll_gpu_nvl_async.c for blocking, nonblocking and persistent calls alike: open it
+ * (mca_coll_gpu_nvl_xstep_open), wait for every rank's arrival there, move its data
+ * (mca_coll_gpu_nvl_xstep_move), wait for the streams, finish as every team call does. */
+
+int mca_coll_gpu_nvl_xstep_open(coll_gpu_team_t *t, uint64_t seq, const coll_gpu_xstep_t *x,
+                                const char *what, struct ompi_communicator_t *comm)
 {
     coll_gpu_ctl_rank_t *me = &t->ctl->rank[t->rank];
+    int rc = x->local_rc;
 
+    for (int q = 0; q < t->size && !x->reduce; ++q) {
+        me->offer_off[q] = x->offer_off[q];
+        me->offer_len[q] = x->offer_len[q];
+        me->want_len[q] = x->want_len[q];
+    }
     me->sbuf.seq = 0; /* lends nothing unless the export below succeeds */
-    if (OMPI_SUCCESS == rc && 0 < bytes
-        && DEV_OK != mca_coll_gpu_team_export(t, buf, bytes, &me->sbuf)) {
-        mca_coll_gpu_report_failure(what, comm, "cannot lend %zu B to the team: %s", bytes,
-                                    dev_error_string());
+    if (OMPI_SUCCESS == rc && 0 < x->src_bytes
+        && DEV_OK != mca_coll_gpu_team_export(t, x->src, x->src_bytes, &me->sbuf)) {
+        mca_coll_gpu_report_failure(what, comm, "cannot lend %zu B to the team: %s",
+                                    x->src_bytes, dev_error_string());
         rc = OMPI_ERROR;
     }
     if (OMPI_SUCCESS != rc) {
         mca_coll_gpu_team_fail(t, seq);
     }
     mca_coll_gpu_team_arrive(t, seq);
-    for (int p = 0; p < t->size; ++p) {
-        mca_coll_gpu_team_wait_arrive(t, p, seq);
-    }
-    if (OMPI_SUCCESS == rc && mca_coll_gpu_team_any_failed(t, seq)) {
-        rc = OMPI_ERROR;
-    }
     return rc;
 }
 
@@ -1278,7 +1279,7 @@ static int nvl_lend_all(coll_gpu_team_t *t, uint64_t seq, const void *buf, size_
  * the same records (all arrived), so every rank answers the same; the lowest says what
  * differed. */
 static bool exchange_matches(coll_gpu_team_t *t, const char *what,
-                             struct ompi_communicator_t *comm)
+                             struct ompi_communicator_t *comm, uint64_t seq)
 {
     for (int p = 0; p < t->size; ++p) {
         for (int q = 0; q < t->size; ++q) {
@@ -1291,7 +1292,7 @@ static bool exchange_matches(coll_gpu_team_t *t, const char *what,
                             "): rank %d sends %" PRIu64 " B to rank %d, which expects %" PRIu64
                             " B; the call returns MPI_ERR_TRUNCATE on every rank and moves no "
                             "data", toupper((unsigned char) what[0]), what + 1,
-                            coll_gpu_comm_cid(comm), t->seq, p, sends, q, wants);
+                            coll_gpu_comm_cid(comm), seq, p, sends, q, wants);
             }
             return false;
         }
@@ -1305,10 +1306,10 @@ static bool exchange_matches(coll_gpu_team_t *t, const char *what,
  * on NVLink lets each peer link carry its own piece.  A rank's own choice: it changes only which
  * of its streams carry its own copies, nothing its peers see. */
 #define NVL_XCHG_SPREAD_MIN ((uint64_t) 4 << 20)
-#define NVL_XCHG_STREAMS (1 + NVL_CE_STREAMS)
+_Static_assert(1 + NVL_CE_STREAMS <= COLL_GPU_XSTEP_STREAMS, "the engine's stream slots");
 
-static void nvl_exchange_streams(coll_gpu_team_t *t, const uint64_t *want_len,
-                                 dev_stream_t **streams, int *nstreams)
+static void exchange_streams(coll_gpu_team_t *t, const uint64_t *want_len,
+                             dev_stream_t **streams, int *nstreams)
 {
     coll_gpu_nvl_state_t *st = NULL;
     uint64_t total = 0;
@@ -1327,109 +1328,74 @@ static void nvl_exchange_streams(coll_gpu_team_t *t, const uint64_t *want_len,
     }
 }
 
-int mca_coll_gpu_nvl_exchange(coll_gpu_team_t *t, const void *src, size_t src_bytes,
-                              const uint64_t *offer_off, const uint64_t *offer_len,
-                              void *const *dst, const uint64_t *want_len, const char *what,
-                              struct ompi_communicator_t *comm, int local_rc)
+/* Peer p's lent bytes, need of them mapped (this rank's own: src). */
+static int xstep_source(coll_gpu_team_t *t, const coll_gpu_xstep_t *x, int p, size_t need,
+                        const char *what, struct ompi_communicator_t *comm, void **from)
 {
-    dev_stream_t *streams[NVL_XCHG_STREAMS];
-    coll_gpu_ctl_rank_t *me;
-    uint64_t seq;
-    int rc = local_rc, nstreams = 1, copies = 0;
-
-    mca_coll_gpu_async_drain(t); /* nonblocking calls issued before this one end first */
-    seq = ++t->seq;
-    me = &t->ctl->rank[t->rank];
-    for (int q = 0; q < t->size; ++q) {
-        me->offer_off[q] = offer_off[q];
-        me->offer_len[q] = offer_len[q];
-        me->want_len[q] = want_len[q];
+    *from = (void *) x->src;
+    if (p == t->rank
+        || DEV_OK == mca_coll_gpu_team_import(t, p, &t->ctl->rank[p].sbuf, need, from)) {
+        return OMPI_SUCCESS;
     }
-    rc = nvl_lend_all(t, seq, src, src_bytes, what, comm, rc);
-    if (OMPI_SUCCESS == rc && !exchange_matches(t, what, comm)) {
-        rc = MPI_ERR_TRUNCATE;
-    }
-    if (OMPI_SUCCESS == rc) {
-        nvl_exchange_streams(t, want_len, streams, &nstreams);
-    }
-    for (int k = 1; k <= t->size && OMPI_SUCCESS == rc; ++k) {
-        int p = (t->rank + k) % t->size;
-        const coll_gpu_ctl_rank_t *peer = &t->ctl->rank[p];
-        void *from;
-
-        if (0 == want_len[p]) {
-            continue;
-        }
-        if (p == t->rank) {
-            from = (char *) src + offer_off[p];
-        } else {
-            int irc = mca_coll_gpu_team_import(t, p, &peer->sbuf,
-                                               peer->offer_off[t->rank] + want_len[p], &from);
-            if (DEV_OK != irc) {
-                mca_coll_gpu_report_failure(what, comm, "cannot map rank %d's send buffer: %s",
-                                            p, dev_error_string());
-                mca_coll_gpu_team_fail(t, seq);
-                rc = OMPI_ERROR;
-                break;
-            }
-            from = (char *) from + peer->offer_off[t->rank];
-        }
-        if (DEV_OK
-            != dev_memcpy_async(dst[p], from, want_len[p], streams[copies++ % nstreams])) {
-            mca_coll_gpu_report_failure(what, comm, "copy of %" PRIu64 " B from rank %d: %s",
-                                        want_len[p], p, dev_error_string());
-            mca_coll_gpu_team_fail(t, seq);
-            rc = OMPI_ERROR;
-        }
-    }
-    /* every stream drains, after a failure too: no copy of ours may read a peer's memory once
-     * we are done */
-    for (int i = 0; i < nstreams; ++i) {
-        if (DEV_OK != dev_stream_sync(streams[i]) && OMPI_SUCCESS == rc) {
-            mca_coll_gpu_report_failure(what, comm, "copies of the exchange: %s",
-                                        dev_error_string());
-            mca_coll_gpu_team_fail(t, seq);
-            rc = OMPI_ERROR;
-        }
-    }
-    return nvl_finish_all(t, seq, true, rc);
+    mca_coll_gpu_report_failure(what, comm, "cannot map rank %d's lent buffer: %s", p,
+                                dev_error_string());
+    return OMPI_ERROR;
 }
 
-/* ---- reduce-scatter (schedule at the top of the file) ------------------------------------- */
-
-int mca_coll_gpu_nvl_reduce_scatter(coll_gpu_team_t *t, const void *sbuf, size_t sbytes,
-                                    size_t off, size_t count, void *dst, dev_dtype_t dt,
-                                    dev_op_t op, const char *what,
-                                    struct ompi_communicator_t *comm, int local_rc)
+int mca_coll_gpu_nvl_xstep_move(coll_gpu_team_t *t, uint64_t seq, const coll_gpu_xstep_t *x,
+                                const char *what, struct ompi_communicator_t *comm,
+                                dev_stream_t **streams, int *nstreams)
 {
-    size_t need = off + count * dev_dtype_size(dt);
-    const void *srcs[COLL_GPU_TEAM_MAX];
-    dev_launch_t launch = {0, 0}; /* the whole GPU: one kernel reads every rank's piece */
-    uint64_t seq;
-    int rc = local_rc;
+    int rc = OMPI_SUCCESS, copies = 0;
 
-    mca_coll_gpu_async_drain(t); /* nonblocking calls issued before this one end first */
-    seq = ++t->seq;
-    rc = nvl_lend_all(t, seq, sbuf, sbytes, what, comm, rc);
-    for (int p = 0; p < t->size && OMPI_SUCCESS == rc && 0 < count; ++p) {
-        void *from = (void *) sbuf;
-        if (p != t->rank && DEV_OK != mca_coll_gpu_team_import(t, p, &t->ctl->rank[p].sbuf,
-                                                                 need, &from)) {
-            mca_coll_gpu_report_failure(what, comm, "cannot map rank %d's input: %s", p,
+    streams[0] = t->stream;
+    *nstreams = 1;
+    if (x->reduce) {
+        size_t need = x->off + x->count * dev_dtype_size(x->dt);
+        const void *srcs[COLL_GPU_TEAM_MAX];
+        dev_launch_t launch = {0, 0}; /* the whole GPU: one kernel reads every rank's piece */
+        void *dst = x->dst[0];
+
+        for (int p = 0; p < t->size && OMPI_SUCCESS == rc && 0 < x->count; ++p) {
+            void *from;
+            rc = xstep_source(t, x, p, need, what, comm, &from);
+            srcs[p] = (const char *) from + x->off;
+        }
+        if (OMPI_SUCCESS == rc && 0 < x->count
+            && DEV_OK != dev_reduce_multi(&dst, 1, srcs, t->size, x->count, x->dt, x->op,
+                                          &launch, t->stream)) {
+            mca_coll_gpu_report_failure(what, comm, "reduction of %zu elements: %s", x->count,
                                         dev_error_string());
             rc = OMPI_ERROR;
         }
-        srcs[p] = (const char *) from + off;
+    } else if (!exchange_matches(t, what, comm, seq)) {
+        return MPI_ERR_TRUNCATE; /* on every rank, nothing moved */
+    } else {
+        exchange_streams(t, x->want_len, streams, nstreams);
+        for (int k = 1; k <= t->size && OMPI_SUCCESS == rc; ++k) {
+            int p = (t->rank + k) % t->size;
+            uint64_t off = (p == t->rank) ? x->offer_off[p] : t->ctl->rank[p].offer_off[t->rank];
+            void *from;
+
+            if (0 == x->want_len[p]) {
+                continue;
+            }
+            rc = xstep_source(t, x, p, off + x->want_len[p], what, comm, &from);
+            if (OMPI_SUCCESS == rc
+                && DEV_OK != dev_memcpy_async(x->dst[p], (char *) from + off, x->want_len[p],
+                                              streams[copies++ % *nstreams])) {
+                mca_coll_gpu_report_failure(what, comm, "copy of %" PRIu64 " B from rank %d: %s",
+                                            x->want_len[p], p, dev_error_string());
+                rc = OMPI_ERROR;
+            }
+        }
     }
-    if (OMPI_SUCCESS == rc && 0 < count
-        && (DEV_OK != dev_reduce_multi(&dst, 1, srcs, t->size, count, dt, op, &launch, t->stream)
-            || DEV_OK != dev_stream_sync(t->stream))) {
-        mca_coll_gpu_report_failure(what, comm, "reduction of %zu elements: %s", count,
-                                    dev_error_string());
-        rc = OMPI_ERROR;
-    }
-    if (OMPI_SUCCESS != rc && OMPI_SUCCESS == local_rc) {
+    if (OMPI_SUCCESS != rc) {
+        /* nothing of ours may read a peer's memory once this rank is done */
+        for (int i = 0; i < *nstreams; ++i) {
+            (void) dev_stream_sync(streams[i]);
+        }
         mca_coll_gpu_team_fail(t, seq);
     }
-    return nvl_finish_all(t, seq, true, rc);
+    return rc;
 }

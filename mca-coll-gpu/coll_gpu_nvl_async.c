@@ -131,6 +131,7 @@ typedef enum {
     ALG_DEFER,     /* queued while the team's setup was in flight: decided when it ends */
     ALG_FALLBACK,  /* on a team a nonblocking call set up, without a GPU path for the call:
                     * through the host (coll_gpu_fallback.c) */
+    ALG_XSTEP,     /* an exchange or a reduce-scatter (coll_gpu_xstep_t) */
     ALG_FINISH,    /* only the end is left: after a failure (or one before the call: then
                    * the rank takes part without data), or after the ring's last step */
 } async_alg_t;
@@ -209,6 +210,11 @@ typedef struct coll_gpu_async_t {
     struct ompi_op_t *mpi_op;
     bool setup_reported;                /* a long wait for the setup was reported */
     coll_gpu_fallback_t fb;
+    /* an exchange or a reduce-scatter: the step, and the streams its move queued on */
+    coll_gpu_xstep_t x;
+    dev_stream_t *xstreams[COLL_GPU_XSTEP_STREAMS];
+    int nxstreams;
+    int final_rc;                       /* the call's result, as async_complete gave it */
 } coll_gpu_async_t;
 
 static void async_destruct(coll_gpu_async_t *r)
@@ -1098,6 +1104,74 @@ static bool bcast_any_mismatch(coll_gpu_team_t *t, uint64_t seq, size_t bytes)
     return false;
 }
 
+/* ---- exchange and reduce-scatter ------------------------------------------------------------ */
+
+/* Every stream the move queued on: ASYNC_READY once all ended; a failure drains the others and
+ * fails the call. */
+static int xstreams_poll(coll_gpu_async_t *r)
+{
+    for (int i = 0; i < r->nxstreams; ++i) {
+        int q = dev_stream_query(r->xstreams[i]);
+        if (1 == q) {
+            return ASYNC_PENDING;
+        }
+        if (DEV_OK != q) {
+            mca_coll_gpu_report_failure(r->what, r->comm, "the %s's copies: %s",
+                                        r->x.reduce ? "reduce-scatter" : "exchange",
+                                        dev_error_string());
+            for (int j = 0; j < r->nxstreams; ++j) {
+                (void) dev_stream_sync(r->xstreams[j]);
+            }
+            return async_fail(r);
+        }
+    }
+    return ASYNC_READY;
+}
+
+/*   open: offers, lend, arrive | wait arrive(all), move: map, copies or the reduction |
+ *   poll streams | finish   (coll_gpu_nvl.c has the halves) */
+static int step_xstep(coll_gpu_async_t *r)
+{
+    coll_gpu_team_t *t = r->team;
+    int rc, s;
+
+    switch (r->phase) {
+    case PH_START:
+        r->seq = ++t->seq;
+        rc = mca_coll_gpu_nvl_xstep_open(t, r->seq, &r->x, r->what, r->comm);
+        r->arrived = true;
+        if (OMPI_SUCCESS != rc) {
+            r->rc = rc; /* taking part without data: the finish */
+            r->alg = ALG_FINISH;
+            return ASYNC_AGAIN;
+        }
+        r->phase = PH_ARRIVE;
+        /* fall through */
+    case PH_ARRIVE:
+        if (!all_arrived(r)) {
+            return ASYNC_PENDING;
+        }
+        if (mca_coll_gpu_team_any_failed(t, r->seq)) {
+            return async_fail(r);
+        }
+        rc = mca_coll_gpu_nvl_xstep_move(t, r->seq, &r->x, r->what, r->comm, r->xstreams,
+                                         &r->nxstreams);
+        if (OMPI_SUCCESS != rc) {
+            r->rc = rc;
+            r->alg = ALG_FINISH;
+            r->phase = PH_START;
+            return ASYNC_AGAIN;
+        }
+        r->phase = PH_STREAM;
+        /* fall through */
+    case PH_STREAM:
+        s = xstreams_poll(r);
+        return (ASYNC_READY == s) ? async_finish(r) : s;
+    default:
+        return async_finish(r);
+    }
+}
+
 /* ---- calls decided on the queue ------------------------------------------------------------ */
 
 static void allreduce_begin(coll_gpu_async_t *r);
@@ -1245,6 +1319,8 @@ static int async_step(coll_gpu_async_t *r)
         return step_defer(r);
     case ALG_FALLBACK:
         return step_fallback(r);
+    case ALG_XSTEP:
+        return step_xstep(r);
     case ALG_BC_PUSH:
         return step_push(r);
     case ALG_BC_PULL:
@@ -1450,6 +1526,7 @@ static void async_complete(coll_gpu_async_t *r)
     (void) buf_out(r, &r->s, false);
     COLL_GPU_VERBOSE(COLL_GPU_LOG_CALL, "coll:gpu:%s (cid %d): rank %d: call %" PRIu64
                      " complete (%d)", r->what, r->team->cid, r->team->rank, r->seq, rc);
+    r->final_rc = rc;
     r->super.super.req_status.MPI_ERROR = (OMPI_SUCCESS == rc) ? MPI_SUCCESS
                                                          : ompi_errcode_get_mpi_code(rc);
     ompi_request_complete(&r->super.super, true);
@@ -1909,6 +1986,31 @@ int mca_coll_gpu_async_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, voi
     }
     async_issue(r, sbuf, rbuf, count, dtype, request);
     return OMPI_SUCCESS;
+}
+
+int mca_coll_gpu_team_xstep(coll_gpu_team_t *t, struct ompi_communicator_t *comm,
+                            const char *what, const coll_gpu_xstep_t *x)
+{
+    coll_gpu_async_t *r = async_new(t, comm, what, false);
+    ompi_request_t *req;
+    int rc;
+
+    if (NULL == r) {
+        /* no rank can take part without a request: as fatal as in the nonblocking calls */
+        mca_coll_gpu_report_failure(what, comm, "out of host memory for a request");
+        return OMPI_ERR_OUT_OF_RESOURCE;
+    }
+    r->x = *x;
+    r->alg = r->first_alg = ALG_XSTEP;
+    /* behind the communicator's nonblocking calls, in the order every rank issues them; the
+     * wait is the engine's (hang watch included) */
+    async_start(r, &req);
+    while (!REQUEST_COMPLETE(req)) {
+        opal_progress();
+    }
+    rc = r->final_rc;
+    (void) ompi_request_free(&req);
+    return rc;
 }
 
 int mca_coll_gpu_async_bcast(mca_coll_gpu_module_t *m, void *buf, int count,

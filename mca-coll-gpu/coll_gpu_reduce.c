@@ -225,7 +225,7 @@ static int reduce_scatter_composed(const char *what, const void *sbuf, void *rbu
 }
 
 /*
- * The reduce-scatter proper on the node team (mca_coll_gpu_nvl_reduce_scatter): every rank lends
+ * The reduce-scatter proper on the node team (coll_gpu_xstep_t): every rank lends
  * its whole input and reduces its own piece from every rank's, one kernel, nothing else moved.
  * A rank adapts its own buffers (coll_gpu_adapt.c): an input the team cannot lend as it is goes
  * through a device temporary, and so does a piece that is not dense device memory.  In place
@@ -257,8 +257,13 @@ static int reduce_scatter_native(const char *what, coll_gpu_team_t *t, const voi
                                                     false, &out);
         dst = in_place ? dst : out.dev;
     }
-    rc = mca_coll_gpu_nvl_reduce_scatter(t, in.dev, total * esize, before * esize,
-                                         (size_t) mine * per, dst, dt, dop, what, comm, local_rc);
+    rc = mca_coll_gpu_team_xstep(t, comm, what,
+                                 &(coll_gpu_xstep_t){.reduce = true, .src = in.dev,
+                                                     .src_bytes = total * esize,
+                                                     .off = before * esize,
+                                                     .count = (size_t) mine * per,
+                                                     .dst = {dst}, .dt = dt, .op = dop,
+                                                     .local_rc = local_rc});
     if (OMPI_SUCCESS != rc || 0 == pbytes) {
         return rc;
     }
