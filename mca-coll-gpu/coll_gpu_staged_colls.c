@@ -595,6 +595,15 @@ static int sreq_attach_persistent(coll_gpu_sreq_t *x, int rc, ompi_request_t **r
         sreq_release(x);
         return rc;
     }
+    if (NULL != req && MPI_REQUEST_NULL != req && OMPI_REQUEST_NOOP == req->req_type) {
+        /* A call with nothing to do on this rank (Open MPI 4.1's libnbc answers an alltoallv
+         * whose counts here are all zero so): a persistent no-op, which has no start function
+         * because MPI_Start and MPI_Wait complete it themselves.  It never touches a buffer, so
+         * it goes out as it is, without copies; refusing it failed a legal call (MPI_ERR_INTERN
+         * on that rank only). */
+        sreq_release(x);
+        return OMPI_SUCCESS;
+    }
     if (NULL == req || MPI_REQUEST_NULL == req || NULL == req->req_start || NULL == req->req_free) {
         /* not a request we can start through: it would run on the bounce memory without the
          * copies, so it must not be handed out */

@@ -2,8 +2,12 @@
 # kinds_sweep.sh - test_kinds_sweep on 2, 3 and 4 ranks under coll/gpu's defaults: each rank
 # draws the memory kind of every buffer of every call on its own (host, pinned, device,
 # managed), on communicators made by split_type (as CUDA-aware programs open), dup, split and
-# create_group, with Open MPI's own collectives in between; blocking, nonblocking and persistent
-# calls.  Every call right, none hung.  COLL_GPU_SWEEP_SEED repeats a run (the seed is printed).
+# create_group, with Open MPI's own collectives in between.  The calls: allreduce (in place
+# too), bcast, reduce, allgather, alltoall, allgatherv, alltoallv, reduce_scatter and
+# reduce_scatter_block (uneven and zero counts, gaps, in place); iallreduce, ibcast, iallgather,
+# ialltoall, iallgatherv, ireduce_scatter_block; and the persistent allreduce, bcast,
+# allgatherv, alltoallv, reduce_scatter and reduce_scatter_block.  Every call right, none hung.
+# COLL_GPU_SWEEP_SEED repeats a run (the seed is printed).
 . "$(dirname "$0")/mpitest.sh"
 out=${TMPDIR:-/tmp}/coll_gpu_kinds_sweep.$$
 trap 'rm -f "$out"' EXIT
