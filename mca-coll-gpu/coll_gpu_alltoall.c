@@ -29,7 +29,7 @@ int mca_coll_gpu_ialltoall(const void *sbuf, int scount, struct ompi_datatype_t 
                            struct ompi_communicator_t *comm, ompi_request_t **request,
                            mca_coll_base_module_t *module)
 {
-    return mca_coll_gpu_staged(&(coll_gpu_staged_call_t){
+    return mca_coll_gpu_exchange_async(&(coll_gpu_staged_call_t){
         COLL_GPU_STAGED(module, ALLTOALL, NONBLOCKING, ialltoall), .sbuf = sbuf, .scount = scount,
         .sdtype = sdtype, .rbuf = rbuf, .rcount = rcount, .rdtype = rdtype, .comm = comm,
         .request = request});
@@ -40,7 +40,7 @@ int mca_coll_gpu_alltoall_init(const void *sbuf, int scount, struct ompi_datatyp
                                struct ompi_communicator_t *comm, struct ompi_info_t *info,
                                ompi_request_t **request, mca_coll_base_module_t *module)
 {
-    return mca_coll_gpu_staged(&(coll_gpu_staged_call_t){
+    return mca_coll_gpu_exchange_async(&(coll_gpu_staged_call_t){
         COLL_GPU_STAGED(module, ALLTOALL, PERSISTENT, alltoall_init), .sbuf = sbuf,
         .scount = scount, .sdtype = sdtype, .rbuf = rbuf, .rcount = rcount, .rdtype = rdtype,
         .comm = comm, .info = info, .request = request});

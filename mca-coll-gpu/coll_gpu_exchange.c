@@ -316,3 +316,11 @@ int mca_coll_gpu_exchange(coll_gpu_staged_call_t *c)
     mca_coll_gpu_log_call(c->what, comm, total, c->rdtype, NULL, "exchange on the node team");
     return exchange_run(m, team, c, &s, &r);
 }
+
+int mca_coll_gpu_exchange_async(coll_gpu_staged_call_t *c)
+{
+    bool taken = false;
+    int rc = mca_coll_gpu_async_xcall(c, &taken);
+
+    return (taken || OMPI_SUCCESS != rc) ? rc : mca_coll_gpu_staged(c);
+}

@@ -97,7 +97,7 @@ int mca_coll_gpu_iallgather(const void *sbuf, int scount, struct ompi_datatype_t
                             struct ompi_communicator_t *comm, ompi_request_t **request,
                             mca_coll_base_module_t *module)
 {
-    return mca_coll_gpu_staged(&(coll_gpu_staged_call_t){
+    return mca_coll_gpu_exchange_async(&(coll_gpu_staged_call_t){
         COLL_GPU_STAGED(module, ALLGATHER, NONBLOCKING, iallgather), .sbuf = sbuf, .scount = scount,
         .sdtype = sdtype, .rbuf = rbuf, .rcount = rcount, .rdtype = rdtype, .comm = comm,
         .request = request});
@@ -108,7 +108,7 @@ int mca_coll_gpu_allgather_init(const void *sbuf, int scount, struct ompi_dataty
                                 struct ompi_communicator_t *comm, struct ompi_info_t *info,
                                 ompi_request_t **request, mca_coll_base_module_t *module)
 {
-    return mca_coll_gpu_staged(&(coll_gpu_staged_call_t){
+    return mca_coll_gpu_exchange_async(&(coll_gpu_staged_call_t){
         COLL_GPU_STAGED(module, ALLGATHER, PERSISTENT, allgather_init), .sbuf = sbuf,
         .scount = scount, .sdtype = sdtype, .rbuf = rbuf, .rcount = rcount, .rdtype = rdtype,
         .comm = comm, .info = info, .request = request});

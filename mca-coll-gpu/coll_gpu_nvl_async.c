@@ -215,12 +215,28 @@ typedef struct coll_gpu_async_t {
     dev_stream_t *xstreams[COLL_GPU_XSTEP_STREAMS];
     int nxstreams;
     int final_rc;                       /* the call's result, as async_complete gave it */
+    /* a nonblocking or persistent allgather, alltoall or reduce_scatter_block on the team
+     * (mca_coll_gpu_async_xcall): the call as given (with user_sbuf, user_rbuf), for each
+     * begin; a reduce-scatter in place reduces its piece into xresult (peers read rbuf until
+     * the end) and copies it to rbuf at the end */
+    coll_gpu_sc_t xcoll;
+    int xscount, xrcount;
+    struct ompi_datatype_t *xsdtype, *xrdtype; /* retained by a persistent request */
+    void *xresult;
+    size_t xpiece;
+    size_t xper;                        /* reduce-scatter: kernel elements per element */
 } coll_gpu_async_t;
 
 static void async_destruct(coll_gpu_async_t *r)
 {
     if (r->persistent && NULL != r->user_dtype) {
         OBJ_RELEASE(r->user_dtype);
+    }
+    if (r->persistent && NULL != r->xsdtype) {
+        OBJ_RELEASE(r->xsdtype);
+    }
+    if (r->persistent && NULL != r->xrdtype) {
+        OBJ_RELEASE(r->xrdtype);
     }
 }
 
@@ -1519,6 +1535,18 @@ static void async_complete(coll_gpu_async_t *r)
         && bcast_any_mismatch(r->team, r->seq, r->bytes)) {
         rc = MPI_ERR_TRUNCATE;
     }
+    if (NULL != r->xresult) {
+        /* a reduce-scatter in place: every rank is done reading rbuf, its piece goes there */
+        if (OMPI_SUCCESS == rc && NULL != r->s.dev
+            && DEV_OK != dev_memcpy(r->s.dev, r->xresult, r->xpiece)) {
+            mca_coll_gpu_report_failure(r->what, r->comm, "copy of %zu B from a device "
+                                        "temporary: %s", r->xpiece, dev_error_string());
+            rc = OMPI_ERROR;
+        }
+        rc = mca_coll_gpu_first_error(rc, buf_out(r, &r->s, OMPI_SUCCESS == rc));
+        (void) dev_mem_free(r->xresult);
+        r->xresult = NULL;
+    }
     /* the result goes out where it was written: every allreduce rank, the bcast non-roots */
     rc = mca_coll_gpu_first_error(rc, buf_out(r, &r->r, OMPI_SUCCESS == rc
                                                           && !(r->bcast
@@ -1772,6 +1800,9 @@ static coll_gpu_async_t *async_new(coll_gpu_team_t *t, struct ompi_communicator_
     r->mpi_op = NULL;
     r->setup_reported = false;
     memset(&r->fb, 0, sizeof(r->fb));
+    r->xsdtype = r->xrdtype = NULL;
+    r->xresult = NULL;
+    r->xpiece = 0;
     return r;
 }
 
@@ -1865,6 +1896,82 @@ static void bcast_begin(coll_gpu_async_t *r)
  * call on the request's team, begun and queued as a nonblocking call is (the buffers are
  * looked at again: a rank whose buffer needs a device temporary gets a fresh one, filled with
  * what the buffer holds now); completion by progress, as for the nonblocking calls. */
+/* An allgather, alltoall or reduce_scatter_block call's buffers as the team step sees them
+ * (the user's, or device temporaries of the request: buf_in) and its step (coll_gpu_xstep_t;
+ * the table of coll_gpu_exchange.c: this rank's whole send buffer is lent, whole blocks land
+ * in the whole receive buffer).  A local failure makes the rank take part without data. */
+static void xcall_begin(coll_gpu_async_t *r)
+{
+    coll_gpu_team_t *t = r->team;
+    coll_gpu_xstep_t *x = &r->x;
+    int n = t->size, me = t->rank;
+    bool in_place = (MPI_IN_PLACE == r->user_sbuf);
+    size_t rblock = mca_coll_gpu_call_bytes(r->xrdtype, (size_t) r->xrcount);
+    int rc;
+
+    async_reset(r);
+    memset(x, 0, sizeof(*x));
+    r->alg = ALG_XSTEP;
+    rc = (DEV_OK == dev_default_stream_settle()) ? OMPI_SUCCESS : OMPI_ERROR;
+    if (COLL_GPU_SC_REDUCE_SCATTER_BLOCK == r->xcoll) {
+        size_t esize = dev_dtype_size(r->dt) * r->xper; /* bytes of one element */
+        x->reduce = true;
+        x->dt = r->dt;
+        x->op = r->op;
+        x->count = (size_t) r->xrcount * r->xper;
+        x->off = (size_t) me * (size_t) r->xrcount * esize;
+        r->xpiece = (size_t) r->xrcount * esize;
+        if (OMPI_SUCCESS == rc) {
+            rc = buf_in(r, &r->s, in_place ? r->user_rbuf : r->user_sbuf, n * r->xrcount,
+                        r->xrdtype, true, true);
+        }
+        if (OMPI_SUCCESS == rc && in_place && 0 < r->xpiece
+            && DEV_OK != dev_mem_alloc(&r->xresult, r->xpiece)) {
+            mca_coll_gpu_report_failure(r->what, r->comm, "cannot allocate a %zu B device "
+                                        "temporary: %s", r->xpiece, dev_error_string());
+            r->xresult = NULL;
+            rc = OMPI_ERR_OUT_OF_RESOURCE;
+        }
+        if (OMPI_SUCCESS == rc && !in_place) {
+            rc = buf_in(r, &r->r, r->user_rbuf, r->xrcount, r->xrdtype, false, false);
+        }
+        x->src = r->s.dev;
+        x->src_bytes = r->s.bytes;
+        x->dst[0] = in_place ? r->xresult : r->r.dev;
+    } else {
+        bool gather = (COLL_GPU_SC_ALLGATHER == r->xcoll);
+        size_t sblock = gather ? rblock
+                               : mca_coll_gpu_call_bytes(r->xsdtype, (size_t) r->xscount);
+        /* receive first: in place its own block is what this rank lends */
+        if (OMPI_SUCCESS == rc) {
+            rc = buf_in(r, &r->r, r->user_rbuf, n * r->xrcount, r->xrdtype, in_place, in_place);
+        }
+        if (OMPI_SUCCESS == rc && !in_place) {
+            rc = buf_in(r, &r->s, r->user_sbuf, gather ? r->xscount : n * r->xscount,
+                        r->xsdtype, true, true);
+        }
+        x->src = in_place ? r->r.dev : r->s.dev;
+        x->src_bytes = in_place ? r->r.bytes : r->s.bytes;
+        for (int q = 0; q < n; ++q) {
+            x->offer_off[q] = in_place ? (uint64_t) me * rblock
+                                       : (gather ? 0 : (uint64_t) q * sblock);
+            x->offer_len[q] = (in_place && gather) ? rblock : sblock;
+            x->want_len[q] = rblock;
+            x->dst[q] = (NULL == r->r.dev) ? NULL : (char *) r->r.dev + (size_t) q * rblock;
+        }
+        if (in_place) { /* its own block is where it belongs */
+            x->offer_len[me] = 0;
+            x->want_len[me] = 0;
+        }
+    }
+    if (OMPI_SUCCESS == rc && async_fail_injected()) {
+        mca_coll_gpu_report_failure(r->what, r->comm, "COLL_GPU_TEST_FAIL_ASYNC (test only): "
+                                    "taking part without data");
+        rc = OMPI_ERROR;
+    }
+    x->local_rc = rc;
+}
+
 static int async_pers_start(size_t count, ompi_request_t **requests)
 {
     for (size_t i = 0; i < count; ++i) {
@@ -1880,6 +1987,8 @@ static int async_pers_start(size_t count, ompi_request_t **requests)
         req->req_status._cancelled = 0;
         if (ALG_DEFER == r->first_alg) {
             async_reset(r); /* decided on the queue (step_defer), begun there */
+        } else if (ALG_XSTEP == r->first_alg) {
+            xcall_begin(r);
         } else if (r->bcast) {
             bcast_begin(r);
         } else {
@@ -2011,6 +2120,87 @@ int mca_coll_gpu_team_xstep(coll_gpu_team_t *t, struct ompi_communicator_t *comm
     rc = r->final_rc;
     (void) ompi_request_free(&req);
     return rc;
+}
+
+int mca_coll_gpu_async_xcall(const coll_gpu_staged_call_t *c, bool *taken)
+{
+    mca_coll_gpu_module_t *m = c->gpu;
+    struct ompi_communicator_t *comm = c->comm;
+    bool rs = (COLL_GPU_SC_REDUCE_SCATTER_BLOCK == c->coll);
+    bool in_place = (MPI_IN_PLACE == c->sbuf);
+    int n = ompi_comm_size(comm);
+    coll_gpu_team_t *t = m->team;
+    dev_dtype_t dt = DEV_T_UINT8;
+    dev_op_t dop = DEV_OP_SUM;
+    size_t total = (size_t) n * (size_t) c->rcount, nelems = 0;
+    /* the elements of this rank's send buffer (none in place) */
+    size_t sall = in_place                              ? 0
+                  : rs                                  ? total
+                  : COLL_GPU_SC_ALLGATHER == c->coll ? (size_t) c->scount
+                                                        : (size_t) n * (size_t) c->scount;
+    bool own_device;
+    coll_gpu_async_t *r;
+
+    *taken = false;
+    /* What decides is the same on every rank: the kind history (mca_coll_gpu_nb_team_path), a
+     * team that a blocking call found ready (then it is on every rank; a setup a nonblocking
+     * call began may have ended on one rank and not on another), the communicator, the
+     * parameters, and the call's signature, op and counts. */
+    if (m->inter || 2 > n || NULL == t || !t->ready_everywhere || t->size != n
+        || mca_coll_gpu_hier_spans(m, comm) || (size_t) INT_MAX < total) {
+        return OMPI_SUCCESS;
+    }
+    own_device = !mca_coll_gpu_data_host_c(c->rbuf, c->rdtype,
+                                           rs && !in_place ? (size_t) c->rcount : total)
+                 || (0 < sall && !mca_coll_gpu_data_host_c(c->sbuf, c->sdtype, sall));
+    if (!mca_coll_gpu_nb_team_path(m, own_device)) {
+        return OMPI_SUCCESS;
+    }
+    if (rs) {
+        if (TOPO_AR_AUTO != mca_coll_gpu_component.allreduce_algorithm
+            || NULL != mca_coll_gpu_map_reduction(c->rdtype, total, c->op, &dt, &dop, &nelems)
+            || 0 == nelems || 0 != nelems % total) {
+            return OMPI_SUCCESS;
+        }
+    } else if (0 != mca_coll_gpu_component.exchange_algorithm
+               || (in_place && COLL_GPU_SC_ALLTOALL == c->coll)) {
+        return OMPI_SUCCESS; /* forced staging; alltoall in place (its copy) staged */
+    }
+    r = async_new(t, comm, c->what, COLL_GPU_PERSISTENT == c->mode);
+    if (NULL == r) {
+        mca_coll_gpu_report_failure(c->what, comm, "out of host memory for a request");
+        return OMPI_ERR_OUT_OF_RESOURCE;
+    }
+    *taken = true;
+    mca_coll_gpu_log_call(c->what, comm, mca_coll_gpu_call_bytes(c->rdtype, total), c->rdtype,
+                          c->op, rs ? "a reduce-scatter on the node team, each rank reducing its "
+                                      "own"
+                                    : "exchange on the node team");
+    r->module = m;
+    r->mpi_op = c->op;
+    r->first_alg = ALG_XSTEP;
+    r->xcoll = c->coll;
+    r->xscount = c->scount;
+    r->xrcount = c->rcount;
+    r->xsdtype = in_place ? NULL : c->sdtype; /* ignored in place (MPI) */
+    r->xrdtype = c->rdtype;
+    r->dt = dt;
+    r->op = dop;
+    r->xper = rs ? nelems / total : 0;
+    r->user_sbuf = c->sbuf;
+    r->user_rbuf = c->rbuf;
+    if (r->persistent) {
+        /* the application may free the types before the request */
+        if (NULL != r->xsdtype) {
+            OBJ_RETAIN(r->xsdtype);
+        }
+        OBJ_RETAIN(r->xrdtype);
+        *c->request = &r->super.super; /* inactive until async_pers_start */
+        return OMPI_SUCCESS;
+    }
+    xcall_begin(r);
+    async_start(r, c->request);
+    return OMPI_SUCCESS;
 }
 
 int mca_coll_gpu_async_bcast(mca_coll_gpu_module_t *m, void *buf, int count,

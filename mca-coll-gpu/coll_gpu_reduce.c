@@ -503,7 +503,7 @@ int mca_coll_gpu_ireduce_scatter_block(const void *sbuf, void *rbuf, int rcount,
                                        struct ompi_communicator_t *comm, ompi_request_t **request,
                                        mca_coll_base_module_t *module)
 {
-    return mca_coll_gpu_staged(&(coll_gpu_staged_call_t){
+    return mca_coll_gpu_exchange_async(&(coll_gpu_staged_call_t){
         COLL_GPU_STAGED(module, REDUCE_SCATTER_BLOCK, NONBLOCKING, ireduce_scatter_block),
         .sbuf = sbuf, .rbuf = rbuf, COLL_GPU_ONE_TYPE(dtype, rcount), .op = op, .comm = comm,
         .request = request});
@@ -515,7 +515,7 @@ int mca_coll_gpu_reduce_scatter_block_init(const void *sbuf, void *rbuf, int rco
                                            struct ompi_info_t *info, ompi_request_t **request,
                                            mca_coll_base_module_t *module)
 {
-    return mca_coll_gpu_staged(&(coll_gpu_staged_call_t){
+    return mca_coll_gpu_exchange_async(&(coll_gpu_staged_call_t){
         COLL_GPU_STAGED(module, REDUCE_SCATTER_BLOCK, PERSISTENT, reduce_scatter_block_init),
         .sbuf = sbuf, .rbuf = rbuf, COLL_GPU_ONE_TYPE(dtype, rcount), .op = op, .comm = comm,
         .info = info, .request = request});

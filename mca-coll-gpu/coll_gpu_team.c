@@ -775,6 +775,7 @@ coll_gpu_team_t *mca_coll_gpu_team_get(mca_coll_gpu_module_t *m, struct ompi_com
         mca_coll_gpu_host_watch_end(&watch);
     }
     if (COLL_GPU_TEAM_READY == t->state) {
+        t->ready_everywhere = true;
         return t;
     }
     /* failed: a team that no queued call uses is given back now; one that a nonblocking call

@@ -184,6 +184,10 @@ typedef struct coll_gpu_team_t {
      * coll_gpu_nvl_async.c), since when the outcome becomes known differs between ranks. */
     coll_gpu_team_setup_t *setup;
     bool async_setup;
+    /* A blocking call found the team ready (mca_coll_gpu_team_get): every rank makes that call
+     * in the same order, so from it on the team is ready on every rank, whoever began the
+     * setup; what a nonblocking call may decide from alone (mca_coll_gpu_async_xcall). */
+    bool ready_everywhere;
 } coll_gpu_team_t;
 
 #endif /* MCA_COLL_GPU_TEAM_H */

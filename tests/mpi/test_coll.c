@@ -2103,6 +2103,17 @@ static void setup_comms(void)
     for (int i = 0; i < NCOMM; ++i) {
         MPI_Comm_set_errhandler(comms[i], MPI_ERRORS_RETURN);
     }
+    /* COLL_GPU_TEST_WARM_TEAMS: a blocking device allreduce on every communicator first, as
+     * programs make one before their nonblocking calls; coll/gpu's node teams are then set up
+     * and known ready on every rank, and the nonblocking collectives that need that take them
+     * (composed_team.sh) */
+    if (NULL != getenv("COLL_GPU_TEST_WARM_TEAMS")) {
+        int *d = mt_mem_alloc(MT_MEM_DEVICE, sizeof(int));
+        for (int i = 0; i < NCOMM && NULL != d; ++i) {
+            (void) MPI_Allreduce(MPI_IN_PLACE, d, 1, MPI_INT, MPI_SUM, comms[i]);
+        }
+        mt_mem_free(MT_MEM_DEVICE, d);
+    }
 }
 
 /* ---- the matrix ------------------------------------------------------------------------------ */
