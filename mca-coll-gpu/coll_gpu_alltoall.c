@@ -63,7 +63,7 @@ int mca_coll_gpu_ialltoallv(const void *sbuf, const int *scounts, const int *sdi
                             struct ompi_communicator_t *comm, ompi_request_t **request,
                             mca_coll_base_module_t *module)
 {
-    return mca_coll_gpu_staged(&(coll_gpu_staged_call_t){
+    return mca_coll_gpu_exchange_async(&(coll_gpu_staged_call_t){
         COLL_GPU_STAGED(module, ALLTOALLV, NONBLOCKING, ialltoallv), .sbuf = sbuf,
         .scounts = scounts, .sdispls = sdisps, .sdtype = sdtype, .rbuf = rbuf, .rcounts = rcounts,
         .rdispls = rdisps, .rdtype = rdtype, .comm = comm, .request = request});
@@ -75,7 +75,7 @@ int mca_coll_gpu_alltoallv_init(const void *sbuf, const int *scounts, const int 
                                 struct ompi_communicator_t *comm, struct ompi_info_t *info,
                                 ompi_request_t **request, mca_coll_base_module_t *module)
 {
-    return mca_coll_gpu_staged(&(coll_gpu_staged_call_t){
+    return mca_coll_gpu_exchange_async(&(coll_gpu_staged_call_t){
         COLL_GPU_STAGED(module, ALLTOALLV, PERSISTENT, alltoallv_init), .sbuf = sbuf,
         .scounts = scounts, .sdispls = sdisps, .sdtype = sdtype, .rbuf = rbuf, .rcounts = rcounts,
         .rdispls = rdisps, .rdtype = rdtype, .comm = comm, .info = info, .request = request});

@@ -130,7 +130,7 @@ int mca_coll_gpu_iallgatherv(const void *sbuf, int scount, struct ompi_datatype_
                              struct ompi_datatype_t *rdtype, struct ompi_communicator_t *comm,
                              ompi_request_t **request, mca_coll_base_module_t *module)
 {
-    return mca_coll_gpu_staged(&(coll_gpu_staged_call_t){
+    return mca_coll_gpu_exchange_async(&(coll_gpu_staged_call_t){
         COLL_GPU_STAGED(module, ALLGATHERV, NONBLOCKING, iallgatherv), .sbuf = sbuf,
         .scount = scount, .sdtype = sdtype, .rbuf = rbuf, .rcounts = rcounts, .rdispls = disps,
         .rdtype = rdtype, .comm = comm, .request = request});
@@ -142,7 +142,7 @@ int mca_coll_gpu_allgatherv_init(const void *sbuf, int scount, struct ompi_datat
                                  struct ompi_info_t *info, ompi_request_t **request,
                                  mca_coll_base_module_t *module)
 {
-    return mca_coll_gpu_staged(&(coll_gpu_staged_call_t){
+    return mca_coll_gpu_exchange_async(&(coll_gpu_staged_call_t){
         COLL_GPU_STAGED(module, ALLGATHERV, PERSISTENT, allgatherv_init), .sbuf = sbuf,
         .scount = scount, .sdtype = sdtype, .rbuf = rbuf, .rcounts = rcounts, .rdispls = disps,
         .rdtype = rdtype, .comm = comm, .info = info, .request = request});

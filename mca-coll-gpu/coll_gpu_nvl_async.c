@@ -215,16 +215,23 @@ typedef struct coll_gpu_async_t {
     dev_stream_t *xstreams[COLL_GPU_XSTEP_STREAMS];
     int nxstreams;
     int final_rc;                       /* the call's result, as async_complete gave it */
-    /* a nonblocking or persistent allgather, alltoall or reduce_scatter_block on the team
-     * (mca_coll_gpu_async_xcall): the call as given (with user_sbuf, user_rbuf), for each
-     * begin; a reduce-scatter in place reduces its piece into xresult (peers read rbuf until
-     * the end) and copies it to rbuf at the end */
+    /* a nonblocking or persistent exchange or reduce-scatter on the team
+     * (mca_coll_gpu_async_xcall), decided and laid out at the call (the same at every start):
+     * each side of this rank's
+     * buffers as a view of count x type (a v layout as an indexed type made for it), the
+     * packed bytes of each peer's block in it, and for a reduce-scatter this rank's piece (its
+     * byte offset in the input, its kernel elements); in place its piece is reduced into
+     * xresult (peers read rbuf until the end) and copied to rbuf at the end */
     coll_gpu_sc_t xcoll;
+    bool xreduce, xlend_recv;           /* xlend_recv: in place, the receive view is lent */
+    struct ompi_datatype_t *xsdtype, *xrdtype; /* retained, or made here; released at the end */
     int xscount, xrcount;
-    struct ompi_datatype_t *xsdtype, *xrdtype; /* retained by a persistent request */
+    uint64_t xsoff[COLL_GPU_TEAM_MAX], xslen[COLL_GPU_TEAM_MAX];
+    uint64_t xroff[COLL_GPU_TEAM_MAX], xrlen[COLL_GPU_TEAM_MAX];
+    size_t xpiece_off, xpiece_count;
+    int xrc;                            /* the layout could not be made: no data at any start */
     void *xresult;
     size_t xpiece;
-    size_t xper;                        /* reduce-scatter: kernel elements per element */
 } coll_gpu_async_t;
 
 static void async_destruct(coll_gpu_async_t *r)
@@ -232,10 +239,10 @@ static void async_destruct(coll_gpu_async_t *r)
     if (r->persistent && NULL != r->user_dtype) {
         OBJ_RELEASE(r->user_dtype);
     }
-    if (r->persistent && NULL != r->xsdtype) {
+    if (NULL != r->xsdtype) {
         OBJ_RELEASE(r->xsdtype);
     }
-    if (r->persistent && NULL != r->xrdtype) {
+    if (NULL != r->xrdtype) {
         OBJ_RELEASE(r->xrdtype);
     }
 }
@@ -1803,6 +1810,8 @@ static coll_gpu_async_t *async_new(coll_gpu_team_t *t, struct ompi_communicator_
     r->xsdtype = r->xrdtype = NULL;
     r->xresult = NULL;
     r->xpiece = 0;
+    r->xreduce = r->xlend_recv = false;
+    r->xrc = OMPI_SUCCESS;
     return r;
 }
 
@@ -1896,34 +1905,31 @@ static void bcast_begin(coll_gpu_async_t *r)
  * call on the request's team, begun and queued as a nonblocking call is (the buffers are
  * looked at again: a rank whose buffer needs a device temporary gets a fresh one, filled with
  * what the buffer holds now); completion by progress, as for the nonblocking calls. */
-/* An allgather, alltoall or reduce_scatter_block call's buffers as the team step sees them
- * (the user's, or device temporaries of the request: buf_in) and its step (coll_gpu_xstep_t;
- * the table of coll_gpu_exchange.c: this rank's whole send buffer is lent, whole blocks land
- * in the whole receive buffer).  A local failure makes the rank take part without data. */
+/* An exchange or reduce-scatter call's buffers as the team step sees them (the user's, or
+ * device temporaries of the request: buf_in) and its step (coll_gpu_xstep_t) from the layout
+ * mca_coll_gpu_async_xcall made.  A local failure makes the rank take part without data. */
 static void xcall_begin(coll_gpu_async_t *r)
 {
     coll_gpu_team_t *t = r->team;
     coll_gpu_xstep_t *x = &r->x;
-    int n = t->size, me = t->rank;
     bool in_place = (MPI_IN_PLACE == r->user_sbuf);
-    size_t rblock = mca_coll_gpu_call_bytes(r->xrdtype, (size_t) r->xrcount);
     int rc;
 
     async_reset(r);
     memset(x, 0, sizeof(*x));
     r->alg = ALG_XSTEP;
-    rc = (DEV_OK == dev_default_stream_settle()) ? OMPI_SUCCESS : OMPI_ERROR;
-    if (COLL_GPU_SC_REDUCE_SCATTER_BLOCK == r->xcoll) {
-        size_t esize = dev_dtype_size(r->dt) * r->xper; /* bytes of one element */
+    rc = (OMPI_SUCCESS != r->xrc)                        ? r->xrc
+         : (DEV_OK == dev_default_stream_settle()) ? OMPI_SUCCESS
+                                                     : OMPI_ERROR;
+    if (r->xreduce) {
         x->reduce = true;
         x->dt = r->dt;
         x->op = r->op;
-        x->count = (size_t) r->xrcount * r->xper;
-        x->off = (size_t) me * (size_t) r->xrcount * esize;
-        r->xpiece = (size_t) r->xrcount * esize;
-        if (OMPI_SUCCESS == rc) {
-            rc = buf_in(r, &r->s, in_place ? r->user_rbuf : r->user_sbuf, n * r->xrcount,
-                        r->xrdtype, true, true);
+        x->off = r->xpiece_off;
+        x->count = r->xpiece_count;
+        if (OMPI_SUCCESS == rc) { /* the input: sbuf, or rbuf in place */
+            rc = buf_in(r, &r->s, in_place ? r->user_rbuf : r->user_sbuf, r->xscount,
+                        r->xsdtype, true, true);
         }
         if (OMPI_SUCCESS == rc && in_place && 0 < r->xpiece
             && DEV_OK != dev_mem_alloc(&r->xresult, r->xpiece)) {
@@ -1939,29 +1945,21 @@ static void xcall_begin(coll_gpu_async_t *r)
         x->src_bytes = r->s.bytes;
         x->dst[0] = in_place ? r->xresult : r->r.dev;
     } else {
-        bool gather = (COLL_GPU_SC_ALLGATHER == r->xcoll);
-        size_t sblock = gather ? rblock
-                               : mca_coll_gpu_call_bytes(r->xsdtype, (size_t) r->xscount);
-        /* receive first: in place its own block is what this rank lends */
+        /* receive first: in place this rank lends its own block of it */
         if (OMPI_SUCCESS == rc) {
-            rc = buf_in(r, &r->r, r->user_rbuf, n * r->xrcount, r->xrdtype, in_place, in_place);
+            rc = buf_in(r, &r->r, r->user_rbuf, r->xrcount, r->xrdtype, r->xlend_recv,
+                        r->xlend_recv);
         }
-        if (OMPI_SUCCESS == rc && !in_place) {
-            rc = buf_in(r, &r->s, r->user_sbuf, gather ? r->xscount : n * r->xscount,
-                        r->xsdtype, true, true);
+        if (OMPI_SUCCESS == rc && !r->xlend_recv) {
+            rc = buf_in(r, &r->s, r->user_sbuf, r->xscount, r->xsdtype, true, true);
         }
-        x->src = in_place ? r->r.dev : r->s.dev;
-        x->src_bytes = in_place ? r->r.bytes : r->s.bytes;
-        for (int q = 0; q < n; ++q) {
-            x->offer_off[q] = in_place ? (uint64_t) me * rblock
-                                       : (gather ? 0 : (uint64_t) q * sblock);
-            x->offer_len[q] = (in_place && gather) ? rblock : sblock;
-            x->want_len[q] = rblock;
-            x->dst[q] = (NULL == r->r.dev) ? NULL : (char *) r->r.dev + (size_t) q * rblock;
-        }
-        if (in_place) { /* its own block is where it belongs */
-            x->offer_len[me] = 0;
-            x->want_len[me] = 0;
+        x->src = r->xlend_recv ? r->r.dev : r->s.dev;
+        x->src_bytes = r->xlend_recv ? r->r.bytes : r->s.bytes;
+        for (int p = 0; p < t->size; ++p) {
+            x->offer_off[p] = r->xsoff[p];
+            x->offer_len[p] = r->xslen[p];
+            x->want_len[p] = r->xrlen[p];
+            x->dst[p] = (NULL == r->r.dev) ? NULL : (char *) r->r.dev + r->xroff[p];
         }
     }
     if (OMPI_SUCCESS == rc && async_fail_injected()) {
@@ -2122,24 +2120,55 @@ int mca_coll_gpu_team_xstep(coll_gpu_team_t *t, struct ompi_communicator_t *comm
     return rc;
 }
 
+/* One side of an exchange as a view (*dtype retained or made, *count) and each peer's block in
+ * its packed bytes: n blocks of count x dtype (uniform; one block for every peer: single), or
+ * the v layout counts/displs as an indexed type of dtype.  OMPI_SUCCESS, or the type could not
+ * be made. */
+static int xcall_view(struct ompi_datatype_t *dtype, int count, const int *counts,
+                      const int *displs, int n, bool single, struct ompi_datatype_t **view,
+                      int *vcount, uint64_t *off, uint64_t *len)
+{
+    size_t dsize;
+    uint64_t at = 0;
+
+    ompi_datatype_type_size(dtype, &dsize);
+    for (int p = 0; p < n; ++p) {
+        uint64_t l = (uint64_t) dsize * (uint64_t) (NULL != counts ? counts[p] : count);
+        off[p] = single ? 0 : at;
+        len[p] = l;
+        at += single ? 0 : l;
+    }
+    if (NULL == counts) {
+        OBJ_RETAIN(dtype);
+        *view = dtype;
+        *vcount = single ? count : n * count;
+        return OMPI_SUCCESS;
+    }
+    *vcount = 1;
+    if (OMPI_SUCCESS != ompi_datatype_create_indexed(n, counts, displs, dtype, view)
+        || OMPI_SUCCESS != ompi_datatype_commit(view)) {
+        return OMPI_ERR_OUT_OF_RESOURCE;
+    }
+    return OMPI_SUCCESS;
+}
+
 int mca_coll_gpu_async_xcall(const coll_gpu_staged_call_t *c, bool *taken)
 {
     mca_coll_gpu_module_t *m = c->gpu;
     struct ompi_communicator_t *comm = c->comm;
-    bool rs = (COLL_GPU_SC_REDUCE_SCATTER_BLOCK == c->coll);
+    bool rsb = (COLL_GPU_SC_REDUCE_SCATTER_BLOCK == c->coll);
+    bool rs = rsb || COLL_GPU_SC_REDUCE_SCATTER == c->coll;
+    bool gather = (COLL_GPU_SC_ALLGATHER == c->coll || COLL_GPU_SC_ALLGATHERV == c->coll);
+    bool vrecv = (COLL_GPU_SC_ALLGATHERV == c->coll || COLL_GPU_SC_ALLTOALLV == c->coll);
     bool in_place = (MPI_IN_PLACE == c->sbuf);
-    int n = ompi_comm_size(comm);
+    int n = ompi_comm_size(comm), me = ompi_comm_rank(comm);
     coll_gpu_team_t *t = m->team;
     dev_dtype_t dt = DEV_T_UINT8;
     dev_op_t dop = DEV_OP_SUM;
-    size_t total = (size_t) n * (size_t) c->rcount, nelems = 0;
-    /* the elements of this rank's send buffer (none in place) */
-    size_t sall = in_place                              ? 0
-                  : rs                                  ? total
-                  : COLL_GPU_SC_ALLGATHER == c->coll ? (size_t) c->scount
-                                                        : (size_t) n * (size_t) c->scount;
+    size_t total = 0, before = 0, nelems = 0, rtotal = 0, sall = 0, dsize;
     bool own_device;
     coll_gpu_async_t *r;
+    int rc;
 
     *taken = false;
     /* What decides is the same on every rank: the kind history (mca_coll_gpu_nb_team_path), a
@@ -2147,24 +2176,44 @@ int mca_coll_gpu_async_xcall(const coll_gpu_staged_call_t *c, bool *taken)
      * call began may have ended on one rank and not on another), the communicator, the
      * parameters, and the call's signature, op and counts. */
     if (m->inter || 2 > n || NULL == t || !t->ready_everywhere || t->size != n
-        || mca_coll_gpu_hier_spans(m, comm) || (size_t) INT_MAX < total) {
+        || mca_coll_gpu_hier_spans(m, comm)) {
         return OMPI_SUCCESS;
     }
-    own_device = !mca_coll_gpu_data_host_c(c->rbuf, c->rdtype,
-                                           rs && !in_place ? (size_t) c->rcount : total)
-                 || (0 < sall && !mca_coll_gpu_data_host_c(c->sbuf, c->sdtype, sall));
-    if (!mca_coll_gpu_nb_team_path(m, own_device)) {
-        return OMPI_SUCCESS;
+    for (int p = 0; p < n; ++p) { /* elements of the receive side, and before this rank's */
+        size_t k = (size_t) (NULL != c->rcounts ? c->rcounts[p] : c->rcount);
+        before += (p < me) ? k : 0;
+        rtotal += k;
     }
+    total = rs ? rtotal : 0;
     if (rs) {
-        if (TOPO_AR_AUTO != mca_coll_gpu_component.allreduce_algorithm
+        if ((size_t) INT_MAX < total || TOPO_AR_AUTO != mca_coll_gpu_component.allreduce_algorithm
             || NULL != mca_coll_gpu_map_reduction(c->rdtype, total, c->op, &dt, &dop, &nelems)
             || 0 == nelems || 0 != nelems % total) {
             return OMPI_SUCCESS;
         }
-    } else if (0 != mca_coll_gpu_component.exchange_algorithm
-               || (in_place && COLL_GPU_SC_ALLTOALL == c->coll)) {
-        return OMPI_SUCCESS; /* forced staging; alltoall in place (its copy) staged */
+    } else if (0 != mca_coll_gpu_component.exchange_algorithm || (in_place && !gather)
+               || (!vrecv && (size_t) INT_MAX < rtotal)) {
+        return OMPI_SUCCESS; /* forced staging; alltoall(v) in place (its copy) staged */
+    }
+    if (!in_place) {
+        sall = rs ? total
+             : (NULL != c->scounts) ? 0 /* a v send side: asked as the layout below */
+             : (size_t) c->scount * (gather ? 1 : (size_t) n);
+    }
+    own_device = !mca_coll_gpu_data_host_c(c->rbuf, c->rdtype, rs ? (size_t) (NULL != c->rcounts
+                                                                             ? c->rcounts[me]
+                                                                             : c->rcount)
+                                                                  : rtotal)
+                 || (0 < sall && !mca_coll_gpu_data_host_c(c->sbuf, c->sdtype, sall))
+                 || (!in_place && NULL != c->scounts && !gather && !rs
+                     && !mca_coll_gpu_is_host(mca_coll_gpu_layout_kind(
+                         c->sbuf, COLL_GPU_LAYOUT_V(c->sdtype, n, c->scounts, c->sdispls))));
+    if (vrecv && !own_device) {
+        own_device = !mca_coll_gpu_is_host(mca_coll_gpu_layout_kind(
+            c->rbuf, COLL_GPU_LAYOUT_V(c->rdtype, n, c->rcounts, c->rdispls)));
+    }
+    if (!mca_coll_gpu_nb_team_path(m, own_device)) {
+        return OMPI_SUCCESS;
     }
     r = async_new(t, comm, c->what, COLL_GPU_PERSISTENT == c->mode);
     if (NULL == r) {
@@ -2172,29 +2221,55 @@ int mca_coll_gpu_async_xcall(const coll_gpu_staged_call_t *c, bool *taken)
         return OMPI_ERR_OUT_OF_RESOURCE;
     }
     *taken = true;
-    mca_coll_gpu_log_call(c->what, comm, mca_coll_gpu_call_bytes(c->rdtype, total), c->rdtype,
-                          c->op, rs ? "a reduce-scatter on the node team, each rank reducing its "
-                                      "own"
-                                    : "exchange on the node team");
     r->module = m;
     r->mpi_op = c->op;
     r->first_alg = ALG_XSTEP;
     r->xcoll = c->coll;
-    r->xscount = c->scount;
-    r->xrcount = c->rcount;
-    r->xsdtype = in_place ? NULL : c->sdtype; /* ignored in place (MPI) */
-    r->xrdtype = c->rdtype;
+    r->xreduce = rs;
+    r->xlend_recv = in_place;
     r->dt = dt;
     r->op = dop;
-    r->xper = rs ? nelems / total : 0;
     r->user_sbuf = c->sbuf;
     r->user_rbuf = c->rbuf;
-    if (r->persistent) {
-        /* the application may free the types before the request */
-        if (NULL != r->xsdtype) {
-            OBJ_RETAIN(r->xsdtype);
+    ompi_datatype_type_size(c->rdtype, &dsize);
+    if (rs) {
+        /* the input: total elements (lent), the piece: this rank's count after before */
+        size_t per = nelems / total, mine = (size_t) (NULL != c->rcounts ? c->rcounts[me]
+                                                                           : c->rcount);
+        OBJ_RETAIN(c->rdtype);
+        OBJ_RETAIN(c->rdtype);
+        r->xsdtype = r->xrdtype = c->rdtype;
+        r->xscount = (int) total;
+        r->xrcount = (int) mine;
+        r->xpiece_off = before * per * dev_dtype_size(dt);
+        r->xpiece_count = mine * per;
+        r->xpiece = mine * dsize;
+        rc = OMPI_SUCCESS;
+    } else {
+        /* the receive view; the send view, or in place the own block of the receive view,
+         * offered to every rank (allgather(v)) */
+        rc = xcall_view(c->rdtype, c->rcount, c->rcounts, c->rdispls, n, false, &r->xrdtype,
+                        &r->xrcount, r->xroff, r->xrlen);
+        if (OMPI_SUCCESS == rc && in_place) {
+            for (int q = 0; q < n; ++q) {
+                r->xsoff[q] = r->xroff[me];
+                r->xslen[q] = r->xrlen[me];
+            }
+            r->xslen[me] = r->xrlen[me] = 0; /* its own block is where it belongs */
+        } else if (OMPI_SUCCESS == rc) {
+            rc = xcall_view(c->sdtype, c->scount, gather ? NULL : c->scounts, c->sdispls, n,
+                            gather, &r->xsdtype, &r->xscount, r->xsoff, r->xslen);
         }
-        OBJ_RETAIN(r->xrdtype);
+    }
+    mca_coll_gpu_log_call(c->what, comm, dsize * rtotal, c->rdtype, c->op,
+                          rs ? "a reduce-scatter on the node team, each rank reducing its own"
+                             : "exchange on the node team");
+    r->xrc = rc;
+    if (OMPI_SUCCESS != rc) {
+        /* no layout: this rank takes part without data at every start (its peers wait) */
+        mca_coll_gpu_report_failure(c->what, comm, "cannot describe the v layout (%d)", rc);
+    }
+    if (r->persistent) {
         *c->request = &r->super.super; /* inactive until async_pers_start */
         return OMPI_SUCCESS;
     }

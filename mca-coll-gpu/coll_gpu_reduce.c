@@ -406,7 +406,7 @@ int mca_coll_gpu_ireduce_scatter(const void *sbuf, void *rbuf, const int *rcount
                                  struct ompi_communicator_t *comm, ompi_request_t **request,
                                  mca_coll_base_module_t *module)
 {
-    return mca_coll_gpu_staged(&(coll_gpu_staged_call_t){
+    return mca_coll_gpu_exchange_async(&(coll_gpu_staged_call_t){
         COLL_GPU_STAGED(module, REDUCE_SCATTER, NONBLOCKING, ireduce_scatter), .sbuf = sbuf,
         .rbuf = rbuf, COLL_GPU_ONE_TYPE(dtype, 0), .scounts = rcounts, .rcounts = rcounts, .op = op,
         .comm = comm, .request = request});
@@ -417,7 +417,7 @@ int mca_coll_gpu_reduce_scatter_init(const void *sbuf, void *rbuf, const int *rc
                                      struct ompi_communicator_t *comm, struct ompi_info_t *info,
                                      ompi_request_t **request, mca_coll_base_module_t *module)
 {
-    return mca_coll_gpu_staged(&(coll_gpu_staged_call_t){
+    return mca_coll_gpu_exchange_async(&(coll_gpu_staged_call_t){
         COLL_GPU_STAGED(module, REDUCE_SCATTER, PERSISTENT, reduce_scatter_init), .sbuf = sbuf,
         .rbuf = rbuf, COLL_GPU_ONE_TYPE(dtype, 0), .scounts = rcounts, .rcounts = rcounts, .op = op,
         .comm = comm, .info = info, .request = request});
