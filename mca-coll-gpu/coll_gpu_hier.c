@@ -628,6 +628,21 @@ typedef struct {
 } prog_t;
 #define PROG(a) {(a), (int) (sizeof(a) / sizeof((a)[0]))}
 
+/* The bcast chain's programs (first, middle, last leader), through pinned host slots and
+ * direct (device memory on the wire): MPI_Bcast's leaders' step and the allgather's chains. */
+static const step_t bc_first[] = {{DEV_LOAD, NET_NONE, BUF_HOST},
+                                  {DEV_NONE, NET_SEND_NEXT, BUF_HOST}};
+static const step_t bc_middle[] = {{DEV_NONE, NET_RECV_PREV, BUF_HOST},
+                                   {DEV_STORE, NET_SEND_NEXT, BUF_HOST}};
+static const step_t bc_last[] = {{DEV_NONE, NET_RECV_PREV, BUF_HOST},
+                                 {DEV_STORE, NET_NONE, BUF_HOST}};
+static const step_t bc_first_d[] = {{DEV_NONE, NET_SEND_NEXT, BUF_OUT}};
+static const step_t bc_middle_d[] = {{DEV_NONE, NET_RECV_PREV, BUF_OUT},
+                                     {DEV_NONE, NET_SEND_NEXT, BUF_OUT}};
+static const step_t bc_last_d[] = {{DEV_NONE, NET_RECV_PREV, BUF_OUT}};
+static const prog_t bcast_host[3] = {PROG(bc_first), PROG(bc_middle), PROG(bc_last)};
+static const prog_t bcast_direct[3] = {PROG(bc_first_d), PROG(bc_middle_d), PROG(bc_last_d)};
+
 /* The tag id of comm in the process at position pos (-1: none) of this rank's chain: every
  * chain (the leaders', or a rail) orders the nodes as the leaders do, and holds the ranks of
  * one node rank, this rank's. */
@@ -1398,19 +1413,7 @@ int mca_coll_gpu_hier_bcast(mca_coll_gpu_module_t *m, struct ompi_communicator_t
                             int count, struct ompi_datatype_t *dtype, int root)
 {
     static const char *const what = "bcast";
-    static const step_t first[] = {{DEV_LOAD, NET_NONE, BUF_HOST},
-                                   {DEV_NONE, NET_SEND_NEXT, BUF_HOST}};
-    static const step_t middle[] = {{DEV_NONE, NET_RECV_PREV, BUF_HOST},
-                                    {DEV_STORE, NET_SEND_NEXT, BUF_HOST}};
-    static const step_t last[] = {{DEV_NONE, NET_RECV_PREV, BUF_HOST},
-                                  {DEV_STORE, NET_NONE, BUF_HOST}};
-    /* the direct path */
-    static const step_t first_d[] = {{DEV_NONE, NET_SEND_NEXT, BUF_OUT}};
-    static const step_t middle_d[] = {{DEV_NONE, NET_RECV_PREV, BUF_OUT},
-                                      {DEV_NONE, NET_SEND_NEXT, BUF_OUT}};
-    static const step_t last_d[] = {{DEV_NONE, NET_RECV_PREV, BUF_OUT}};
-    static const prog_t host[3] = {PROG(first), PROG(middle), PROG(last)};
-    static const prog_t direct[3] = {PROG(first_d), PROG(middle_d), PROG(last_d)};
+    const prog_t *host = bcast_host, *direct = bcast_direct;
     coll_gpu_hier_t *h = m->hier;
     size_t bytes = mca_coll_gpu_call_bytes(dtype, (size_t) count);
     char inter[300];
@@ -1506,18 +1509,7 @@ int mca_coll_gpu_hier_leaders_allgather(mca_coll_gpu_module_t *m,
                                         struct ompi_communicator_t *comm, const char *what,
                                         char *buf, size_t block, int *local_rc)
 {
-    static const step_t first[] = {{DEV_LOAD, NET_NONE, BUF_HOST},
-                                   {DEV_NONE, NET_SEND_NEXT, BUF_HOST}};
-    static const step_t middle[] = {{DEV_NONE, NET_RECV_PREV, BUF_HOST},
-                                    {DEV_STORE, NET_SEND_NEXT, BUF_HOST}};
-    static const step_t last[] = {{DEV_NONE, NET_RECV_PREV, BUF_HOST},
-                                  {DEV_STORE, NET_NONE, BUF_HOST}};
-    static const step_t first_d[] = {{DEV_NONE, NET_SEND_NEXT, BUF_OUT}};
-    static const step_t middle_d[] = {{DEV_NONE, NET_RECV_PREV, BUF_OUT},
-                                      {DEV_NONE, NET_SEND_NEXT, BUF_OUT}};
-    static const step_t last_d[] = {{DEV_NONE, NET_RECV_PREV, BUF_OUT}};
-    static const prog_t host[3] = {PROG(first), PROG(middle), PROG(last)};
-    static const prog_t direct[3] = {PROG(first_d), PROG(middle_d), PROG(last_d)};
+    const prog_t *host = bcast_host, *direct = bcast_direct;
     coll_gpu_hier_t *h = m->hier;
     int pos = ompi_comm_rank(h->leader_comm), nl = ompi_comm_size(h->leader_comm), rc;
     int net_rc = h->ucx_broken ? OMPI_ERR_NOT_AVAILABLE : OMPI_SUCCESS;
