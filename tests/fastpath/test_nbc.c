@@ -24,7 +24,8 @@
  *                     every rank's call fails, and the next one; host collectives still work
  *   test_nbc fail     run with COLL_GPU_TEST_FAIL_ASYNC naming a rank: every rank's MPI_Wait
  *                     returns an error for allreduce and bcast, outstanding calls on world and
- *                     the dup all complete (with errors), a host collective works after
+ *                     the dup all complete (with errors), MPI_Iallgather and MPI_Ialltoall
+ *                     too, a host collective works after
  *
  * Every call runs on fresh random data (round numbers never repeat) into poisoned outputs and is
  * compared with a host reference; values are small integers, exact in every type.  At the end
@@ -595,6 +596,34 @@ static void case_fail(MPI_Comm dup)
     snprintf(msg, sizeof(msg), "MPI_Waitall returned %d", rc);
     check_all(ok && MPI_SUCCESS != rc, msg,
               "fail: 4 calls outstanding on world and a dup all complete, with an error");
+    /* the engine's exchange too (MPI_Iallgather, MPI_Ialltoall on the team once a blocking
+     * device call has found it ready; the reduce-scatters are staged while the wrapper forces
+     * an allreduce algorithm): the failing rank takes part without data, every rank's
+     * MPI_Wait returns an error */
+    {
+        const int n = 1021;
+        void *d = NULL, *e = NULL;
+        MPI_Request req = MPI_REQUEST_NULL;
+        int e1 = MPI_SUCCESS, e2 = MPI_SUCCESS;
+
+        ok = DEV_OK == dev_mem_alloc(&d, (size_t) n * size * sizeof(int32_t))
+             && DEV_OK == dev_mem_alloc(&e, (size_t) n * size * sizeof(int32_t))
+             && MPI_SUCCESS == MPI_Allreduce(MPI_IN_PLACE, d, n, MPI_INT32_T, MPI_SUM,
+                                             MPI_COMM_WORLD);
+        if (ok) {
+            e1 = MPI_Iallgather(d, n, MPI_INT32_T, e, n, MPI_INT32_T, MPI_COMM_WORLD, &req);
+            e1 = (MPI_SUCCESS == e1) ? MPI_Wait(&req, MPI_STATUS_IGNORE) : e1;
+            e2 = MPI_Ialltoall(e, n, MPI_INT32_T, d, n, MPI_INT32_T, MPI_COMM_WORLD, &req);
+            e2 = (MPI_SUCCESS == e2) ? MPI_Wait(&req, MPI_STATUS_IGNORE) : e2;
+        }
+        (void) dev_mem_free(d);
+        (void) dev_mem_free(e);
+        snprintf(msg, sizeof(msg), "buffers %s, iallgather %d, ialltoall %d",
+                 ok ? "made" : "not made", e1, e2);
+        check_all(ok && MPI_SUCCESS != e1 && MPI_SUCCESS != e2, msg,
+                  "fail: MPI_Iallgather and MPI_Ialltoall on the team return an error on every "
+                  "rank");
+    }
     {
         int one = 1, sum = 0;
         rc = MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
