@@ -1253,9 +1253,10 @@ int mca_coll_gpu_staged(const coll_gpu_staged_call_t *c);
  * exchange on the node team when every rank passes device memory, else below or staged
  * (coll_gpu_exchange.c). */
 int mca_coll_gpu_exchange(coll_gpu_staged_call_t *c);
-/* Nonblocking and persistent MPI_Allgather(v), MPI_Alltoall(v), MPI_Reduce_scatter and
- * MPI_Reduce_scatter_block (c->coll): the same team step through the engine where every rank
- * takes it, else staged (coll_gpu_exchange.c). */
+/* Nonblocking and persistent MPI_Allgather(v), MPI_Alltoall(v), MPI_Reduce_scatter,
+ * MPI_Reduce_scatter_block and MPI_Reduce (c->coll; a reduce is the reduce-scatter whose whole
+ * result is the root's piece): the same team step through the engine where every rank takes it,
+ * else staged (coll_gpu_exchange.c). */
 int mca_coll_gpu_exchange_async(coll_gpu_staged_call_t *c);
 /* The engine's side of it (coll_gpu_nvl_async.c): *taken when the call is the team's; the
  * decision uses only what is the same on every rank of the call. */

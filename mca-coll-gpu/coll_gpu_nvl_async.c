@@ -2156,8 +2156,9 @@ int mca_coll_gpu_async_xcall(const coll_gpu_staged_call_t *c, bool *taken)
 {
     mca_coll_gpu_module_t *m = c->gpu;
     struct ompi_communicator_t *comm = c->comm;
-    bool rsb = (COLL_GPU_SC_REDUCE_SCATTER_BLOCK == c->coll);
-    bool rs = rsb || COLL_GPU_SC_REDUCE_SCATTER == c->coll;
+    bool reduce = (COLL_GPU_SC_REDUCE == c->coll);
+    bool rs = reduce || COLL_GPU_SC_REDUCE_SCATTER_BLOCK == c->coll
+              || COLL_GPU_SC_REDUCE_SCATTER == c->coll;
     bool gather = (COLL_GPU_SC_ALLGATHER == c->coll || COLL_GPU_SC_ALLGATHERV == c->coll);
     bool vrecv = (COLL_GPU_SC_ALLGATHERV == c->coll || COLL_GPU_SC_ALLTOALLV == c->coll);
     bool in_place = (MPI_IN_PLACE == c->sbuf);
@@ -2165,7 +2166,7 @@ int mca_coll_gpu_async_xcall(const coll_gpu_staged_call_t *c, bool *taken)
     coll_gpu_team_t *t = m->team;
     dev_dtype_t dt = DEV_T_UINT8;
     dev_op_t dop = DEV_OP_SUM;
-    size_t total = 0, before = 0, nelems = 0, rtotal = 0, sall = 0, dsize;
+    size_t total = 0, before = 0, mine = 0, nelems = 0, rtotal = 0, sall = 0, dsize;
     bool own_device;
     coll_gpu_async_t *r;
     int rc;
@@ -2179,12 +2180,19 @@ int mca_coll_gpu_async_xcall(const coll_gpu_staged_call_t *c, bool *taken)
         || mca_coll_gpu_hier_spans(m, comm)) {
         return OMPI_SUCCESS;
     }
-    for (int p = 0; p < n; ++p) { /* elements of the receive side, and before this rank's */
+    /* elements of the receive side, and before this rank's piece and in it (a reduce: the
+     * root's piece is the whole input, the others' empty) */
+    for (int p = 0; p < n; ++p) {
         size_t k = (size_t) (NULL != c->rcounts ? c->rcounts[p] : c->rcount);
-        before += (p < me) ? k : 0;
-        rtotal += k;
+        before += (p < me && !reduce) ? k : 0;
+        rtotal += (!reduce || 0 == p) ? k : 0;
     }
+    mine = reduce ? (me == c->root ? rtotal : 0)
+                  : (size_t) (NULL != c->rcounts ? c->rcounts[me] : c->rcount);
     total = rs ? rtotal : 0;
+    if (reduce && (0 > c->root || n <= c->root)) {
+        return OMPI_SUCCESS; /* the component below says what is wrong */
+    }
     if (rs) {
         if ((size_t) INT_MAX < total || TOPO_AR_AUTO != mca_coll_gpu_component.allreduce_algorithm
             || NULL != mca_coll_gpu_map_reduction(c->rdtype, total, c->op, &dt, &dop, &nelems)
@@ -2200,10 +2208,7 @@ int mca_coll_gpu_async_xcall(const coll_gpu_staged_call_t *c, bool *taken)
              : (NULL != c->scounts) ? 0 /* a v send side: asked as the layout below */
              : (size_t) c->scount * (gather ? 1 : (size_t) n);
     }
-    own_device = !mca_coll_gpu_data_host_c(c->rbuf, c->rdtype, rs ? (size_t) (NULL != c->rcounts
-                                                                             ? c->rcounts[me]
-                                                                             : c->rcount)
-                                                                  : rtotal)
+    own_device = !mca_coll_gpu_data_host_c(c->rbuf, c->rdtype, rs ? mine : rtotal)
                  || (0 < sall && !mca_coll_gpu_data_host_c(c->sbuf, c->sdtype, sall))
                  || (!in_place && NULL != c->scounts && !gather && !rs
                      && !mca_coll_gpu_is_host(mca_coll_gpu_layout_kind(
@@ -2234,8 +2239,7 @@ int mca_coll_gpu_async_xcall(const coll_gpu_staged_call_t *c, bool *taken)
     ompi_datatype_type_size(c->rdtype, &dsize);
     if (rs) {
         /* the input: total elements (lent), the piece: this rank's count after before */
-        size_t per = nelems / total, mine = (size_t) (NULL != c->rcounts ? c->rcounts[me]
-                                                                           : c->rcount);
+        size_t per = nelems / total;
         OBJ_RETAIN(c->rdtype);
         OBJ_RETAIN(c->rdtype);
         r->xsdtype = r->xrdtype = c->rdtype;
@@ -2262,8 +2266,10 @@ int mca_coll_gpu_async_xcall(const coll_gpu_staged_call_t *c, bool *taken)
         }
     }
     mca_coll_gpu_log_call(c->what, comm, dsize * rtotal, c->rdtype, c->op,
-                          rs ? "a reduce-scatter on the node team, each rank reducing its own"
-                             : "exchange on the node team");
+                          reduce ? "a reduce on the node team, the root reading every rank's "
+                                   "input"
+                          : rs     ? "a reduce-scatter on the node team, each rank reducing its own"
+                                   : "exchange on the node team");
     r->xrc = rc;
     if (OMPI_SUCCESS != rc) {
         /* no layout: this rank takes part without data at every start (its peers wait) */

@@ -135,7 +135,7 @@ int mca_coll_gpu_ireduce(const void *sbuf, void *rbuf, int count, struct ompi_da
                          struct ompi_op_t *op, int root, struct ompi_communicator_t *comm,
                          ompi_request_t **request, mca_coll_base_module_t *module)
 {
-    return mca_coll_gpu_staged(&(coll_gpu_staged_call_t){
+    return mca_coll_gpu_exchange_async(&(coll_gpu_staged_call_t){
         COLL_GPU_STAGED(module, REDUCE, NONBLOCKING, ireduce), .sbuf = sbuf, .rbuf = rbuf,
         COLL_GPU_ONE_TYPE(dtype, count), .op = op, .root = root, .comm = comm, .request = request});
 }
@@ -145,7 +145,7 @@ int mca_coll_gpu_reduce_init(const void *sbuf, void *rbuf, int count, struct omp
                              struct ompi_info_t *info, ompi_request_t **request,
                              mca_coll_base_module_t *module)
 {
-    return mca_coll_gpu_staged(&(coll_gpu_staged_call_t){
+    return mca_coll_gpu_exchange_async(&(coll_gpu_staged_call_t){
         COLL_GPU_STAGED(module, REDUCE, PERSISTENT, reduce_init), .sbuf = sbuf, .rbuf = rbuf,
         COLL_GPU_ONE_TYPE(dtype, count), .op = op, .root = root, .comm = comm, .info = info,
         .request = request});

@@ -68,25 +68,27 @@ t_ok $? "test_coll's reduce_scatter cases on 2 ranks: $n right (exit $rc)"
 failures
 logged reduce_scatter "a reduce-scatter on the node team"
 
-# The nonblocking MPI_Iallgather(v), MPI_Ialltoall(v) and MPI_Ireduce_scatter(_block) run the
-# same team step through the engine once a blocking call has found the team ready (test_coll's
-# COLL_GPU_TEST_WARM_TEAMS): test_coll's nonblocking cases of them (host, device, mixed, in
-# place, MPI_Wait and MPI_Test polling, derived types) right on 4 ranks, and the log says so.
+# The nonblocking MPI_Iallgather(v), MPI_Ialltoall(v), MPI_Ireduce_scatter(_block) and
+# MPI_Ireduce run the same team step through the engine once a blocking call has found the team
+# ready (test_coll's COLL_GPU_TEST_WARM_TEAMS): test_coll's nonblocking cases of them (host,
+# device, mixed, in place, every root, MPI_Wait and MPI_Test polling, derived types) right on 4
+# ranks, and the log says so.
 for np in 4; do
-    COLL_GPU_TEST_WARM_TEAMS=1 COLL_GPU_TEST_FILTER="iallgather*|ialltoall*|ireduce_scatter*" \
+    COLL_GPU_TEST_WARM_TEAMS=1 COLL_GPU_TEST_FILTER="iallgather*|ialltoall*|ireduce*" \
         COLL_GPU_MPIRUN_ARGS="--mca coll_gpu_verbose 10 ${COLL_GPU_MPIRUN_ARGS:-}" \
         "$RUN_MPI" "$np" "$MPI_TESTS/test_coll" --kinds=all --sections=nonblocking >"$out" 2>"$out.log"
     rc=$?
     n=$(( $(grep -oE 'ok [0-9]+ - ' "$out" | wc -l) - $(grep -oE 'not ok [0-9]+ - ' "$out" | wc -l) ))
     ! grep -q 'not ok [0-9]* - ' "$out" && [ "$rc" -eq 0 ] && [ "$n" -gt 0 ]
-    t_ok $? "test_coll's nonblocking iallgather(v), ialltoall(v) and ireduce_scatter(_block) cases\
- on $np ranks after a blocking call: $n right (exit $rc)"
+    t_ok $? "test_coll's nonblocking iallgather(v), ialltoall(v), ireduce_scatter(_block) and\
+ ireduce cases on $np ranks after a blocking call: $n right (exit $rc)"
     failures
     for coll in iallgather iallgatherv ialltoall ialltoallv; do
         logged $coll "exchange on the node team"
     done
     logged ireduce_scatter "a reduce-scatter on the node team"
     logged ireduce_scatter_block "a reduce-scatter on the node team"
+    logged ireduce "a reduce on the node team"
 done
 
 # Pieces of 4 MiB and more: a rank's exchange copies go round-robin over three streams

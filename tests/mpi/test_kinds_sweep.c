@@ -12,9 +12,10 @@
  *                MPI_Allgather, MPI_Alltoall, MPI_Allgatherv, MPI_Alltoallv,
  *                MPI_Reduce_scatter, MPI_Reduce_scatter_block
  *   nonblocking  MPI_Iallreduce, MPI_Ibcast, MPI_Iallgather, MPI_Ialltoall, MPI_Iallgatherv,
- *                MPI_Ireduce_scatter_block
+ *                MPI_Ireduce_scatter_block, MPI_Ireduce
  *   persistent   MPI_Allreduce_init, MPI_Bcast_init, MPI_Allgatherv_init, MPI_Alltoallv_init,
- *                MPI_Reduce_scatter_init, MPI_Reduce_scatter_block_init (two starts each)
+ *                MPI_Reduce_scatter_init, MPI_Reduce_scatter_block_init, MPI_Reduce_init (two
+ *                starts each)
  *
  * The v calls and MPI_Reduce_scatter have uneven counts, some zero; the displacements of the
  * v calls leave gaps, which must stay poisoned in a receive buffer, as must the elements after
@@ -43,6 +44,7 @@
 #    define MPI_Bcast_init MPIX_Bcast_init
 #    define MPI_Reduce_scatter_block_init MPIX_Reduce_scatter_block_init
 #    define MPI_Reduce_scatter_init MPIX_Reduce_scatter_init
+#    define MPI_Reduce_init MPIX_Reduce_init
 #endif
 
 #define POISON ((int32_t) 0x5a5a5a5a)
@@ -105,6 +107,8 @@ typedef enum {
     C_ALLTOALLV_INIT,
     C_REDUCE_SCATTER_INIT,
     C_REDUCE_SCATTER_BLOCK_INIT,
+    C_IREDUCE, /* not a block per rank, kept to those sizes all the same */
+    C_REDUCE_INIT,
     C_COUNT
 } coll_t;
 static const char *const coll_names[C_COUNT] = {
@@ -112,7 +116,7 @@ static const char *const coll_names[C_COUNT] = {
     "iallreduce", "ibcast", "iallgather", "allreduce_init", "bcast_init", "allgatherv",
     "alltoallv", "reduce_scatter", "reduce_scatter_block", "ialltoall", "iallgatherv",
     "ireduce_scatter_block", "allgatherv_init", "alltoallv_init", "reduce_scatter_init",
-    "reduce_scatter_block_init"};
+    "reduce_scatter_block_init", "ireduce", "reduce_init"};
 static int drawn[C_COUNT]; /* calls made of each kind, for the closing line */
 
 /* The calls whose buffers hold a block per rank: their size is kept to 70000 per block. */
@@ -388,6 +392,15 @@ static int one_call(MPI_Comm comm, const int *world_of, coll_t c, int root, size
     case C_IALLREDUCE:
         rc = MPI_Iallreduce(s.p, r.p, (int) n, MPI_INT, MPI_SUM, comm, &req);
         break;
+    case C_IREDUCE:
+        rc = MPI_Ireduce(s.p, r.p, (int) n, MPI_INT, MPI_SUM, root, comm, &req);
+        check = (rank == root);
+        break;
+    case C_REDUCE_INIT:
+        rc = MPI_Reduce_init(s.p, r.p, (int) n, MPI_INT, MPI_SUM, root, comm, MPI_INFO_NULL,
+                             &req);
+        check = (rank == root);
+        break;
     case C_IALLGATHER:
         rc = MPI_Iallgather(s.p, (int) n, MPI_INT, r.p, (int) n, MPI_INT, comm, &req);
         break;
@@ -465,6 +478,7 @@ static int one_call(MPI_Comm comm, const int *world_of, coll_t c, int root, size
     case C_ALLTOALLV_INIT:
     case C_REDUCE_SCATTER_INIT:
     case C_REDUCE_SCATTER_BLOCK_INIT:
+    case C_REDUCE_INIT:
         starts = 2;
         break;
     default:
