@@ -224,6 +224,7 @@ typedef struct coll_gpu_async_t {
      * xresult (peers read rbuf until the end) and copied to rbuf at the end */
     coll_gpu_sc_t xcoll;
     bool xreduce, xlend_recv;           /* xlend_recv: in place, the receive view is lent */
+    bool xcopy_send;                    /* alltoall(v) in place: a copy of it is lent */
     struct ompi_datatype_t *xsdtype, *xrdtype; /* retained, or made here; released at the end */
     int xscount, xrcount;
     uint64_t xsoff[COLL_GPU_TEAM_MAX], xslen[COLL_GPU_TEAM_MAX];
@@ -1810,7 +1811,7 @@ static coll_gpu_async_t *async_new(coll_gpu_team_t *t, struct ompi_communicator_
     r->xsdtype = r->xrdtype = NULL;
     r->xresult = NULL;
     r->xpiece = 0;
-    r->xreduce = r->xlend_recv = false;
+    r->xreduce = r->xlend_recv = r->xcopy_send = false;
     r->xrc = OMPI_SUCCESS;
     return r;
 }
@@ -1945,12 +1946,23 @@ static void xcall_begin(coll_gpu_async_t *r)
         x->src_bytes = r->s.bytes;
         x->dst[0] = in_place ? r->xresult : r->r.dev;
     } else {
-        /* receive first: in place this rank lends its own block of it */
+        /* receive first: in place this rank lends its own block of it (allgather), or a copy
+         * of it (alltoall: its blocks are overwritten while peers read them); its own block
+         * stays, so a temporary behind it starts with the buffer's contents */
         if (OMPI_SUCCESS == rc) {
-            rc = buf_in(r, &r->r, r->user_rbuf, r->xrcount, r->xrdtype, r->xlend_recv,
-                        r->xlend_recv);
+            rc = buf_in(r, &r->r, r->user_rbuf, r->xrcount, r->xrdtype,
+                        r->xlend_recv || r->xcopy_send, r->xlend_recv);
         }
-        if (OMPI_SUCCESS == rc && !r->xlend_recv) {
+        if (OMPI_SUCCESS == rc && r->xcopy_send && 0 < r->r.bytes) {
+            r->s.bytes = r->r.bytes;
+            if (DEV_OK != dev_mem_alloc(&r->s.tmp, r->s.bytes)
+                || DEV_OK != dev_memcpy(r->s.tmp, r->r.dev, r->s.bytes)) {
+                mca_coll_gpu_report_failure(r->what, r->comm, "copy of %zu B into a device "
+                                            "temporary: %s", r->s.bytes, dev_error_string());
+                rc = OMPI_ERROR;
+            }
+            r->s.dev = r->s.tmp;
+        } else if (OMPI_SUCCESS == rc && !r->xlend_recv && !r->xcopy_send) {
             rc = buf_in(r, &r->s, r->user_sbuf, r->xscount, r->xsdtype, true, true);
         }
         x->src = r->xlend_recv ? r->r.dev : r->s.dev;
@@ -2199,9 +2211,9 @@ int mca_coll_gpu_async_xcall(const coll_gpu_staged_call_t *c, bool *taken)
             || 0 == nelems || 0 != nelems % total) {
             return OMPI_SUCCESS;
         }
-    } else if (0 != mca_coll_gpu_component.exchange_algorithm || (in_place && !gather)
+    } else if (0 != mca_coll_gpu_component.exchange_algorithm
                || (!vrecv && (size_t) INT_MAX < rtotal)) {
-        return OMPI_SUCCESS; /* forced staging; alltoall(v) in place (its copy) staged */
+        return OMPI_SUCCESS; /* forced staging */
     }
     if (!in_place) {
         sall = rs ? total
@@ -2231,7 +2243,8 @@ int mca_coll_gpu_async_xcall(const coll_gpu_staged_call_t *c, bool *taken)
     r->first_alg = ALG_XSTEP;
     r->xcoll = c->coll;
     r->xreduce = rs;
-    r->xlend_recv = in_place;
+    r->xlend_recv = in_place && gather;
+    r->xcopy_send = in_place && !gather;
     r->dt = dt;
     r->op = dop;
     r->user_sbuf = c->sbuf;
@@ -2255,9 +2268,11 @@ int mca_coll_gpu_async_xcall(const coll_gpu_staged_call_t *c, bool *taken)
         rc = xcall_view(c->rdtype, c->rcount, c->rcounts, c->rdispls, n, false, &r->xrdtype,
                         &r->xrcount, r->xroff, r->xrlen);
         if (OMPI_SUCCESS == rc && in_place) {
+            /* allgather(v): its own block to every rank; alltoall(v): block q to rank q, of
+             * the copy (the receive view's layout) */
             for (int q = 0; q < n; ++q) {
-                r->xsoff[q] = r->xroff[me];
-                r->xslen[q] = r->xrlen[me];
+                r->xsoff[q] = gather ? r->xroff[me] : r->xroff[q];
+                r->xslen[q] = gather ? r->xrlen[me] : r->xrlen[q];
             }
             r->xslen[me] = r->xrlen[me] = 0; /* its own block is where it belongs */
         } else if (OMPI_SUCCESS == rc) {
