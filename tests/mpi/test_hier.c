@@ -147,6 +147,27 @@ static void count_call(size_t bytes)
     calls_rail += (0 < rail_min && bytes >= rail_min);
 }
 
+/* The MPI_COMM_WORLD rank of every rank of comm (malloc'd). */
+static int *world_ranks(MPI_Comm comm)
+{
+    int size, *ranks, *world;
+    MPI_Group g, wg;
+
+    MPI_Comm_size(comm, &size);
+    ranks = malloc(sizeof(int) * (size_t) size);
+    world = malloc(sizeof(int) * (size_t) size);
+    for (int r = 0; r < size; ++r) {
+        ranks[r] = r;
+    }
+    MPI_Comm_group(comm, &g);
+    MPI_Comm_group(MPI_COMM_WORLD, &wg);
+    MPI_Group_translate_ranks(g, size, ranks, wg, world);
+    MPI_Group_free(&g);
+    MPI_Group_free(&wg);
+    free(ranks);
+    return world;
+}
+
 static void test_allreduce(MPI_Comm comm, const char *cname, ttype_t t, size_t count,
                            int in_place)
 {
@@ -156,26 +177,13 @@ static void test_allreduce(MPI_Comm comm, const char *cname, ttype_t t, size_t c
     char *mine = malloc(bytes), *exp = malloc(bytes), *other = malloc(bytes), *got = malloc(bytes);
     void *sbuf = NULL, *rbuf = NULL;
     int *world = NULL;
-    MPI_Group g, wg;
 
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &size);
     mt_set_case("allreduce");
     ++case_seed;
     /* the reference: every rank's input, by its rank in MPI_COMM_WORLD */
-    world = malloc(sizeof(int) * (size_t) size);
-    {
-        int *ranks = malloc(sizeof(int) * (size_t) size);
-        for (int r = 0; r < size; ++r) {
-            ranks[r] = r;
-        }
-        MPI_Comm_group(comm, &g);
-        MPI_Comm_group(MPI_COMM_WORLD, &wg);
-        MPI_Group_translate_ranks(g, size, ranks, wg, world);
-        MPI_Group_free(&g);
-        MPI_Group_free(&wg);
-        free(ranks);
-    }
+    world = world_ranks(comm);
     input(case_seed, world[0], t, exp, count);
     for (int r = 1; r < size; ++r) {
         input(case_seed, world[r], t, other, count);
@@ -231,26 +239,13 @@ static void test_identical(MPI_Comm comm, const char *cname, size_t count)
     float *mine = malloc(bytes), *got = malloc(bytes), *first = malloc(bytes);
     double *exp = calloc(count, sizeof(double));
     char diag[MT_DIAG_LEN] = "";
-    int rank, size, ok, rc, *world = malloc(sizeof(int) * (size_t) mt_size);
-    MPI_Group g, wg;
+    int rank, size, ok, rc, *world = world_ranks(comm);
     void *buf;
 
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &size);
     mt_set_case("allreduce identical");
     ++case_seed;
-    {
-        int *ranks = malloc(sizeof(int) * (size_t) size);
-        for (int r = 0; r < size; ++r) {
-            ranks[r] = r;
-        }
-        MPI_Comm_group(comm, &g);
-        MPI_Comm_group(MPI_COMM_WORLD, &wg);
-        MPI_Group_translate_ranks(g, size, ranks, wg, world);
-        MPI_Group_free(&g);
-        MPI_Group_free(&wg);
-        free(ranks);
-    }
     for (int r = 0; r < size; ++r) {
         uint64_t s = case_seed * 1000003u + (uint64_t) world[r] * 7919u + 1;
         for (size_t i = 0; i < count; ++i) {
@@ -370,26 +365,6 @@ static void run_all(MPI_Comm comm, const char *cname, size_t chunk)
 
 static int calls_allgather, calls_rsb, calls_rs;
 
-/* The MPI_COMM_WORLD rank of every rank of comm (malloc'd). */
-static int *world_ranks(MPI_Comm comm)
-{
-    int size, *ranks, *world;
-    MPI_Group g, wg;
-
-    MPI_Comm_size(comm, &size);
-    ranks = malloc(sizeof(int) * (size_t) size);
-    world = malloc(sizeof(int) * (size_t) size);
-    for (int r = 0; r < size; ++r) {
-        ranks[r] = r;
-    }
-    MPI_Comm_group(comm, &g);
-    MPI_Comm_group(MPI_COMM_WORLD, &wg);
-    MPI_Group_translate_ranks(g, size, ranks, wg, world);
-    MPI_Group_free(&g);
-    MPI_Group_free(&wg);
-    free(ranks);
-    return world;
-}
 
 /* Allgather of count elements of t per rank (gaps: received as int32 into a vector type whose
  * every other int is a gap, which must keep its poison). */
