@@ -397,6 +397,16 @@ static int stream_poll(coll_gpu_async_t *r)
     return ASYNC_READY;
 }
 
+/* Every rank arrived (ASYNC_READY), or not yet (ASYNC_PENDING); a failure anywhere (or a rank we
+ * gave up on) sends the call to its finish (async_fail's ASYNC_AGAIN). */
+static int arrived_ok(coll_gpu_async_t *r)
+{
+    if (!all_arrived(r)) {
+        return ASYNC_PENDING;
+    }
+    return mca_coll_gpu_team_any_failed(r->team, r->seq) ? async_fail(r) : ASYNC_READY;
+}
+
 /* Checked device call inside a step: on failure report it, fail the call through the team's
  * flags and go to the finish (which still gives what peers wait for). */
 #define ASYNC_CHECK(r, call)                                                               \
@@ -484,11 +494,9 @@ static int step_fused(coll_gpu_async_t *r)
     case PH_ARRIVE: {
         size_t n = (r->count - r->off < r->per) ? r->count - r->off : r->per;
         if (DEV_BACKEND_EMULATED == dev_backend()) {
-            if (!all_arrived(r)) {
-                return ASYNC_PENDING;
-            }
-            if (mca_coll_gpu_team_any_failed(t, r->seq)) {
-                return async_fail(r); /* a peer failed (or we gave up): no launch */
+            int s = arrived_ok(r); /* a peer failed (or we gave up): no launch */
+            if (ASYNC_READY != s) {
+                return s;
             }
         }
         ASYNC_CHECK(r, mca_coll_gpu_nvl_fused_launch(t, r->seq,
@@ -557,11 +565,8 @@ static int step_oneshot(coll_gpu_async_t *r)
         r->phase = PH_ARRIVE;
         /* fall through */
     case PH_ARRIVE:
-        if (!all_arrived(r)) {
-            return ASYNC_PENDING;
-        }
-        if (mca_coll_gpu_team_any_failed(t, r->seq)) {
-            return async_fail(r);
+        if (ASYNC_READY != (s = arrived_ok(r))) {
+            return s;
         }
         for (int p = 0; p < t->size; ++p) {
             void *s = r->s.dev;
@@ -613,11 +618,8 @@ static int step_twoshot(coll_gpu_async_t *r)
         r->phase = PH_ARRIVE;
         /* fall through */
     case PH_ARRIVE:
-        if (!all_arrived(r)) {
-            return ASYNC_PENDING;
-        }
-        if (mca_coll_gpu_team_any_failed(t, r->seq)) {
-            return async_fail(r);
+        if (ASYNC_READY != (s = arrived_ok(r))) {
+            return s;
         }
         chunk_of(r->count, t->size, t->rank, &lo, &hi);
         for (int p = 0; p < t->size; ++p) {
@@ -1172,11 +1174,8 @@ static int step_xstep(coll_gpu_async_t *r)
         r->phase = PH_ARRIVE;
         /* fall through */
     case PH_ARRIVE:
-        if (!all_arrived(r)) {
-            return ASYNC_PENDING;
-        }
-        if (mca_coll_gpu_team_any_failed(t, r->seq)) {
-            return async_fail(r);
+        if (ASYNC_READY != (s = arrived_ok(r))) {
+            return s;
         }
         rc = mca_coll_gpu_nvl_xstep_move(t, r->seq, &r->x, r->what, r->comm, r->xstreams,
                                          &r->nxstreams);
