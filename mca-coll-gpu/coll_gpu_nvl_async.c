@@ -2,6 +2,10 @@
  * coll_gpu_nvl_async.c - MPI_Iallreduce and MPI_Ibcast on device buffers through the node team:
  * the blocking fast path's algorithms (coll_gpu_nvl.c) as state machines, started at the call
  * and completed by progress (opal_progress, hence MPI_Wait, MPI_Test and every blocking wait).
+ * The exchange and the reduce-scatter (coll_gpu_xstep_t: allgather(v), alltoall(v), the
+ * reduce-scatters, and the nonblocking reduce) have one schedule here for every mode: their
+ * nonblocking and persistent calls (mca_coll_gpu_async_xcall) and their blocking ones, which
+ * post the step and wait for it (mca_coll_gpu_team_xstep).
  * MPI_Allreduce_init and MPI_Bcast_init (coll_gpu_nonblocking.c) come here too:
  * the same decision, made at init (or, when the init comes while the team's setup is in flight,
  * at the first start, on the queue), gives an inactive persistent request of this path, and
