@@ -27,6 +27,8 @@
  *                                                                        MPI_ERR_TRUNCATE
  *   alltoallv-count  alltoallv, 16 ints to and from each rank on rank 0, 262144 / size
  *              elsewhere (no total tells it: the exchange's own check)   MPI_ERR_TRUNCATE
+ *   ialltoallv-count the same as MPI_Ialltoallv + MPI_Wait (the engine's exchange, taken
+ *              after the correct call before it)                       MPI_ERR_TRUNCATE
  *   rs-count   reduce_scatter, counts per rank that differ from rank to rank (zero on every
  *              third), whose totals differ: 16 + i on rank 0, 262144 / size - i elsewhere
  *                                                                        MPI_ERR_COUNT
@@ -216,8 +218,8 @@ static int run_pattern(const char *pattern)
         want_class = MPI_ERR_OP;
         rc = MPI_Reduce_scatter_block(s.buf, r.buf, BIG / mt_size, MPI_INT,
                                       0 == mt_rank ? MPI_SUM : MPI_MAX, comm);
-    } else if (0 == strcmp(pattern, "allgatherv-count")
-               || 0 == strcmp(pattern, "alltoallv-count")) {
+    } else if (0 == strcmp(pattern, "allgatherv-count") || 0 == strcmp(pattern, "alltoallv-count")
+               || 0 == strcmp(pattern, "ialltoallv-count")) {
         /* each rank's idea of every block: 16 ints on rank 0, BIG / size elsewhere */
         int *counts = malloc((size_t) mt_size * sizeof(int));
         int *displs = malloc((size_t) mt_size * sizeof(int));
@@ -226,10 +228,18 @@ static int run_pattern(const char *pattern)
             displs[i] = i * counts[i];
         }
         want_class = MPI_ERR_TRUNCATE;
-        rc = (0 == strcmp(pattern, "allgatherv-count"))
-                 ? MPI_Allgatherv(s.buf, counts[0], MPI_INT, r.buf, counts, displs, MPI_INT, comm)
-                 : MPI_Alltoallv(s.buf, counts, displs, MPI_INT, r.buf, counts, displs, MPI_INT,
-                                 comm);
+        if (0 == strcmp(pattern, "allgatherv-count")) {
+            rc = MPI_Allgatherv(s.buf, counts[0], MPI_INT, r.buf, counts, displs, MPI_INT, comm);
+        } else if (0 == strcmp(pattern, "alltoallv-count")) {
+            rc = MPI_Alltoallv(s.buf, counts, displs, MPI_INT, r.buf, counts, displs, MPI_INT,
+                               comm);
+        } else {
+            /* nonblocking: on the team's engine after the correct call above */
+            MPI_Request req = MPI_REQUEST_NULL;
+            rc = MPI_Ialltoallv(s.buf, counts, displs, MPI_INT, r.buf, counts, displs, MPI_INT,
+                                comm, &req);
+            rc = (MPI_SUCCESS == rc) ? MPI_Wait(&req, MPI_STATUS_IGNORE) : rc;
+        }
         free(counts);
         free(displs);
     } else if (0 == strcmp(pattern, "rs-count")) {
@@ -273,7 +283,7 @@ int main(int argc, char **argv)
     static const char *const all[] = {"count",       "op",   "user-op",     "type",
                                       "type-kernel", "root", "bcast-count", "allgather-count",
                                       "rsb-count",   "rsb-op", "allgatherv-count",
-                                      "alltoallv-count", "rs-count"};
+                                      "alltoallv-count", "ialltoallv-count", "rs-count"};
     char why[256];
 
     mt_init(&argc, &argv);
