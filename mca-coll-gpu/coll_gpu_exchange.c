@@ -265,7 +265,7 @@ int mca_coll_gpu_exchange(coll_gpu_staged_call_t *c)
     int n = ompi_comm_size(comm), rc;
     coll_gpu_kinds_call_t call;
     coll_gpu_team_t *team = NULL;
-    bool host, all_device;
+    bool host, all_device, spans;
     xside_t s, r;
     size_t total = 0, len;
 
@@ -293,13 +293,13 @@ int mca_coll_gpu_exchange(coll_gpu_staged_call_t *c)
         (void) xbytes(&r, p, &len);
         total += len;
     }
+    spans = all_device && mca_coll_gpu_hier_spans(m, comm); /* asked only where it matters */
     /* across nodes: node steps and the leaders over UCX (coll_gpu_hier_exchange.c) */
-    if (all_device && COLL_GPU_SC_ALLGATHER == c->coll
-        && 0 == mca_coll_gpu_component.exchange_algorithm && mca_coll_gpu_hier_spans(m, comm)) {
+    if (spans && COLL_GPU_SC_ALLGATHER == c->coll
+        && 0 == mca_coll_gpu_component.exchange_algorithm) {
         return mca_coll_gpu_hier_allgather(c);
     }
-    if (all_device && 2 <= n && 0 == mca_coll_gpu_component.exchange_algorithm
-        && !mca_coll_gpu_hier_spans(m, comm)) {
+    if (all_device && 2 <= n && 0 == mca_coll_gpu_component.exchange_algorithm && !spans) {
         team = mca_coll_gpu_team_get(m, comm, c->what);
     }
     if (NULL == team) {

@@ -226,7 +226,6 @@ typedef struct coll_gpu_async_t {
      * packed bytes of each peer's block in it, and for a reduce-scatter this rank's piece (its
      * byte offset in the input, its kernel elements); in place its piece is reduced into
      * xresult (peers read rbuf until the end) and copied to rbuf at the end */
-    coll_gpu_sc_t xcoll;
     bool xreduce, xlend_recv;           /* xlend_recv: in place, the receive view is lent */
     bool xcopy_send;                    /* alltoall(v) in place: a copy of it is lent */
     struct ompi_datatype_t *xsdtype, *xrdtype; /* retained, or made here; released at the end */
@@ -1430,6 +1429,18 @@ out:
     return rc;
 }
 
+/* A device temporary of the request's, of bytes (NULL on failure, which is reported). */
+static int tmp_alloc(coll_gpu_async_t *r, void **p, size_t bytes)
+{
+    if (DEV_OK == dev_mem_alloc(p, bytes)) {
+        return OMPI_SUCCESS;
+    }
+    mca_coll_gpu_report_failure(r->what, r->comm, "cannot allocate a %zu B device temporary: %s",
+                                bytes, dev_error_string());
+    *p = NULL;
+    return OMPI_ERR_OUT_OF_RESOURCE;
+}
+
 /* The team path's view of count x dtype at user (coll_gpu_adapt.c's rules: in place when dense
  * device memory, that the IPC can export when peers map it (exported); else a device temporary
  * of the request's, filled when copy_in).  A failure is reported; b->dev is then NULL. */
@@ -1454,10 +1465,8 @@ static int buf_in(coll_gpu_async_t *r, async_buf_t *b, const void *user, int cou
             && (!exported || dev_mem_ipc_capable(b->dev)))) {
         return OMPI_SUCCESS;
     }
-    if (DEV_OK != dev_mem_alloc(&b->tmp, b->bytes)) {
-        mca_coll_gpu_report_failure(r->what, r->comm, "cannot allocate a %zu B device "
-                                    "temporary: %s", b->bytes, dev_error_string());
-        b->tmp = b->dev = NULL;
+    if (OMPI_SUCCESS != tmp_alloc(r, &b->tmp, b->bytes)) {
+        b->dev = NULL;
         return OMPI_ERR_OUT_OF_RESOURCE;
     }
     b->dev = b->tmp;
@@ -1905,10 +1914,6 @@ static void bcast_begin(coll_gpu_async_t *r)
     r->local_rc = rc;
 }
 
-/* MPI_Start and MPI_Startall (runs of requests with this start function): each start is one
- * call on the request's team, begun and queued as a nonblocking call is (the buffers are
- * looked at again: a rank whose buffer needs a device temporary gets a fresh one, filled with
- * what the buffer holds now); completion by progress, as for the nonblocking calls. */
 /* An exchange or reduce-scatter call's buffers as the team step sees them (the user's, or
  * device temporaries of the request: buf_in) and its step (coll_gpu_xstep_t) from the layout
  * mca_coll_gpu_async_xcall made.  A local failure makes the rank take part without data. */
@@ -1935,12 +1940,8 @@ static void xcall_begin(coll_gpu_async_t *r)
             rc = buf_in(r, &r->s, in_place ? r->user_rbuf : r->user_sbuf, r->xscount,
                         r->xsdtype, true, true);
         }
-        if (OMPI_SUCCESS == rc && in_place && 0 < r->xpiece
-            && DEV_OK != dev_mem_alloc(&r->xresult, r->xpiece)) {
-            mca_coll_gpu_report_failure(r->what, r->comm, "cannot allocate a %zu B device "
-                                        "temporary: %s", r->xpiece, dev_error_string());
-            r->xresult = NULL;
-            rc = OMPI_ERR_OUT_OF_RESOURCE;
+        if (OMPI_SUCCESS == rc && in_place && 0 < r->xpiece) {
+            rc = tmp_alloc(r, &r->xresult, r->xpiece);
         }
         if (OMPI_SUCCESS == rc && !in_place) {
             rc = buf_in(r, &r->r, r->user_rbuf, r->xrcount, r->xrdtype, false, false);
@@ -1958,8 +1959,8 @@ static void xcall_begin(coll_gpu_async_t *r)
         }
         if (OMPI_SUCCESS == rc && r->xcopy_send && 0 < r->r.bytes) {
             r->s.bytes = r->r.bytes;
-            if (DEV_OK != dev_mem_alloc(&r->s.tmp, r->s.bytes)
-                || DEV_OK != dev_memcpy(r->s.tmp, r->r.dev, r->s.bytes)) {
+            rc = tmp_alloc(r, &r->s.tmp, r->s.bytes);
+            if (OMPI_SUCCESS == rc && DEV_OK != dev_memcpy(r->s.tmp, r->r.dev, r->s.bytes)) {
                 mca_coll_gpu_report_failure(r->what, r->comm, "copy of %zu B into a device "
                                             "temporary: %s", r->s.bytes, dev_error_string());
                 rc = OMPI_ERROR;
@@ -1985,6 +1986,10 @@ static void xcall_begin(coll_gpu_async_t *r)
     x->local_rc = rc;
 }
 
+/* MPI_Start and MPI_Startall (runs of requests with this start function): each start is one
+ * call on the request's team, begun and queued as a nonblocking call is (the buffers are
+ * looked at again: a rank whose buffer needs a device temporary gets a fresh one, filled with
+ * what the buffer holds now); completion by progress, as for the nonblocking calls. */
 static int async_pers_start(size_t count, ompi_request_t **requests)
 {
     for (size_t i = 0; i < count; ++i) {
@@ -2195,15 +2200,19 @@ int mca_coll_gpu_async_xcall(const coll_gpu_staged_call_t *c, bool *taken)
         || mca_coll_gpu_hier_spans(m, comm)) {
         return OMPI_SUCCESS;
     }
-    /* elements of the receive side, and before this rank's piece and in it (a reduce: the
-     * root's piece is the whole input, the others' empty) */
-    for (int p = 0; p < n; ++p) {
-        size_t k = (size_t) (NULL != c->rcounts ? c->rcounts[p] : c->rcount);
-        before += (p < me && !reduce) ? k : 0;
-        rtotal += (!reduce || 0 == p) ? k : 0;
+    /* elements of the receive side, before this rank's piece and in it; a reduce is the
+     * reduce-scatter whose whole input is the root's piece, the others' piece empty */
+    if (reduce) {
+        rtotal = (size_t) c->rcount;
+        mine = (me == c->root) ? rtotal : 0;
+    } else {
+        for (int p = 0; p < n; ++p) {
+            size_t k = (size_t) (NULL != c->rcounts ? c->rcounts[p] : c->rcount);
+            before += (p < me) ? k : 0;
+            mine = (p == me) ? k : mine;
+            rtotal += k;
+        }
     }
-    mine = reduce ? (me == c->root ? rtotal : 0)
-                  : (size_t) (NULL != c->rcounts ? c->rcounts[me] : c->rcount);
     total = rs ? rtotal : 0;
     if (reduce && (0 > c->root || n <= c->root)) {
         return OMPI_SUCCESS; /* the component below says what is wrong */
@@ -2244,7 +2253,6 @@ int mca_coll_gpu_async_xcall(const coll_gpu_staged_call_t *c, bool *taken)
     r->module = m;
     r->mpi_op = c->op;
     r->first_alg = ALG_XSTEP;
-    r->xcoll = c->coll;
     r->xreduce = rs;
     r->xlend_recv = in_place && gather;
     r->xcopy_send = in_place && !gather;
@@ -2256,7 +2264,7 @@ int mca_coll_gpu_async_xcall(const coll_gpu_staged_call_t *c, bool *taken)
     if (rs) {
         /* the input: total elements (lent), the piece: this rank's count after before */
         size_t per = nelems / total;
-        OBJ_RETAIN(c->rdtype);
+        OBJ_RETAIN(c->rdtype); /* one reference for each of the two fields */
         OBJ_RETAIN(c->rdtype);
         r->xsdtype = r->xrdtype = c->rdtype;
         r->xscount = (int) total;

@@ -125,9 +125,11 @@ def _settle(*tensors):
         return
     seen = set()
     for t in tensors:
-        if t is not None and t.is_cuda and t.get_device() not in seen:
-            seen.add(t.get_device())
-            _sync_stream(t.get_device())
+        if t is not None and t.is_cuda:
+            idx = t.get_device()
+            if idx not in seen:
+                seen.add(idx)
+                _sync_stream(idx)
 
 
 def _done(result):
