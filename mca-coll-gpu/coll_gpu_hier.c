@@ -1057,19 +1057,6 @@ static int chain_staged(mca_coll_gpu_module_t *m, struct ompi_communicator_t *co
                                 what);
 }
 
-static void log_path(const char *what, struct ompi_communicator_t *comm, size_t bytes,
-                     struct ompi_datatype_t *dtype, struct ompi_op_t *op, coll_gpu_hier_t *h,
-                     const char *inter)
-{
-    char path[400];
-
-    if (opal_output_get_verbosity(mca_coll_gpu_component.output) < COLL_GPU_LOG_CALL) {
-        return;
-    }
-    snprintf(path, sizeof(path), "hierarchical: %d nodes, node step on %d rank(s), leaders %s",
-             h->nnodes, ompi_comm_size(h->node_comm), inter);
-    mca_coll_gpu_log_call(what, comm, bytes, dtype, op, path);
-}
 
 /* How this rank's chain moves its data: via UCX, or staged once UCX broke. */
 static void describe_chain(coll_gpu_hier_t *h, bool direct, char *buf, size_t len)
@@ -1086,18 +1073,31 @@ static void describe_chain(coll_gpu_hier_t *h, bool direct, char *buf, size_t le
     }
 }
 
+/* For mca_coll_gpu_hier_log only, which asks UCX for the transports only when it logs. */
 static void describe_ucx(coll_gpu_hier_t *h, char *buf, size_t len)
 {
-    /* for log_path only: asking UCX for the transports is not for every call */
-    if (opal_output_get_verbosity(mca_coll_gpu_component.output) < COLL_GPU_LOG_CALL) {
-        buf[0] = '\0';
-    } else if (NULL == h->leader_comm) {
+    if (NULL == h->leader_comm) {
         /* only the leaders know how their exchange went (UCX, or its fallback) */
         snprintf(buf, len, "exchange between the other ranks (this rank is in the node steps "
                  "only)");
     } else {
         describe_chain(h, h->direct, buf, len);
     }
+}
+
+void mca_coll_gpu_hier_log(const char *what, struct ompi_communicator_t *comm, size_t bytes,
+                           struct ompi_datatype_t *dtype, struct ompi_op_t *op, coll_gpu_hier_t *h,
+                           const char *steps)
+{
+    char inter[300], path[500];
+
+    if (opal_output_get_verbosity(mca_coll_gpu_component.output) < COLL_GPU_LOG_CALL) {
+        return;
+    }
+    describe_ucx(h, inter, sizeof(inter));
+    snprintf(path, sizeof(path), "hierarchical: %d nodes, %s on %d rank(s), leaders %s",
+             h->nnodes, steps, ompi_comm_size(h->node_comm), inter);
+    mca_coll_gpu_log_call(what, comm, bytes, dtype, op, path);
 }
 
 /* The rails' line: their number, and this rank's rail and how it moves its shard. */
@@ -1356,7 +1356,6 @@ int mca_coll_gpu_hier_allreduce(mca_coll_gpu_module_t *m, struct ompi_communicat
     coll_gpu_hier_t *h = m->hier;
     size_t esize = dev_dtype_size(dt), bytes = nelems * esize;
     size_t rail_min = mca_coll_gpu_component.hier_rail_min_bytes;
-    char inter[300];
     coll_gpu_adapt_t a;
     int rc, local_rc = OMPI_SUCCESS;
 
@@ -1365,8 +1364,7 @@ int mca_coll_gpu_hier_allreduce(mca_coll_gpu_module_t *m, struct ompi_communicat
     if (2 <= h->rails && 0 < rail_min && bytes >= rail_min && rails_ready(m, comm, what)) {
         return hier_allreduce_rails(m, comm, sbuf, rbuf, count, dtype, op, dt, dop, nelems);
     }
-    describe_ucx(h, inter, sizeof(inter));
-    log_path(what, comm, bytes, dtype, op, h, inter);
+    mca_coll_gpu_hier_log(what, comm, bytes, dtype, op, h, "node step");
     /* 1. inside the node: coll/gpu's allreduce on the node communicator (its team); a node of
      * one rank only copies its input (a local matter: no peer is involved) */
     if (1 < ompi_comm_size(h->node_comm) || !dense_copy(comm, sbuf, rbuf, count, dtype, &rc)) {
@@ -1416,13 +1414,11 @@ int mca_coll_gpu_hier_bcast(mca_coll_gpu_module_t *m, struct ompi_communicator_t
     const prog_t *host = bcast_host, *direct = bcast_direct;
     coll_gpu_hier_t *h = m->hier;
     size_t bytes = mca_coll_gpu_call_bytes(dtype, (size_t) count);
-    char inter[300];
     coll_gpu_adapt_t a;
     int rc = OMPI_SUCCESS, local_rc = OMPI_SUCCESS, root_leader;
     bool root_node;
 
-    describe_ucx(h, inter, sizeof(inter));
-    log_path(what, comm, bytes, dtype, NULL, h, inter);
+    mca_coll_gpu_hier_log(what, comm, bytes, dtype, NULL, h, "node step");
     root_leader = h->leader_of[root];
     root_node = (h->leader_of[ompi_comm_rank(comm)] == root_leader);
     /* 1. the root's node gets the data from the root */
@@ -1490,10 +1486,6 @@ bool mca_coll_gpu_hier_node_status(coll_gpu_hier_t *h, int *rc)
     return node_status(h, rc);
 }
 
-void mca_coll_gpu_hier_describe(coll_gpu_hier_t *h, char *buf, size_t len)
-{
-    describe_ucx(h, buf, len);
-}
 
 /*
  * The leaders' step of an all-gather (coll_gpu_hier.h): node j's blocks, block bytes per rank

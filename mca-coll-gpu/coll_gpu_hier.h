@@ -78,9 +78,11 @@ int mca_coll_gpu_hier_leaders_allgather(mca_coll_gpu_module_t *m,
  * on every rank of a node whose leader failed; true when the node's data step may follow. */
 bool mca_coll_gpu_hier_node_status(coll_gpu_hier_t *h, int *rc);
 
-/* How this rank's part of the leaders' step moves its data, for a log line ("via UCX/...",
- * "staged ... (UCX failed earlier)", or that it is not a leader); empty below
- * COLL_GPU_LOG_CALL. */
-void mca_coll_gpu_hier_describe(coll_gpu_hier_t *h, char *buf, size_t len);
+/* The log line of a hierarchical call (at COLL_GPU_LOG_CALL): "hierarchical: N nodes, <steps>
+ * on K rank(s), leaders <how this rank's part of the leaders' step moves its data: via UCX/...,
+ * staged ... (UCX failed earlier), or that it is not a leader>". */
+void mca_coll_gpu_hier_log(const char *what, struct ompi_communicator_t *comm, size_t bytes,
+                           struct ompi_datatype_t *dtype, struct ompi_op_t *op, coll_gpu_hier_t *h,
+                           const char *steps);
 
 #endif /* MCA_COLL_GPU_HIER_H */

@@ -73,21 +73,6 @@ static const char *hier_allgather_staged_why(mca_coll_gpu_module_t *m,
     return NULL;
 }
 
-static void hier_log(const char *what, struct ompi_communicator_t *comm, size_t bytes,
-                     struct ompi_datatype_t *dtype, struct ompi_op_t *op, coll_gpu_hier_t *h,
-                     const char *steps)
-{
-    char inter[300], path[500];
-
-    if (opal_output_get_verbosity(mca_coll_gpu_component.output) < COLL_GPU_LOG_CALL) {
-        return;
-    }
-    mca_coll_gpu_hier_describe(h, inter, sizeof(inter));
-    snprintf(path, sizeof(path), "hierarchical: %d nodes, %s on %d rank(s), leaders %s", h->nnodes,
-             steps, ompi_comm_size(h->node_comm), inter);
-    mca_coll_gpu_log_call(what, comm, bytes, dtype, op, path);
-}
-
 /* A node leader's step 2 (file header): the receive buffer in dense device memory (a), its
  * node's blocks in node-major order in w (a's own memory when comm is in that order), the
  * leaders' chains, and every block back in place.  *local_rc: this rank's data so far. */
@@ -168,7 +153,7 @@ int mca_coll_gpu_hier_allgather(coll_gpu_staged_call_t *c)
     }
     h = m->hier;
     nk = ompi_comm_size(h->node_comm);
-    hier_log(c->what, comm, (size_t) n * block, c->rdtype, NULL, h,
+    mca_coll_gpu_hier_log(c->what, comm, (size_t) n * block, c->rdtype, NULL, h,
              h->node_major ? "node allgather and bcast"
                            : "node allgather and bcast (nodes not contiguous: blocks reordered)");
     /* 1. the node's blocks, each at its rank's place in comm (node rank q is comm rank r) */
@@ -229,7 +214,7 @@ int mca_coll_gpu_hier_reduce_scatter(mca_coll_gpu_module_t *m, struct ompi_commu
     int rc;
 
     (void) mca_coll_gpu_map_reduction(dtype, total, op, &dt, &dop, &nelems);
-    hier_log(what, comm, bytes, dtype, op, m->hier,
+    mca_coll_gpu_hier_log(what, comm, bytes, dtype, op, m->hier,
              "an allreduce into a device scratch, then this rank's piece; node steps");
     ompi_datatype_get_extent(dtype, &lb, &extent);
     mca_coll_gpu_span(dtype, total, &lo, &len);
