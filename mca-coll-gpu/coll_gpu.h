@@ -51,7 +51,7 @@ BEGIN_C_DECLS
 /* The nonblocking collectives coll/gpu intercepts (all that carry data): device buffers are
  * staged through bounce memory owned by the request (coll_gpu_staged_colls.c), but for
  * MPI_Iallreduce and MPI_Ibcast on a node team, which run its algorithms
- * (coll_gpu_nvl_async.c). */
+ * (coll_gpu_engine.c). */
 #define COLL_GPU_FOREACH_INTERCEPTED_NB(X) \
     X(iallgather)                          \
     X(iallgatherv)                         \
@@ -294,25 +294,23 @@ void mca_coll_gpu_team_destroy(mca_coll_gpu_module_t *m);
 void mca_coll_gpu_team_arrive(coll_gpu_team_t *t, uint64_t seq);
 void mca_coll_gpu_team_done(coll_gpu_team_t *t, uint64_t seq);
 void mca_coll_gpu_team_fail(coll_gpu_team_t *t, uint64_t seq);
-void mca_coll_gpu_team_wait_arrive(coll_gpu_team_t *t, int peer, uint64_t seq);
-void mca_coll_gpu_team_wait_done(coll_gpu_team_t *t, int peer, uint64_t seq);
-bool mca_coll_gpu_team_wait_call(coll_gpu_team_t *t, int root, uint64_t seq);
-bool mca_coll_gpu_team_wait_records(coll_gpu_team_t *t, uint64_t seq);
-/* The hang watch of a wait on call seq that is not a flag wait (the fused allreduce's); true
- * once this rank has given up on the call. */
-bool mca_coll_gpu_team_watch(coll_gpu_team_t *t, uint64_t seq, double *start);
-/* "rank(s) 2 3 to enter the call" (or, when all have, "... to finish the call"), for reports;
- * with records, the ranks that have not published their record of the call. */
-void mca_coll_gpu_team_missing(coll_gpu_team_t *t, uint64_t seq, bool records, char *out,
-                               size_t len);
+/* The engine's hang watch: called now and then while a wait of call w->seq finds what it waits
+ * for missing (w->start 0.0 at the wait's first call, again when a wait ends); past
+ * coll_gpu_hang_warn_seconds it reports the wait once per call, naming the missing ranks and
+ * the collective (what: "allreduce", "iallreduce", ... becomes MPI_Allreduce, ...), and past
+ * coll_gpu_hang_error_seconds this rank gives the call up: it fails the call and every later one
+ * of the team.  True once this rank has given up on a call of the team. */
+bool mca_coll_gpu_team_watch(coll_gpu_team_t *t, coll_gpu_wait_t *w, const char *what);
+/* Has peer's word (its arrive or done) reached call seq, or has this rank given up and peer not
+ * entered the call (then it never touches our memory for it, and sees the failure when it
+ * comes)? */
+bool mca_coll_gpu_team_reached(coll_gpu_team_t *t, _Atomic uint64_t *word, int peer,
+                               uint64_t seq);
 bool mca_coll_gpu_team_failed(coll_gpu_team_t *t, int peer, uint64_t seq);
 bool mca_coll_gpu_team_any_failed(coll_gpu_team_t *t, uint64_t seq);
 /* Step counters of the ring allreduce and chain bcast (COLL_GPU_STEP in coll_gpu_team.h). */
 void mca_coll_gpu_team_step(coll_gpu_team_t *t, uint64_t seq, uint64_t step);
 bool mca_coll_gpu_team_step_reached(coll_gpu_team_t *t, int peer, uint64_t seq, uint64_t step);
-void mca_coll_gpu_team_wait_step(coll_gpu_team_t *t, int peer, uint64_t seq, uint64_t step);
-/* One turn of a polite spin (yields once it has spun a while). */
-void mca_coll_gpu_team_pause(unsigned *spins);
 /* Summarise the team's GPUs for selection (rank 0, at setup). */
 void mca_coll_gpu_team_summary(coll_gpu_team_t *t, topo_team_info_t *info, int *ring);
 /* Publish a device buffer of this rank to the team (exported once per allocation and kept),
@@ -355,28 +353,44 @@ int mca_coll_gpu_hier_bcast(mca_coll_gpu_module_t *m, struct ompi_communicator_t
                             int count, struct ompi_datatype_t *dtype, int root);
 void mca_coll_gpu_hier_release(mca_coll_gpu_module_t *m);
 
-/* ---- fast path (coll_gpu_nvl.c) ---- */
-/* local_rc: OMPI_SUCCESS, or what failed on this rank before the call (its buffers could not be
+/* ---- the node team's calls, run by the engine (coll_gpu_engine.c) ---- */
+/* A blocking call on the team: posted to the team's queue behind its nonblocking calls and run
+ * to its end on this thread, with the schedule a nonblocking call of the same plan runs.
+ * local_rc: OMPI_SUCCESS, or what failed on this rank before the call (its buffers could not be
  * prepared): then the rank takes part without data, so that its peers fail instead of waiting,
- * and returns local_rc.  Counts, ops, element types or uses of MPI_IN_PLACE that differ across
- * ranks make every rank return MPI_ERR_COUNT, MPI_ERR_OP, MPI_ERR_OTHER or MPI_ERR_BUFFER
- * without moving data. */
-int mca_coll_gpu_nvl_allreduce(coll_gpu_team_t *t, const topo_plan_t *plan, const void *sbuf,
-                               void *rbuf, size_t count, dev_dtype_t dt, dev_op_t op,
-                               struct ompi_communicator_t *comm, int local_rc);
-/* The allreduce's agreement, shared with the nonblocking calls: publish this rank's record of
- * call seq (before waiting for anyone); once every rank's is there
- * (mca_coll_gpu_team_wait_records), compare them: OMPI_SUCCESS, or the error of the call on
- * every rank (one line names the difference). */
+ * and returns local_rc.  Allreduce: counts, ops, element types or uses of MPI_IN_PLACE that
+ * differ across ranks make every rank return MPI_ERR_COUNT, MPI_ERR_OP, MPI_ERR_OTHER or
+ * MPI_ERR_BUFFER without moving data.  Bcast: bytes is this rank's count x type size; the
+ * root's plan and byte count are the call's, and a rank whose byte count differs from the
+ * root's returns MPI_ERR_TRUNCATE without moving data (the root then too).  Buffers are dense
+ * device memory (coll_gpu_adapt.c made them so). */
+int mca_coll_gpu_team_allreduce(coll_gpu_team_t *t, struct ompi_communicator_t *comm,
+                                const topo_plan_t *plan, const void *sbuf, void *rbuf,
+                                size_t count, dev_dtype_t dt, dev_op_t op, int local_rc);
+int mca_coll_gpu_team_bcast(coll_gpu_team_t *t, struct ompi_communicator_t *comm,
+                            const topo_plan_t *plan, void *buf, size_t bytes, int root,
+                            int local_rc);
+/* The allreduce's agreement (coll_gpu_nvl.c): publish this rank's record of call seq (before
+ * waiting for anyone); once every rank's is there, compare them: OMPI_SUCCESS, or the error of
+ * the call on every rank (one line names the difference). */
 void mca_coll_gpu_nvl_allreduce_publish(coll_gpu_team_t *t, uint64_t seq, size_t bytes,
                                         dev_dtype_t dt, dev_op_t op, bool in_place);
 int mca_coll_gpu_nvl_allreduce_check(coll_gpu_team_t *t, uint64_t seq, const char *what,
                                      struct ompi_communicator_t *comm);
-/* bytes is this rank's count x type size; the root's plan and byte count are the call's (the
- * others take them from the control block), and a rank whose byte count differs from the
- * root's returns MPI_ERR_TRUNCATE without moving data (the root then too). */
-int mca_coll_gpu_nvl_bcast(coll_gpu_team_t *t, const topo_plan_t *plan, void *buf, size_t bytes,
-                           int root, struct ompi_communicator_t *comm, int local_rc);
+/* The copy-engine two-shot's resources of a team (made on first use, with a staging buffer of
+ * at least bytes, kept with the team): the pulls' and the pushes' streams (the exchange spreads
+ * its copies over them too), the pieces' events, the staging memory. */
+#define COLL_GPU_CE_DEPTH 2 /* pieces in flight */
+typedef struct coll_gpu_ce_t {
+    dev_stream_t *pull, *push;
+    dev_event_t *copied[COLL_GPU_CE_DEPTH], *reduced[COLL_GPU_CE_DEPTH];
+    void *stage;
+    size_t stage_bytes;
+} coll_gpu_ce_t;
+int mca_coll_gpu_nvl_ce(coll_gpu_team_t *t, size_t bytes, coll_gpu_ce_t **out);
+/* Wait until nothing of this rank's runs on the team's streams (after a failure: nothing of
+ * ours may touch a peer's memory once we are done). */
+void mca_coll_gpu_nvl_drain(coll_gpu_team_t *t);
 /* One rank's part in a team step of the exchange (under allgather, alltoall and their v forms)
  * or of a reduce-scatter.  Every rank lends src (src_bytes of dense device memory, NULL when 0).
  * Exchange: it offers peer q the bytes [offer_off[q], + offer_len[q]) of src and receives from
@@ -400,7 +414,7 @@ typedef struct coll_gpu_xstep_t {
     int local_rc;
 } coll_gpu_xstep_t;
 #define COLL_GPU_XSTEP_STREAMS 3 /* the most streams a move queues on */
-/* The step's two halves, which the engine runs (coll_gpu_nvl_async.c): open publishes the
+/* The step's two halves, which the engine runs (coll_gpu_engine.c): open publishes the
  * offers, lends src and arrives (returns this rank's failure, the call already failed through
  * the team's flags); move, once every rank arrived and none failed, maps the peers' lent bytes
  * and queues the copies or the reduction on *nstreams streams (returns a failure after
@@ -411,16 +425,15 @@ int mca_coll_gpu_nvl_xstep_open(coll_gpu_team_t *t, uint64_t seq, const coll_gpu
 int mca_coll_gpu_nvl_xstep_move(coll_gpu_team_t *t, uint64_t seq, const coll_gpu_xstep_t *x,
                                 const char *what, struct ompi_communicator_t *comm,
                                 dev_stream_t **streams, int *nstreams);
-/* A blocking call's step: posted to the team's queue behind its nonblocking calls and run to
- * its end (coll_gpu_nvl_async.c). */
+/* A blocking call's step, run as mca_coll_gpu_team_allreduce is (coll_gpu_engine.c). */
 int mca_coll_gpu_team_xstep(coll_gpu_team_t *t, struct ompi_communicator_t *comm,
                             const char *what, const coll_gpu_xstep_t *x);
-/* The fast path's own state of a team (streams, events, mapped words, staging memory), made on
- * first use; released with the team (coll_gpu_team.c). */
+/* The device side's own state of a team (streams, events, mapped words, staging memory), made
+ * on first use; released with the team (coll_gpu_team.c). */
 void mca_coll_gpu_nvl_release(coll_gpu_team_t *t);
 /* Bytes of one rank's piece in the fused allreduce's slot (0: the slot is too small for it). */
 size_t mca_coll_gpu_nvl_fused_cap(const coll_gpu_team_t *t);
-/* The fused allreduce for the nonblocking calls (coll_gpu_nvl_async.c): launch one piece of
+/* The fused allreduce (its schedule: coll_gpu_engine.c): launch one piece of
  * call seq on the team's stream without waiting (abandon: the emulated kernel's callback, dev.h);
  * the mapped word the kernel sets to seq when it ends; release our kernel's waits for call seq
  * (a peer failed). */
@@ -436,7 +449,7 @@ int mca_coll_gpu_nvl_fused_release(coll_gpu_team_t *t, uint64_t seq);
  * cudaDeviceSynchronize waits for the kernel, and the kernel for the host's release). */
 int mca_coll_gpu_nvl_fused_release_peers(coll_gpu_team_t *t, uint64_t seq);
 
-/* ---- nonblocking fast path (coll_gpu_nvl_async.c) ---- */
+/* ---- nonblocking and persistent calls on the team (coll_gpu_engine.c) ---- */
 /* MPI_Iallreduce / MPI_Ibcast (persistent: MPI_Allreduce_init / MPI_Bcast_init) on device
  * buffers through the node team, when coll_gpu_uniform_buffers is true, the communicator an
  * intracommunicator and the plan has a nonblocking form: *taken true and *request set (the
@@ -451,12 +464,14 @@ int mca_coll_gpu_async_bcast(mca_coll_gpu_module_t *m, void *buf, int count,
                              struct ompi_datatype_t *dtype, int root,
                              struct ompi_communicator_t *comm, bool persistent,
                              ompi_request_t **request, bool *taken);
-/* Before a blocking call on team t: complete its queued nonblocking calls (by progressing). */
-void mca_coll_gpu_async_drain(coll_gpu_team_t *t);
 /* mca_coll_gpu_team_setup_step under the engine's lock (a blocking wait for a setup). */
 coll_gpu_team_state_t mca_coll_gpu_async_setup_step(coll_gpu_team_t *t);
 /* From the waits of ours: move every team's queued calls (cheap when none are queued). */
 void mca_coll_gpu_async_poll(void);
+/* One turn of a wait of ours outside the engine (the hierarchical path's): every team's queued
+ * calls move, the rest of Open MPI now and then, and the core is yielded once the wait has
+ * spun a while (the ranks of a node may outnumber its cores). */
+void mca_coll_gpu_async_pause(unsigned *spins);
 /* At team release: complete its calls, drop the progress callback with the last team. */
 void mca_coll_gpu_async_release(coll_gpu_team_t *t);
 /* At component close: the progress callback lives in this DSO, it must be gone before it. */
@@ -598,7 +613,7 @@ void *mca_coll_gpu_shm_map(const char *name, bool create, size_t len);
 bool mca_coll_gpu_all_on_host(struct ompi_communicator_t *comm);
 
 /* Does a nonblocking or persistent allreduce or bcast take the node team's path (its
- * algorithms, coll_gpu_nvl_async.c), whatever this rank's own kind (a rank with host memory
+ * algorithms, coll_gpu_engine.c), whatever this rank's own kind (a rank with host memory
  * goes through a device temporary)?  It cannot agree on the kinds itself: a wait inside it
  * would hang programs that start such calls in different orders on different communicators,
  * which MPI allows.  So it follows what every rank knows alike: whether some blocking
@@ -1258,7 +1273,7 @@ int mca_coll_gpu_exchange(coll_gpu_staged_call_t *c);
  * result is the root's piece): the same team step through the engine where every rank takes it,
  * else staged (coll_gpu_exchange.c). */
 int mca_coll_gpu_exchange_async(coll_gpu_staged_call_t *c);
-/* The engine's side of it (coll_gpu_nvl_async.c): *taken when the call is the team's; the
+/* The engine's side of it (coll_gpu_engine.c): *taken when the call is the team's; the
  * decision uses only what is the same on every rank of the call. */
 int mca_coll_gpu_async_xcall(const coll_gpu_staged_call_t *c, bool *taken);
 /* MPI_Allgather on device memory of a communicator that spans nodes, agreed on every rank: node

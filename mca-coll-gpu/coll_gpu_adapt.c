@@ -1,7 +1,7 @@
 /*
  * coll_gpu_adapt.c - one rank's side of the team path: its buffers in the shape the team moves.
  *
- * Serves MPI_Bcast and MPI_Allreduce on the node team (coll_gpu_nvl.c).  Which path a call
+ * Serves MPI_Bcast and MPI_Allreduce on the node team (coll_gpu_engine.c).  Which path a call
  * takes is decided from what every rank shares (the signature, count, op, communicator,
  * parameters: coll_gpu_select.c); what may differ between ranks is handled here, by each rank
  * alone.  The team path moves dense bytes in device memory that peers map through IPC; a rank

@@ -3,7 +3,7 @@
  *
  *   host buffers on this rank          -> the saved module, untouched (the hot path)
  *   device buffers, GPU-capable call   -> the node team: one-shot, two-shot or ring
- *                                         (coll_gpu_nvl.c); on a communicator across nodes,
+ *                                         (coll_gpu_engine.c); on a communicator across nodes,
  *                                         the node teams and UCX between them (coll_gpu_hier.c)
  *   anything else                      -> host staging (coll_gpu_stage.c)
  *
@@ -83,7 +83,7 @@ int mca_coll_gpu_allreduce_device(const void *sbuf, void *rbuf, int count,
         return (OMPI_SUCCESS != prior_rc) ? prior_rc : rc;
     }
     /* in place, the receive buffer is the input too; peers map the send buffer in one-shot
-     * (but in place) and two-shot, the receive buffer in two-shot and ring (coll_gpu_nvl.c) */
+     * (but in place) and two-shot, the receive buffer in two-shot and ring (coll_gpu_engine.c) */
     memset(&r, 0, sizeof(r)); /* a rank that could not settle takes part without data */
     local_rc = (OMPI_SUCCESS != settled)
                    ? settled
@@ -96,7 +96,7 @@ int mca_coll_gpu_allreduce_device(const void *sbuf, void *rbuf, int count,
         local_rc = mca_coll_gpu_adapt_in(m, comm, allreduce_name, 0, sbuf, count, dtype, true,
                                          TOPO_AR_RING != plan.alg, &s);
     }
-    rc = mca_coll_gpu_nvl_allreduce(team, &plan, s.dev, r.dev, nelems, dt, dop, comm, local_rc);
+    rc = mca_coll_gpu_team_allreduce(team, comm, &plan, s.dev, r.dev, nelems, dt, dop, local_rc);
     if (OMPI_SUCCESS == rc) {
         rc = mca_coll_gpu_adapt_out(m, comm, allreduce_name, &r, true);
     }

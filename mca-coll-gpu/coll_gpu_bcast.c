@@ -3,7 +3,7 @@
  *
  *   host buffer on this rank              -> the saved module, untouched
  *   device (or managed) buffer, a team    -> the node team: push, chain or tree from the root
- *                                            (coll_gpu_nvl.c); a rank whose layout has gaps, or
+ *                                            (coll_gpu_engine.c); a rank whose layout has gaps, or
  *                                            whose memory the team cannot map, packs into a
  *                                            device temporary first (coll_gpu_adapt.c); on a
  *                                            communicator across nodes, the node teams and
@@ -39,7 +39,7 @@ static int bcast_staged(void *buf, int count, struct ompi_datatype_t *dtype, int
  * or agreed) and the communicator has one, else staging.  The choice uses nothing a rank may
  * hold differently from another: not the layout (ranks may pass different datatypes of one
  * signature), not the byte count (different on the ranks of an erroneous call, which must
- * fail, not hang: the team path compares it with the root's, coll_gpu_nvl.c).  The byte count
+ * fail, not hang: the team path compares it with the root's, coll_gpu_engine.c).  The byte count
  * only picks the algorithm, and the root's pick is the one every rank runs.  A rank whose buffer
  * the team cannot use in place goes through a device temporary (coll_gpu_adapt.c).
  */
@@ -76,7 +76,7 @@ static int bcast_device(void *buf, int count, struct ompi_datatype_t *dtype, int
                    ? settled
                    : mca_coll_gpu_adapt_in(m, comm, bcast_name, 0, buf, count, dtype, is_root,
                                            !(is_root && TOPO_BC_PUSH == plan.alg), &a);
-    rc = mca_coll_gpu_nvl_bcast(team, &plan, a.dev, bytes, root, comm, local_rc);
+    rc = mca_coll_gpu_team_bcast(team, comm, &plan, a.dev, bytes, root, local_rc);
     if (OMPI_SUCCESS == rc) {
         rc = mca_coll_gpu_adapt_out(m, comm, bcast_name, &a, !is_root);
     }

@@ -312,7 +312,6 @@ int mca_coll_gpu_exchange(coll_gpu_staged_call_t *c)
         c->decided = true;
         return mca_coll_gpu_staged(c);
     }
-    team->what = c->what;
     mca_coll_gpu_log_call(c->what, comm, total, c->rdtype, NULL, "exchange on the node team");
     return exchange_run(m, team, c, &s, &r);
 }

@@ -917,7 +917,7 @@ static int pipe_run(pipe_t *pp)
             }
         } else {
             /* a polite spin: yields the core after a while (oversubscribed nodes) */
-            mca_coll_gpu_team_pause(&spins);
+            mca_coll_gpu_async_pause(&spins);
         }
     }
     if (OMPI_SUCCESS != rc && !told && !(fail_sends && c->test_fail_ucx_silent)) {

@@ -4,7 +4,7 @@
  * collectives with a path on the GPU when they do not block.
  *
  * On device buffers of a communicator with a node team they take the team's algorithms,
- * started here and completed by progress (coll_gpu_nvl_async.c), when their plan has a
+ * started here and completed by progress (coll_gpu_engine.c), when their plan has a
  * nonblocking form.  A persistent call makes the same decision once, at init, from what is
  * equal on every rank (coll_gpu_uniform_buffers, count, signature, op, the team's plan): the
  * request is then that path's own, and each MPI_Start queues one call on the team.
@@ -26,7 +26,7 @@ int mca_coll_gpu_allreduce_async(coll_gpu_staged_call_t *c)
 
     /* device buffers on every rank (coll_gpu_uniform_buffers, unless the communicator's first
      * blocking allreduce or bcast found kinds mixed): the node team's algorithms, when the plan
-     * has a nonblocking form (coll_gpu_nvl_async.c decides); persistent: each MPI_Start runs
+     * has a nonblocking form (coll_gpu_engine.c decides); persistent: each MPI_Start runs
      * one MPI_Iallreduce's worth on the team */
     rc = mca_coll_gpu_async_allreduce(c->gpu, c->sbuf, c->rbuf, c->scount, c->sdtype, c->op,
                                       c->comm, COLL_GPU_PERSISTENT == c->mode, c->request,
@@ -49,7 +49,7 @@ int mca_coll_gpu_bcast_async(coll_gpu_staged_call_t *c)
     c->host = COLL_GPU_NONE == dir || mca_coll_gpu_data_host(c->rbuf, c->rdtype, c->rcount);
     /* the node team's algorithms once a blocking allreduce, bcast or reduce had
      * device memory on every rank, whatever this rank's kind (mca_coll_gpu_nb_team_path;
-     * coll_gpu_nvl_async.c decides the plan); else host memory to the saved module at once */
+     * coll_gpu_engine.c decides the plan); else host memory to the saved module at once */
     if (mca_coll_gpu_nb_team_path(c->gpu, !c->host)) {
         rc = mca_coll_gpu_async_bcast(c->gpu, c->rbuf, c->rcount, c->rdtype, c->root, c->comm,
                                       COLL_GPU_PERSISTENT == c->mode, c->request, &taken);

@@ -259,7 +259,6 @@ bool mca_coll_gpu_select_plan(coll_gpu_team_t *t, topo_coll_t coll, size_t bytes
     int staged = (TOPO_COLL_ALLREDUCE == coll) ? TOPO_AR_STAGED : TOPO_BC_STAGED;
     topo_select_in_t in;
 
-    t->what = topo_coll_name(coll); /* names this call in the waits' hang reports */
     memset(&in, 0, sizeof(in));
     topo_select_in_from_team(&in, &t->info, 1);
     in.coll = coll;

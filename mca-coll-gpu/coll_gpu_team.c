@@ -23,10 +23,11 @@
  * communicator, permanently (a setup that a nonblocking call began keeps its queue, whose
  * calls then run through the host: coll_gpu_fallback.c).
  *
- * Every wait of this file (the team's flags, and the host exchanges of the setup and of the
- * path agreement, watched from the progress engine) reports once when it has waited longer
- * than coll_gpu_hang_warn_seconds, and a flag wait gives up after coll_gpu_hang_error_seconds
- * (then the call fails on every rank).
+ * The calls' own signals (arrive, done, step, failed) are written and read here; the engine
+ * (coll_gpu_engine.c) polls them and never blocks on a peer.  Its waits, and the host exchanges
+ * of the setup and of the path agreement (watched from the progress engine), report once when
+ * they have waited longer than coll_gpu_hang_warn_seconds; an engine wait gives up after
+ * coll_gpu_hang_error_seconds (mca_coll_gpu_team_watch: then the call fails on every rank).
  */
 #include "ompi_config.h"
 
@@ -35,7 +36,6 @@
 #include <inttypes.h>
 #include <stdarg.h>
 #include <fcntl.h>
-#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -779,7 +779,7 @@ coll_gpu_team_t *mca_coll_gpu_team_get(mca_coll_gpu_module_t *m, struct ompi_com
         return t;
     }
     /* failed: a team that no queued call uses is given back now; one that a nonblocking call
-     * began stays for the calls queued on it (coll_gpu_nvl_async.c) */
+     * began stays for the calls queued on it (coll_gpu_engine.c) */
     if (!t->async_setup && &team_unavailable != t) {
         mca_coll_gpu_team_destroy(m);
         m->team = &team_unavailable;
@@ -789,43 +789,6 @@ coll_gpu_team_t *mca_coll_gpu_team_get(mca_coll_gpu_module_t *m, struct ompi_com
 
 /* ---- signals ------------------------------------------------------------------------------ */
 
-/* A wait spins this many turns before it starts yielding the core (the ranks of a team may
- * outnumber the cores: CI, several ranks per GPU), and once yielding reads the clock every
- * TEAM_CLOCK_EVERY turns for the hang reports: the fast spin never touches the clock. */
-#define TEAM_SPINS_BEFORE_YIELD 1000
-#define TEAM_CLOCK_EVERY 64
-
-/* One turn of a polite spin; true when the caller should look at the clock now. */
-static inline bool spin_pause(unsigned *spins)
-{
-    if (++*spins > TEAM_SPINS_BEFORE_YIELD) {
-        mca_coll_gpu_async_poll(); /* our nonblocking calls on other teams move meanwhile */
-        sched_yield();
-        return 0 == (*spins % TEAM_CLOCK_EVERY);
-    }
-    return false;
-}
-
-/* What a wait waits for: a peer's arrival at, or completion of, call seq, or its step; or the
- * root's record of a bcast (published just before its arrival: reported as "to enter"); or,
- * for the fused allreduce (mca_coll_gpu_team_watch), every peer's data: peer -1; or every
- * rank's record of an allreduce (reported as "to enter"). */
-typedef enum {
-    TEAM_WAIT_ARRIVE,
-    TEAM_WAIT_DONE,
-    TEAM_WAIT_STEP,
-    TEAM_WAIT_CALL,
-    TEAM_WAIT_FUSED,
-    TEAM_WAIT_RECORDS
-} team_wait_kind_t;
-
-typedef struct team_wait_t {
-    team_wait_kind_t kind;
-    int peer;
-    uint64_t seq, step;
-    double start; /* first clock read of the slow path; 0 before */
-} team_wait_t;
-
 /* Has peer entered call seq (published its arrive)?  Sequentially consistent, as the stores of
  * arrive and abandoned are: see team_give_up. */
 static bool team_peer_arrived(coll_gpu_team_t *t, int peer, uint64_t seq)
@@ -834,49 +797,50 @@ static bool team_peer_arrived(coll_gpu_team_t *t, int peer, uint64_t seq)
 }
 
 /* The ranks w is still waiting for, as text: "rank(s) 1 3 to enter the call", ... */
-static void team_wait_text(coll_gpu_team_t *t, const team_wait_t *w, char *out, size_t len)
+static void team_wait_text(coll_gpu_team_t *t, const coll_gpu_wait_t *w, char *out, size_t len)
 {
     size_t n = 0;
 
-    if (TEAM_WAIT_STEP == w->kind) {
+    if (COLL_GPU_WAIT_STEP == w->kind) {
         snprintf(out, len, "rank %d to reach step %lu of the call", w->peer,
                  (unsigned long) w->step);
         return;
     }
-    if (TEAM_WAIT_CALL == w->kind) {
+    if (COLL_GPU_WAIT_CALL == w->kind) {
         snprintf(out, len, "rank(s) %d to enter the call (the root: its plan)", w->peer);
         return;
     }
     n = (size_t) snprintf(out, len, "rank(s)");
     for (int p = 0; p < t->size && n < len; ++p) {
-        _Atomic uint64_t *flag = (TEAM_WAIT_DONE != w->kind) ? &t->ctl->rank[p].arrive
-                                                              : &t->ctl->rank[p].done;
-        if (TEAM_WAIT_RECORDS == w->kind) {
+        _Atomic uint64_t *flag = (COLL_GPU_WAIT_DONE != w->kind) ? &t->ctl->rank[p].arrive
+                                                                 : &t->ctl->rank[p].done;
+        if (COLL_GPU_WAIT_RECORDS == w->kind) {
             flag = &t->ctl->rank[p].call[w->seq & 1].seq;
         }
-        if (atomic_load_explicit(flag, memory_order_acquire) < w->seq) {
+        if ((0 > w->peer || p == w->peer)
+            && atomic_load_explicit(flag, memory_order_acquire) < w->seq) {
             n += (size_t) snprintf(out + n, len - n, " %d", p);
         }
     }
-    if (TEAM_WAIT_FUSED == w->kind && n == strlen("rank(s)")) {
+    if (COLL_GPU_WAIT_FUSED == w->kind && n == strlen("rank(s)")) {
         /* every rank entered: the fused kernel waits for the data of those not finished */
-        team_wait_t done = *w;
-        done.kind = TEAM_WAIT_DONE;
+        coll_gpu_wait_t done = *w;
+        done.kind = COLL_GPU_WAIT_DONE;
         team_wait_text(t, &done, out, len);
         return;
     }
     if (n < len) {
         snprintf(out + n, len - n, " to %s the call",
-                 (TEAM_WAIT_DONE != w->kind) ? "enter" : "finish");
+                 (COLL_GPU_WAIT_DONE != w->kind) ? "enter" : "finish");
     }
 }
 
-static void team_report(coll_gpu_team_t *t, const team_wait_t *w, const char *topic,
-                        double waited)
+static void team_report(coll_gpu_team_t *t, const coll_gpu_wait_t *w, const char *what,
+                        const char *topic, double waited)
 {
     char name[32], whom[COLL_GPU_TEAM_MAX * 4 + 64];
 
-    mpi_name(t->what, name, sizeof(name));
+    mpi_name(what, name, sizeof(name));
     team_wait_text(t, w, whom, sizeof(whom));
     team_say(topic, t->rank, (int) waited, name, t->cid, (unsigned long) w->seq, whom);
 }
@@ -898,63 +862,40 @@ static void team_give_up(coll_gpu_team_t *t, uint64_t seq)
     mca_coll_gpu_team_fail(t, seq);
 }
 
-/* The slow path of a wait, every TEAM_CLOCK_EVERY turns once it yields: report a long wait
- * once per call, give up past the error time.  True when the wait must end now: this rank has
- * given up on the call and the peer is not in it (it will see the failure when it comes); for
- * the fused allreduce's wait (peer -1), as soon as this rank has given up: its kernel, once
- * released, touches no memory of a peer's but the scratch, which a failed team never reads. */
-static bool team_wait_slow(coll_gpu_team_t *t, team_wait_t *w)
+bool mca_coll_gpu_team_watch(coll_gpu_team_t *t, coll_gpu_wait_t *w, const char *what)
 {
     mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
     double now, waited;
 
-    if (0 != t->abandoned && (0 > w->peer || !team_peer_arrived(t, w->peer, w->seq))) {
-        return true;
-    }
     if (0 >= c->hang_warn_seconds && 0 >= c->hang_error_seconds) {
-        return false;
+        return 0 != t->abandoned;
     }
     now = team_now();
     if (0.0 == w->start) {
         w->start = now;
-        return false;
+        return 0 != t->abandoned;
     }
     waited = now - w->start;
     if (0 < c->hang_warn_seconds && waited >= (double) c->hang_warn_seconds
         && t->warned_seq != w->seq) {
         t->warned_seq = w->seq;
-        team_report(t, w, "hang-warning", waited);
+        team_report(t, w, what, "hang-warning", waited);
     }
     if (0 < c->hang_error_seconds && waited >= (double) c->hang_error_seconds
         && 0 == t->abandoned) {
-        team_report(t, w, "hang-error", waited);
+        team_report(t, w, what, "hang-error", waited);
         team_give_up(t, w->seq);
-        return 0 > w->peer || !team_peer_arrived(t, w->peer, w->seq);
     }
-    return false;
+    return 0 != t->abandoned;
 }
 
-/* The watch of the fused allreduce's waits, which are not flag waits of this file: its host's
- * spin on the kernel's done word, and the emulated kernel's wait for its peers' flags (on this
- * thread, through its abandon callback) (coll_gpu_nvl.c, coll_gpu_nvl_async.c).  Called every
- * so often while waiting for call seq, with *start 0.0 at the wait's first call; reports and
- * gives up as the flag waits do (team_wait_slow), naming the ranks that have not entered the
- * call.  True once this rank has given up on the call: the caller releases its kernel. */
-bool mca_coll_gpu_team_watch(coll_gpu_team_t *t, uint64_t seq, double *start)
+bool mca_coll_gpu_team_reached(coll_gpu_team_t *t, _Atomic uint64_t *word, int peer,
+                               uint64_t seq)
 {
-    team_wait_t w = {TEAM_WAIT_FUSED, -1, seq, 0, *start};
-    bool end = team_wait_slow(t, &w);
-
-    *start = w.start;
-    return end;
-}
-
-void mca_coll_gpu_team_missing(coll_gpu_team_t *t, uint64_t seq, bool records, char *out,
-                               size_t len)
-{
-    team_wait_t w = {records ? TEAM_WAIT_RECORDS : TEAM_WAIT_FUSED, -1, seq, 0, 0.0};
-
-    team_wait_text(t, &w, out, len);
+    if (atomic_load_explicit(word, memory_order_acquire) >= seq) {
+        return true;
+    }
+    return 0 != t->abandoned && !team_peer_arrived(t, peer, seq);
 }
 
 void mca_coll_gpu_team_arrive(coll_gpu_team_t *t, uint64_t seq)
@@ -966,70 +907,6 @@ void mca_coll_gpu_team_arrive(coll_gpu_team_t *t, uint64_t seq)
 void mca_coll_gpu_team_done(coll_gpu_team_t *t, uint64_t seq)
 {
     atomic_store_explicit(&t->ctl->rank[t->rank].done, seq, memory_order_release);
-}
-
-/* The waits return when the peer got there, or failed (the caller reads the failure flags), or
- * when this rank gave up on the call (mca_coll_gpu_team_failed then says so). */
-void mca_coll_gpu_team_wait_arrive(coll_gpu_team_t *t, int peer, uint64_t seq)
-{
-    team_wait_t w = {TEAM_WAIT_ARRIVE, peer, seq, 0, 0.0};
-    unsigned spins = 0;
-    while (atomic_load_explicit(&t->ctl->rank[peer].arrive, memory_order_acquire) < seq) {
-        if (spin_pause(&spins) && team_wait_slow(t, &w)) {
-            return;
-        }
-    }
-}
-
-/* Wait for root's record of bcast seq (coll_gpu_call_t).  false when this rank gave up on the
- * call first (coll_gpu_hang_error_seconds) and the root has not entered it. */
-bool mca_coll_gpu_team_wait_call(coll_gpu_team_t *t, int root, uint64_t seq)
-{
-    const coll_gpu_call_t *c = &t->ctl->rank[root].call[seq & 1];
-    team_wait_t w = {TEAM_WAIT_CALL, root, seq, 0, 0.0};
-    unsigned spins = 0;
-    while (seq != atomic_load_explicit(&c->seq, memory_order_acquire)) {
-        if (spin_pause(&spins) && team_wait_slow(t, &w)) {
-            return false;
-        }
-    }
-    return true;
-}
-
-/* Wait for every rank's record of allreduce seq (coll_gpu_call_t), or a later one (a rank
- * that gave up on seq went on without us).  false when the call has failed before every record
- * came: this rank, or another, gave up on it (coll_gpu_hang_error_seconds), so that the ranks
- * that came fail together rather than each at its own error time (nothing of the call has
- * moved yet, and a rank that comes later sees the failure once it arrives).  The record is read
- * again after the failure flags: a rank that sat the call out because the records differ had
- * read every one before it failed the call, and its failure must not hide that difference
- * from us. */
-bool mca_coll_gpu_team_wait_records(coll_gpu_team_t *t, uint64_t seq)
-{
-    for (int p = 0; p < t->size; ++p) {
-        const coll_gpu_call_t *c = &t->ctl->rank[p].call[seq & 1];
-        team_wait_t w = {TEAM_WAIT_RECORDS, p, seq, 0, 0.0};
-        unsigned spins = 0;
-        while (atomic_load_explicit(&c->seq, memory_order_acquire) < seq) {
-            if (spin_pause(&spins)
-                && (team_wait_slow(t, &w) || mca_coll_gpu_team_any_failed(t, seq))
-                && atomic_load_explicit(&c->seq, memory_order_acquire) < seq) {
-                return false;
-            }
-        }
-    }
-    return true;
-}
-
-void mca_coll_gpu_team_wait_done(coll_gpu_team_t *t, int peer, uint64_t seq)
-{
-    team_wait_t w = {TEAM_WAIT_DONE, peer, seq, 0, 0.0};
-    unsigned spins = 0;
-    while (atomic_load_explicit(&t->ctl->rank[peer].done, memory_order_acquire) < seq) {
-        if (spin_pause(&spins) && team_wait_slow(t, &w)) {
-            return;
-        }
-    }
 }
 
 /* Steps (ring allreduce) and chunks (chain bcast): published after the data they cover is
@@ -1044,24 +921,6 @@ bool mca_coll_gpu_team_step_reached(coll_gpu_team_t *t, int peer, uint64_t seq, 
 {
     return atomic_load_explicit(&t->ctl->rank[peer].step, memory_order_acquire)
            >= COLL_GPU_STEP(seq, step);
-}
-
-/* Wait until peer completed step of call seq, or failed in it (then its failure flag is set;
- * the caller checks it). */
-void mca_coll_gpu_team_wait_step(coll_gpu_team_t *t, int peer, uint64_t seq, uint64_t step)
-{
-    team_wait_t w = {TEAM_WAIT_STEP, peer, seq, step, 0.0};
-    unsigned spins = 0;
-    while (!mca_coll_gpu_team_step_reached(t, peer, seq, step)) {
-        if (spin_pause(&spins) && team_wait_slow(t, &w)) {
-            return;
-        }
-    }
-}
-
-void mca_coll_gpu_team_pause(unsigned *spins)
-{
-    (void) spin_pause(spins);
 }
 
 /* ---- registration caches -------------------------------------------------------------------- */

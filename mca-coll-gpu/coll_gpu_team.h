@@ -131,12 +131,32 @@ typedef enum {
 
 /* Point-to-point tags of coll/gpu's own messages on a user's communicator: the two rounds of a
  * team's setup, and the host fallback of calls queued on a team whose setup failed
- * (coll_gpu_nvl_async.c).  No component of Open MPI 4.1 or 5.0 uses them (coll/base's tags
+ * (coll_gpu_engine.c).  No component of Open MPI 4.1 or 5.0 uses them (coll/base's tags
  * start at -7; MPI_ANY_TAG is -1, and a receive for it never matches a negative tag), and they
  * fit every PML's tag field. */
 #define COLL_GPU_TAG_SETUP1 (-3)
 #define COLL_GPU_TAG_SETUP2 (-4)
 #define COLL_GPU_TAG_FALLBACK (-5)
+
+/* What a wait of the engine waits for, as its hang report names it: peers' arrivals at or
+ * completions of call seq (peer -1: every rank's), a peer's step, the root's record of a bcast
+ * (reported as "to enter"), the fused allreduce's peers (their arrival, then their data), or
+ * every rank's record of an allreduce (reported as "to enter"). */
+typedef enum {
+    COLL_GPU_WAIT_ARRIVE,
+    COLL_GPU_WAIT_DONE,
+    COLL_GPU_WAIT_STEP,
+    COLL_GPU_WAIT_CALL,
+    COLL_GPU_WAIT_FUSED,
+    COLL_GPU_WAIT_RECORDS
+} coll_gpu_wait_kind_t;
+
+typedef struct coll_gpu_wait_t {
+    coll_gpu_wait_kind_t kind;
+    int peer;
+    uint64_t seq, step;
+    double start; /* first clock read of the wait; 0 before */
+} coll_gpu_wait_t;
 
 typedef struct coll_gpu_team_setup_t coll_gpu_team_setup_t;
 
@@ -144,10 +164,9 @@ typedef struct coll_gpu_team_t {
     coll_gpu_team_state_t state;
     int size, rank;
     uint64_t seq;                            /* calls made through the team */
-    /* For the hang reports of the waits (coll_gpu_hang_warn_seconds): the collective of the
-     * current call (set by selection), the communicator, the last call already reported, and
-     * the call this rank gave up in (coll_gpu_hang_error_seconds; 0: never). */
-    const char *what;
+    /* For the hang reports of the waits (coll_gpu_hang_warn_seconds): the communicator, the
+     * last call already reported, and the call this rank gave up in
+     * (coll_gpu_hang_error_seconds; 0: never). */
     int cid;
     uint64_t warned_seq;
     uint64_t abandoned;
@@ -172,7 +191,7 @@ typedef struct coll_gpu_team_t {
     coll_gpu_export_entry_t exports[COLL_GPU_REGCACHE_ENTRIES];
     uint64_t clock;                          /* LRU time of the exports */
     struct coll_gpu_nvl_state_t *nvl;        /* coll_gpu_nvl.c's own state, made on first use */
-    /* Nonblocking calls on the team (coll_gpu_nvl_async.c): queued in issue order, the head
+    /* Nonblocking calls on the team (coll_gpu_engine.c): queued in issue order, the head
      * running; the list of teams with a queue; whether a step of the head is running (a poll
      * nested in it leaves the team alone), and whether the team ever queued one. */
     struct coll_gpu_async_t *async_head, *async_tail;
@@ -181,7 +200,7 @@ typedef struct coll_gpu_team_t {
     /* The setup while its exchange is in flight (COLL_GPU_TEAM_PENDING), and whether a
      * nonblocking call began it: then the team's queue takes every later call that a team
      * could take, whatever the setup's outcome (a failed one runs them through the host,
-     * coll_gpu_nvl_async.c), since when the outcome becomes known differs between ranks. */
+     * coll_gpu_engine.c), since when the outcome becomes known differs between ranks. */
     coll_gpu_team_setup_t *setup;
     bool async_setup;
     /* A blocking call found the team ready (mca_coll_gpu_team_get): every rank makes that call

@@ -11,8 +11,8 @@
 # and the erroneous call's own buffers: no data moves), and a correct call afterwards right: the
 # communicator stays usable.  Rank 0 names the difference in one line (in its own log:
 # COLL_GPU_TEST_RANK_LOGS, as mpirun may split lines of several ranks).  The plan lines
-# (coll_gpu_verbose) show that every call ran the forced algorithm (the nonblocking form of
-# twoshot_ce is two-shot); one-shot gets a slot that takes the 1 MiB calls.
+# (coll_gpu_verbose) show that every call, blocking and nonblocking, ran the forced algorithm;
+# one-shot gets a slot that takes the 1 MiB calls.
 . "$(dirname "$0")/../mpi/mpitest.sh"
 COLL_GPU_TEST_UNIFORM=true
 COLL_GPU_TEST_TIMEOUT=90
@@ -57,9 +57,7 @@ run() {
     [ "$lines" -eq 8 ] && [ "$others" -eq 0 ]
     t_ok $? "$np ranks, $alg: rank 0 names each difference, ranks ($lines of 8; $others elsewhere)"
     if [ "$alg" != auto ]; then
-        nb=$alg
-        [ "$alg" = twoshot_ce ] && nb=twoshot
-        forced allreduce "$alg" && forced iallreduce "$nb"
+        forced allreduce "$alg" && forced iallreduce "$alg"
         t_ok $? "$np ranks, $alg: every call ran $alg"
     fi
 }

@@ -1,6 +1,6 @@
 #!/bin/sh
 # nbc.sh - MPI_Iallreduce and MPI_Ibcast on device buffers through the node team's nonblocking
-# path (coll_gpu_nvl_async.c), emulated device, coll_gpu_uniform_buffers=true, 2 and 3 ranks
+# path (coll_gpu_engine.c), emulated device, coll_gpu_uniform_buffers=true, 2 and 3 ranks
 # (test_nbc: results on fresh random data, several calls outstanding on world and a dup,
 # MPI_Waitall in reverse order, MPI_Test loops, blocking calls interleaved, MPI_Request_free).
 # Each run forces an allreduce and a bcast algorithm; every nonblocking call of every rank must
@@ -68,7 +68,7 @@ for np in $NBC_RANKS; do
         auto) arpat='fused\|oneshot\|twoshot' ;;
         # above a scratch slot, or in place, one-shot becomes two-shot, as the blocking call does
         oneshot) arpat='oneshot via\|twoshot via .*\(exceed the one-shot slot\|in place: two-shot\)' ;;
-        twoshot_ce) arpat='twoshot via' ;;
+        twoshot_ce) arpat='twoshot_ce via' ;;
         *) arpat="$ar via" ;;
         esac
         [ "$bc" = auto ] && bcpat='push\|pull\|chain\|tree' || bcpat="$bc via"
@@ -107,13 +107,13 @@ for np in $NBC_RANKS; do
     # a long wait is reported once (coll_gpu_hang_warn_seconds), and given up with an error on
     # every rank past coll_gpu_hang_error_seconds
     run "$np" fused push "late 3" --mca coll_gpu_hang_warn_seconds 1
-    n=$(cat "$log" "$log".ranks/*/rank.*/stderr 2>/dev/null | grep -c "rank 0 has waited [0-9]* s in a nonblocking iallreduce on communicator 0 (call [0-9]*) for rank(s) [0-9 ]*to enter the call")
+    n=$(cat "$log" "$log".ranks/*/rank.*/stderr 2>/dev/null | grep -c "rank 0 has waited [0-9]* s in MPI_Iallreduce on communicator 0 (call [0-9]* through the node team) for rank(s) [0-9 ]*to enter the call")
     passed 2 && [ "$n" -eq 1 ]
     t_ok $? "$np ranks, fused, last rank 3 s late, hang_warn_seconds 1: rank 0 reports the wait once ($n), results right"
     [ $rc -eq 0 ] || t_diag "$log"
     for ar in fused twoshot; do
         run "$np" "$ar" push "giveup 3" --mca coll_gpu_hang_error_seconds 1
-        n=$(cat "$log" "$log".ranks/*/rank.*/stderr 2>/dev/null | grep -c "rank 0 gives up a nonblocking iallreduce on communicator 0")
+        n=$(cat "$log" "$log".ranks/*/rank.*/stderr 2>/dev/null | grep -c "rank 0 gave up after [0-9]* s in MPI_Iallreduce on communicator 0")
         passed 2 && [ "$n" -eq 1 ]
         t_ok $? "$np ranks, $ar, last rank 3 s late, hang_error_seconds 1: rank 0 gives up ($n), every rank's call and the next fail, host calls work"
         [ $rc -eq 0 ] || t_diag "$log"

@@ -1,6 +1,6 @@
 #!/bin/sh
 # persistent.sh - MPI_Allreduce_init and MPI_Bcast_init on device buffers through the node
-# team's nonblocking path (coll_gpu_nvl_async.c; 4.1 by its MPIX_ names), emulated device,
+# team's nonblocking path (coll_gpu_engine.c; 4.1 by its MPIX_ names), emulated device,
 # coll_gpu_uniform_buffers=true, 2 and 3 ranks: test_persistent team (many starts of one
 # request on fresh data into poisoned outputs, in place and not, every bcast root; requests
 # started together and completed with MPI_Waitall, MPI_Testall and MPI_Test in different
@@ -80,10 +80,10 @@ for np in $PERS_RANKS; do
             continue
         fi
         case $ar in
-        auto) arpat='fused via\|oneshot via\|twoshot via\|ring via' ;;
+        auto) arpat='fused via\|oneshot via\|twoshot via\|twoshot_ce via\|ring via' ;;
         # above a scratch slot, or in place, one-shot becomes two-shot, as the blocking call does
         oneshot) arpat='oneshot via\|twoshot via .*\(exceed the one-shot slot\|in place: two-shot\)' ;;
-        twoshot_ce) arpat='twoshot via' ;;
+        twoshot_ce) arpat='twoshot_ce via' ;;
         *) arpat="$ar via" ;;
         esac
         [ "$bc" = auto ] && bcpat='push via\|pull via\|chain via\|tree via' || bcpat="$bc via"

@@ -1,6 +1,6 @@
 /*
  * test_nbc.c - MPI_Iallreduce and MPI_Ibcast on device buffers (the node team's nonblocking
- * path, coll_gpu_nvl_async.c): results, ordering, concurrency, failures.  The wrapper
+ * path, coll_gpu_engine.c): results, ordering, concurrency, failures.  The wrapper
  * (fastpath/nbc.sh, gpu/nbc_cuda.sh) forces the algorithms and checks from coll_gpu_verbose that
  * every call took the team's algorithm; this program checks the data and return codes.
  *

@@ -9,7 +9,7 @@
  * mappings of peers' allocations that the peers have freed (their names unlinked: "(deleted)" in
  * /proc/self/maps), each of which holds the peer's memory as an IPC mapping of a freed buffer
  * does on a GPU, do not grow over cycles of teams made and freed.  Persistent allreduce and
- * bcast requests of the team's path (coll_gpu_nvl_async.c) freed before their first start,
+ * bcast requests of the team's path (coll_gpu_engine.c) freed before their first start,
  * freed while active in their second start, and outliving their communicator give back the
  * communicator's team: this process's device allocations and control block mappings are as
  * many as before, its mappings of peers' allocations no more, and the results are right.
@@ -418,7 +418,7 @@ int main(int argc, char **argv)
                  "%d after)", stale_before, stale_after);
     }
     /* persistent requests of the team's path release the communicator, its team, scratch and
-     * mappings however they go (coll_gpu_nvl_async.c: end_state) */
+     * mappings however they go (coll_gpu_engine.c: end_state) */
     {
         static const char *const hows[] = {"freed before their first start",
                                            "freed while active in their second start",

@@ -4,7 +4,7 @@
 #   test_persistent dev (each request started three times with fresh data and a poisoned
 #   output), as the tests' default runs it (coll_gpu_uniform_buffers=false): every _init
 #   staged; and with coll_gpu_uniform_buffers=true: MPI_Allreduce_init and MPI_Bcast_init take
-#   the node team's path (coll_gpu_nvl_async.c), every other _init is staged;
+#   the node team's path (coll_gpu_engine.c), every other _init is staged;
 #   test_persistent team with coll_gpu_uniform_buffers=true and the default algorithms: many
 #   starts, requests together, blocking and nonblocking calls between, frees; every
 #   MPI_Allreduce_init and MPI_Bcast_init on the team but the user-defined op's (staged).

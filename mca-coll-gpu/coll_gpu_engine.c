@@ -1,95 +1,161 @@
 /*
- * coll_gpu_nvl_async.c - MPI_Iallreduce and MPI_Ibcast on device buffers through the node team:
- * the blocking fast path's algorithms (coll_gpu_nvl.c) as state machines, started at the call
- * and completed by progress (opal_progress, hence MPI_Wait, MPI_Test and every blocking wait).
- * The exchange and the reduce-scatter (coll_gpu_xstep_t: allgather(v), alltoall(v), the
- * reduce-scatters, and the nonblocking reduce) have one schedule here for every mode: their
- * nonblocking and persistent calls (mca_coll_gpu_async_xcall) and their blocking ones, which
- * post the step and wait for it (mca_coll_gpu_team_xstep).
- * MPI_Allreduce_init and MPI_Bcast_init (coll_gpu_nonblocking.c) come here too:
- * the same decision, made at init (or, when the init comes while the team's setup is in flight,
- * at the first start, on the queue), gives an inactive persistent request of this path, and
- * each MPI_Start begins one call on it (async_pers_start) exactly as a nonblocking call begins;
- * MPI_Wait and MPI_Test leave it inactive, MPI_Request_free frees it (a started one when its
- * call ends).  Peer mappings are not held from one start to the next: the team's export cache
- * and the process's peer-mapping table (coll_gpu_ipcmap.c) already serve an unchanged buffer
- * without a new export or import (while it stays among the most recently used), and a hold
- * that outlived the call would pin a slot of that table for the request's life (held slots are
- * never evicted; persistent requests may be many and long-lived, and would fill it).
+ * coll_gpu_engine.c - the engine: every algorithm of the node team written once, as a schedule
+ * of steps, and run the same way for every call mode.  A call is a request (coll_gpu_async_t)
+ * queued on its team; a step never blocks on a peer, it polls the control block's words
+ * (arrive, done, step, the calls' records), a stream or the fused kernel's done word:
  *
- * Which calls come here: those of a communicator where a blocking allreduce, bcast or reduce
+ *   blocking call      post the request, step it on this thread until it ends
+ *                      (mca_coll_gpu_team_allreduce, _bcast, _xstep: async_run)
+ *   MPI_Ixxx           post the request; the head starts at once (export, arrive, the fused
+ *                      kernel's launch on cuda); progress carries it on (opal_progress, hence
+ *                      MPI_Wait, MPI_Test and every blocking wait)
+ *   MPI_Xxx_init       the same decision at init gives an inactive persistent request; each
+ *                      MPI_Start begins one call on it (async_pers_start)
+ *   any wait of ours   (the blocking calls' waits, the emulated fused kernel's wait, the waits
+ *                      of the hierarchical path: mca_coll_gpu_async_pause) steps the other
+ *                      teams' heads too, so that a rank in a call on one communicator still
+ *                      moves its requests on another, which its peers may be waiting for
+ *
+ * Requests of one team run one at a time, in issue order: the team's seq (the calls that took
+ * the team, the same on every rank), its double-buffered scratch and call records assume it.
+ * The waits are watched in one place (mca_coll_gpu_team_watch): reported past
+ * coll_gpu_hang_warn_seconds, given up past coll_gpu_hang_error_seconds (the call fails).
+ *
+ * Synchronisation is through the team's control block in host shared memory: each rank
+ * publishes `arrive = seq` once its inputs (and exported buffer handles) are ready, and
+ * `done = seq` once it no longer touches peers' memory for that call.  Data is final in the
+ * receive buffer when the request completes.  Schedules (a line is one step, which ends when
+ * what it waits for is there):
+ *
+ *   allreduce agreement   publish {bytes, dtype, op, in place}(seq) | wait every rank's record:
+ *                         they agree: the plan's algorithm; they differ (an erroneous call):
+ *                         every rank takes the finish without data, with the same error
+ *   bcast agreement       publish {bytes, plan}(seq) | non-root: wait for the root's record;
+ *                         the root's plan is the call's, a byte count other than the root's
+ *                         sits the call out with MPI_ERR_TRUNCATE (the root returns it too)
+ *   finish                (after a failure: arrive if not yet, drain our stream) done(seq) |
+ *                         wait done(all); the call fails on every rank when any rank failed
+ *
+ * one-shot allreduce (small, zero-copy):    two-shot allreduce (large, zero-copy):
+ *   export sbuf, arrive                       export sbuf, rbuf, arrive
+ *   wait arrive(all), map peers' sbuf,        wait arrive(all), map peers' sbuf and rbuf,
+ *     rbuf = reduce(sbuf[p], p = 0..n-1)        my chunk c: rbuf[q][c] = reduce_p sbuf[p][c]
+ *   poll stream | finish                      poll stream | finish
+ * One-shot never runs in place (peers would read a buffer its owner is overwriting): an
+ * in-place call takes two-shot, where each element is read and written by one rank only
+ * (mca_coll_gpu_plan_for_call).  Every rank reduces in rank order, so floating-point results
+ * are identical on all ranks.
+ *
+ * fused allreduce (small; one kernel, allreduce_fused.cu, protocol in dev.h): no host step
+ * between ranks at all.  Each rank's kernel pushes its data into every peer's scratch slot
+ * (parity seq & 1), raises a flag there (seq), waits for the peers' flags in its own slot and
+ * folds rank 0..n-1 into rbuf; its last block stores seq into a word of mapped host memory,
+ * which the host polls (cheaper than a stream synchronisation).  Larger messages go in pieces
+ * of a slot's share, one seq each.  While it polls, the host watches the peers' failure flags:
+ * a peer that failed before launching would leave our kernel waiting, so the host releases it
+ * by writing seq | DEV_FUSED_ABANDON into its flags (the call fails).
+ *   host:    [seq = ++t->seq] arrive, launch ------------------- poll done == seq | done(seq)
+ *   kernel:           push to peers | fence, flag(seq) | wait flags | reduce | done = seq
+ * The emulated fused kernel runs on the calling thread and waits for its peers there: launched
+ * before they arrived it would block the caller, so there it is launched once all arrived.
+ *
+ * copy-engine two-shot allreduce (large): the transfers are copy-engine copies, which leave the
+ * SMs to the reduce.  Rank r owns shard r (chunk_of) and walks it in pieces through a local
+ * staging buffer of COLL_GPU_CE_DEPTH x (n-1) pieces, three streams deep:
+ *   pull stream:  [wait reduced(k-D)] pull peers' piece k of sbuf -> stage[k % D]; copied(k)
+ *   team stream:  [wait copied(k)] rbuf[k] = sbuf_0[k] op stage... (rank order); reduced(k)
+ *   push stream:  [wait reduced(k)] push rbuf[k] into every peer's rbuf
+ * so the reduce-scatter and the all-gather overlap piece by piece, with no step between ranks:
+ * a rank writes into a peer's buffer only the peer's copy of its own shard, which no other rank
+ * reads or writes in the call (in place too: that region of the peer's buffer is read only by
+ * this rank's pulls of the same piece, which precede its push).  Every shard is computed once
+ * and copied, so all ranks end bitwise identical.
+ *   export sbuf, rbuf, arrive | wait arrive(all), map, queue every piece | poll the push
+ *   stream | finish
+ *   time ->        k=0      k=1      k=2
+ *   pull        p0       p1       p2
+ *   reduce               r0       r1       r2
+ *   push                          s0       s1       s2
+ *
+ * ring allreduce (large, peer access between ring neighbours only, zero-copy): the team's ring
+ * (coll_gpu_team.c: the node model's, the same on every rank) at positions 0..n-1; the count
+ * is cut into n chunks (uneven ok); position p only ever reads its left neighbour's rbuf.
+ *   step 0         rbuf = sbuf (unless in place); export rbuf; arrive; step(seq, 0)
+ *   step k=1..n-1  (reduce-scatter) c = (p-k) mod n:  rbuf[c] = rbuf[c] op left.rbuf[c]
+ *   step k=n..2n-2 (all-gather)     c = (p-k) mod n:  rbuf[c] = left.rbuf[c]
+ *   finish
+ * Before step k both neighbours have completed step k-1 (lockstep), and neither can pass step
+ * k before we complete it.  So at step k position p reads left's chunk p-k, which left
+ * finalised at its step k-1, while left (at step k) writes its chunk p-1-k; and p writes its
+ * chunk p-k while right (at step k) reads p's chunk p+1-k, finalised at k-1.  Within each
+ * buffer the chunk read and the chunk written differ by one mod n, for any n >= 2 and across
+ * the reduce-scatter -> all-gather turn too (n = 2: left == right, chunks 0 and 1 alternate).
+ * After step n-1 position p holds the full result of chunk p+1; each chunk's result is computed
+ * once and then only copied, so every rank ends bitwise identical.
+ *              p=0        p=1        p=2          (n = 3, chunk owned after reduce-scatter:
+ *   k=1 RS     c2 += L    c0 += L    c1 += L       p=0: c1, p=1: c2, p=2: c0)
+ *   k=2 RS     c1 += L    c2 += L    c0 += L
+ *   k=3 AG     c0 = L     c1 = L     c2 = L
+ *   k=4 AG     c2 = L     c0 = L     c1 = L
+ *
+ * push bcast:  root: arrive | as each peer arrives: map its buffer, copy | poll stream, done
+ *              peer: export, arrive | wait the root's done, done
+ * pull bcast:  root: export, arrive | finish (it lends its buffer until every rank copied it)
+ *              peer: arrive | wait the root's arrive, map, copy | poll stream | finish
+ * chain and tree bcast (large, pipelined from the root): the message is cut into chunks (the
+ * plan's chunk_bytes, else 2 MiB); position i = ring position - root's, mod n; i's parent is
+ * i-1 in the chain, (i-1)/2 in the (binary) tree.
+ *   export buf (with a child), arrive | wait the parent's arrive, map its buf | copy chunk j
+ *   from the parent once its step > j, up to COLL_GPU_CHAIN_DEPTH in flight; step(seq, chunks
+ *   complete) as their events complete | finish
+ *   time ->    t0     t1     t2     t3
+ *   pos 1      c0     c1     c2     .        (pos i copies chunk j at about t(i-1+j))
+ *   pos 2      .      c0     c1     c2
+ *
+ * exchange and reduce-scatter (coll_gpu_xstep_t: allgather(v), alltoall(v), the
+ * reduce-scatters, the reduce; coll_gpu_nvl.c has the halves and their schedules):
+ *   open: offers, lend, arrive | wait arrive(all), move: map, copies or the one reduction |
+ *   poll streams | finish
+ *
+ * Every algorithm but the fused one and the push bcast ends with every rank's done: a rank's
+ * buffers are free when its call ends (no peer reads them any more), a failure anywhere fails
+ * the call on every rank, and no rank can be more than one call ahead of another (one-shot's
+ * double buffer needs it).  A rank that fails jumps its step counter past the call
+ * (mca_coll_gpu_team_fail), so its neighbours wake, see the flag and fail in turn; a rank that
+ * fails locally before the call takes part without data: nobody waits forever.
+ *
+ * Which nonblocking and persistent calls come here (the blocking ones come when their entry
+ * decided for the team): those of a communicator where a blocking allreduce, bcast or reduce
  * had device memory on every rank, whatever this rank's own kind (a nonblocking call cannot
  * agree on the kinds itself: coll_gpu.h, mca_coll_gpu_nb_team_path), and a plan from
- * mca_coll_gpu_select that names the team (every algorithm of the blocking calls has a form
- * below).  Every input of that choice is the
- * same on all ranks: the plan of an allreduce is a function of the byte count, and a bcast
- * takes the team whatever its byte count, then runs the root's plan, read from the root's
- * record as the blocking call does.  Everything else stays on the staged path
- * (coll_gpu_staged_colls.c), on every rank.
+ * mca_coll_gpu_select that names the team.  Every input of that choice is the same on all
+ * ranks: the plan of an allreduce is a function of the byte count, and a bcast takes the team
+ * whatever its byte count, then runs the root's plan.  Everything else stays on the staged
+ * path (coll_gpu_staged_colls.c), on every rank.  A call made while its team's setup is in
+ * flight waits on the queue (ALG_DEFER) and is decided once the setup has ended, as it would
+ * have been on the ready team; on a team a nonblocking call set up, a call without a GPU path
+ * (the setup failed, the plan is staged) stays on the queue too and runs through the host with
+ * coll/gpu's own messages (coll_gpu_fallback.c): when the setup's outcome becomes known differs
+ * between ranks, so such calls must not go anywhere whose order that moment would change.
  *
- * A call made while its team's setup is in flight waits on the queue (ALG_DEFER) and is
- * decided once the setup has ended, as it would have been on the ready team; on a team a
- * nonblocking call set up, a call without a GPU path (the setup failed, the plan is staged or
- * has no form here) stays on the queue too and runs through the host with coll/gpu's own
- * messages (coll_gpu_fallback.c): when the setup's outcome becomes known differs between ranks,
- * so such calls must not go anywhere whose order that moment would change.
- *
- * Requests of one team run one at a time, in issue order: the team's seq, its double-buffered
- * scratch and call records assume it.  A queue per team:
- *
- *   MPI_Ixxx          request queued on its team; the head starts at once (export, arrive,
- *                     for the fused allreduce on the cuda backend the kernel launch), returns
- *   progress          every team with a queue: step its head until it waits on something;
- *                     a head that ends completes its request and the next one starts
- *   blocking call     on a team with queued requests: opal_progress until the queue is empty,
- *                     then the blocking algorithm (mca_coll_gpu_async_drain)
- *   any wait of ours  (the team's flag waits while they yield, the emulated fused kernel's
- *                     wait): steps the other teams' heads too, so that a rank in a blocking
- *                     call on one communicator still moves its requests on another, which its
- *                     peers may be waiting for
- *
- * A step never blocks on a peer: it polls the control block's words (arrive, done, step, the
- * bcast records), the stream (dev_stream_query) or the fused kernel's done word.  Schedules
- * (each line: one step, which ends when what it waits for is there):
- *
- *   fused        [emulated: arrive, wait arrive(all)] launch (cuda: at once) | poll done word
- *                | done(seq); next piece, one seq each
- *   one-shot     export sbuf, arrive | wait arrive(all), map, reduce | poll stream | finish
- *                (in place: two-shot, mca_coll_gpu_plan_for_call)
- *   two-shot     export sbuf, rbuf, arrive | wait arrive(all), map, reduce my shard into
- *                every rank's rbuf | poll stream | finish
- *   ring         copy sbuf -> rbuf | poll stream, export rbuf, arrive, step 0 | for k = 1 ..
- *                2n-2: wait both neighbours' step k-1, reduce (k < n) or copy chunk from the
- *                left | poll stream, step k | finish
- *   allreduce    publish record | wait every rank's record: counts, types and ops agree, or
- *                every rank sits the call out with the same error (the finish, without data)
- *   bcast        publish record | (non-root) wait root's record: its plan and byte count
- *   push         root: arrive | as each peer arrives: map its buffer, copy | poll stream, done
- *                peer: export, arrive | wait root's done, done
- *   pull         root: export, arrive | finish;  peer: arrive | wait root's arrive, map, copy
- *                | poll stream | finish
- *   chain, tree  export (with a child), arrive | wait parent's arrive, map | issue chunk copies
- *                as the parent publishes them, publish those complete | finish
- *   finish       (after a failure: arrive if not yet, drain our stream) done(seq) | wait
- *                done(all); the call fails on every rank when any rank failed
- *
- * The emulated fused kernel runs on the calling thread and waits for its peers there: launched
- * before they arrived it would block the caller, so there it is launched once every rank has
- * arrived.  A copy-engine two-shot plan runs as the SM two-shot.
- * A request holds a reference on its communicator until it is freed: MPI_Comm_free with calls
- * still running is legal (the free is deferred until they complete), so the communicator, and
- * with it the module and the team the request steps, outlive it.  The last reference can thus
- * go inside our own progress (MPI_Request_free came first: freed at completion); there the
- * release waits until the team's loop and async_lock are left (async_reap).
- * A rank whose buffer the team cannot use in place (gaps, managed or host memory, memory the
- * legacy IPC cannot export) goes through a device temporary owned by its request (the module's
- * are for the blocking calls, which may run while the request is queued).  A rank that fails
- * locally takes part without data (its peers fail the call instead of waiting); the waits
- * respect coll_gpu_hang_warn_seconds and coll_gpu_hang_error_seconds as the blocking waits do.
+ * A persistent request's peer mappings are not held from one start to the next: the team's
+ * export cache and the process's peer-mapping table (coll_gpu_ipcmap.c) already serve an
+ * unchanged buffer without a new export or import (while it stays among the most recently
+ * used), and a hold that outlived the call would pin a slot of that table for the request's
+ * life.  A request holds a reference on its communicator until it is freed: MPI_Comm_free with
+ * calls still running is legal (the free is deferred until they complete), so the
+ * communicator, and with it the module and the team the request steps, outlive it.  The last
+ * reference can thus go inside our own progress (MPI_Request_free came first: freed at
+ * completion); there the release waits until the team's loop and async_lock are left
+ * (async_reap).  A nonblocking rank whose buffer the team cannot use in place (gaps, managed or
+ * host memory, memory the legacy IPC cannot export) goes through a device temporary owned by
+ * its request (the module's are for the blocking calls, which adapt their own buffers:
+ * coll_gpu_adapt.c).
  */
 #include "ompi_config.h"
 
 #include <inttypes.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -102,9 +168,22 @@
 
 #include "coll_gpu.h"
 
-#define ASYNC_DEFAULT_CHUNK ((size_t) 2 << 20)  /* chain and tree, as the blocking calls */
-#define ASYNC_CLOCK_EVERY 1024                 /* polls between looks at the clock (hangs) */
+#define ASYNC_DEFAULT_CHUNK ((size_t) 2 << 20)  /* chain and tree */
+#define ASYNC_CLOCK_EVERY 64                   /* polls between looks at the clock (hangs) */
 #define ASYNC_QUERY_EVERY 4096                 /* fused: polls between looks at the stream */
+#define ASYNC_SPINS_BEFORE_YIELD 1000          /* a waiting thread spins, then yields */
+#define ASYNC_OPAL_EVERY 64                    /* its turns between opal_progress calls */
+/* copy-engine two-shot: pieces in flight (COLL_GPU_CE_DEPTH), largest piece (the plan's chunk,
+ * or coll_gpu_chunk_bytes) and staging budget.  Each piece costs ~15 us of gaps between the
+ * three streams (2xH200 NV18, 2026-12-01: 512 MiB took 2383 us in 4 MiB pieces, 1517 us in 32
+ * MiB ones), and the pipeline wants two pieces at least: pieces are half a shard, at least
+ * CE_PIECE_MIN, at most the plan's chunk.  Busbw there, 2 ranks, by piece size: 64 MiB message
+ * 314 GB/s (16 MiB pieces) against 302 (32); 128 MiB 345 (32) against 337 (16) and 308 (64);
+ * 256 MiB 357 (64) against 350 (32); 512 MiB 358 (64), 352 (32), 340 (16). */
+#define CE_PIECE_MIN ((size_t) 16 << 20)
+#define CE_PIECE_DEFAULT ((size_t) 64 << 20)
+#define CE_PIECE_MAX ((size_t) 64 << 20)
+#define CE_STAGE_MAX ((size_t) 128 << 20)
 
 /* A request's end_state (async_req_free).  A persistent request is ASYNC_ENDED while inactive
  * (after its init and after each completed start: nothing of ours holds it, so a free destroys
@@ -124,6 +203,7 @@ typedef enum {
     ALG_FUSED,
     ALG_ONESHOT,
     ALG_TWOSHOT,
+    ALG_TWOSHOT_CE,
     ALG_RING,
     ALG_BC_PUSH,
     ALG_BC_PULL,
@@ -173,6 +253,7 @@ typedef struct coll_gpu_async_t {
     const char *what;
     async_alg_t alg;
     bool bcast;
+    bool blocking;                      /* a blocking call's (async_run) */
     async_phase_t phase;
     uint64_t seq;
     int rc;
@@ -199,7 +280,7 @@ typedef struct coll_gpu_async_t {
     int parent;
     bool has_child;
     unsigned polls;
-    double wait_start;                  /* hang reports: first clock read of a long wait */
+    coll_gpu_wait_t wait;               /* the hang watch's view of the current wait */
     /* the call as given, for allreduce_begin and bcast_begin (again at every MPI_Start of a
      * persistent request) */
     const void *user_sbuf;
@@ -292,95 +373,49 @@ static bool peer_arrived(coll_gpu_team_t *t, int p, uint64_t seq)
     return atomic_load(&t->ctl->rank[p].arrive) >= seq;
 }
 
-/* Past coll_gpu_hang_error_seconds this rank gives the call up, as the blocking waits do
- * (coll_gpu_team.c, team_give_up): the mark stays for every later call of the team. */
-static void async_give_up(coll_gpu_team_t *t, uint64_t seq)
+/* A poll that found what it waits for missing (kind, peer -1 for every rank's, step): every
+ * ASYNC_CLOCK_EVERY such polls the team's watch looks at the clock, reports a long wait once
+ * and gives up past the error time.  The wait's clock starts at its first look. */
+static void async_waiting(coll_gpu_async_t *r, coll_gpu_wait_kind_t kind, int peer, uint64_t step)
 {
-    if (0 == t->abandoned) {
-        t->abandoned = seq;
-        atomic_store(&t->ctl->rank[t->rank].abandoned, seq);
+    if (0 != (++r->polls % ASYNC_CLOCK_EVERY)) {
+        return;
     }
-    mca_coll_gpu_team_fail(t, seq);
+    r->wait.kind = kind;
+    r->wait.peer = peer;
+    r->wait.seq = r->seq;
+    r->wait.step = step;
+    (void) mca_coll_gpu_team_watch(r->team, &r->wait, r->what);
 }
 
-/* A poll that found what it waits for missing: every ASYNC_CLOCK_EVERY such polls, report a
- * long wait once and give up past the error time.  whom NULL: the ranks that have not entered
- * the call (or not finished it), for the waits on every peer (the fused allreduce's, the
- * allreduce's agreement: there the ranks whose record is missing). */
-static void async_waiting(coll_gpu_async_t *r, const char *whom)
+/* What was waited for came: the next wait's clock starts afresh. */
+static void async_waited(coll_gpu_async_t *r)
 {
-    mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
+    r->wait.start = 0.0;
+}
+
+static bool all_reached(coll_gpu_async_t *r, bool done)
+{
     coll_gpu_team_t *t = r->team;
-    char missing[COLL_GPU_TEAM_MAX * 4 + 64];
-    double now, waited;
-    bool warn, give_up;
-
-    if (0 != (++r->polls % ASYNC_CLOCK_EVERY)
-        || (0 >= c->hang_warn_seconds && 0 >= c->hang_error_seconds)) {
-        return;
+    for (int p = 0; p < t->size; ++p) {
+        coll_gpu_ctl_rank_t *c = &t->ctl->rank[p];
+        if (!mca_coll_gpu_team_reached(t, done ? &c->done : &c->arrive, p, r->seq)) {
+            async_waiting(r, done ? COLL_GPU_WAIT_DONE : COLL_GPU_WAIT_ARRIVE, -1, 0);
+            return false;
+        }
     }
-    now = async_now();
-    if (0.0 == r->wait_start) {
-        r->wait_start = now;
-        return;
-    }
-    waited = now - r->wait_start;
-    warn = 0 < c->hang_warn_seconds && waited >= (double) c->hang_warn_seconds
-           && t->warned_seq != r->seq;
-    give_up = 0 < c->hang_error_seconds && waited >= (double) c->hang_error_seconds
-              && 0 == t->abandoned;
-    if (NULL == whom && (warn || give_up)) {
-        mca_coll_gpu_team_missing(t, r->seq, ALG_AR_AGREE == r->alg, missing, sizeof(missing));
-        whom = missing;
-    }
-    if (warn) {
-        t->warned_seq = r->seq;
-        opal_output(0, "coll:gpu: rank %d has waited %d s in a nonblocking %s on communicator "
-                       "%d (call %" PRIu64 ") for %s",
-                    t->rank, (int) waited, r->what, t->cid, r->seq, whom);
-    }
-    if (give_up) {
-        opal_output(0, "coll:gpu: rank %d gives up a nonblocking %s on communicator %d (call "
-                       "%" PRIu64 ") after %d s waiting for %s: the call fails",
-                    t->rank, r->what, t->cid, r->seq, (int) waited, whom);
-        async_give_up(t, r->seq);
-    }
-}
-
-/* Is the word of peer p (arrive or done) at seq, or has this rank given up and p not entered
- * the call (then it never touches our memory for it and sees the failure when it comes)? */
-static bool async_reached(coll_gpu_team_t *t, _Atomic uint64_t *word, int p, uint64_t seq)
-{
-    if (atomic_load_explicit(word, memory_order_acquire) >= seq) {
-        return true;
-    }
-    return 0 != t->abandoned && !peer_arrived(t, p, seq);
+    async_waited(r);
+    return true;
 }
 
 static bool all_arrived(coll_gpu_async_t *r)
 {
-    coll_gpu_team_t *t = r->team;
-    for (int p = 0; p < t->size; ++p) {
-        if (!async_reached(t, &t->ctl->rank[p].arrive, p, r->seq)) {
-            async_waiting(r, "its peers to enter the call");
-            return false;
-        }
-    }
-    r->wait_start = 0.0;
-    return true;
+    return all_reached(r, false);
 }
 
 static bool all_done(coll_gpu_async_t *r)
 {
-    coll_gpu_team_t *t = r->team;
-    for (int p = 0; p < t->size; ++p) {
-        if (!async_reached(t, &t->ctl->rank[p].done, p, r->seq)) {
-            async_waiting(r, "its peers to finish the call");
-            return false;
-        }
-    }
-    r->wait_start = 0.0;
-    return true;
+    return all_reached(r, true);
 }
 
 /* Our stream's work: ASYNC_READY when it ended, ASYNC_PENDING while it runs; a failure is
@@ -438,8 +473,8 @@ static int async_fail(coll_gpu_async_t *r)
     return ASYNC_AGAIN;
 }
 
-/* The end every algorithm but the fused and the push bcast shares
- * (nvl_finish_all in coll_gpu_nvl.c): arrive if a failure came first, drain our own copies and
+/* The end every algorithm but the fused and the push bcast shares: arrive if a failure came
+ * first, drain our own copies and
  * kernels after a failure (nothing of ours may touch peer memory once we are done), give our
  * done, wait for everybody's; the call fails on every rank when any rank failed. */
 static int async_finish(coll_gpu_async_t *r)
@@ -452,7 +487,7 @@ static int async_finish(coll_gpu_async_t *r)
             r->arrived = true;
         }
         if (OMPI_SUCCESS != r->rc) {
-            (void) dev_stream_sync(t->stream);
+            mca_coll_gpu_nvl_drain(t);
         }
         mca_coll_gpu_team_done(t, r->seq);
         r->phase = PH_FINISH;
@@ -476,7 +511,7 @@ static bool fused_abandon(void *ctx)
 {
     coll_gpu_async_t *r = ctx;
     mca_coll_gpu_async_poll();
-    async_waiting(r, NULL);
+    async_waiting(r, COLL_GPU_WAIT_FUSED, -1, 0);
     return mca_coll_gpu_team_any_failed(r->team, r->seq);
 }
 
@@ -531,11 +566,11 @@ static int step_fused(coll_gpu_async_t *r)
                     return async_fail(r);
                 }
             }
-            async_waiting(r, NULL);
+            async_waiting(r, COLL_GPU_WAIT_FUSED, -1, 0);
             return ASYNC_PENDING;
         }
         mca_coll_gpu_team_done(t, r->seq);
-        r->wait_start = 0.0;
+        async_waited(r);
         if (mca_coll_gpu_team_any_failed(t, r->seq)) {
             r->rc = OMPI_ERROR;
             return ASYNC_END;
@@ -592,8 +627,8 @@ static int step_oneshot(coll_gpu_async_t *r)
     }
 }
 
-/* The elements [*lo, *hi) rank r owns in a two-shot of count elements over n ranks (the same
- * cut as coll_gpu_nvl.c's). */
+/* The elements [*lo, *hi) rank r owns in a two-shot of count elements over n ranks (and the
+ * ring's chunk r). */
 static void chunk_of(size_t count, int n, int r, size_t *lo, size_t *hi)
 {
     size_t base = count / (size_t) n, extra = count % (size_t) n;
@@ -601,11 +636,49 @@ static void chunk_of(size_t count, int n, int r, size_t *lo, size_t *hi)
     *hi = *lo + base + ((size_t) r < extra ? 1 : 0);
 }
 
+/* The opening of both two-shots: lend our send and receive buffers for call seq, arrive. */
+static int lend_pair(coll_gpu_async_t *r)
+{
+    coll_gpu_team_t *t = r->team;
+    coll_gpu_ctl_rank_t *me = &t->ctl->rank[t->rank];
+    int rc = mca_coll_gpu_team_export(t, r->s.dev, r->count * r->esize, &me->sbuf);
+
+    if (DEV_OK == rc) {
+        rc = mca_coll_gpu_team_export(t, r->r.dev, r->count * r->esize, &me->rbuf);
+    }
+    if (DEV_OK == rc) {
+        mca_coll_gpu_team_arrive(t, r->seq);
+        r->arrived = true;
+    }
+    return rc;
+}
+
+/* Every rank's lent pair mapped (ours as it is) into ps[] and pr[], once all arrived. */
+static int map_pairs(coll_gpu_async_t *r, void **ps, void **pr)
+{
+    coll_gpu_team_t *t = r->team;
+    int rc = DEV_OK;
+
+    for (int p = 0; p < t->size && DEV_OK == rc; ++p) {
+        ps[p] = r->s.dev;
+        pr[p] = r->r.dev;
+        if (p != t->rank) {
+            rc = mca_coll_gpu_team_import(t, p, &t->ctl->rank[p].sbuf, r->count * r->esize,
+                                          &ps[p]);
+            if (DEV_OK == rc) {
+                rc = mca_coll_gpu_team_import(t, p, &t->ctl->rank[p].rbuf,
+                                              r->count * r->esize, &pr[p]);
+            }
+        }
+    }
+    return rc;
+}
+
 static int step_twoshot(coll_gpu_async_t *r)
 {
     int s;
     coll_gpu_team_t *t = r->team;
-    coll_gpu_ctl_rank_t *me;
+    void *ps[COLL_GPU_TEAM_MAX], *pr[COLL_GPU_TEAM_MAX];
     const void *srcs[COLL_GPU_TEAM_MAX];
     void *dsts[COLL_GPU_TEAM_MAX];
     size_t lo, hi;
@@ -613,28 +686,18 @@ static int step_twoshot(coll_gpu_async_t *r)
     switch (r->phase) {
     case PH_START:
         r->seq = ++t->seq;
-        me = &t->ctl->rank[t->rank];
-        ASYNC_CHECK(r, mca_coll_gpu_team_export(t, r->s.dev, r->count * r->esize, &me->sbuf));
-        ASYNC_CHECK(r, mca_coll_gpu_team_export(t, r->r.dev, r->count * r->esize, &me->rbuf));
-        mca_coll_gpu_team_arrive(t, r->seq);
-        r->arrived = true;
+        ASYNC_CHECK(r, lend_pair(r));
         r->phase = PH_ARRIVE;
         /* fall through */
     case PH_ARRIVE:
         if (ASYNC_READY != (s = arrived_ok(r))) {
             return s;
         }
+        ASYNC_CHECK(r, map_pairs(r, ps, pr));
         chunk_of(r->count, t->size, t->rank, &lo, &hi);
         for (int p = 0; p < t->size; ++p) {
-            void *s = r->s.dev, *d = r->r.dev;
-            if (p != t->rank) {
-                ASYNC_CHECK(r, mca_coll_gpu_team_import(t, p, &t->ctl->rank[p].sbuf,
-                                                        r->count * r->esize, &s));
-                ASYNC_CHECK(r, mca_coll_gpu_team_import(t, p, &t->ctl->rank[p].rbuf,
-                                                        r->count * r->esize, &d));
-            }
-            srcs[p] = (const char *) s + lo * r->esize;
-            dsts[p] = (char *) d + lo * r->esize;
+            srcs[p] = (const char *) ps[p] + lo * r->esize;
+            dsts[p] = (char *) pr[p] + lo * r->esize;
         }
         if (hi > lo) {
             ASYNC_CHECK(r, dev_reduce_multi(dsts, t->size, srcs, t->size, hi - lo, r->dt, r->op,
@@ -650,7 +713,108 @@ static int step_twoshot(coll_gpu_async_t *r)
     }
 }
 
-/* Ring allreduce (coll_gpu_nvl.c, allreduce_ring): step k = 1 .. 2n-2 once both neighbours
+/* Copy-engine two-shot (schedule at the top of the file): the pieces of this rank's shard,
+ * r->per elements each (each rank cuts its own shard: no cut is shared), all queued at once
+ * on the three streams once every rank arrived; the push stream ends last. */
+static int step_twoshot_ce(coll_gpu_async_t *r)
+{
+    coll_gpu_team_t *t = r->team;
+    int n = t->size, s;
+    coll_gpu_ce_t *ce = NULL;
+    size_t lo, hi;
+
+    chunk_of(r->count, n, t->rank, &lo, &hi);
+    switch (r->phase) {
+    case PH_START: {
+        size_t shard = (hi - lo) * r->esize, piece = shard / 2, want;
+        size_t piece_max = (0 == r->plan.chunk_bytes) ? CE_PIECE_DEFAULT : r->plan.chunk_bytes;
+        r->seq = ++t->seq;
+        piece = (piece > CE_PIECE_MIN) ? piece : CE_PIECE_MIN;
+        piece = (piece < piece_max) ? piece : piece_max;
+        piece = (piece < CE_PIECE_MAX) ? piece : CE_PIECE_MAX;
+        if (piece * COLL_GPU_CE_DEPTH * (size_t) (n - 1) > CE_STAGE_MAX) {
+            piece = CE_STAGE_MAX / COLL_GPU_CE_DEPTH / (size_t) (n - 1);
+        }
+        piece = piece / 4096 * 4096;
+        piece = (piece < 4096) ? 4096 : piece; /* a multiple of every element size */
+        /* no more staging than this call needs, so small calls stay small */
+        want = (shard < piece) ? shard : piece;
+        want = (want + 4095) / 4096 * 4096;
+        want = (want < 4096) ? 4096 : want;
+        ASYNC_CHECK(r, mca_coll_gpu_nvl_ce(t, want * COLL_GPU_CE_DEPTH * (size_t) (n - 1), &ce));
+        r->per = piece / r->esize;
+        ASYNC_CHECK(r, lend_pair(r));
+        r->phase = PH_ARRIVE;
+    }
+        /* fall through */
+    case PH_ARRIVE: {
+        void *ps[COLL_GPU_TEAM_MAX], *pr[COLL_GPU_TEAM_MAX];
+        size_t npieces = (hi - lo + r->per - 1) / r->per, row_piece;
+        if (ASYNC_READY != (s = arrived_ok(r))) {
+            return s;
+        }
+        ASYNC_CHECK(r, mca_coll_gpu_nvl_ce(t, 0, &ce));
+        ASYNC_CHECK(r, map_pairs(r, ps, pr));
+        COLL_GPU_VERBOSE(COLL_GPU_LOG_CALL,
+                         "coll:gpu:%s (cid %d): rank %d: twoshot_ce, shard of %zu B in %zu "
+                         "piece(s) of %zu B",
+                         r->what, t->cid, t->rank, (hi - lo) * r->esize, npieces,
+                         r->per * r->esize);
+        /* the staging buffer holds COLL_GPU_CE_DEPTH rows of n-1 pieces; a row is reused once
+         * the reduce that read it has run */
+        row_piece = ce->stage_bytes / COLL_GPU_CE_DEPTH / (size_t) (n - 1);
+        for (size_t k = 0; k < npieces; ++k) {
+            int d = (int) (k % COLL_GPU_CE_DEPTH), j = 0;
+            size_t off = lo + k * r->per, len = (hi - off < r->per) ? hi - off : r->per;
+            const void *srcs[COLL_GPU_TEAM_MAX];
+            void *dst = (char *) r->r.dev + off * r->esize;
+            if (k >= COLL_GPU_CE_DEPTH) {
+                ASYNC_CHECK(r, dev_stream_wait_event(ce->pull, ce->reduced[d]));
+            }
+            for (int p = 0; p < n; ++p) {
+                char *to;
+                if (p == t->rank) {
+                    srcs[p] = (const char *) r->s.dev + off * r->esize;
+                    continue;
+                }
+                to = (char *) ce->stage
+                     + ((size_t) d * (size_t) (n - 1) + (size_t) j++) * row_piece;
+                ASYNC_CHECK(r, dev_memcpy_async(to, (const char *) ps[p] + off * r->esize,
+                                                len * r->esize, ce->pull));
+                srcs[p] = to;
+            }
+            ASYNC_CHECK(r, dev_event_record(ce->copied[d], ce->pull));
+            ASYNC_CHECK(r, dev_stream_wait_event(t->stream, ce->copied[d]));
+            ASYNC_CHECK(r, dev_reduce_multi(&dst, 1, srcs, n, len, r->dt, r->op, &r->launch,
+                                            t->stream));
+            ASYNC_CHECK(r, dev_event_record(ce->reduced[d], t->stream));
+            /* the finished piece to every peer (the peer's copy of our shard) */
+            ASYNC_CHECK(r, dev_stream_wait_event(ce->push, ce->reduced[d]));
+            for (int p = 0; p < n; ++p) {
+                if (p != t->rank) {
+                    ASYNC_CHECK(r, dev_memcpy_async((char *) pr[p] + off * r->esize, dst,
+                                                    len * r->esize, ce->push));
+                }
+            }
+        }
+        r->phase = PH_STREAM;
+    }
+        /* fall through */
+    case PH_STREAM:
+        /* the pushes waited for the reduces, which waited for the pulls */
+        ASYNC_CHECK(r, mca_coll_gpu_nvl_ce(t, 0, &ce));
+        s = dev_stream_query(ce->push);
+        if (1 == s) {
+            return ASYNC_PENDING;
+        }
+        ASYNC_CHECK(r, s);
+        return async_finish(r);
+    default:
+        return async_finish(r);
+    }
+}
+
+/* Ring allreduce (schedule at the top of the file): step k = 1 .. 2n-2 once both neighbours
  * completed step k-1; r->complete counts the steps done, r->peer_buf is the left's rbuf. */
 static int step_ring(coll_gpu_async_t *r)
 {
@@ -693,10 +857,12 @@ static int step_ring(coll_gpu_async_t *r)
             if (0 != t->abandoned) {
                 return async_fail(r); /* we gave up on a neighbour */
             }
-            async_waiting(r, "its ring neighbours' steps");
+            async_waiting(r, COLL_GPU_WAIT_STEP,
+                          mca_coll_gpu_team_step_reached(t, left, r->seq, k - 1) ? right : left,
+                          k - 1);
             return ASYNC_PENDING;
         }
-        r->wait_start = 0.0;
+        async_waited(r);
         if (mca_coll_gpu_team_failed(t, left, r->seq)
             || mca_coll_gpu_team_failed(t, right, r->seq)) {
             return async_fail(r);
@@ -743,10 +909,13 @@ static int step_ring(coll_gpu_async_t *r)
 }
 
 /* Before anything moves, every rank publishes its byte count, element type, op and use of
- * MPI_IN_PLACE, and reads every rank's (mca_coll_gpu_nvl_allreduce: the blocking call's
- * agreement).  They agree: the algorithm (first_alg) starts, or this rank's failure before the
- * call (local_rc) is sat out as allreduce_begin decided; they differ (or a rank gave up on the
- * call): every rank takes the finish without data and returns the same error. */
+ * MPI_IN_PLACE, and reads every rank's.  They agree: the algorithm (first_alg) starts, or this
+ * rank's failure before the call (local_rc) is sat out; they differ (or a rank gave up on the
+ * call): every rank takes the finish without data and returns the same error, whichever
+ * algorithm each rank's plan named (plans follow the byte count, which may be what differs).
+ * Without the agreement such a call could take a peer's exported buffer for one it is not, run
+ * different algorithms on different ranks, or leave a fused kernel waiting for pieces that
+ * never come. */
 static int step_ar_agree(coll_gpu_async_t *r)
 {
     coll_gpu_team_t *t = r->team;
@@ -774,11 +943,11 @@ static int step_ar_agree(coll_gpu_async_t *r)
             continue;
         }
         r->seq = seq; /* for the hang reports (and their give-up) */
-        async_waiting(r, NULL);
+        async_waiting(r, COLL_GPU_WAIT_RECORDS, -1, 0);
         r->seq = 0;
         return ASYNC_PENDING;
     }
-    r->wait_start = 0.0;
+    async_waited(r);
     rc = gave_up ? OMPI_ERROR : mca_coll_gpu_nvl_allreduce_check(t, seq, r->what, r->comm);
     r->phase = PH_START;
     if (OMPI_SUCCESS != rc) {
@@ -790,6 +959,11 @@ static int step_ar_agree(coll_gpu_async_t *r)
     if (OMPI_SUCCESS != r->local_rc) {
         r->rc = r->local_rc;
         r->alg = ALG_FINISH;
+    } else if (ALG_FUSED == r->alg) {
+        COLL_GPU_VERBOSE(COLL_GPU_LOG_CALL,
+                         "coll:gpu:%s (cid %d): rank %d: fused, %zu piece(s) of up to %zu B",
+                         r->what, t->cid, t->rank, (r->count + r->per - 1) / r->per,
+                         r->per * r->esize);
     }
     return ASYNC_AGAIN;
 }
@@ -806,8 +980,8 @@ static int push_end(coll_gpu_async_t *r)
         if (!all_arrived(r)) {
             return ASYNC_PENDING;
         }
-    } else if (!async_reached(t, &t->ctl->rank[r->root].done, r->root, r->seq)) {
-        async_waiting(r, "the root to finish the call");
+    } else if (!mca_coll_gpu_team_reached(t, &t->ctl->rank[r->root].done, r->root, r->seq)) {
+        async_waiting(r, COLL_GPU_WAIT_DONE, r->root, 0);
         return ASYNC_PENDING;
     }
     mca_coll_gpu_team_done(t, r->seq);
@@ -856,8 +1030,8 @@ static int step_push(coll_gpu_async_t *r)
             if (p == t->rank) {
                 continue;
             }
-            if (!async_reached(t, &t->ctl->rank[p].arrive, p, r->seq)) {
-                async_waiting(r, "its peers to enter the call");
+            if (!mca_coll_gpu_team_reached(t, &t->ctl->rank[p].arrive, p, r->seq)) {
+                async_waiting(r, COLL_GPU_WAIT_ARRIVE, p, 0);
                 return ASYNC_PENDING;
             }
             if (mca_coll_gpu_team_failed(t, p, r->seq)
@@ -875,7 +1049,7 @@ static int step_push(coll_gpu_async_t *r)
                 return ASYNC_AGAIN;
             }
         }
-        r->wait_start = 0.0;
+        async_waited(r);
         r->phase = PH_STREAM;
         /* fall through */
     case PH_STREAM: {
@@ -919,8 +1093,8 @@ static int step_pull(coll_gpu_async_t *r)
         r->phase = PH_ARRIVE;
         /* fall through */
     case PH_ARRIVE:
-        if (!async_reached(t, &t->ctl->rank[r->root].arrive, r->root, r->seq)) {
-            async_waiting(r, "the root to enter the call");
+        if (!mca_coll_gpu_team_reached(t, &t->ctl->rank[r->root].arrive, r->root, r->seq)) {
+            async_waiting(r, COLL_GPU_WAIT_ARRIVE, r->root, 0);
             return ASYNC_PENDING;
         }
         if (mca_coll_gpu_team_failed(t, r->root, r->seq)) {
@@ -939,7 +1113,7 @@ static int step_pull(coll_gpu_async_t *r)
     }
 }
 
-/* Chain and tree (coll_gpu_nvl.c, bcast_pipelined): positions along the ring from the root. */
+/* Chain and tree (schedule at the top of the file): positions along the ring from the root. */
 static int step_pipelined(coll_gpu_async_t *r)
 {
     coll_gpu_team_t *t = r->team;
@@ -962,9 +1136,9 @@ static int step_pipelined(coll_gpu_async_t *r)
         r->issued = r->complete = 0;
         COLL_GPU_VERBOSE(COLL_GPU_LOG_CALL,
                          "coll:gpu:%s (cid %d): rank %d: %s position %d from root %d, parent "
-                         "%d, %" PRIu64 " chunk(s) of %zu B (nonblocking)",
+                         "%d, %" PRIu64 " chunk(s) of %zu B%s",
                          r->what, t->cid, t->rank, tree ? "tree" : "chain", at, r->root,
-                         r->parent, r->nchunks, r->chunk);
+                         r->parent, r->nchunks, r->chunk, r->blocking ? "" : " (nonblocking)");
         if (r->has_child) {
             ASYNC_CHECK(r, mca_coll_gpu_team_export(t, r->r.dev, r->bytes,
                                                     &t->ctl->rank[t->rank].rbuf));
@@ -979,8 +1153,8 @@ static int step_pipelined(coll_gpu_async_t *r)
         r->phase = PH_ARRIVE;
         /* fall through */
     case PH_ARRIVE:
-        if (!async_reached(t, &t->ctl->rank[r->parent].arrive, r->parent, r->seq)) {
-            async_waiting(r, "its parent to enter the call");
+        if (!mca_coll_gpu_team_reached(t, &t->ctl->rank[r->parent].arrive, r->parent, r->seq)) {
+            async_waiting(r, COLL_GPU_WAIT_ARRIVE, r->parent, 0);
             return ASYNC_PENDING;
         }
         if (mca_coll_gpu_team_failed(t, r->parent, r->seq)) {
@@ -1025,9 +1199,9 @@ static int step_pipelined(coll_gpu_async_t *r)
                 if (0 != t->abandoned) {
                     return async_fail(r);
                 }
-                async_waiting(r, "its parent's chunks");
+                async_waiting(r, COLL_GPU_WAIT_STEP, r->parent, r->issued + 1);
             } else {
-                r->wait_start = 0.0;
+                async_waited(r);
             }
             return moved ? ASYNC_AGAIN : ASYNC_PENDING;
         }
@@ -1039,8 +1213,10 @@ static int step_pipelined(coll_gpu_async_t *r)
 }
 
 /* Before anything moves, every rank publishes its byte count and plan, and every non-root
- * waits for the root's (mca_coll_gpu_nvl_bcast): the root's plan is the call's; a byte count
- * other than the root's sits the call out with MPI_ERR_TRUNCATE. */
+ * waits for the root's: the root's plan is the call's (the byte count picked it, and the counts
+ * of an erroneous call differ); a byte count other than the root's sits the call out with
+ * MPI_ERR_TRUNCATE, so that the root never writes past a buffer and no rank waits for chunks
+ * that will not come (the root returns MPI_ERR_TRUNCATE too: async_complete). */
 static int step_agree(coll_gpu_async_t *r)
 {
     coll_gpu_team_t *t = r->team;
@@ -1058,8 +1234,25 @@ static int step_agree(coll_gpu_async_t *r)
     }
     if (t->rank != r->root) {
         if (seq != atomic_load_explicit(&at_root->seq, memory_order_acquire)) {
-            return ASYNC_PENDING; /* the root has not entered the call yet */
+            /* the root has not entered the call yet */
+            r->seq = seq; /* for the hang reports (and their give-up) */
+            async_waiting(r, COLL_GPU_WAIT_CALL, r->root, 0);
+            r->seq = 0;
+            if (0 == t->abandoned || peer_arrived(t, r->root, seq)) {
+                return ASYNC_PENDING;
+            }
+            /* gave up on a root that never came (coll_gpu_hang_error_seconds): its plan is
+             * unknown, so take part as every plan's peers expect of a failed rank (failed,
+             * arrived, done); the root, when it comes, sees the failure and touches nothing */
+            r->seq = ++t->seq;
+            mca_coll_gpu_team_fail(t, r->seq);
+            mca_coll_gpu_team_arrive(t, r->seq);
+            r->arrived = true;
+            mca_coll_gpu_team_done(t, r->seq);
+            r->rc = OMPI_ERROR;
+            return ASYNC_END;
         }
+        async_waited(r);
         root_bytes = at_root->bytes;
         r->plan.alg = at_root->alg;
         r->plan.chunk_bytes = at_root->chunk;
@@ -1211,12 +1404,11 @@ static bool allreduce_alg(topo_plan_t *plan, bool in_place, dev_dtype_t dt, asyn
         *alg = ALG_FUSED;
     } else if (TOPO_AR_ONESHOT == plan->alg) {
         *alg = ALG_ONESHOT;
-    } else if (TOPO_AR_TWOSHOT == plan->alg || TOPO_AR_TWOSHOT_CE == plan->alg) {
-        if (TOPO_AR_TWOSHOT_CE == plan->alg) {
-            plan->alg = TOPO_AR_TWOSHOT; /* its nonblocking form moves by SM loads */
-            plan->nblocks = 0;
-        }
+    } else if (TOPO_AR_TWOSHOT == plan->alg) {
         *alg = ALG_TWOSHOT;
+    } else if (TOPO_AR_TWOSHOT_CE == plan->alg) {
+        plan->nblocks = 0; /* the whole GPU for the local reduce */
+        *alg = ALG_TWOSHOT_CE;
     } else if (TOPO_AR_RING == plan->alg) {
         *alg = ALG_RING;
     } else {
@@ -1251,13 +1443,13 @@ static void defer_waiting(coll_gpu_async_t *r)
         return;
     }
     now = async_now();
-    if (0.0 == r->wait_start) {
-        r->wait_start = now;
-    } else if (now - r->wait_start >= (double) warn && !r->setup_reported) {
+    if (0.0 == r->wait.start) {
+        r->wait.start = now;
+    } else if (now - r->wait.start >= (double) warn && !r->setup_reported) {
         r->setup_reported = true;
         opal_output(0, "coll:gpu: rank %d has waited %d s in a nonblocking %s on communicator "
                        "%d for its peers to set up the node team",
-                    ompi_comm_rank(r->comm), (int) (now - r->wait_start), r->what,
+                    ompi_comm_rank(r->comm), (int) (now - r->wait.start), r->what,
                     r->team->cid);
     }
 }
@@ -1281,7 +1473,7 @@ static int step_defer(coll_gpu_async_t *r)
         defer_waiting(r);
         return ASYNC_PENDING;
     }
-    r->wait_start = 0.0;
+    async_waited(r);
     memset(&plan, 0, sizeof(plan));
     if (COLL_GPU_TEAM_READY == state && mca_coll_gpu_select_plan(t, coll, bytes, &plan)
         && (r->bcast || allreduce_alg(&plan, r->in_place, r->dt, &alg))) {
@@ -1333,6 +1525,8 @@ static int async_step(coll_gpu_async_t *r)
         return step_oneshot(r);
     case ALG_TWOSHOT:
         return step_twoshot(r);
+    case ALG_TWOSHOT_CE:
+        return step_twoshot_ce(r);
     case ALG_RING:
         return step_ring(r);
     case ALG_AR_AGREE:
@@ -1357,7 +1551,7 @@ static int async_step(coll_gpu_async_t *r)
     case ALG_FINISH:
     default:
         if (PH_START == r->phase && 0 == r->seq) {
-            /* failed before the call took a seq: take one, as nvl_sit_out does; a fused
+            /* failed before the call took a seq: take one and fail it; a fused
              * call's peers' kernels are released from here too (their hosts may not poll) */
             r->seq = ++r->team->seq;
             mca_coll_gpu_team_fail(r->team, r->seq);
@@ -1693,10 +1887,14 @@ void mca_coll_gpu_async_poll(void)
     (void) async_progress();
 }
 
-void mca_coll_gpu_async_drain(coll_gpu_team_t *t)
+void mca_coll_gpu_async_pause(unsigned *spins)
 {
-    while (NULL != t->async_head) {
-        opal_progress();
+    (void) async_progress();
+    if (0 == (++*spins % ASYNC_OPAL_EVERY)) {
+        opal_progress(); /* the rest of Open MPI: a host fallback's messages, a setup's */
+    }
+    if (*spins > ASYNC_SPINS_BEFORE_YIELD) {
+        sched_yield();
     }
 }
 
@@ -1717,7 +1915,9 @@ void mca_coll_gpu_async_release(coll_gpu_team_t *t)
     if (!t->async_used) {
         return;
     }
-    mca_coll_gpu_async_drain(t);
+    while (NULL != t->async_head) {
+        opal_progress(); /* its calls end before what they use goes */
+    }
     OPAL_THREAD_LOCK(&async_lock);
     teams_prune();
     if (0 == --async_team_users) {
@@ -1774,14 +1974,9 @@ static int async_pers_start(size_t count, ompi_request_t **requests);
 
 /* A request of the team's path: an active one for a nonblocking call, an inactive persistent
  * one (complete, as Open MPI's persistent requests are until started) for an _init. */
-static coll_gpu_async_t *async_new(coll_gpu_team_t *t, struct ompi_communicator_t *comm,
-                                   const char *what, bool persistent)
+static void async_init(coll_gpu_async_t *r, coll_gpu_team_t *t, struct ompi_communicator_t *comm,
+                       const char *what, bool persistent)
 {
-    coll_gpu_async_t *r = OBJ_NEW(coll_gpu_async_t);
-
-    if (NULL == r) {
-        return NULL;
-    }
     OMPI_REQUEST_INIT(&r->super.super, persistent);
     r->super.super.req_type = OMPI_REQUEST_COLL;
     if (persistent) {
@@ -1813,7 +2008,7 @@ static coll_gpu_async_t *async_new(coll_gpu_team_t *t, struct ompi_communicator_
      * for an end that never comes and keep the communicator, its team, scratch and mappings */
     atomic_init(&r->end_state, persistent ? ASYNC_ENDED : ASYNC_RUNNING);
     r->polls = 0;
-    r->wait_start = 0.0;
+    async_waited(r);
     memset(&r->s, 0, sizeof(r->s));
     memset(&r->r, 0, sizeof(r->r));
     r->module = NULL;
@@ -1825,6 +2020,17 @@ static coll_gpu_async_t *async_new(coll_gpu_team_t *t, struct ompi_communicator_
     r->xpiece = 0;
     r->xreduce = r->xlend_recv = r->xcopy_send = false;
     r->xrc = OMPI_SUCCESS;
+    r->blocking = false;
+}
+
+static coll_gpu_async_t *async_new(coll_gpu_team_t *t, struct ompi_communicator_t *comm,
+                                   const char *what, bool persistent)
+{
+    coll_gpu_async_t *r = OBJ_NEW(coll_gpu_async_t);
+
+    if (NULL != r) {
+        async_init(r, t, comm, what, persistent);
+    }
     return r;
 }
 
@@ -1842,7 +2048,7 @@ static void async_reset(coll_gpu_async_t *r)
     r->local_rc = OMPI_SUCCESS;
     r->arrived = r->released = false;
     r->polls = 0;
-    r->wait_start = 0.0;
+    async_waited(r);
     r->next_peer = 0;
     r->peer_buf = NULL;
     r->off = 0;
@@ -1851,9 +2057,19 @@ static void async_reset(coll_gpu_async_t *r)
     memset(&r->r, 0, sizeof(r->r));
 }
 
-/* An allreduce call's buffers (the user's, or device temporaries of the request: buf_in), and,
- * when this rank cannot take part with data, the way it sits the call out (as the blocking
- * call's nvl_sit_out: through the finish). */
+/* The fused allreduce's pieces: a slot's share each, one seq each. */
+static void allreduce_pieces(coll_gpu_async_t *r)
+{
+    if (ALG_FUSED == r->first_alg) {
+        r->cap = mca_coll_gpu_nvl_fused_cap(r->team);
+        r->per = r->cap / r->esize;
+        r->off = 0;
+    }
+}
+
+/* A nonblocking or persistent allreduce call's buffers (the user's, or device temporaries of
+ * the request: buf_in), and, when this rank cannot take part with data, the way it sits the
+ * call out (through the finish, after the agreement). */
 static void allreduce_begin(coll_gpu_async_t *r)
 {
     async_alg_t alg = r->first_alg;
@@ -1863,11 +2079,12 @@ static void allreduce_begin(coll_gpu_async_t *r)
     /* the program's copies into our buffers on the default stream end before the team reads
      * them (dev.h); a rank that cannot wait for them takes part without data */
     rc = (DEV_OK == dev_default_stream_settle()) ? OMPI_SUCCESS : OMPI_ERROR;
-    /* the receive buffer is mapped by peers in two-shot and ring, the send buffer in one-shot
-     * (not in place) and two-shot; the fused kernel only reads and writes our own */
+    /* the receive buffer is mapped by peers in the two-shots and ring, the send buffer in
+     * one-shot (not in place) and the two-shots; the fused kernel only reads and writes our
+     * own */
     if (OMPI_SUCCESS == rc) {
         rc = buf_in(r, &r->r, r->user_rbuf, r->user_count, r->user_dtype, r->in_place,
-                    ALG_TWOSHOT == alg || ALG_RING == alg);
+                    ALG_TWOSHOT == alg || ALG_TWOSHOT_CE == alg || ALG_RING == alg);
     }
     if (OMPI_SUCCESS == rc && !r->in_place) {
         rc = buf_in(r, &r->s, r->user_sbuf, r->user_count, r->user_dtype, true,
@@ -1881,11 +2098,7 @@ static void allreduce_begin(coll_gpu_async_t *r)
                                     "taking part without data");
         rc = OMPI_ERROR;
     }
-    if (ALG_FUSED == alg) {
-        r->cap = mca_coll_gpu_nvl_fused_cap(r->team);
-        r->per = r->cap / r->esize;
-        r->off = 0;
-    }
+    allreduce_pieces(r);
     r->local_rc = rc; /* sat out after the agreement (step_ar_agree) */
     r->alg = ALG_AR_AGREE;
 }
@@ -2115,29 +2328,86 @@ int mca_coll_gpu_async_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, voi
     return OMPI_SUCCESS;
 }
 
+/* ---- blocking calls -------------------------------------------------------------------- */
+
+/* A blocking call: its request lives on the caller's stack (no allocation), queues behind the
+ * team's calls in issue order, and is stepped from here until it has ended; meanwhile the other
+ * teams' requests move too (mca_coll_gpu_async_pause).  Ended means async_complete is done with
+ * it (end_state), not only that it completed: another thread's progress may end it. */
+static int async_run(coll_gpu_async_t *r)
+{
+    ompi_request_t *req;
+    unsigned spins = 0;
+    int rc;
+
+    r->blocking = true;
+    async_start(r, &req);
+    while (ASYNC_ENDED != atomic_load_explicit(&r->end_state, memory_order_acquire)) {
+        mca_coll_gpu_async_pause(&spins);
+    }
+    rc = r->final_rc;
+    OMPI_REQUEST_FINI(&r->super.super);
+    OBJ_RELEASE(r->comm); /* async_init's reference */
+    OBJ_DESTRUCT(r);
+    return rc;
+}
+
+int mca_coll_gpu_team_allreduce(coll_gpu_team_t *t, struct ompi_communicator_t *comm,
+                                const topo_plan_t *plan, const void *sbuf, void *rbuf,
+                                size_t count, dev_dtype_t dt, dev_op_t op, int local_rc)
+{
+    coll_gpu_async_t r;
+
+    OBJ_CONSTRUCT(&r, coll_gpu_async_t);
+    async_init(&r, t, comm, "allreduce", false);
+    r.in_place = (MPI_IN_PLACE == sbuf);
+    r.count = count;
+    r.dt = dt;
+    r.op = op;
+    r.esize = dev_dtype_size(dt);
+    r.r.dev = rbuf;
+    r.s.dev = r.in_place ? rbuf : (void *) sbuf;
+    r.plan = r.first_plan = *plan;
+    if (!allreduce_alg(&r.plan, r.in_place, dt, &r.first_alg)) {
+        r.first_alg = ALG_FINISH; /* no plan of the team's: the call fails on every rank */
+        local_rc = (OMPI_SUCCESS == local_rc) ? OMPI_ERR_NOT_SUPPORTED : local_rc;
+    }
+    r.launch.nblocks = r.plan.nblocks;
+    r.launch.nthreads = r.plan.nthreads;
+    allreduce_pieces(&r);
+    r.local_rc = local_rc; /* sat out after the agreement (step_ar_agree) */
+    r.alg = ALG_AR_AGREE;
+    return async_run(&r);
+}
+
+int mca_coll_gpu_team_bcast(coll_gpu_team_t *t, struct ompi_communicator_t *comm,
+                            const topo_plan_t *plan, void *buf, size_t bytes, int root,
+                            int local_rc)
+{
+    coll_gpu_async_t r;
+
+    OBJ_CONSTRUCT(&r, coll_gpu_async_t);
+    async_init(&r, t, comm, "bcast", false);
+    r.bcast = true;
+    r.bytes = bytes;
+    r.root = root;
+    r.r.dev = buf;
+    r.plan = r.first_plan = *plan;
+    r.local_rc = local_rc; /* sat out once the root's plan is known (step_agree) */
+    r.alg = r.first_alg = ALG_BC_AGREE;
+    return async_run(&r);
+}
+
 int mca_coll_gpu_team_xstep(coll_gpu_team_t *t, struct ompi_communicator_t *comm,
                             const char *what, const coll_gpu_xstep_t *x)
 {
-    coll_gpu_async_t *r = async_new(t, comm, what, false);
-    ompi_request_t *req;
-    int rc;
+    coll_gpu_async_t r;
 
-    if (NULL == r) {
-        /* no rank can take part without a request: as fatal as in the nonblocking calls */
-        mca_coll_gpu_report_failure(what, comm, "out of host memory for a request");
-        return OMPI_ERR_OUT_OF_RESOURCE;
-    }
-    r->x = *x;
-    r->alg = r->first_alg = ALG_XSTEP;
-    /* behind the communicator's nonblocking calls, in the order every rank issues them; the
-     * wait is the engine's (hang watch included) */
-    async_start(r, &req);
-    while (!REQUEST_COMPLETE(req)) {
-        opal_progress();
-    }
-    rc = r->final_rc;
-    (void) ompi_request_free(&req);
-    return rc;
+    OBJ_CONSTRUCT(&r, coll_gpu_async_t);
+    async_init(&r, t, comm, what, false);
+    r.x = *x;
+    r.alg = r.first_alg = ALG_XSTEP;
+    return async_run(&r);
 }
 
 /* One side of an exchange as a view (*dtype retained or made, *count) and each peer's block in
