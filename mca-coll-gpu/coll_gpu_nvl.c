@@ -161,7 +161,7 @@ void mca_coll_gpu_nvl_drain(coll_gpu_team_t *t)
     }
 }
 
-/* ---- fused allreduce (schedule in coll_gpu_engine.c) ------------------------------------------ */
+/* ---- fused allreduce (schedule in coll_gpu_engine.c) ---------------------------------------- */
 
 /* One rank's share of a slot in the fused allreduce: the slot after its head, cut in n
  * 256-byte aligned areas (dev.h).  0 when a slot has no room (coll_gpu_oneshot_slot_bytes). */
