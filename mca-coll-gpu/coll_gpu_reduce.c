@@ -7,13 +7,18 @@
  * MPI_IN_PLACE).  Host buffers go to the saved module.  The blocking MPI_Reduce,
  * MPI_Reduce_scatter and MPI_Reduce_scatter_block on an intracommunicator agree on their ranks'
  * memory kinds per call (coll_gpu_kinds.c); with device memory on every rank inside one node
- * they run on the node team: MPI_Reduce as an allreduce whose result the root keeps
- * (coll_gpu_allreduce.c), the reduce-scatters as the team's reduce-scatter (each rank reduces
- * its own piece of every rank's input, coll_gpu_nvl.c) or, with a user-defined op or a forced
- * allreduce algorithm, as an allreduce into a device scratch from which each rank takes its
- * piece.  Across nodes the reduce-scatters are the hierarchical allreduce into a device scratch
- * and the rank's piece (coll_gpu_hier_exchange.c), for the types and ops its kernels take.
- * Anything else is staged (coll_gpu_staged_colls.c).
+ * they run on the node team as its reduce-scatter step (coll_gpu_xstep_t, coll_gpu_nvl.c): every
+ * rank lends its whole input, and each rank reduces its own piece of every rank's with one
+ * kernel; a reduce is the step whose whole result is the root's piece (the root reads every
+ * rank's input, the others reduce nothing), as MPI_Ireduce is (coll_gpu_nvl_async.c).  Where the
+ * kernels do not take the type and op (user-defined ops) or an allreduce algorithm is forced
+ * (and MPI_Reduce where no per-call agreement compared the counts: reduce_device), they are
+ * composed of the team's allreduce (coll_gpu_allreduce.c): MPI_Reduce as an allreduce
+ * whose result the root keeps, the reduce-scatters as an allreduce into a device scratch from
+ * which each rank takes its piece.  Across nodes the reduce-scatters are the hierarchical
+ * allreduce into a device scratch and the rank's piece (coll_gpu_hier_exchange.c), for the
+ * types and ops its kernels take; MPI_Reduce there is staged.  Anything else is staged
+ * (coll_gpu_staged_colls.c).
  *
  * On an intercommunicator MPI_Reduce's root passes MPI_ROOT and only receives, the other ranks
  * of its group pass MPI_PROC_NULL and take no part, and the remote group only sends; the
@@ -25,6 +30,94 @@
 
 #include "coll_gpu.h"
 #include "coll_gpu_persistent.h"
+
+/* ---- the team's reduce-scatter step: MPI_Reduce and the reduce-scatters -------------------- */
+
+/*
+ * The node team on which a reduction of total elements of dtype with op (a reduce-scatter's
+ * whole input, a reduce's count) runs as the team's reduce-scatter step, or NULL where that step
+ * cannot serve: a type or op the kernels do not take (user-defined ops), an allreduce algorithm
+ * forced (coll_gpu_allreduce_algorithm), no team or no team plan for the call's bytes.  Decided
+ * from what every rank of the call shares alone: the signature and op (compared by the
+ * agreement), total, the parameters, the communicator.  *dt, *dop: the kernels' type and op;
+ * *per: elements of *dt per element of dtype.  Not across nodes (the callers ask before).
+ */
+static coll_gpu_team_t *reduce_step_team(mca_coll_gpu_module_t *m,
+                                         struct ompi_communicator_t *comm, size_t total,
+                                         struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                                         dev_dtype_t *dt, dev_op_t *dop, size_t *per)
+{
+    size_t nelems = 0;
+    topo_plan_t plan;
+
+    if (TOPO_AR_AUTO != mca_coll_gpu_component.allreduce_algorithm
+        || NULL != mca_coll_gpu_map_reduction(dtype, total, op, dt, dop, &nelems)
+        || 0 == nelems || 0 != nelems % total) {
+        return NULL;
+    }
+    *per = nelems / total;
+    return mca_coll_gpu_select(m, comm, TOPO_COLL_ALLREDUCE,
+                               mca_coll_gpu_call_bytes(dtype, total), NULL, &plan);
+}
+
+/*
+ * The team's reduce-scatter step (coll_gpu_xstep_t) on team t, which reduce_step_team chose:
+ * every rank lends its whole input (total elements) and reduces its own piece (mine elements at
+ * element offset before) from every rank's, one kernel, nothing else moved.  A reduce-scatter's
+ * pieces tile the input; a reduce's piece is the whole input at the root (before 0, mine the
+ * count) and empty elsewhere, so the root reads every rank's input and the others only lend
+ * theirs.  A rank adapts its own buffers (coll_gpu_adapt.c): an input the team cannot lend as it
+ * is goes through a device temporary, and so does a piece that is not dense device memory.  In
+ * place the input is rbuf, which peers read until the call ends: the piece is reduced into the
+ * module's scratch and copied to the start of rbuf afterwards.  per: elements of the kernels'
+ * type per element of dtype.
+ */
+static int reduce_scatter_native(const char *what, coll_gpu_team_t *t, const void *sbuf,
+                                 void *rbuf, size_t total, size_t before, int mine,
+                                 struct ompi_datatype_t *dtype, dev_dtype_t dt, dev_op_t dop,
+                                 size_t per, struct ompi_communicator_t *comm,
+                                 mca_coll_gpu_module_t *m)
+{
+    bool in_place = (MPI_IN_PLACE == sbuf);
+    size_t esize = dev_dtype_size(dt) * per, pbytes = (size_t) mine * esize;
+    coll_gpu_adapt_t in, out;
+    void *dst = NULL;
+    int rc, local_rc = (DEV_OK == dev_default_stream_settle()) ? OMPI_SUCCESS : OMPI_ERROR;
+
+    memset(&in, 0, sizeof(in));
+    memset(&out, 0, sizeof(out));
+    if (OMPI_SUCCESS == local_rc) {
+        local_rc = mca_coll_gpu_adapt_in(m, comm, what, in_place ? 1 : 0, in_place ? rbuf : sbuf,
+                                         (int) total, dtype, true, true, &in);
+    }
+    if (OMPI_SUCCESS == local_rc) {
+        local_rc = in_place ? mca_coll_gpu_adapt_scratch(m, comm, what, pbytes, &dst)
+                            : mca_coll_gpu_adapt_in(m, comm, what, 1, rbuf, mine, dtype, false,
+                                                    false, &out);
+        dst = in_place ? dst : out.dev;
+    }
+    rc = mca_coll_gpu_team_xstep(t, comm, what,
+                                 &(coll_gpu_xstep_t){.reduce = true, .src = in.dev,
+                                                     .src_bytes = total * esize,
+                                                     .off = before * esize,
+                                                     .count = (size_t) mine * per,
+                                                     .dst = {dst}, .dt = dt, .op = dop,
+                                                     .local_rc = local_rc});
+    if (OMPI_SUCCESS != rc || 0 == pbytes) {
+        return rc;
+    }
+    if (!in_place) {
+        return mca_coll_gpu_adapt_out(m, comm, what, &out, true);
+    }
+    if (DEV_OK != dev_memcpy(in.dev, dst, pbytes)) {
+        mca_coll_gpu_report_failure(what, comm, "copy of %zu B from the scratch: %s", pbytes,
+                                    dev_error_string());
+        return OMPI_ERROR;
+    }
+    return mca_coll_gpu_adapt_out(m, comm, what, &in, true);
+}
+
+/* ---- MPI_Reduce ------------------------------------------------------------------------------ */
 
 static const char *const reduce_name = "reduce";
 
@@ -39,37 +132,23 @@ static int reduce_body(const void *sbuf, void *rbuf, int count, struct ompi_data
 }
 
 /*
- * MPI_Reduce on device memory, agreed on every rank: an allreduce on the node team (its
- * algorithms and kernels) whose result the root keeps and the others leave in the module's
- * device scratch.  Every rank's allreduce is out of place (MPI_IN_PLACE at the root alone
- * would make the ranks' plans differ): an in-place root first copies its input into the
- * scratch.  Inside one node, with a valid root (the component below tells an invalid one);
- * else staged.  A rank without its scratch takes part without data (its peers fail).
+ * MPI_Reduce on device memory where the reduce step cannot serve (reduce_step_team): an
+ * allreduce on the node team (its algorithms and kernels) whose result the root keeps and the
+ * others leave in the module's device scratch.  Every rank's allreduce is out of place
+ * (MPI_IN_PLACE at the root alone would make the ranks' plans differ): an in-place root first
+ * copies its input into the scratch.  A rank without its scratch takes part without data (its
+ * peers fail).
  */
-static int reduce_device(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
-                         struct ompi_op_t *op, int root, struct ompi_communicator_t *comm,
-                         mca_coll_gpu_module_t *m, bool all_device)
+static int reduce_composed(const void *sbuf, void *rbuf, int count,
+                           struct ompi_datatype_t *dtype, struct ompi_op_t *op, int root,
+                           struct ompi_communicator_t *comm, mca_coll_gpu_module_t *m)
 {
     bool is_root = (ompi_comm_rank(comm) == root);
-    size_t bytes = mca_coll_gpu_call_bytes(dtype, (size_t) count), len;
+    size_t len;
     ptrdiff_t lo;
     void *scratch = NULL;
     int local_rc;
 
-    /* under coll_gpu_uniform_buffers each rank answers for itself, and a reduce's ranks do not
-     * all have the same buffers (the root's receive buffer alone counts): staged, as on every
-     * rank that promise gives the same answer only for the send buffers */
-    if (!all_device || 0 == bytes || 0 > root || root >= ompi_comm_size(comm)
-        || (mca_coll_gpu_component.uniform_buffers && COLL_GPU_KMODE_PROMISE_DEVICE != m->kmode)
-        || mca_coll_gpu_hier_usable(m, comm, TOPO_COLL_ALLREDUCE)) {
-        mca_coll_gpu_log_call(reduce_name, comm, bytes, dtype, op,
-                              !all_device ? "staged (memory kind: host memory on some rank)"
-                                          : "staged (across nodes, empty, no such root, or "
-                                            "under coll_gpu_uniform_buffers)");
-        return reduce_body(sbuf, rbuf, count, dtype, op, root, comm, m);
-    }
-    mca_coll_gpu_log_call(reduce_name, comm, bytes, dtype, op,
-                          "an allreduce on the node team (the root keeps the result)");
     mca_coll_gpu_span(dtype, (size_t) count, &lo, &len);
     local_rc = (is_root && MPI_IN_PLACE != sbuf)
                    ? OMPI_SUCCESS
@@ -84,6 +163,56 @@ static int reduce_device(const void *sbuf, void *rbuf, int count, struct ompi_da
     }
     return mca_coll_gpu_allreduce_device(sbuf, NULL == scratch ? NULL : (char *) scratch - lo,
                                          count, dtype, op, comm, m, true, local_rc);
+}
+
+/*
+ * MPI_Reduce on device memory, agreed on every rank: inside one node, with a valid root (the
+ * component below tells an invalid one), the team's reduce step where the kernels take the type
+ * and op (reduce_scatter_native: the root reduces every rank's whole input into its receive
+ * buffer with one kernel, and only the root writes a result, where an allreduce writes one on
+ * every rank), else the allreduce composition (reduce_composed); staged otherwise.  Every choice
+ * is the same on every rank: the agreement compared the kinds, count, op, type and root; the
+ * agreement's mode (m->kmode) was itself agreed when it was set up; the rest is the
+ * communicator and the parameters.
+ */
+static int reduce_device(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
+                         struct ompi_op_t *op, int root, struct ompi_communicator_t *comm,
+                         mca_coll_gpu_module_t *m, bool all_device)
+{
+    size_t bytes = mca_coll_gpu_call_bytes(dtype, (size_t) count), per = 1;
+    dev_dtype_t dt = DEV_T_UINT8;
+    dev_op_t dop = DEV_OP_SUM;
+    coll_gpu_team_t *team;
+
+    /* under coll_gpu_uniform_buffers each rank answers for itself, and a reduce's ranks do not
+     * all have the same buffers (the root's receive buffer alone counts): staged, as on every
+     * rank that promise gives the same answer only for the send buffers */
+    if (!all_device || 0 == bytes || 0 > root || root >= ompi_comm_size(comm)
+        || (mca_coll_gpu_component.uniform_buffers && COLL_GPU_KMODE_PROMISE_DEVICE != m->kmode)
+        || mca_coll_gpu_hier_usable(m, comm, TOPO_COLL_ALLREDUCE)) {
+        mca_coll_gpu_log_call(reduce_name, comm, bytes, dtype, op,
+                              !all_device ? "staged (memory kind: host memory on some rank)"
+                                          : "staged (across nodes, empty, no such root, or "
+                                            "under coll_gpu_uniform_buffers)");
+        return reduce_body(sbuf, rbuf, count, dtype, op, root, comm, m);
+    }
+    /* the reduce step compares no counts: a root whose count is below a peer's would reduce a
+     * prefix of every input and return success.  It runs where the kinds board compared this
+     * call's counts on every rank (coll_gpu_kinds.c); under mpi_assert_memory_alloc_kinds or
+     * the host agreement, nothing compared them, and the allreduce does (its records) */
+    team = (COLL_GPU_KMODE_BOARD == m->kmode)
+               ? reduce_step_team(m, comm, (size_t) count, dtype, op, &dt, &dop, &per)
+               : NULL;
+    if (NULL != team) {
+        mca_coll_gpu_log_call(reduce_name, comm, bytes, dtype, op,
+                              "a reduce on the node team, the root reading every rank's input");
+        return reduce_scatter_native(reduce_name, team, sbuf, rbuf, (size_t) count, 0,
+                                     ompi_comm_rank(comm) == root ? count : 0, dtype, dt, dop,
+                                     per, comm, m);
+    }
+    mca_coll_gpu_log_call(reduce_name, comm, bytes, dtype, op,
+                          "an allreduce on the node team (the root keeps the result)");
+    return reduce_composed(sbuf, rbuf, count, dtype, op, root, comm, m);
 }
 
 int mca_coll_gpu_reduce(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
@@ -225,76 +354,21 @@ static int reduce_scatter_composed(const char *what, const void *sbuf, void *rbu
 }
 
 /*
- * The reduce-scatter proper on the node team (coll_gpu_xstep_t): every rank lends
- * its whole input and reduces its own piece from every rank's, one kernel, nothing else moved.
- * A rank adapts its own buffers (coll_gpu_adapt.c): an input the team cannot lend as it is goes
- * through a device temporary, and so does a piece that is not dense device memory.  In place
- * the input is rbuf, which peers read until the call ends: the piece is reduced into the
- * module's scratch and copied to the start of rbuf afterwards.  per: elements of the kernels'
- * type per element of dtype.
- */
-static int reduce_scatter_native(const char *what, coll_gpu_team_t *t, const void *sbuf,
-                                 void *rbuf, size_t total, size_t before, int mine,
-                                 struct ompi_datatype_t *dtype, dev_dtype_t dt, dev_op_t dop,
-                                 size_t per, struct ompi_communicator_t *comm,
-                                 mca_coll_gpu_module_t *m)
-{
-    bool in_place = (MPI_IN_PLACE == sbuf);
-    size_t esize = dev_dtype_size(dt) * per, pbytes = (size_t) mine * esize;
-    coll_gpu_adapt_t in, out;
-    void *dst = NULL;
-    int rc, local_rc = (DEV_OK == dev_default_stream_settle()) ? OMPI_SUCCESS : OMPI_ERROR;
-
-    memset(&in, 0, sizeof(in));
-    memset(&out, 0, sizeof(out));
-    if (OMPI_SUCCESS == local_rc) {
-        local_rc = mca_coll_gpu_adapt_in(m, comm, what, in_place ? 1 : 0, in_place ? rbuf : sbuf,
-                                         (int) total, dtype, true, true, &in);
-    }
-    if (OMPI_SUCCESS == local_rc) {
-        local_rc = in_place ? mca_coll_gpu_adapt_scratch(m, comm, what, pbytes, &dst)
-                            : mca_coll_gpu_adapt_in(m, comm, what, 1, rbuf, mine, dtype, false,
-                                                    false, &out);
-        dst = in_place ? dst : out.dev;
-    }
-    rc = mca_coll_gpu_team_xstep(t, comm, what,
-                                 &(coll_gpu_xstep_t){.reduce = true, .src = in.dev,
-                                                     .src_bytes = total * esize,
-                                                     .off = before * esize,
-                                                     .count = (size_t) mine * per,
-                                                     .dst = {dst}, .dt = dt, .op = dop,
-                                                     .local_rc = local_rc});
-    if (OMPI_SUCCESS != rc || 0 == pbytes) {
-        return rc;
-    }
-    if (!in_place) {
-        return mca_coll_gpu_adapt_out(m, comm, what, &out, true);
-    }
-    if (DEV_OK != dev_memcpy(in.dev, dst, pbytes)) {
-        mca_coll_gpu_report_failure(what, comm, "copy of %zu B from the scratch: %s", pbytes,
-                                    dev_error_string());
-        return OMPI_ERROR;
-    }
-    return mca_coll_gpu_adapt_out(m, comm, what, &in, true);
-}
-
-/*
- * A reduce-scatter that reduce_scatter_staged_why let through: the reduce-scatter proper where
- * the kernels take the element type and op and the team takes the call, else (user ops, a
- * forced allreduce algorithm) the allreduce composition.  Decided from what every rank shares:
- * the signature and op (compared by the agreement), the whole input's size, the parameters.
- * piece names this rank's part in the log ("piece", "block").
+ * A reduce-scatter that reduce_scatter_staged_why let through: across nodes the hierarchical
+ * path, else the team's reduce-scatter step where it serves (reduce_step_team), else (user ops,
+ * a forced allreduce algorithm) the allreduce composition.  Decided from what every rank
+ * shares: the signature and op (compared by the agreement), the whole input's size, the
+ * parameters.  piece names this rank's part in the log ("piece", "block").
  */
 static int reduce_scatter_run(const char *what, const char *piece, const void *sbuf, void *rbuf,
                               size_t total, size_t before, int mine,
                               struct ompi_datatype_t *dtype, struct ompi_op_t *op,
                               struct ompi_communicator_t *comm, mca_coll_gpu_module_t *m)
 {
-    size_t bytes = mca_coll_gpu_call_bytes(dtype, total), nelems = 0;
-    coll_gpu_team_t *team = NULL;
+    size_t bytes = mca_coll_gpu_call_bytes(dtype, total), per = 1;
+    coll_gpu_team_t *team;
     dev_dtype_t dt = DEV_T_UINT8;
     dev_op_t dop = DEV_OP_SUM;
-    topo_plan_t plan;
     char why[96];
 
     /* across nodes: reduce_scatter_staged_why let through only what the hierarchical allreduce
@@ -303,16 +377,12 @@ static int reduce_scatter_run(const char *what, const char *piece, const void *s
         return mca_coll_gpu_hier_reduce_scatter(m, comm, what, sbuf, rbuf, total, before, mine,
                                                 dtype, op);
     }
-    if (TOPO_AR_AUTO == mca_coll_gpu_component.allreduce_algorithm
-        && NULL == mca_coll_gpu_map_reduction(dtype, total, op, &dt, &dop, &nelems)
-        && 0 < nelems && 0 == nelems % total) {
-        team = mca_coll_gpu_select(m, comm, TOPO_COLL_ALLREDUCE, bytes, NULL, &plan);
-    }
+    team = reduce_step_team(m, comm, total, dtype, op, &dt, &dop, &per);
     if (NULL != team) {
         mca_coll_gpu_log_call(what, comm, bytes, dtype, op,
                               "a reduce-scatter on the node team, each rank reducing its own");
         return reduce_scatter_native(what, team, sbuf, rbuf, total, before, mine, dtype, dt, dop,
-                                     nelems / total, comm, m);
+                                     per, comm, m);
     }
     snprintf(why, sizeof(why), "an allreduce into a device scratch, then this rank's %s", piece);
     mca_coll_gpu_log_call(what, comm, bytes, dtype, op, why);

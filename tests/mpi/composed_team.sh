@@ -2,14 +2,14 @@
 # composed_team.sh - the blocking MPI_Allgather(v), MPI_Alltoall(v), MPI_Reduce_scatter,
 # MPI_Reduce_scatter_block and MPI_Reduce on device buffers run on the node team (the first four
 # as one exchange, coll_gpu_exchange.c; a reduce-scatter as the team's reduce-scatter, or with a
-# user-defined op as an allreduce into a device scratch; a reduce as an allreduce whose result
-# the root keeps, coll_gpu_reduce.c), not through host
-# memory: test_coll's cases of them (every type, user ops, in place, uneven and zero v counts,
-# communicators of 1 to 4 ranks, host, device and mixed buffers) right on 3 and 4 ranks under
-# the defaults, and the verbose log saying so for the all-device calls; MPI_Reduce_scatter's
-# cases (counts that differ per rank, zero on every third rank: test_coll's vcount) on 2 ranks
-# too; and exchanges large enough to spread their copies over three streams, in the benchmark's
-# check mode.
+# user-defined op as an allreduce into a device scratch; a reduce as the team's reduce-scatter
+# whose whole result is the root's, or with a user-defined op as an allreduce whose result the
+# root keeps, coll_gpu_reduce.c), not through host memory: test_coll's cases of them (every
+# type, user ops, in place, every root, uneven and zero v counts, communicators of 1 to 4 ranks,
+# host, device and mixed buffers) right on 3 and 4 ranks under the defaults, and the verbose log
+# saying so for the all-device calls; MPI_Reduce_scatter's cases (counts that differ per rank,
+# zero on every third rank: test_coll's vcount) on 2 ranks too; and exchanges large enough to
+# spread their copies over three streams, in the benchmark's check mode.
 . "$(dirname "$0")/mpitest.sh"
 out=${TMPDIR:-/tmp}/coll_gpu_composed_team.$$
 trap 'rm -f "$out" "$out.log"' EXIT
@@ -60,7 +60,8 @@ for np in 3 4; do
     # user-defined ops: the allreduce composition
     logged reduce_scatter "an allreduce into a device scratch, then this rank's piece"
     logged reduce_scatter_block "an allreduce into a device scratch, then this rank's block"
-    logged reduce "an allreduce on the node team"
+    logged reduce "an allreduce on the node team (the root keeps the result)"
+    logged reduce "a reduce on the node team, the root reading every rank's input"
 done
 
 composed 2 "reduce_scatter *"

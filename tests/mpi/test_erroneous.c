@@ -1,6 +1,6 @@
 /*
  * test_erroneous.c - erroneous MPI_Allreduce, MPI_Bcast, MPI_Allgather(v), MPI_Alltoallv,
- * MPI_Reduce_scatter and
+ * MPI_Reduce, MPI_Reduce_scatter and
  * MPI_Reduce_scatter_block calls on device memory, under
  * coll/gpu's defaults: every rank returns an MPI error, none hangs, and no byte outside the
  * call's buffers is written (MPI calls these programs erroneous; real programs have such bugs
@@ -32,6 +32,12 @@
  *   rs-count   reduce_scatter, counts per rank that differ from rank to rank (zero on every
  *              third), whose totals differ: 16 + i on rank 0, 262144 / size - i elsewhere
  *                                                                        MPI_ERR_COUNT
+ *   reduce-count reduce to the last rank, 16 ints on rank 0 and 262144 on the others (the
+ *              root would read past rank 0's input: the agreement stops it) MPI_ERR_COUNT
+ *   reduce-count-promise reduce to rank 0, 16 ints there and 262144 on the others, on a
+ *              communicator whose ranks assert device memory (mpi_assert_memory_alloc_kinds:
+ *              no agreement per call; a root that reads a prefix of every input must not
+ *              pass for right)                                           MPI_ERR_COUNT
  * After each, a correct call on the same communicator must still be right.
  *
  * Usage: test_erroneous [PATTERN ...]   (default: all)
@@ -169,7 +175,15 @@ static int run_pattern(const char *pattern)
     MPI_Op uop = MPI_OP_NULL;
 
     mt_set_case(pattern);
-    MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+    if (0 == strcmp(pattern, "reduce-count-promise")) {
+        MPI_Info info;
+        MPI_Info_create(&info);
+        MPI_Info_set(info, "mpi_assert_memory_alloc_kinds", "cuda:device");
+        MPI_Comm_dup_with_info(MPI_COMM_WORLD, info, &comm);
+        MPI_Info_free(&info);
+    } else {
+        MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+    }
     MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
     ok &= 0 == guarded_new(&prev_s, BIG * sizeof(int));
     ok &= 0 == guarded_new(&prev_r, BIG * sizeof(int));
@@ -250,6 +264,12 @@ static int run_pattern(const char *pattern)
         }
         rc = MPI_Reduce_scatter(s.buf, r.buf, rcounts, MPI_INT, MPI_SUM, comm);
         free(rcounts);
+    } else if (0 == strcmp(pattern, "reduce-count")
+               || 0 == strcmp(pattern, "reduce-count-promise")) {
+        bool promise = (0 == strcmp(pattern, "reduce-count-promise"));
+        want_class = MPI_ERR_COUNT;
+        rc = MPI_Reduce(s.buf, r.buf, 0 == mt_rank ? 16 : BIG, MPI_INT, MPI_SUM,
+                        promise ? 0 : mt_size - 1, comm);
     } else {
         want_class = MPI_ERR_TRUNCATE;
         rc = MPI_Bcast(s.buf, 0 == mt_rank ? 16 : BIG, MPI_INT, 0, comm);
@@ -283,7 +303,8 @@ int main(int argc, char **argv)
     static const char *const all[] = {"count",       "op",   "user-op",     "type",
                                       "type-kernel", "root", "bcast-count", "allgather-count",
                                       "rsb-count",   "rsb-op", "allgatherv-count",
-                                      "alltoallv-count", "ialltoallv-count", "rs-count"};
+                                      "alltoallv-count", "ialltoallv-count", "rs-count",
+                                      "reduce-count", "reduce-count-promise"};
     char why[256];
 
     mt_init(&argc, &argv);
