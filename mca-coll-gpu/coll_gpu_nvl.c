@@ -390,6 +390,9 @@ int mca_coll_gpu_nvl_xstep_open(coll_gpu_team_t *t, uint64_t seq, const coll_gpu
         me->offer_len[q] = x->offer_len[q];
         me->want_len[q] = x->want_len[q];
     }
+    if (x->reduce) {
+        me->offer_len[0] = x->src_bytes; /* the input's size, compared by every rank */
+    }
     me->sbuf.seq = 0; /* lends nothing unless the export below succeeds */
     if (OMPI_SUCCESS == rc && 0 < x->src_bytes
         && DEV_OK != mca_coll_gpu_team_export(t, x->src, x->src_bytes, &me->sbuf)) {
@@ -425,6 +428,33 @@ static bool exchange_matches(coll_gpu_team_t *t, const char *what,
             }
             return false;
         }
+    }
+    return true;
+}
+
+/* Is every rank's whole input of a reduce-scatter (or reduce) of one size?  The ranks agreed
+ * on the element type and op, not always on the counts (mpi_assert_memory_alloc_kinds, the
+ * nonblocking calls): a rank whose input is shorter would have its peers read past it, or a
+ * root with a shorter one reduce a prefix of every input and return success.  Every rank reads
+ * the same sizes, so every rank answers the same; rank 0 says what differed. */
+static bool reduce_matches(coll_gpu_team_t *t, const char *what,
+                           struct ompi_communicator_t *comm, uint64_t seq)
+{
+    uint64_t first = t->ctl->rank[0].offer_len[0];
+
+    for (int p = 1; p < t->size; ++p) {
+        uint64_t bytes = t->ctl->rank[p].offer_len[0];
+        if (bytes == first) {
+            continue;
+        }
+        if (0 == t->rank) {
+            opal_output(0, "coll/gpu: erroneous MPI_%c%s on communicator %d (call %" PRIu64
+                        "): rank 0 reduces an input of %" PRIu64 " B, rank %d one of %" PRIu64
+                        " B; the call returns MPI_ERR_COUNT on every rank and moves no data",
+                        toupper((unsigned char) what[0]), what + 1, coll_gpu_comm_cid(comm),
+                        seq, first, p, bytes);
+        }
+        return false;
     }
     return true;
 }
@@ -478,6 +508,9 @@ int mca_coll_gpu_nvl_xstep_move(coll_gpu_team_t *t, uint64_t seq, const coll_gpu
 
     streams[0] = t->stream;
     *nstreams = 1;
+    if (x->reduce && !reduce_matches(t, what, comm, seq)) {
+        return MPI_ERR_COUNT; /* on every rank, nothing moved */
+    }
     if (x->reduce) {
         size_t need = x->off + x->count * dev_dtype_size(x->dt);
         const void *srcs[COLL_GPU_TEAM_MAX];

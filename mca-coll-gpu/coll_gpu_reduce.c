@@ -10,10 +10,9 @@
  * they run on the node team as its reduce-scatter step (coll_gpu_xstep_t, coll_gpu_nvl.c): every
  * rank lends its whole input, and each rank reduces its own piece of every rank's with one
  * kernel; a reduce is the step whose whole result is the root's piece (the root reads every
- * rank's input, the others reduce nothing), as MPI_Ireduce is (coll_gpu_nvl_async.c).  Where the
- * kernels do not take the type and op (user-defined ops) or an allreduce algorithm is forced
- * (and MPI_Reduce where no per-call agreement compared the counts: reduce_device), they are
- * composed of the team's allreduce (coll_gpu_allreduce.c): MPI_Reduce as an allreduce
+ * rank's input, the others reduce nothing), as MPI_Ireduce is (coll_gpu_engine.c).  Where the
+ * kernels do not take the type and op (user-defined ops) or an allreduce algorithm is forced,
+ * they are composed of the team's allreduce (coll_gpu_allreduce.c): MPI_Reduce as an allreduce
  * whose result the root keeps, the reduce-scatters as an allreduce into a device scratch from
  * which each rank takes its piece.  Across nodes the reduce-scatters are the hierarchical
  * allreduce into a device scratch and the rank's piece (coll_gpu_hier_exchange.c), for the
@@ -196,13 +195,9 @@ static int reduce_device(const void *sbuf, void *rbuf, int count, struct ompi_da
                                             "under coll_gpu_uniform_buffers)");
         return reduce_body(sbuf, rbuf, count, dtype, op, root, comm, m);
     }
-    /* the reduce step compares no counts: a root whose count is below a peer's would reduce a
-     * prefix of every input and return success.  It runs where the kinds board compared this
-     * call's counts on every rank (coll_gpu_kinds.c); under mpi_assert_memory_alloc_kinds or
-     * the host agreement, nothing compared them, and the allreduce does (its records) */
-    team = (COLL_GPU_KMODE_BOARD == m->kmode)
-               ? reduce_step_team(m, comm, (size_t) count, dtype, op, &dt, &dop, &per)
-               : NULL;
+    /* counts that differ (an erroneous call that no agreement compared: under
+     * mpi_assert_memory_alloc_kinds) fail on every rank in the step (its inputs' sizes) */
+    team = reduce_step_team(m, comm, (size_t) count, dtype, op, &dt, &dop, &per);
     if (NULL != team) {
         mca_coll_gpu_log_call(reduce_name, comm, bytes, dtype, op,
                               "a reduce on the node team, the root reading every rank's input");

@@ -104,7 +104,8 @@ typedef struct coll_gpu_ctl_rank_t {
      * reads in this call, [offer_off[q], offer_off[q] + offer_len[q]), and the bytes this rank
      * expects from rank p, want_len[p]; written before arrive, read by peers between their
      * wait for it and their done (every rank waits for every done before its next exchange,
-     * so one copy serves) */
+     * so one copy serves); the reduce-scatter and the reduce: offer_len[0] is the bytes of
+     * this rank's whole input, which every rank compares */
     uint64_t offer_off[COLL_GPU_TEAM_MAX];
     uint64_t offer_len[COLL_GPU_TEAM_MAX];
     uint64_t want_len[COLL_GPU_TEAM_MAX];

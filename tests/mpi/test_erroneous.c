@@ -38,6 +38,9 @@
  *              communicator whose ranks assert device memory (mpi_assert_memory_alloc_kinds:
  *              no agreement per call; a root that reads a prefix of every input must not
  *              pass for right)                                           MPI_ERR_COUNT
+ *   ireduce-count the same as MPI_Ireduce + MPI_Wait to rank 0 (the engine's reduce step,
+ *              where no agreement compares the counts: the step compares the inputs' sizes)
+ *                                                                        MPI_ERR_COUNT
  * After each, a correct call on the same communicator must still be right.
  *
  * Usage: test_erroneous [PATTERN ...]   (default: all)
@@ -264,6 +267,11 @@ static int run_pattern(const char *pattern)
         }
         rc = MPI_Reduce_scatter(s.buf, r.buf, rcounts, MPI_INT, MPI_SUM, comm);
         free(rcounts);
+    } else if (0 == strcmp(pattern, "ireduce-count")) {
+        MPI_Request req = MPI_REQUEST_NULL;
+        want_class = MPI_ERR_COUNT;
+        rc = MPI_Ireduce(s.buf, r.buf, 0 == mt_rank ? 16 : BIG, MPI_INT, MPI_SUM, 0, comm, &req);
+        rc = (MPI_SUCCESS == rc) ? MPI_Wait(&req, MPI_STATUS_IGNORE) : rc;
     } else if (0 == strcmp(pattern, "reduce-count")
                || 0 == strcmp(pattern, "reduce-count-promise")) {
         bool promise = (0 == strcmp(pattern, "reduce-count-promise"));
@@ -304,7 +312,7 @@ int main(int argc, char **argv)
                                       "type-kernel", "root", "bcast-count", "allgather-count",
                                       "rsb-count",   "rsb-op", "allgatherv-count",
                                       "alltoallv-count", "ialltoallv-count", "rs-count",
-                                      "reduce-count", "reduce-count-promise"};
+                                      "reduce-count", "reduce-count-promise", "ireduce-count"};
     char why[256];
 
     mt_init(&argc, &argv);
