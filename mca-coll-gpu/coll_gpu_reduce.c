@@ -317,9 +317,9 @@ static const char *reduce_scatter_staged_why(mca_coll_gpu_module_t *m,
  * through: the allreduce of the whole input (total elements, at most INT_MAX) into the module's
  * device scratch (the node team's algorithms, the GPU kernels), then this rank's piece (mine
  * elements at element offset before) from the scratch into its receive buffer.  In place the
- * input is rbuf and the piece lands at its start.  Twice the bytes of a reduce-scatter proper,
- * all on the GPU (the staged path took 201 ms for 128 MiB on one H200: issue 22, which wants the
- * reduce-scatter schedule itself).  A rank without its scratch takes part without data (its
+ * input is rbuf and the piece lands at its start.  Twice the bytes of a reduce-scatter proper
+ * (reduce_scatter_native), all on the GPU; it serves only what the reduce step cannot (user-
+ * defined ops, a forced allreduce algorithm).  A rank without its scratch takes part without data (its
  * peers fail).  Ranks whose counts differ but whose totals agree read and write only inside
  * the scratch and their own buffers.
  */
