@@ -299,11 +299,12 @@ void mca_coll_gpu_team_fail(coll_gpu_team_t *t, uint64_t seq);
  * coll_gpu_hang_warn_seconds it reports the wait once per call, naming the missing ranks and
  * the collective (what: "allreduce", "iallreduce", ... becomes MPI_Allreduce, ...), and past
  * coll_gpu_hang_error_seconds this rank gives the call up: it fails the call and every later one
- * of the team.  True once this rank has given up on a call of the team. */
-bool mca_coll_gpu_team_watch(coll_gpu_team_t *t, coll_gpu_wait_t *w, const char *what);
-/* Has peer's word (its arrive or done) reached call seq, or has this rank given up and peer not
- * entered the call (then it never touches our memory for it, and sees the failure when it
- * comes)? */
+ * of the team (t->abandoned). */
+void mca_coll_gpu_team_watch(coll_gpu_team_t *t, coll_gpu_wait_t *w, const char *what);
+/* Has this rank given up on the team (t->abandoned) while peer has not entered call seq?  Then
+ * the peer never touches our memory for the call and sees the failure when it comes. */
+bool mca_coll_gpu_team_gave_up_on(coll_gpu_team_t *t, int peer, uint64_t seq);
+/* Has peer's word (its arrive or done) reached call seq, or mca_coll_gpu_team_gave_up_on? */
 bool mca_coll_gpu_team_reached(coll_gpu_team_t *t, _Atomic uint64_t *word, int peer,
                                uint64_t seq);
 bool mca_coll_gpu_team_failed(coll_gpu_team_t *t, int peer, uint64_t seq);

@@ -295,7 +295,8 @@ typedef struct coll_gpu_async_t {
     struct ompi_op_t *mpi_op;
     bool setup_reported;                /* a long wait for the setup was reported */
     coll_gpu_fallback_t fb;
-    /* an exchange or a reduce-scatter: the step, and the streams its move queued on */
+    /* an exchange or a reduce-scatter: the step; the streams its move (or the copy-engine
+     * two-shot) queued on, which the call waits for */
     coll_gpu_xstep_t x;
     dev_stream_t *xstreams[COLL_GPU_XSTEP_STREAMS];
     int nxstreams;
@@ -368,11 +369,6 @@ static double async_now(void)
 
 /* ---- polled waits -------------------------------------------------------------------------- */
 
-static bool peer_arrived(coll_gpu_team_t *t, int p, uint64_t seq)
-{
-    return atomic_load(&t->ctl->rank[p].arrive) >= seq;
-}
-
 /* A poll that found what it waits for missing (kind, peer -1 for every rank's, step): every
  * ASYNC_CLOCK_EVERY such polls the team's watch looks at the clock, reports a long wait once
  * and gives up past the error time.  The wait's clock starts at its first look. */
@@ -385,7 +381,7 @@ static void async_waiting(coll_gpu_async_t *r, coll_gpu_wait_kind_t kind, int pe
     r->wait.peer = peer;
     r->wait.seq = r->seq;
     r->wait.step = step;
-    (void) mca_coll_gpu_team_watch(r->team, &r->wait, r->what);
+    mca_coll_gpu_team_watch(r->team, &r->wait, r->what);
 }
 
 /* What was waited for came: the next wait's clock starts afresh. */
@@ -713,6 +709,27 @@ static int step_twoshot(coll_gpu_async_t *r)
     }
 }
 
+/* Every stream the call queued its last work on (r->xstreams): ASYNC_READY once all ended; a
+ * failure drains the others and fails the call. */
+static int xstreams_poll(coll_gpu_async_t *r)
+{
+    for (int i = 0; i < r->nxstreams; ++i) {
+        int q = dev_stream_query(r->xstreams[i]);
+        if (1 == q) {
+            return ASYNC_PENDING;
+        }
+        if (DEV_OK != q) {
+            mca_coll_gpu_report_failure(r->what, r->comm, "the copies on the team's streams: %s",
+                                        dev_error_string());
+            for (int j = 0; j < r->nxstreams; ++j) {
+                (void) dev_stream_sync(r->xstreams[j]);
+            }
+            return async_fail(r);
+        }
+    }
+    return ASYNC_READY;
+}
+
 /* Copy-engine two-shot (schedule at the top of the file): the pieces of this rank's shard,
  * r->per elements each (each rank cuts its own shard: no cut is shared), all queued at once
  * on the three streams once every rank arrived; the push stream ends last. */
@@ -797,18 +814,15 @@ static int step_twoshot_ce(coll_gpu_async_t *r)
                 }
             }
         }
+        /* the pushes waited for the reduces, which waited for the pulls */
+        r->xstreams[0] = ce->push;
+        r->nxstreams = 1;
         r->phase = PH_STREAM;
     }
         /* fall through */
     case PH_STREAM:
-        /* the pushes waited for the reduces, which waited for the pulls */
-        ASYNC_CHECK(r, mca_coll_gpu_nvl_ce(t, 0, &ce));
-        s = dev_stream_query(ce->push);
-        if (1 == s) {
-            return ASYNC_PENDING;
-        }
-        ASYNC_CHECK(r, s);
-        return async_finish(r);
+        s = xstreams_poll(r);
+        return (ASYNC_READY == s) ? async_finish(r) : s;
     default:
         return async_finish(r);
     }
@@ -937,7 +951,7 @@ static int step_ar_agree(coll_gpu_async_t *r)
          * and so does a rank that gave up on it; the record is read again after the flags
          * (mca_coll_gpu_team_wait_records: a rank that failed the call over a difference of
          * the records had read them all) */
-        if ((0 != t->abandoned && !peer_arrived(t, p, seq))
+        if (mca_coll_gpu_team_gave_up_on(t, p, seq)
             || mca_coll_gpu_team_any_failed(t, seq)) {
             gave_up = (atomic_load_explicit(&c->seq, memory_order_acquire) < seq);
             continue;
@@ -1238,7 +1252,7 @@ static int step_agree(coll_gpu_async_t *r)
             r->seq = seq; /* for the hang reports (and their give-up) */
             async_waiting(r, COLL_GPU_WAIT_CALL, r->root, 0);
             r->seq = 0;
-            if (0 == t->abandoned || peer_arrived(t, r->root, seq)) {
+            if (!mca_coll_gpu_team_gave_up_on(t, r->root, seq)) {
                 return ASYNC_PENDING;
             }
             /* gave up on a root that never came (coll_gpu_hang_error_seconds): its plan is
@@ -1328,28 +1342,6 @@ static bool bcast_any_mismatch(coll_gpu_team_t *t, uint64_t seq, size_t bytes)
 
 /* ---- exchange and reduce-scatter ------------------------------------------------------------ */
 
-/* Every stream the move queued on: ASYNC_READY once all ended; a failure drains the others and
- * fails the call. */
-static int xstreams_poll(coll_gpu_async_t *r)
-{
-    for (int i = 0; i < r->nxstreams; ++i) {
-        int q = dev_stream_query(r->xstreams[i]);
-        if (1 == q) {
-            return ASYNC_PENDING;
-        }
-        if (DEV_OK != q) {
-            mca_coll_gpu_report_failure(r->what, r->comm, "the %s's copies: %s",
-                                        r->x.reduce ? "reduce-scatter" : "exchange",
-                                        dev_error_string());
-            for (int j = 0; j < r->nxstreams; ++j) {
-                (void) dev_stream_sync(r->xstreams[j]);
-            }
-            return async_fail(r);
-        }
-    }
-    return ASYNC_READY;
-}
-
 /*   open: offers, lend, arrive | wait arrive(all), move: map, copies or the reduction |
  *   poll streams | finish   (coll_gpu_nvl.c has the halves) */
 static int step_xstep(coll_gpu_async_t *r)
@@ -1417,19 +1409,44 @@ static bool allreduce_alg(topo_plan_t *plan, bool in_place, dev_dtype_t dt, asyn
     return true;
 }
 
-/* The call runs alg (allreduce) or the bcast agreement with plan, decided now: at the call, or
- * on the queue once the team's setup has ended (step_defer); the log line says so. */
-static void async_take_plan(coll_gpu_async_t *r, async_alg_t alg, const topo_plan_t *plan,
-                            size_t bytes, struct ompi_datatype_t *dtype)
+/* The call runs alg (allreduce) or the bcast agreement with plan. */
+static void async_set_plan(coll_gpu_async_t *r, async_alg_t alg, const topo_plan_t *plan)
 {
-    mca_coll_gpu_log_plan(r->what, r->comm, bytes, dtype, r->mpi_op,
-                          r->bcast ? TOPO_COLL_BCAST : TOPO_COLL_ALLREDUCE, r->team, plan);
     r->first_alg = r->bcast ? ALG_BC_AGREE : alg;
     r->first_plan = *plan;
     if (!r->bcast) {
         r->launch.nblocks = plan->nblocks;
         r->launch.nthreads = plan->nthreads;
     }
+}
+
+/* async_set_plan for a call decided now: at the call, or on the queue once the team's setup
+ * has ended (step_defer); the log line says so. */
+static void async_take_plan(coll_gpu_async_t *r, async_alg_t alg, const topo_plan_t *plan,
+                            size_t bytes, struct ompi_datatype_t *dtype)
+{
+    mca_coll_gpu_log_plan(r->what, r->comm, bytes, dtype, r->mpi_op,
+                          r->bcast ? TOPO_COLL_BCAST : TOPO_COLL_ALLREDUCE, r->team, plan);
+    async_set_plan(r, alg, plan);
+}
+
+/* An allreduce request's call: count elements of the kernels' type dt reduced with op. */
+static void allreduce_call(coll_gpu_async_t *r, bool in_place, size_t count, dev_dtype_t dt,
+                           dev_op_t op)
+{
+    r->in_place = in_place;
+    r->count = count;
+    r->dt = dt;
+    r->op = op;
+    r->esize = dev_dtype_size(dt);
+}
+
+/* A bcast request's call: this rank's byte count, the root. */
+static void bcast_call(coll_gpu_async_t *r, size_t bytes, int root)
+{
+    r->bcast = true;
+    r->bytes = bytes;
+    r->root = root;
 }
 
 /* A rank kept waiting for the setup says so once (coll_gpu_hang_warn_seconds); it never gives
@@ -2314,11 +2331,7 @@ int mca_coll_gpu_async_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, voi
     *taken = true;
     r->module = m;
     r->mpi_op = op;
-    r->in_place = in_place;
-    r->count = nelems;
-    r->dt = dt;
-    r->op = dop;
-    r->esize = dev_dtype_size(dt);
+    allreduce_call(r, in_place, nelems, dt, dop);
     if (deferred) {
         r->first_alg = ALG_DEFER;
     } else {
@@ -2357,23 +2370,20 @@ int mca_coll_gpu_team_allreduce(coll_gpu_team_t *t, struct ompi_communicator_t *
                                 size_t count, dev_dtype_t dt, dev_op_t op, int local_rc)
 {
     coll_gpu_async_t r;
+    topo_plan_t p = *plan;
+    async_alg_t alg = ALG_FINISH;
 
     OBJ_CONSTRUCT(&r, coll_gpu_async_t);
     async_init(&r, t, comm, "allreduce", false);
-    r.in_place = (MPI_IN_PLACE == sbuf);
-    r.count = count;
-    r.dt = dt;
-    r.op = op;
-    r.esize = dev_dtype_size(dt);
+    allreduce_call(&r, MPI_IN_PLACE == sbuf, count, dt, op);
     r.r.dev = rbuf;
     r.s.dev = r.in_place ? rbuf : (void *) sbuf;
-    r.plan = r.first_plan = *plan;
-    if (!allreduce_alg(&r.plan, r.in_place, dt, &r.first_alg)) {
-        r.first_alg = ALG_FINISH; /* no plan of the team's: the call fails on every rank */
+    if (!allreduce_alg(&p, r.in_place, dt, &alg)) {
+        /* no plan of the team's: the call fails on every rank */
         local_rc = (OMPI_SUCCESS == local_rc) ? OMPI_ERR_NOT_SUPPORTED : local_rc;
     }
-    r.launch.nblocks = r.plan.nblocks;
-    r.launch.nthreads = r.plan.nthreads;
+    async_set_plan(&r, alg, &p);
+    r.plan = r.first_plan;
     allreduce_pieces(&r);
     r.local_rc = local_rc; /* sat out after the agreement (step_ar_agree) */
     r.alg = ALG_AR_AGREE;
@@ -2388,13 +2398,12 @@ int mca_coll_gpu_team_bcast(coll_gpu_team_t *t, struct ompi_communicator_t *comm
 
     OBJ_CONSTRUCT(&r, coll_gpu_async_t);
     async_init(&r, t, comm, "bcast", false);
-    r.bcast = true;
-    r.bytes = bytes;
-    r.root = root;
+    bcast_call(&r, bytes, root);
     r.r.dev = buf;
-    r.plan = r.first_plan = *plan;
+    async_set_plan(&r, ALG_BC_AGREE, plan);
+    r.plan = r.first_plan;
     r.local_rc = local_rc; /* sat out once the root's plan is known (step_agree) */
-    r.alg = r.first_alg = ALG_BC_AGREE;
+    r.alg = r.first_alg;
     return async_run(&r);
 }
 
@@ -2613,9 +2622,7 @@ int mca_coll_gpu_async_bcast(mca_coll_gpu_module_t *m, void *buf, int count,
     }
     *taken = true;
     r->module = m;
-    r->bcast = true;
-    r->bytes = bytes;
-    r->root = root;
+    bcast_call(r, bytes, root);
     if (deferred) {
         r->first_alg = ALG_DEFER;
     } else {

@@ -862,18 +862,18 @@ static void team_give_up(coll_gpu_team_t *t, uint64_t seq)
     mca_coll_gpu_team_fail(t, seq);
 }
 
-bool mca_coll_gpu_team_watch(coll_gpu_team_t *t, coll_gpu_wait_t *w, const char *what)
+void mca_coll_gpu_team_watch(coll_gpu_team_t *t, coll_gpu_wait_t *w, const char *what)
 {
     mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
     double now, waited;
 
     if (0 >= c->hang_warn_seconds && 0 >= c->hang_error_seconds) {
-        return 0 != t->abandoned;
+        return;
     }
     now = team_now();
     if (0.0 == w->start) {
         w->start = now;
-        return 0 != t->abandoned;
+        return;
     }
     waited = now - w->start;
     if (0 < c->hang_warn_seconds && waited >= (double) c->hang_warn_seconds
@@ -886,16 +886,18 @@ bool mca_coll_gpu_team_watch(coll_gpu_team_t *t, coll_gpu_wait_t *w, const char 
         team_report(t, w, what, "hang-error", waited);
         team_give_up(t, w->seq);
     }
-    return 0 != t->abandoned;
+}
+
+bool mca_coll_gpu_team_gave_up_on(coll_gpu_team_t *t, int peer, uint64_t seq)
+{
+    return 0 != t->abandoned && !team_peer_arrived(t, peer, seq);
 }
 
 bool mca_coll_gpu_team_reached(coll_gpu_team_t *t, _Atomic uint64_t *word, int peer,
                                uint64_t seq)
 {
-    if (atomic_load_explicit(word, memory_order_acquire) >= seq) {
-        return true;
-    }
-    return 0 != t->abandoned && !team_peer_arrived(t, peer, seq);
+    return atomic_load_explicit(word, memory_order_acquire) >= seq
+           || mca_coll_gpu_team_gave_up_on(t, peer, seq);
 }
 
 void mca_coll_gpu_team_arrive(coll_gpu_team_t *t, uint64_t seq)
