@@ -170,8 +170,9 @@ static int reduce_composed(const void *sbuf, void *rbuf, int count,
  * and op (reduce_scatter_native: the root reduces every rank's whole input into its receive
  * buffer with one kernel, and only the root writes a result, where an allreduce writes one on
  * every rank), else the allreduce composition (reduce_composed); staged otherwise.  Every choice
- * is the same on every rank: the agreement compared the kinds, count, op, type and root; the
- * agreement's mode (m->kmode) was itself agreed when it was set up; the rest is the
+ * is the same on every rank: the agreement compared the kinds, count, op, type and root (under
+ * mpi_assert_memory_alloc_kinds, where none runs, the reduce step compares the counts itself);
+ * the agreement's mode (m->kmode) was itself agreed when it was set up; the rest is the
  * communicator and the parameters.
  */
 static int reduce_device(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
@@ -318,10 +319,10 @@ static const char *reduce_scatter_staged_why(mca_coll_gpu_module_t *m,
  * device scratch (the node team's algorithms, the GPU kernels), then this rank's piece (mine
  * elements at element offset before) from the scratch into its receive buffer.  In place the
  * input is rbuf and the piece lands at its start.  Twice the bytes of a reduce-scatter proper
- * (reduce_scatter_native), all on the GPU; it serves only what the reduce step cannot (user-
- * defined ops, a forced allreduce algorithm).  A rank without its scratch takes part without data (its
- * peers fail).  Ranks whose counts differ but whose totals agree read and write only inside
- * the scratch and their own buffers.
+ * (reduce_scatter_native), all on the GPU; it serves only what the reduce step cannot
+ * (user-defined ops, a forced allreduce algorithm).  A rank without its scratch takes part
+ * without data (its peers fail).  Ranks whose counts differ but whose totals agree read and
+ * write only inside the scratch and their own buffers.
  */
 static int reduce_scatter_composed(const char *what, const void *sbuf, void *rbuf, size_t total,
                                    size_t before, int mine, struct ompi_datatype_t *dtype,
