@@ -118,6 +118,12 @@ for np in $NBC_RANKS; do
         t_ok $? "$np ranks, $ar, last rank 3 s late, hang_error_seconds 1: rank 0 gives up ($n), every rank's call and the next fail, host calls work"
         [ $rc -eq 0 ] || t_diag "$log"
     done
+    # the same for MPI_Ibcast from the late rank: the others give up on the root's plan
+    run "$np" fused push "giveup-bcast 3" --mca coll_gpu_hang_error_seconds 1
+    n=$(cat "$log" "$log".ranks/*/rank.*/stderr 2>/dev/null | grep -c "rank 0 gave up after [0-9]* s in MPI_Ibcast on communicator 0 (call [0-9]* through the node team) waiting for rank(s) $((np - 1)) to enter the call (the root: its plan)")
+    passed 2 && [ "$n" -eq 1 ]
+    t_ok $? "$np ranks, ibcast from the last rank, 3 s late, hang_error_seconds 1: rank 0 gives up on the root's plan ($n), every rank's call and the next fail, host calls work"
+    [ $rc -eq 0 ] || t_diag "$log"
 
     # a rank failing locally in every nonblocking call: errors everywhere, no hang
     for pair in "fused push" "twoshot chain" "oneshot pull" "ring tree"; do

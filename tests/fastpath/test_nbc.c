@@ -22,6 +22,8 @@
  *                     results are right
  *   test_nbc giveup [S]  the last rank S s (default 3) late, coll_gpu_hang_error_seconds below S:
  *                     every rank's call fails, and the next one; host collectives still work
+ *   test_nbc giveup-bcast [S]  the same with MPI_Ibcast whose root is the late rank (the others
+ *                     give up waiting for the root's plan)
  *   test_nbc fail     run with COLL_GPU_TEST_FAIL_ASYNC naming a rank: every rank's MPI_Wait
  *                     returns an error for allreduce and bcast, outstanding calls on world and
  *                     the dup all complete (with errors), MPI_Iallgather and MPI_Ialltoall
@@ -515,10 +517,11 @@ static void case_late(int seconds)
     tap_diag("rank 0: MPI_Iallreduce returned after %.6f s, MPI_Ibcast after %.6f s", ta, tb);
 }
 
-/* The last rank sleeps before an allreduce that rank 0 gives up on (coll_gpu_hang_error_seconds
- * below the sleep): every rank's call fails, the late one's too, and so does the next call of
- * the team (the give-up stays); host collectives still work. */
-static void case_giveup(int seconds)
+/* The last rank sleeps before an allreduce (or a bcast it is the root of) that rank 0 gives up
+ * on (coll_gpu_hang_error_seconds below the sleep): every rank's call fails, the late one's
+ * too, and so does the next call of the team (the give-up stays); host collectives still
+ * work. */
+static void case_giveup(int seconds, op_kind_t kind)
 {
     call_t c;
     char msg[256] = "";
@@ -530,7 +533,7 @@ static void case_giveup(int seconds)
         sleep((unsigned) seconds);
     }
     for (int i = 0; i < 2; ++i) {
-        int made = call_start(&c, OP_ALLREDUCE, MPI_COMM_WORLD, 1021, false, false, false, 0);
+        int made = call_start(&c, kind, MPI_COMM_WORLD, 1021, false, false, false, size - 1);
         rc[i] = made && MPI_SUCCESS == c.rc ? MPI_Wait(&c.req, MPI_STATUS_IGNORE) : c.rc;
         errs += (MPI_SUCCESS != rc[i]);
         (void) dev_mem_free(c.s);
@@ -659,7 +662,9 @@ int main(int argc, char **argv)
     if (0 == strcmp(mode, "late")) {
         case_late(2 < argc ? atoi(argv[2]) : 1);
     } else if (0 == strcmp(mode, "giveup")) {
-        case_giveup(2 < argc ? atoi(argv[2]) : 3);
+        case_giveup(2 < argc ? atoi(argv[2]) : 3, OP_ALLREDUCE);
+    } else if (0 == strcmp(mode, "giveup-bcast")) {
+        case_giveup(2 < argc ? atoi(argv[2]) : 3, OP_BCAST);
     } else if (0 == strcmp(mode, "fail")) {
         case_fail(dup);
     } else {
