@@ -47,22 +47,17 @@ typedef struct coll_gpu_nvl_state_t {
 void mca_coll_gpu_nvl_release(coll_gpu_team_t *t)
 {
     coll_gpu_nvl_state_t *st = t->nvl;
-    dev_stream_t *streams[2];
 
     mca_coll_gpu_async_release(t); /* nonblocking calls end before what they use goes */
     if (NULL == st) {
         return;
     }
-    if (NULL != t->stream) {
-        (void) dev_stream_sync(t->stream); /* nothing of ours may still use what goes now */
+    mca_coll_gpu_nvl_drain(t); /* nothing of ours may still use what goes now */
+    if (NULL != st->ce.pull) {
+        (void) dev_stream_destroy(st->ce.pull);
     }
-    streams[0] = st->ce.pull;
-    streams[1] = st->ce.push;
-    for (int i = 0; i < 2; ++i) {
-        if (NULL != streams[i]) {
-            (void) dev_stream_sync(streams[i]);
-            (void) dev_stream_destroy(streams[i]);
-        }
+    if (NULL != st->ce.push) {
+        (void) dev_stream_destroy(st->ce.push);
     }
     for (int i = 0; i < COLL_GPU_CE_DEPTH; ++i) {
         if (NULL != st->ce.copied[i]) {
@@ -152,7 +147,9 @@ void mca_coll_gpu_nvl_drain(coll_gpu_team_t *t)
 {
     coll_gpu_nvl_state_t *st = t->nvl;
 
-    (void) dev_stream_sync(t->stream);
+    if (NULL != t->stream) {
+        (void) dev_stream_sync(t->stream);
+    }
     if (NULL != st && NULL != st->ce.pull) {
         (void) dev_stream_sync(st->ce.pull);
     }
