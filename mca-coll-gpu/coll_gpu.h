@@ -261,20 +261,17 @@ int mca_coll_gpu_gapfill(mca_coll_gpu_module_t *module, struct ompi_communicator
 void mca_coll_gpu_gapfill_finalize(void);
 
 /* ---- node team (coll_gpu_team.c) ---- */
-/* The communicator's team, built on first use or waited for when a nonblocking call began it
- * (collective: every rank must call it for the same call, what names it in hang reports); NULL
- * when the communicator cannot have one (then never again). */
-coll_gpu_team_t *mca_coll_gpu_team_get(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
-                                       const char *what);
 /* The communicator's team in whatever state it is, its setup begun when there is none yet
  * (async: by a nonblocking call, which does not wait for it); NULL only when this rank has no
- * memory for it.  Collective as team_get. */
+ * memory for it.  Collective as mca_coll_gpu_team_get. */
 coll_gpu_team_t *mca_coll_gpu_team_begin(mca_coll_gpu_module_t *m,
                                          struct ompi_communicator_t *comm, const char *what,
                                          bool async);
 /* Move a pending setup on without waiting; the team's state after.  Called under the
- * nonblocking engine's lock (mca_coll_gpu_async_setup_step takes it). */
+ * engine's lock. */
 coll_gpu_team_state_t mca_coll_gpu_team_setup_step(coll_gpu_team_t *t);
+/* The round (1 or 2) a pending setup is in; 0 when none is. */
+int mca_coll_gpu_team_setup_round(const coll_gpu_team_t *t);
 /* A blocking host exchange of ours (team setup, path agreement) between begin and end: the
  * progress engine, in which the component below us waits, reports it once past
  * coll_gpu_hang_warn_seconds (what: the collective, stage: the exchange).  Per thread. */
@@ -290,7 +287,10 @@ void mca_coll_gpu_host_watch_begin(coll_gpu_host_watch_t *w, struct ompi_communi
                                    const char *what, const char *stage);
 void mca_coll_gpu_host_watch_end(coll_gpu_host_watch_t *w);
 void mca_coll_gpu_host_watch_finalize(void);
+/* The team goes (the engine's calls on it have ended: mca_coll_gpu_async_destroy_team). */
 void mca_coll_gpu_team_destroy(mca_coll_gpu_module_t *m);
+/* After a failed setup: the team goes, and the communicator has none from now on. */
+void mca_coll_gpu_team_give_up(mca_coll_gpu_module_t *m);
 void mca_coll_gpu_team_arrive(coll_gpu_team_t *t, uint64_t seq);
 void mca_coll_gpu_team_done(coll_gpu_team_t *t, uint64_t seq);
 void mca_coll_gpu_team_fail(coll_gpu_team_t *t, uint64_t seq);
@@ -465,16 +465,19 @@ int mca_coll_gpu_async_bcast(mca_coll_gpu_module_t *m, void *buf, int count,
                              struct ompi_datatype_t *dtype, int root,
                              struct ompi_communicator_t *comm, bool persistent,
                              ompi_request_t **request, bool *taken);
-/* mca_coll_gpu_team_setup_step under the engine's lock (a blocking wait for a setup). */
-coll_gpu_team_state_t mca_coll_gpu_async_setup_step(coll_gpu_team_t *t);
+/* The communicator's team (coll_gpu_team.c), built on first use or waited for when a
+ * nonblocking call began it (collective: every rank must call it for the same call, what names
+ * it in hang reports); NULL when the communicator cannot have one (then never again). */
+coll_gpu_team_t *mca_coll_gpu_team_get(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                                       const char *what);
+/* Module teardown: the team's calls end, then the team goes. */
+void mca_coll_gpu_async_destroy_team(mca_coll_gpu_module_t *m);
 /* From the waits of ours: move every team's queued calls (cheap when none are queued). */
 void mca_coll_gpu_async_poll(void);
 /* One turn of a wait of ours outside the engine (the hierarchical path's): every team's queued
  * calls move, the rest of Open MPI now and then, and the core is yielded once the wait has
  * spun a while (the ranks of a node may outnumber its cores). */
 void mca_coll_gpu_async_pause(unsigned *spins);
-/* At team release: complete its calls, drop the progress callback with the last team. */
-void mca_coll_gpu_async_release(coll_gpu_team_t *t);
 /* At component close: the progress callback lives in this DSO, it must be gone before it. */
 void mca_coll_gpu_async_finalize(void);
 

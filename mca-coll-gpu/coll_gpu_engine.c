@@ -1915,19 +1915,8 @@ void mca_coll_gpu_async_pause(unsigned *spins)
     }
 }
 
-coll_gpu_team_state_t mca_coll_gpu_async_setup_step(coll_gpu_team_t *t)
-{
-    coll_gpu_team_state_t state;
-
-    if (!async_enter()) {
-        return t->state; /* another thread is in the engine: it steps the setup too */
-    }
-    state = mca_coll_gpu_team_setup_step(t);
-    async_leave();
-    return state;
-}
-
-void mca_coll_gpu_async_release(coll_gpu_team_t *t)
+/* Before a team goes: its calls complete; the progress callback goes with the last team. */
+static void async_release(coll_gpu_team_t *t)
 {
     if (!t->async_used) {
         return;
@@ -1942,6 +1931,63 @@ void mca_coll_gpu_async_release(coll_gpu_team_t *t)
     }
     t->async_used = false;
     OPAL_THREAD_UNLOCK(&async_lock);
+}
+
+/* A blocking call waits here for the setup (its own, or one a nonblocking call began), under
+ * the engine's lock while it steps it, moving everything else on meanwhile; a rank kept waiting
+ * says so. */
+coll_gpu_team_t *mca_coll_gpu_team_get(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                                       const char *what)
+{
+    coll_gpu_team_t *t = mca_coll_gpu_team_begin(m, comm, what, false);
+    coll_gpu_host_watch_t watch;
+    int round = 0;
+
+    if (NULL == t) {
+        return NULL;
+    }
+    while (COLL_GPU_TEAM_PENDING == t->state) {
+        int now = mca_coll_gpu_team_setup_round(t);
+        if (0 != now && now != round) {
+            if (0 != round) {
+                mca_coll_gpu_host_watch_end(&watch);
+            }
+            round = now;
+            mca_coll_gpu_host_watch_begin(&watch, comm, what,
+                                          1 == round ? "node team setup (round 1 of 2)"
+                                                     : "node team setup (round 2 of 2)");
+        }
+        /* another thread in the engine steps the setup too */
+        if (async_enter()) {
+            (void) mca_coll_gpu_team_setup_step(t);
+            async_leave();
+        }
+        if (COLL_GPU_TEAM_PENDING == t->state) {
+            opal_progress();
+        }
+    }
+    if (0 != round) {
+        mca_coll_gpu_host_watch_end(&watch);
+    }
+    if (COLL_GPU_TEAM_READY == t->state) {
+        t->ready_everywhere = true;
+        return t;
+    }
+    /* failed: a team that no queued call uses is given back now; one that a nonblocking call
+     * began stays for the calls queued on it */
+    if (!t->async_setup) {
+        async_release(t);
+        mca_coll_gpu_team_give_up(m);
+    }
+    return NULL;
+}
+
+void mca_coll_gpu_async_destroy_team(mca_coll_gpu_module_t *m)
+{
+    if (NULL != m->team && NULL == m->team->setup) {
+        async_release(m->team); /* its calls end before what they use goes */
+    }
+    mca_coll_gpu_team_destroy(m);
 }
 
 void mca_coll_gpu_async_finalize(void)

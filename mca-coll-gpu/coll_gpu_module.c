@@ -77,7 +77,7 @@ static void gpu_module_release(mca_coll_gpu_module_t *module)
         module->gap_modules[i] = NULL;
     }
     module->n_gap_modules = 0;
-    mca_coll_gpu_team_destroy(module);
+    mca_coll_gpu_async_destroy_team(module);
     mca_coll_gpu_hier_release(module);
     mca_coll_gpu_bounce_release(module);
     /* a communicator's end is when a phase of the program may have ended: the pool's blocks

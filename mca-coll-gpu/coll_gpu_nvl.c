@@ -48,7 +48,6 @@ void mca_coll_gpu_nvl_release(coll_gpu_team_t *t)
 {
     coll_gpu_nvl_state_t *st = t->nvl;
 
-    mca_coll_gpu_async_release(t); /* nonblocking calls end before what they use goes */
     if (NULL == st) {
         return;
     }

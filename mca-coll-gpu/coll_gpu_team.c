@@ -6,7 +6,7 @@
  * coll/gpu's own tags (each rank sends its card to every peer), so that every rank reaches the
  * same verdict; it never waits inside a nonblocking call (progress carries it on:
  * mca_coll_gpu_team_begin, mca_coll_gpu_team_setup_step), and a blocking call waits for it
- * (mca_coll_gpu_team_get):
+ * (mca_coll_gpu_team_get, in the engine, which steps it under its lock):
  *
  *   round 1: {ok, GPU uuid, scratch IPC handle, control block name (rank 0)}
  *            each rank: allocate + export scratch; rank 0 also creates the control block
@@ -745,46 +745,17 @@ coll_gpu_team_t *mca_coll_gpu_team_begin(mca_coll_gpu_module_t *m,
     return t;
 }
 
-coll_gpu_team_t *mca_coll_gpu_team_get(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
-                                       const char *what)
+int mca_coll_gpu_team_setup_round(const coll_gpu_team_t *t)
 {
-    coll_gpu_team_t *t = mca_coll_gpu_team_begin(m, comm, what, false);
-    coll_gpu_host_watch_t watch;
-    int round = 0;
+    return (NULL != t->setup) ? t->setup->round : 0;
+}
 
-    if (NULL == t) {
-        return NULL;
-    }
-    /* a blocking call waits here for the setup (its own, or one a nonblocking call began),
-     * moving everything else on meanwhile; a rank kept waiting says so */
-    while (COLL_GPU_TEAM_PENDING == t->state) {
-        if (NULL != t->setup && t->setup->round != round) {
-            if (0 != round) {
-                mca_coll_gpu_host_watch_end(&watch);
-            }
-            round = t->setup->round;
-            mca_coll_gpu_host_watch_begin(&watch, comm, what,
-                                          1 == round ? "node team setup (round 1 of 2)"
-                                                     : "node team setup (round 2 of 2)");
-        }
-        if (COLL_GPU_TEAM_PENDING == mca_coll_gpu_async_setup_step(t)) {
-            opal_progress();
-        }
-    }
-    if (0 != round) {
-        mca_coll_gpu_host_watch_end(&watch);
-    }
-    if (COLL_GPU_TEAM_READY == t->state) {
-        t->ready_everywhere = true;
-        return t;
-    }
-    /* failed: a team that no queued call uses is given back now; one that a nonblocking call
-     * began stays for the calls queued on it (coll_gpu_engine.c) */
-    if (!t->async_setup && &team_unavailable != t) {
+void mca_coll_gpu_team_give_up(mca_coll_gpu_module_t *m)
+{
+    if (&team_unavailable != m->team) {
         mca_coll_gpu_team_destroy(m);
         m->team = &team_unavailable;
     }
-    return NULL;
 }
 
 /* ---- signals ------------------------------------------------------------------------------ */
