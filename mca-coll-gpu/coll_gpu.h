@@ -518,28 +518,37 @@ void mca_coll_gpu_plan_for_call(topo_plan_t *plan, bool in_place, dev_dtype_t dt
 /* ---- one rank's buffers on the agreed path (coll_gpu_adapt.c) ---- */
 
 /* A rank's view of count elements of dtype at user for the team path: dense bytes in device
- * memory the team can export, either the user's own or a device temporary of the module. */
+ * memory the team can export, either the user's own or a device temporary (the module's, or
+ * the call's own). */
 typedef struct coll_gpu_adapt_t {
     void *user;
     int count;
     struct ompi_datatype_t *dtype;
     void *dev;   /* what the team path reads or writes: bytes dense bytes */
     size_t bytes;
-    int slot;    /* the module's dev_tmp slot behind dev, or -1: dev is the user's memory */
+    int slot;    /* the module's dev_tmp slot behind dev, COLL_GPU_ADAPT_OWN, or -1: dev is
+                  * the user's memory */
 } coll_gpu_adapt_t;
+/* The slot of a temporary of the call's own (a request's), freed by mca_coll_gpu_adapt_out. */
+#define COLL_GPU_ADAPT_OWN (-2)
 
-/* Prepare count x dtype at user for the team path, in dev_tmp slot when it cannot be used in
- * place (layout with gaps, managed memory, or, when exported (peers map it), memory the legacy
- * IPC cannot export): packed into the temporary when copy_in.  On failure a->dev is NULL and
- * the failure is reported. */
+/* Prepare count x dtype at user for the team path, in a temporary (dev_tmp slot, or
+ * COLL_GPU_ADAPT_OWN) when it cannot be used in place (layout with gaps, managed memory, or,
+ * when exported (peers map it), memory the legacy IPC cannot export): packed into the
+ * temporary when copy_in.  On failure a->dev is NULL and the failure is reported. */
 int mca_coll_gpu_adapt_in(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
                           const char *what, int slot, const void *user, int count,
                           struct ompi_datatype_t *dtype, bool copy_in, bool exported,
                           coll_gpu_adapt_t *a);
 /* After the team path: unpack the temporary into the user's layout when copy_out (gaps keep
- * their bytes).  Nothing to do when the user's memory was used in place. */
+ * their bytes), and free it when it is the call's own.  Nothing to do when the user's memory
+ * was used in place.  Never the module's bounce or the pinned pool: safe inside progress. */
 int mca_coll_gpu_adapt_out(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
-                           const char *what, const coll_gpu_adapt_t *a, bool copy_out);
+                           const char *what, coll_gpu_adapt_t *a, bool copy_out);
+/* A device temporary of at least bytes: the module's dev_tmp slot (kept between calls), or
+ * with COLL_GPU_ADAPT_OWN one of the caller's own (dev_mem_free it).  Error reported. */
+int mca_coll_gpu_adapt_tmp(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                           const char *what, int slot, size_t bytes, void **ptr);
 /* Free the device temporaries (module teardown). */
 void mca_coll_gpu_adapt_release(mca_coll_gpu_module_t *m);
 /* Copy scount x sdtype at src into rcount x rdtype at dst (one signature; either may be device

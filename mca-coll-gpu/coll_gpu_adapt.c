@@ -1,28 +1,32 @@
 /*
  * coll_gpu_adapt.c - one rank's side of the team path: its buffers in the shape the team moves.
  *
- * Serves MPI_Bcast and MPI_Allreduce on the node team (coll_gpu_engine.c).  Which path a call
- * takes is decided from what every rank shares (the signature, count, op, communicator,
- * parameters: coll_gpu_select.c); what may differ between ranks is handled here, by each rank
- * alone.  The team path moves dense bytes in device memory that peers map through IPC; a rank
- * whose buffer is not that goes through a device temporary of its module:
+ * Serves every call on the node team, blocking and nonblocking (coll_gpu_engine.c and the
+ * entries).  Which path a call takes is decided from what every rank shares (the signature,
+ * count, op, communicator, parameters: coll_gpu_select.c); what may differ between ranks is
+ * handled here, by each rank alone.  The team path moves dense bytes in device memory that
+ * peers map through IPC; a rank whose buffer is not that goes through a device temporary:
  *
  *   layout with gaps (vector, indexed, struct, resized ...)   pack / unpack through the host
  *   dense, but managed memory, host memory, or device memory   one device copy each way
  *   the team cannot export (stream-ordered pools, VMM)
  *
- *   pack:    user (device) [lo, lo+len) --copy--> pinned span --convertor pack--> pinned dense
- *            --copy--> device temporary  (a span across allocations or kinds is copied in
- *            pieces, coll_gpu_stage.c)
- *   unpack:  device temporary --copy--> pinned dense; user span --copy--> pinned span (its gaps
- *            keep their bytes) --convertor unpack--> pinned span --copy--> user
+ *   pack:    user [lo, lo+len) --copy--> host span --convertor pack--> host dense --copy-->
+ *            device temporary  (a span across allocations or kinds is copied in pieces,
+ *            coll_gpu_stage.c)
+ *   unpack:  device temporary --copy--> host dense; user span --copy--> host span (its gaps
+ *            keep their bytes) --convertor unpack--> host span --copy--> user
  *
- * The pinned memory is the module's staging bounce (coll_gpu_stage.c, slots 0 and 1); the
- * device temporaries (send and receive roles) stay with the module between calls, so that peers
- * map each once (the team's registration cache) rather than on every call.
+ * The temporary is the module's (a slot kept between calls, so that peers map it once rather
+ * than on every call: the blocking calls, one at a time on a communicator) or the call's own
+ * (COLL_GPU_ADAPT_OWN: a request's, freed at its end; nonblocking calls overlap).  The host
+ * memory of a conversion is the call's own, never the module's bounce or the pinned pool: a
+ * request is unpacked inside progress, maybe while a blocking call of the communicator holds
+ * those.
  */
 #include "ompi_config.h"
 
+#include <stdlib.h>
 #include <sys/uio.h>
 
 #include "opal/datatype/opal_convertor.h"
@@ -76,43 +80,62 @@ void mca_coll_gpu_adapt_release(mca_coll_gpu_module_t *m)
     }
 }
 
-/* Pack or unpack between the user's layout (any memory kind) and the dense device temporary,
- * through the staging bounce (schedule at the top of the file). */
-static int adapt_convert(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
-                         const char *what, const coll_gpu_adapt_t *a, bool pack)
+/* Test only: COLL_GPU_TEST_FAIL_STAGE=<rank in MPI_COMM_WORLD> fails this process's conversions,
+ * as it fails its staging copies (coll_gpu_stage.c). */
+static bool adapt_fail_injected(void)
 {
-    coll_gpu_layout_t layout = COLL_GPU_LAYOUT(a->dtype, a->count);
-    coll_gpu_staged_t span, dense;
+    static int target = -2;
+
+    return mca_coll_gpu_test_env_names_me("COLL_GPU_TEST_FAIL_STAGE", &target);
+}
+
+/* Pack (a->dev from the user's layout) or unpack (the other way), through host memory of its
+ * own (schedule at the top of the file).  A failure is reported. */
+static int adapt_convert(struct ompi_communicator_t *comm, const char *what,
+                         const coll_gpu_adapt_t *a, bool pack)
+{
+    coll_gpu_piece_t *pieces = NULL;
+    int npieces = 0;
+    ptrdiff_t lo;
+    size_t len, max = a->bytes, failed_len = 0;
+    char *span, *dense;
     opal_convertor_t conv;
     struct iovec iov;
     uint32_t niov = 1;
-    size_t max = a->bytes;
-    int rc, crc;
+    int rc = OMPI_ERROR, crc;
 
-    rc = mca_coll_gpu_stage_in(m, 1, a->dev, DEV_MEM_DEVICE, 0, a->bytes, !pack, comm, what,
-                               &dense);
-    if (OMPI_SUCCESS != rc) {
-        return rc;
+    mca_coll_gpu_span(a->dtype, (size_t) a->count, &lo, &len);
+    span = malloc(len);
+    dense = malloc(a->bytes);
+    if (adapt_fail_injected()) {
+        mca_coll_gpu_report_failure(what, comm, "staging of %zu B failed: injected by "
+                                    "COLL_GPU_TEST_FAIL_STAGE (test only)", len);
+        goto out;
     }
-    /* unpacking reads the span too: the gaps between elements go back as they were; a span
-     * across allocations or kinds moves in pieces, and any device block makes it staged */
-    rc = mca_coll_gpu_stage_buf(m, 0, a->user, mca_coll_gpu_layout_kind(a->user, layout), layout,
-                                COLL_GPU_READWRITE, comm, what, &span);
-    if (OMPI_SUCCESS != rc) {
-        (void) mca_coll_gpu_stage_out(m, &dense, false, comm, what);
-        return rc;
+    /* unpacking reads the span too: the gaps between elements go back as they were */
+    if (NULL == span || NULL == dense
+        || OMPI_SUCCESS != mca_coll_gpu_layout_pieces(a->user, COLL_GPU_LAYOUT(a->dtype, a->count),
+                                                      lo, len, &pieces, &npieces)
+        || DEV_OK != mca_coll_gpu_pieces_copy(a->user, span - lo, lo, len, pieces, npieces, true,
+                                              &failed_len)
+        || (!pack && DEV_OK != dev_memcpy(dense, a->dev, a->bytes))) {
+        mca_coll_gpu_report_failure(what, comm, "cannot %s %zu B of datatype %s: %s",
+                                    pack ? "pack" : "unpack", a->bytes, a->dtype->name,
+                                    (NULL == span || NULL == dense) ? "out of host memory"
+                                                                    : dev_error_string());
+        goto out;
     }
     OBJ_CONSTRUCT(&conv, opal_convertor_t);
     if (pack) {
         crc = opal_convertor_copy_and_prepare_for_send(ompi_mpi_local_convertor,
                                                        &a->dtype->super, (size_t) a->count,
-                                                       mca_coll_gpu_view(&span), 0, &conv);
+                                                       span - lo, 0, &conv);
     } else {
         crc = opal_convertor_copy_and_prepare_for_recv(ompi_mpi_local_convertor,
                                                        &a->dtype->super, (size_t) a->count,
-                                                       mca_coll_gpu_view(&span), 0, &conv);
+                                                       span - lo, 0, &conv);
     }
-    iov.iov_base = mca_coll_gpu_view(&dense);
+    iov.iov_base = dense;
     iov.iov_len = a->bytes;
     if (OPAL_SUCCESS == crc) {
         crc = pack ? opal_convertor_pack(&conv, &iov, &niov, &max)
@@ -124,11 +147,35 @@ static int adapt_convert(mca_coll_gpu_module_t *m, struct ompi_communicator_t *c
         mca_coll_gpu_report_failure(what, comm, "cannot %s %zu B of datatype %s (%d, %zu B done)",
                                     pack ? "pack" : "unpack", a->bytes, a->dtype->name, crc,
                                     max);
-        rc = OMPI_ERROR;
+    } else if (pack ? DEV_OK != dev_memcpy(a->dev, dense, a->bytes)
+                    : DEV_OK != mca_coll_gpu_pieces_copy(a->user, span - lo, lo, len, pieces,
+                                                         npieces, false, &failed_len)) {
+        mca_coll_gpu_report_failure(what, comm, "copy of %zu B %s a device temporary: %s",
+                                    pack ? a->bytes : failed_len, pack ? "into" : "from",
+                                    dev_error_string());
+    } else {
+        rc = OMPI_SUCCESS;
     }
-    rc = mca_coll_gpu_unstage(m, &span, rc, pack ? COLL_GPU_NONE : COLL_GPU_WRITE, comm, what);
-    return mca_coll_gpu_unstage(m, &dense, rc, pack ? COLL_GPU_WRITE : COLL_GPU_NONE, comm,
-                                what);
+out:
+    free(pieces);
+    free(span);
+    free(dense);
+    return rc;
+}
+
+int mca_coll_gpu_adapt_tmp(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                           const char *what, int slot, size_t bytes, void **ptr)
+{
+    int rc = (COLL_GPU_ADAPT_OWN == slot) ? dev_mem_alloc(ptr, bytes)
+                                          : adapt_tmp_get(m, slot, bytes, ptr);
+
+    if (DEV_OK != rc) {
+        mca_coll_gpu_report_failure(what, comm, "cannot allocate a %zu B device temporary: %s",
+                                    bytes, dev_error_string());
+        *ptr = NULL;
+        return OMPI_ERR_OUT_OF_RESOURCE;
+    }
+    return OMPI_SUCCESS;
 }
 
 int mca_coll_gpu_adapt_in(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
@@ -155,76 +202,71 @@ int mca_coll_gpu_adapt_in(mca_coll_gpu_module_t *m, struct ompi_communicator_t *
             && (!exported || dev_mem_ipc_capable(a->dev)))) {
         return OMPI_SUCCESS;
     }
-    rc = adapt_tmp_get(m, slot, a->bytes, &a->dev);
-    if (DEV_OK != rc) {
-        mca_coll_gpu_report_failure(what, comm, "cannot allocate a %zu B device temporary: %s",
-                                    a->bytes, dev_error_string());
-        a->dev = NULL;
-        return OMPI_ERR_OUT_OF_RESOURCE;
+    rc = mca_coll_gpu_adapt_tmp(m, comm, what, slot, a->bytes, &a->dev);
+    if (OMPI_SUCCESS != rc) {
+        return rc;
     }
     a->slot = slot;
     if (!copy_in) {
         return OMPI_SUCCESS;
     }
-    if (dense) {
-        rc = dev_memcpy(a->dev, (const char *) user + lo, a->bytes);
-        if (DEV_OK != rc) {
-            mca_coll_gpu_report_failure(what, comm, "copy of %zu B into a device temporary: %s",
-                                        a->bytes, dev_error_string());
-            rc = OMPI_ERROR;
-        }
-    } else {
-        rc = adapt_convert(m, comm, what, a, true);
+    if (!dense) {
+        rc = adapt_convert(comm, what, a, true);
+    } else if (DEV_OK != dev_memcpy(a->dev, (const char *) user + lo, a->bytes)) {
+        mca_coll_gpu_report_failure(what, comm, "copy of %zu B into a device temporary: %s",
+                                    a->bytes, dev_error_string());
+        rc = OMPI_ERROR;
     }
     if (OMPI_SUCCESS != rc) {
+        (void) mca_coll_gpu_adapt_out(m, comm, what, a, false); /* an own temporary goes */
         a->dev = NULL;
+        a->slot = -1;
     }
     return rc;
 }
 
 int mca_coll_gpu_adapt_out(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
-                           const char *what, const coll_gpu_adapt_t *a, bool copy_out)
+                           const char *what, coll_gpu_adapt_t *a, bool copy_out)
 {
     ptrdiff_t lo;
     size_t len;
+    int rc = OMPI_SUCCESS;
 
-    if (0 > a->slot || !copy_out) {
-        return OMPI_SUCCESS;
+    (void) m;
+    if (-1 == a->slot) {
+        return OMPI_SUCCESS; /* the user's memory itself */
     }
-    mca_coll_gpu_span(a->dtype, (size_t) a->count, &lo, &len);
-    if (len == a->bytes && ompi_datatype_is_contiguous_memory_layout(a->dtype, a->count)) {
-        if (DEV_OK != dev_memcpy((char *) a->user + lo, a->dev, a->bytes)) {
-            mca_coll_gpu_report_failure(what, comm, "copy of %zu B from a device temporary: %s",
-                                        a->bytes, dev_error_string());
-            return OMPI_ERROR;
-        }
-        return OMPI_SUCCESS;
+    if (copy_out && NULL != a->dev) {
+        mca_coll_gpu_span(a->dtype, (size_t) a->count, &lo, &len);
     }
-    return adapt_convert(m, comm, what, a, false);
-}
-
-static int adapt_tmp_named(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
-                           const char *what, int slot, size_t bytes, void **ptr)
-{
-    if (DEV_OK != adapt_tmp_get(m, slot, bytes, ptr)) {
-        mca_coll_gpu_report_failure(what, comm, "cannot allocate a %zu B device scratch: %s",
-                                    bytes, dev_error_string());
-        *ptr = NULL;
-        return OMPI_ERR_OUT_OF_RESOURCE;
+    if (!copy_out || NULL == a->dev) {
+        /* nothing goes back */
+    } else if (len != a->bytes
+               || !ompi_datatype_is_contiguous_memory_layout(a->dtype, a->count)) {
+        rc = adapt_convert(comm, what, a, false);
+    } else if (DEV_OK != dev_memcpy((char *) a->user + lo, a->dev, a->bytes)) {
+        mca_coll_gpu_report_failure(what, comm, "copy of %zu B from a device temporary: %s",
+                                    a->bytes, dev_error_string());
+        rc = OMPI_ERROR;
     }
-    return OMPI_SUCCESS;
+    if (COLL_GPU_ADAPT_OWN == a->slot) {
+        (void) dev_mem_free(a->dev);
+        a->dev = NULL;
+        a->slot = -1;
+    }
+    return rc;
 }
 
 int mca_coll_gpu_adapt_scratch(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
                                const char *what, size_t bytes, void **ptr)
 {
-    return adapt_tmp_named(m, comm, what, 2, bytes, ptr);
+    return mca_coll_gpu_adapt_tmp(m, comm, what, 2, bytes, ptr);
 }
 
 int mca_coll_gpu_adapt_landing(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
                                const char *what, size_t bytes, void **ptr)
 {
-    return adapt_tmp_named(m, comm, what, 3, bytes, ptr);
+    return mca_coll_gpu_adapt_tmp(m, comm, what, 3, bytes, ptr);
 }
 
 int mca_coll_gpu_adapt_copy(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,

@@ -231,18 +231,6 @@ typedef enum {
     PH_OWN_DONE,   /* push bcast: the end without the others' done */
 } async_phase_t;
 
-/* A user buffer as the team path sees it: dense bytes in device memory, the user's or a
- * temporary of the request's. */
-typedef struct async_buf_t {
-    void *user;
-    int count;
-    struct ompi_datatype_t *dtype;
-    void *dev;        /* what the team path uses */
-    void *tmp;        /* the request's device temporary behind dev, or NULL */
-    size_t bytes;
-    bool dense;       /* the user's layout is dense (a plain copy), else packed */
-} async_buf_t;
-
 /* The request is a coll/base nonblocking request: Open MPI's MPI_I... bindings keep derived
  * datatypes alive in its fields (ompi_coll_base_retain_datatypes), whatever the component. */
 typedef struct coll_gpu_async_t {
@@ -260,7 +248,8 @@ typedef struct coll_gpu_async_t {
     bool arrived;
     _Atomic int end_state;              /* ASYNC_RUNNING, ASYNC_USER_FREED or ASYNC_ENDED */
     /* the call */
-    async_buf_t s, r;                   /* allreduce: send (unused in place), receive; bcast: r */
+    coll_gpu_adapt_t s, r;              /* allreduce: send (unused in place), receive; bcast: r;
+                                         * temporaries of the request's own */
     bool in_place;
     size_t count, esize;
     dev_dtype_t dt;
@@ -1582,141 +1571,19 @@ static int async_step(coll_gpu_async_t *r)
 
 /* ---- buffers ------------------------------------------------------------------------------- */
 
-/* Pack (to_dev) or unpack count x dtype between the user's layout and b->tmp, through host
- * memory of the request's own: the span copied out (gaps kept; in pieces where it crosses
- * allocations or kinds, coll_gpu_stage.c), the convertor, one copy. */
-static int buf_convert(async_buf_t *b, bool to_dev)
-{
-    coll_gpu_piece_t *pieces = NULL;
-    int npieces = 0;
-    ptrdiff_t lo;
-    size_t len, max = b->bytes, failed_len = 0;
-    char *span, *dense;
-    opal_convertor_t conv;
-    struct iovec iov;
-    uint32_t niov = 1;
-    int rc = OMPI_ERROR, crc;
-
-    mca_coll_gpu_span(b->dtype, (size_t) b->count, &lo, &len);
-    span = malloc(len);
-    dense = malloc(b->bytes);
-    if (NULL == span || NULL == dense
-        || OMPI_SUCCESS != mca_coll_gpu_layout_pieces(b->user,
-                                                      COLL_GPU_LAYOUT(b->dtype, b->count), lo,
-                                                      len, &pieces, &npieces)) {
-        goto out;
-    }
-    if (DEV_OK != mca_coll_gpu_pieces_copy(b->user, span - lo, lo, len, pieces, npieces, true,
-                                           &failed_len)
-        || (!to_dev && DEV_OK != dev_memcpy(dense, b->tmp, b->bytes))) {
-        goto out;
-    }
-    OBJ_CONSTRUCT(&conv, opal_convertor_t);
-    crc = to_dev ? opal_convertor_copy_and_prepare_for_send(ompi_mpi_local_convertor,
-                                                            &b->dtype->super, (size_t) b->count,
-                                                            span - lo, 0, &conv)
-                 : opal_convertor_copy_and_prepare_for_recv(ompi_mpi_local_convertor,
-                                                            &b->dtype->super, (size_t) b->count,
-                                                            span - lo, 0, &conv);
-    iov.iov_base = dense;
-    iov.iov_len = b->bytes;
-    if (OPAL_SUCCESS == crc) {
-        crc = to_dev ? opal_convertor_pack(&conv, &iov, &niov, &max)
-                     : opal_convertor_unpack(&conv, &iov, &niov, &max);
-    }
-    OBJ_DESTRUCT(&conv);
-    if (1 != crc || max != b->bytes) {
-        goto out;
-    }
-    if (to_dev ? DEV_OK == dev_memcpy(b->tmp, dense, b->bytes)
-               : DEV_OK == mca_coll_gpu_pieces_copy(b->user, span - lo, lo, len, pieces,
-                                                    npieces, false, &failed_len)) {
-        rc = OMPI_SUCCESS;
-    }
-out:
-    free(pieces);
-    free(span);
-    free(dense);
-    return rc;
-}
-
-/* A device temporary of the request's, of bytes (NULL on failure, which is reported). */
-static int tmp_alloc(coll_gpu_async_t *r, void **p, size_t bytes)
-{
-    if (DEV_OK == dev_mem_alloc(p, bytes)) {
-        return OMPI_SUCCESS;
-    }
-    mca_coll_gpu_report_failure(r->what, r->comm, "cannot allocate a %zu B device temporary: %s",
-                                bytes, dev_error_string());
-    *p = NULL;
-    return OMPI_ERR_OUT_OF_RESOURCE;
-}
-
-/* The team path's view of count x dtype at user (coll_gpu_adapt.c's rules: in place when dense
- * device memory, that the IPC can export when peers map it (exported); else a device temporary
- * of the request's, filled when copy_in).  A failure is reported; b->dev is then NULL. */
-static int buf_in(coll_gpu_async_t *r, async_buf_t *b, const void *user, int count,
+/* The team path's view of count x dtype at user: in place, or a device temporary of the
+ * request's own (coll_gpu_adapt.c); a failure is reported, b->dev is then NULL. */
+static int buf_in(coll_gpu_async_t *r, coll_gpu_adapt_t *b, const void *user, int count,
                   struct ompi_datatype_t *dtype, bool copy_in, bool exported)
 {
-    ptrdiff_t lo;
-    size_t len;
-    int rc = OMPI_SUCCESS;
-
-    b->user = (void *) user;
-    b->count = count;
-    b->dtype = dtype;
-    b->bytes = mca_coll_gpu_call_bytes(dtype, (size_t) count);
-    b->tmp = NULL;
-    mca_coll_gpu_span(dtype, (size_t) count, &lo, &len);
-    b->dev = (char *) user + lo;
-    b->dense = (0 == count)
-               || (len == b->bytes && ompi_datatype_is_contiguous_memory_layout(dtype, count));
-    if (0 == b->bytes
-        || (b->dense && DEV_MEM_DEVICE == mca_coll_gpu_classify(b->dev)
-            && (!exported || dev_mem_ipc_capable(b->dev)))) {
-        return OMPI_SUCCESS;
-    }
-    if (OMPI_SUCCESS != tmp_alloc(r, &b->tmp, b->bytes)) {
-        b->dev = NULL;
-        return OMPI_ERR_OUT_OF_RESOURCE;
-    }
-    b->dev = b->tmp;
-    if (copy_in) {
-        rc = b->dense ? (DEV_OK == dev_memcpy(b->tmp, (char *) user + lo, b->bytes) ? OMPI_SUCCESS
-                                                                                   : OMPI_ERROR)
-                      : buf_convert(b, true);
-        if (OMPI_SUCCESS != rc) {
-            mca_coll_gpu_report_failure(r->what, r->comm, "copy of %zu B into a device "
-                                        "temporary: %s", b->bytes, dev_error_string());
-        }
-    }
-    return rc;
+    return mca_coll_gpu_adapt_in(r->module, r->comm, r->what, COLL_GPU_ADAPT_OWN, user, count,
+                                 dtype, copy_in, exported, b);
 }
 
 /* After the call: the temporary back into the user's layout (copy_out), and freed. */
-static int buf_out(coll_gpu_async_t *r, async_buf_t *b, bool copy_out)
+static int buf_out(coll_gpu_async_t *r, coll_gpu_adapt_t *b, bool copy_out)
 {
-    int rc = OMPI_SUCCESS;
-
-    if (NULL == b->tmp) {
-        return OMPI_SUCCESS;
-    }
-    if (copy_out) {
-        ptrdiff_t lo;
-        size_t len;
-        mca_coll_gpu_span(b->dtype, (size_t) b->count, &lo, &len);
-        rc = b->dense ? (DEV_OK == dev_memcpy((char *) b->user + lo, b->tmp, b->bytes)
-                             ? OMPI_SUCCESS
-                             : OMPI_ERROR)
-                      : buf_convert(b, false);
-        if (OMPI_SUCCESS != rc) {
-            mca_coll_gpu_report_failure(r->what, r->comm, "copy of %zu B from a device "
-                                        "temporary: %s", b->bytes, dev_error_string());
-        }
-    }
-    (void) dev_mem_free(b->tmp);
-    b->tmp = NULL;
-    return rc;
+    return mca_coll_gpu_adapt_out(r->module, r->comm, r->what, b, copy_out);
 }
 
 /* ---- requests and queues ------------------------------------------------------------------- */
@@ -2072,8 +1939,7 @@ static void async_init(coll_gpu_async_t *r, coll_gpu_team_t *t, struct ompi_comm
     atomic_init(&r->end_state, persistent ? ASYNC_ENDED : ASYNC_RUNNING);
     r->polls = 0;
     async_waited(r);
-    memset(&r->s, 0, sizeof(r->s));
-    memset(&r->r, 0, sizeof(r->r));
+    r->s = r->r = (coll_gpu_adapt_t){.slot = -1}; /* no temporary */
     r->module = NULL;
     r->mpi_op = NULL;
     r->setup_reported = false;
@@ -2116,8 +1982,7 @@ static void async_reset(coll_gpu_async_t *r)
     r->peer_buf = NULL;
     r->off = 0;
     r->issued = r->complete = 0;
-    memset(&r->s, 0, sizeof(r->s));
-    memset(&r->r, 0, sizeof(r->r));
+    r->s = r->r = (coll_gpu_adapt_t){.slot = -1}; /* no temporary */
 }
 
 /* The fused allreduce's pieces: a slot's share each, one seq each. */
@@ -2154,7 +2019,7 @@ static void allreduce_begin(coll_gpu_async_t *r)
                     ALG_FUSED != alg && ALG_RING != alg);
     } else if (OMPI_SUCCESS == rc) {
         r->s = r->r;
-        r->s.tmp = NULL; /* one temporary, owned by r->r */
+        r->s.slot = -1; /* one temporary, owned by r->r */
     }
     if (OMPI_SUCCESS == rc && async_fail_injected()) {
         mca_coll_gpu_report_failure(r->what, r->comm, "COLL_GPU_TEST_FAIL_ASYNC (test only): "
@@ -2217,7 +2082,8 @@ static void xcall_begin(coll_gpu_async_t *r)
                         r->xsdtype, true, true);
         }
         if (OMPI_SUCCESS == rc && in_place && 0 < r->xpiece) {
-            rc = tmp_alloc(r, &r->xresult, r->xpiece);
+            rc = mca_coll_gpu_adapt_tmp(r->module, r->comm, r->what, COLL_GPU_ADAPT_OWN,
+                                        r->xpiece, &r->xresult);
         }
         if (OMPI_SUCCESS == rc && !in_place) {
             rc = buf_in(r, &r->r, r->user_rbuf, r->xrcount, r->xrdtype, false, false);
@@ -2234,14 +2100,14 @@ static void xcall_begin(coll_gpu_async_t *r)
                         r->xlend_recv || r->xcopy_send, r->xlend_recv);
         }
         if (OMPI_SUCCESS == rc && r->xcopy_send && 0 < r->r.bytes) {
-            r->s.bytes = r->r.bytes;
-            rc = tmp_alloc(r, &r->s.tmp, r->s.bytes);
-            if (OMPI_SUCCESS == rc && DEV_OK != dev_memcpy(r->s.tmp, r->r.dev, r->s.bytes)) {
+            r->s = (coll_gpu_adapt_t){.bytes = r->r.bytes, .slot = COLL_GPU_ADAPT_OWN};
+            rc = mca_coll_gpu_adapt_tmp(r->module, r->comm, r->what, COLL_GPU_ADAPT_OWN,
+                                        r->s.bytes, &r->s.dev);
+            if (OMPI_SUCCESS == rc && DEV_OK != dev_memcpy(r->s.dev, r->r.dev, r->s.bytes)) {
                 mca_coll_gpu_report_failure(r->what, r->comm, "copy of %zu B into a device "
                                             "temporary: %s", r->s.bytes, dev_error_string());
                 rc = OMPI_ERROR;
             }
-            r->s.dev = r->s.tmp;
         } else if (OMPI_SUCCESS == rc && !r->xlend_recv && !r->xcopy_send) {
             rc = buf_in(r, &r->s, r->user_sbuf, r->xscount, r->xsdtype, true, true);
         }
