@@ -1289,6 +1289,10 @@ int mca_coll_gpu_exchange_async(coll_gpu_staged_call_t *c);
 /* The engine's side of it (coll_gpu_engine.c): *taken when the call is the team's; the
  * decision uses only what is the same on every rank of the call. */
 int mca_coll_gpu_async_xcall(const coll_gpu_staged_call_t *c, bool *taken);
+/* A blocking exchange (allgather(v), alltoall(v)) agreed for team t, run by the engine with the
+ * layout and the schedule of the nonblocking one, through the module's device temporaries
+ * where a rank's buffers need them. */
+int mca_coll_gpu_team_xcall(coll_gpu_team_t *t, const coll_gpu_staged_call_t *c);
 /* MPI_Allgather on device memory of a communicator that spans nodes, agreed on every rank: node
  * allgather, node leaders over UCX, node bcast where the hierarchical path is set up, else
  * staged (coll_gpu_hier_exchange.c). */

@@ -290,19 +290,23 @@ typedef struct coll_gpu_async_t {
     dev_stream_t *xstreams[COLL_GPU_XSTEP_STREAMS];
     int nxstreams;
     int final_rc;                       /* the call's result, as async_complete gave it */
-    /* a nonblocking or persistent exchange or reduce-scatter on the team
-     * (mca_coll_gpu_async_xcall), decided and laid out at the call (the same at every start):
-     * each side of this rank's
-     * buffers as a view of count x type (a v layout as an indexed type made for it), the
-     * packed bytes of each peer's block in it, and for a reduce-scatter this rank's piece (its
-     * byte offset in the input, its kernel elements); in place its piece is reduced into
-     * xresult (peers read rbuf until the end) and copied to rbuf at the end */
-    bool xreduce, xlend_recv;           /* xlend_recv: in place, the receive view is lent */
+    /* an exchange or a reduce-scatter on the team (xcall_layout), laid out once (the same at
+     * every start): each side of this rank's buffers as a view of count x type (a v layout as
+     * an indexed type made for it) with each peer's block in its packed bytes (off, len) and
+     * in the user's buffer (at, where the element type is dense: xcall_direct); for a
+     * reduce-scatter this rank's piece (its byte offset in the input, its kernel elements); in
+     * place its piece is reduced into xresult (peers read rbuf until the end) and copied to
+     * rbuf at the end */
+    bool xreduce, xlend_recv;           /* xlend_recv: allgather(v) in place, its own block lent */
     bool xcopy_send;                    /* alltoall(v) in place: a copy of it is lent */
+    bool xsingle;                       /* the send side is one block, offered to every rank */
+    bool xsdense, xrdense;              /* the side's element type is dense */
     struct ompi_datatype_t *xsdtype, *xrdtype; /* retained, or made here; released at the end */
     int xscount, xrcount;
     uint64_t xsoff[COLL_GPU_TEAM_MAX], xslen[COLL_GPU_TEAM_MAX];
     uint64_t xroff[COLL_GPU_TEAM_MAX], xrlen[COLL_GPU_TEAM_MAX];
+    int64_t xsat[COLL_GPU_TEAM_MAX], xrat[COLL_GPU_TEAM_MAX];
+    size_t xsbytes;                     /* alltoall(v) in place: the copy's bytes */
     size_t xpiece_off, xpiece_count;
     int xrc;                            /* the layout could not be made: no data at any start */
     void *xresult;
@@ -1571,13 +1575,14 @@ static int async_step(coll_gpu_async_t *r)
 
 /* ---- buffers ------------------------------------------------------------------------------- */
 
-/* The team path's view of count x dtype at user: in place, or a device temporary of the
- * request's own (coll_gpu_adapt.c); a failure is reported, b->dev is then NULL. */
-static int buf_in(coll_gpu_async_t *r, coll_gpu_adapt_t *b, const void *user, int count,
-                  struct ompi_datatype_t *dtype, bool copy_in, bool exported)
+/* The team path's view of count x dtype at user: in place, or a device temporary (slot: the
+ * module's, or COLL_GPU_ADAPT_OWN: the request's own; coll_gpu_adapt.c); a failure is
+ * reported, b->dev is then NULL. */
+static int buf_in(coll_gpu_async_t *r, coll_gpu_adapt_t *b, int slot, const void *user,
+                  int count, struct ompi_datatype_t *dtype, bool copy_in, bool exported)
 {
-    return mca_coll_gpu_adapt_in(r->module, r->comm, r->what, COLL_GPU_ADAPT_OWN, user, count,
-                                 dtype, copy_in, exported, b);
+    return mca_coll_gpu_adapt_in(r->module, r->comm, r->what, slot, user, count, dtype, copy_in,
+                                 exported, b);
 }
 
 /* After the call: the temporary back into the user's layout (copy_out), and freed. */
@@ -1642,7 +1647,9 @@ static void async_complete(coll_gpu_async_t *r)
             rc = OMPI_ERROR;
         }
         rc = mca_coll_gpu_first_error(rc, buf_out(r, &r->s, OMPI_SUCCESS == rc));
-        (void) dev_mem_free(r->xresult);
+        if (!r->blocking) { /* else the module's */
+            (void) dev_mem_free(r->xresult);
+        }
         r->xresult = NULL;
     }
     /* the result goes out where it was written: every allreduce rank, the bcast non-roots */
@@ -1947,7 +1954,7 @@ static void async_init(coll_gpu_async_t *r, coll_gpu_team_t *t, struct ompi_comm
     r->xsdtype = r->xrdtype = NULL;
     r->xresult = NULL;
     r->xpiece = 0;
-    r->xreduce = r->xlend_recv = r->xcopy_send = false;
+    r->xreduce = r->xlend_recv = r->xcopy_send = r->xsingle = false;
     r->xrc = OMPI_SUCCESS;
     r->blocking = false;
 }
@@ -2011,11 +2018,11 @@ static void allreduce_begin(coll_gpu_async_t *r)
      * one-shot (not in place) and the two-shots; the fused kernel only reads and writes our
      * own */
     if (OMPI_SUCCESS == rc) {
-        rc = buf_in(r, &r->r, r->user_rbuf, r->user_count, r->user_dtype, r->in_place,
+        rc = buf_in(r, &r->r, COLL_GPU_ADAPT_OWN, r->user_rbuf, r->user_count, r->user_dtype, r->in_place,
                     ALG_TWOSHOT == alg || ALG_TWOSHOT_CE == alg || ALG_RING == alg);
     }
     if (OMPI_SUCCESS == rc && !r->in_place) {
-        rc = buf_in(r, &r->s, r->user_sbuf, r->user_count, r->user_dtype, true,
+        rc = buf_in(r, &r->s, COLL_GPU_ADAPT_OWN, r->user_sbuf, r->user_count, r->user_dtype, true,
                     ALG_FUSED != alg && ALG_RING != alg);
     } else if (OMPI_SUCCESS == rc) {
         r->s = r->r;
@@ -2044,7 +2051,7 @@ static void bcast_begin(coll_gpu_async_t *r)
      * is not asked) */
     rc = (DEV_OK == dev_default_stream_settle()) ? OMPI_SUCCESS : OMPI_ERROR;
     if (OMPI_SUCCESS == rc) {
-        rc = buf_in(r, &r->r, r->user_rbuf, r->user_count, r->user_dtype, is_root,
+        rc = buf_in(r, &r->r, COLL_GPU_ADAPT_OWN, r->user_rbuf, r->user_count, r->user_dtype, is_root,
                     !(is_root && TOPO_BC_PUSH == r->first_plan.alg));
     }
     if (OMPI_SUCCESS == rc && async_fail_injected()) {
@@ -2055,15 +2062,47 @@ static void bcast_begin(coll_gpu_async_t *r)
     r->local_rc = rc;
 }
 
-/* An exchange or reduce-scatter call's buffers as the team step sees them (the user's, or
- * device temporaries of the request: buf_in) and its step (coll_gpu_xstep_t) from the layout
- * mca_coll_gpu_async_xcall made.  A local failure makes the rank take part without data. */
+/* A side of an exchange used where it is: its element type is dense and each of its nblocks
+ * blocks with bytes is device memory (lent: that the team can export), so peers read from or
+ * write into the user's buffer directly; else it goes through its view, packed. */
+static bool xcall_direct(const char *buf, bool dense, const int64_t *at, const uint64_t *len,
+                         int nblocks, bool lent)
+{
+    for (int p = 0; p < nblocks && dense; ++p) {
+        const char *b = buf + at[p];
+        if (0 < len[p] && (lent ? !mca_coll_gpu_team_buffer(b)
+                                : DEV_MEM_DEVICE != mca_coll_gpu_classify(b))) {
+            return false;
+        }
+    }
+    return dense;
+}
+
+/* The module's temporary slot of a role for a blocking call (coll_gpu_adapt.c: 0 send, 1
+ * receive, 2 a whole result or a lent copy), else one of the request's own. */
+static int xcall_slot(const coll_gpu_async_t *r, int role)
+{
+    return r->blocking ? role : COLL_GPU_ADAPT_OWN;
+}
+
+/* What an exchanging rank lends (xcall_begin): its own received block (allgather(v) in
+ * place), a copy of its receive blocks (alltoall(v) in place: they are overwritten while peers
+ * read them), its send blocks where they are (one span of its buffer), or packed. */
+typedef enum { XLEND_RECV, XLEND_COPY, XLEND_DIRECT, XLEND_PACKED } xlend_t;
+
+/* An exchange or reduce-scatter call's buffers as the team step sees them and its step
+ * (coll_gpu_xstep_t), from the layout xcall_layout made: a side whose blocks are dense device
+ * memory is used where it is (xcall_direct), any other through its view in a temporary (the
+ * module's for a blocking call, the request's own else).  A local failure makes the rank take
+ * part without data. */
 static void xcall_begin(coll_gpu_async_t *r)
 {
     coll_gpu_team_t *t = r->team;
     coll_gpu_xstep_t *x = &r->x;
     bool in_place = (MPI_IN_PLACE == r->user_sbuf);
-    int rc;
+    int n = t->size, me = t->rank, nsend = r->xsingle ? 1 : n, rc;
+    char *rbuf = r->user_rbuf, *sbuf = (char *) r->user_sbuf, *lo = NULL, *hi = NULL;
+    xlend_t lend;
 
     async_reset(r);
     memset(x, 0, sizeof(*x));
@@ -2078,48 +2117,78 @@ static void xcall_begin(coll_gpu_async_t *r)
         x->off = r->xpiece_off;
         x->count = r->xpiece_count;
         if (OMPI_SUCCESS == rc) { /* the input: sbuf, or rbuf in place */
-            rc = buf_in(r, &r->s, in_place ? r->user_rbuf : r->user_sbuf, r->xscount,
+            rc = buf_in(r, &r->s, xcall_slot(r, 0), in_place ? rbuf : sbuf, r->xscount,
                         r->xsdtype, true, true);
         }
         if (OMPI_SUCCESS == rc && in_place && 0 < r->xpiece) {
-            rc = mca_coll_gpu_adapt_tmp(r->module, r->comm, r->what, COLL_GPU_ADAPT_OWN,
+            rc = mca_coll_gpu_adapt_tmp(r->module, r->comm, r->what, xcall_slot(r, 2),
                                         r->xpiece, &r->xresult);
         }
         if (OMPI_SUCCESS == rc && !in_place) {
-            rc = buf_in(r, &r->r, r->user_rbuf, r->xrcount, r->xrdtype, false, false);
+            rc = buf_in(r, &r->r, xcall_slot(r, 1), rbuf, r->xrcount, r->xrdtype, false,
+                        false);
         }
         x->src = r->s.dev;
         x->src_bytes = r->s.bytes;
         x->dst[0] = in_place ? r->xresult : r->r.dev;
-    } else {
-        /* receive first: in place this rank lends its own block of it (allgather), or a copy
-         * of it (alltoall: its blocks are overwritten while peers read them); its own block
-         * stays, so a temporary behind it starts with the buffer's contents */
-        if (OMPI_SUCCESS == rc) {
-            rc = buf_in(r, &r->r, r->user_rbuf, r->xrcount, r->xrdtype,
-                        r->xlend_recv || r->xcopy_send, r->xlend_recv);
+        goto out;
+    }
+    /* where the pieces land: the receive blocks themselves, or the view's temporary (in place
+     * it starts with the buffer's contents: the own block stays, and allgather(v) lends it) */
+    if (!xcall_direct(rbuf, r->xrdense, r->xrat, r->xrlen, n, r->xlend_recv)
+        && OMPI_SUCCESS == rc) {
+        rc = buf_in(r, &r->r, xcall_slot(r, 1), rbuf, r->xrcount, r->xrdtype, in_place,
+                    r->xlend_recv);
+    }
+    for (int p = 0; p < n; ++p) {
+        x->want_len[p] = r->xrlen[p];
+        x->dst[p] = (-1 == r->r.slot) ? rbuf + r->xrat[p]
+                  : (NULL == r->r.dev) ? NULL : (char *) r->r.dev + r->xroff[p];
+    }
+    lend = r->xlend_recv ? XLEND_RECV
+         : r->xcopy_send ? XLEND_COPY
+         : xcall_direct(sbuf, r->xsdense, r->xsat, r->xslen, nsend, true) ? XLEND_DIRECT
+                                                                           : XLEND_PACKED;
+    if (XLEND_COPY == lend) {
+        r->s = (coll_gpu_adapt_t){.bytes = r->xsbytes, .slot = xcall_slot(r, 2)};
+        if (OMPI_SUCCESS == rc && 0 < r->s.bytes) {
+            rc = mca_coll_gpu_adapt_tmp(r->module, r->comm, r->what, r->s.slot, r->s.bytes,
+                                        &r->s.dev);
         }
-        if (OMPI_SUCCESS == rc && r->xcopy_send && 0 < r->r.bytes) {
-            r->s = (coll_gpu_adapt_t){.bytes = r->r.bytes, .slot = COLL_GPU_ADAPT_OWN};
-            rc = mca_coll_gpu_adapt_tmp(r->module, r->comm, r->what, COLL_GPU_ADAPT_OWN,
-                                        r->s.bytes, &r->s.dev);
-            if (OMPI_SUCCESS == rc && DEV_OK != dev_memcpy(r->s.dev, r->r.dev, r->s.bytes)) {
-                mca_coll_gpu_report_failure(r->what, r->comm, "copy of %zu B into a device "
-                                            "temporary: %s", r->s.bytes, dev_error_string());
+        for (int p = 0; p < n && OMPI_SUCCESS == rc; ++p) {
+            if (0 < r->xslen[p] && DEV_OK != dev_memcpy((char *) r->s.dev + r->xsoff[p],
+                                                        x->dst[p], r->xslen[p])) {
+                mca_coll_gpu_report_failure(r->what, r->comm, "copy of %" PRIu64 " B into a "
+                                            "device temporary: %s", r->xslen[p],
+                                            dev_error_string());
                 rc = OMPI_ERROR;
             }
-        } else if (OMPI_SUCCESS == rc && !r->xlend_recv && !r->xcopy_send) {
-            rc = buf_in(r, &r->s, r->user_sbuf, r->xscount, r->xsdtype, true, true);
         }
-        x->src = r->xlend_recv ? r->r.dev : r->s.dev;
-        x->src_bytes = r->xlend_recv ? r->r.bytes : r->s.bytes;
-        for (int p = 0; p < t->size; ++p) {
-            x->offer_off[p] = r->xsoff[p];
-            x->offer_len[p] = r->xslen[p];
-            x->want_len[p] = r->xrlen[p];
-            x->dst[p] = (NULL == r->r.dev) ? NULL : (char *) r->r.dev + r->xroff[p];
+    } else if (XLEND_PACKED == lend && OMPI_SUCCESS == rc) {
+        rc = buf_in(r, &r->s, xcall_slot(r, 0), sbuf, r->xscount, r->xsdtype, true, true);
+    }
+    for (int q = 0; q < nsend && XLEND_DIRECT == lend; ++q) {
+        char *b = sbuf + r->xsat[q];
+        if (0 < r->xslen[q]) {
+            lo = (NULL == lo || b < lo) ? b : lo;
+            hi = (NULL == hi || b + r->xslen[q] > hi) ? b + r->xslen[q] : hi;
         }
     }
+    x->src = (XLEND_RECV == lend) ? x->dst[me] : (XLEND_DIRECT == lend) ? lo : r->s.dev;
+    x->src_bytes = (XLEND_RECV == lend)     ? r->xrlen[me]
+                 : (XLEND_DIRECT == lend) ? (size_t) (hi - lo)
+                                          : r->s.bytes;
+    for (int q = 0; q < n; ++q) {
+        int b = r->xsingle ? 0 : q;
+        x->offer_len[q] = r->xslen[b];
+        x->offer_off[q] = (XLEND_RECV == lend || 0 == r->xslen[b]) ? 0
+                        : (XLEND_DIRECT == lend) ? (uint64_t) (sbuf + r->xsat[b] - lo)
+                                                 : r->xsoff[b];
+    }
+    if (in_place) { /* this rank's own block is where it belongs */
+        x->offer_len[me] = x->want_len[me] = 0;
+    }
+out:
     if (OMPI_SUCCESS == rc && async_fail_injected()) {
         mca_coll_gpu_report_failure(r->what, r->comm, "COLL_GPU_TEST_FAIL_ASYNC (test only): "
                                     "taking part without data");
@@ -2331,23 +2400,30 @@ int mca_coll_gpu_team_xstep(coll_gpu_team_t *t, struct ompi_communicator_t *comm
     return async_run(&r);
 }
 
-/* One side of an exchange as a view (*dtype retained or made, *count) and each peer's block in
- * its packed bytes: n blocks of count x dtype (uniform; one block for every peer: single), or
- * the v layout counts/displs as an indexed type of dtype.  OMPI_SUCCESS, or the type could not
- * be made. */
+/* One side of an exchange as a view (*dtype retained or made, *count) and each peer's block:
+ * its offset and length in the view's packed bytes (off, len) and its first byte's offset in the
+ * user's buffer (at; meaningful when the element type is dense: *dense).  n blocks of count x
+ * dtype (uniform; one block for every peer: single), or the v layout counts/displs as an
+ * indexed type of dtype.  OMPI_SUCCESS, or the type could not be made. */
 static int xcall_view(struct ompi_datatype_t *dtype, int count, const int *counts,
                       const int *displs, int n, bool single, struct ompi_datatype_t **view,
-                      int *vcount, uint64_t *off, uint64_t *len)
+                      int *vcount, uint64_t *off, uint64_t *len, int64_t *at, bool *dense)
 {
+    ptrdiff_t lb, extent, true_lb, true_extent;
     size_t dsize;
-    uint64_t at = 0;
+    uint64_t packed = 0;
 
     ompi_datatype_type_size(dtype, &dsize);
+    ompi_datatype_get_extent(dtype, &lb, &extent);
+    ompi_datatype_get_true_extent(dtype, &true_lb, &true_extent);
+    *dense = ompi_datatype_is_contiguous_memory_layout(dtype, 2);
     for (int p = 0; p < n; ++p) {
-        uint64_t l = (uint64_t) dsize * (uint64_t) (NULL != counts ? counts[p] : count);
-        off[p] = single ? 0 : at;
-        len[p] = l;
-        at += single ? 0 : l;
+        int k = (NULL != counts) ? counts[p] : count;
+        int64_t disp = single ? 0 : (NULL != counts) ? displs[p] : (int64_t) p * count;
+        len[p] = (0 < k) ? (uint64_t) dsize * (uint64_t) k : 0;
+        off[p] = single ? 0 : packed;
+        at[p] = disp * extent + true_lb;
+        packed += single ? 0 : len[p];
     }
     if (NULL == counts) {
         OBJ_RETAIN(dtype);
@@ -2363,13 +2439,98 @@ static int xcall_view(struct ompi_datatype_t *dtype, int count, const int *count
     return OMPI_SUCCESS;
 }
 
+/* The counts of an exchange or reduce-scatter c (elements of its receive side): before this
+ * rank's piece, in it, and in all; a reduce is the reduce-scatter whose whole input is the
+ * root's piece, the others' piece empty. */
+static void xcall_counts(const coll_gpu_staged_call_t *c, int n, int me, size_t *before,
+                         size_t *mine, size_t *total)
+{
+    *before = *mine = *total = 0;
+    if (COLL_GPU_SC_REDUCE == c->coll) {
+        *total = (size_t) c->rcount;
+        *mine = (me == c->root) ? *total : 0;
+        return;
+    }
+    for (int p = 0; p < n; ++p) {
+        size_t k = (size_t) (NULL != c->rcounts ? c->rcounts[p] : c->rcount);
+        *before += (p < me) ? k : 0;
+        *mine = (p == me) ? k : *mine;
+        *total += k;
+    }
+}
+
+static bool xcall_is_rs(const coll_gpu_staged_call_t *c)
+{
+    return COLL_GPU_SC_REDUCE == c->coll || COLL_GPU_SC_REDUCE_SCATTER_BLOCK == c->coll
+           || COLL_GPU_SC_REDUCE_SCATTER == c->coll;
+}
+
+/* r's layout of c, made once (the same at every start of a persistent request): the views of
+ * its sides, what it offers each peer and expects from it, and for a reduce-scatter (rs:
+ * nelems kernel elements of dt in all) this rank's piece.  A layout that cannot be made is
+ * reported and kept in r->xrc: the rank then takes part without data. */
+static void xcall_layout(coll_gpu_async_t *r, const coll_gpu_staged_call_t *c, dev_dtype_t dt,
+                         dev_op_t dop, size_t nelems)
+{
+    int n = r->team->size, me = r->team->rank, rc = OMPI_SUCCESS;
+    bool gather = (COLL_GPU_SC_ALLGATHER == c->coll || COLL_GPU_SC_ALLGATHERV == c->coll);
+    bool in_place = (MPI_IN_PLACE == c->sbuf);
+    size_t before, mine, total, dsize;
+
+    xcall_counts(c, n, me, &before, &mine, &total);
+    ompi_datatype_type_size(c->rdtype, &dsize);
+    r->first_alg = ALG_XSTEP;
+    r->mpi_op = c->op;
+    r->user_sbuf = c->sbuf;
+    r->user_rbuf = c->rbuf;
+    r->xreduce = xcall_is_rs(c);
+    if (r->xreduce) {
+        /* the input: total elements (lent), the piece: this rank's count after before */
+        size_t per = nelems / total;
+        OBJ_RETAIN(c->rdtype); /* one reference for each of the two fields */
+        OBJ_RETAIN(c->rdtype);
+        r->dt = dt;
+        r->op = dop;
+        r->xsdtype = r->xrdtype = c->rdtype;
+        r->xscount = (int) total;
+        r->xrcount = (int) mine;
+        r->xpiece_off = before * per * dev_dtype_size(dt);
+        r->xpiece_count = mine * per;
+        r->xpiece = mine * dsize;
+        return;
+    }
+    rc = xcall_view(c->rdtype, c->rcount, c->rcounts, c->rdispls, n, false, &r->xrdtype,
+                    &r->xrcount, r->xroff, r->xrlen, r->xrat, &r->xrdense);
+    if (OMPI_SUCCESS == rc && in_place && gather) {
+        /* its own block of the receive side, to every rank */
+        r->xlend_recv = r->xsingle = true;
+        r->xslen[0] = r->xrlen[me];
+    } else if (OMPI_SUCCESS == rc && in_place) {
+        /* block q of a copy of the receive side (its packed layout) to rank q */
+        r->xcopy_send = true;
+        r->xsbytes = 0;
+        for (int q = 0; q < n; ++q) {
+            r->xsoff[q] = r->xroff[q];
+            r->xslen[q] = r->xrlen[q];
+            r->xsbytes += r->xrlen[q];
+        }
+    } else if (OMPI_SUCCESS == rc) {
+        r->xsingle = gather;
+        rc = xcall_view(c->sdtype, c->scount, gather ? NULL : c->scounts, c->sdispls, n, gather,
+                        &r->xsdtype, &r->xscount, r->xsoff, r->xslen, r->xsat, &r->xsdense);
+    }
+    r->xrc = rc;
+    if (OMPI_SUCCESS != rc) {
+        /* no layout: this rank takes part without data at every start (its peers wait) */
+        mca_coll_gpu_report_failure(c->what, c->comm, "cannot describe the v layout (%d)", rc);
+    }
+}
+
 int mca_coll_gpu_async_xcall(const coll_gpu_staged_call_t *c, bool *taken)
 {
     mca_coll_gpu_module_t *m = c->gpu;
     struct ompi_communicator_t *comm = c->comm;
-    bool reduce = (COLL_GPU_SC_REDUCE == c->coll);
-    bool rs = reduce || COLL_GPU_SC_REDUCE_SCATTER_BLOCK == c->coll
-              || COLL_GPU_SC_REDUCE_SCATTER == c->coll;
+    bool reduce = (COLL_GPU_SC_REDUCE == c->coll), rs = xcall_is_rs(c);
     bool gather = (COLL_GPU_SC_ALLGATHER == c->coll || COLL_GPU_SC_ALLGATHERV == c->coll);
     bool vrecv = (COLL_GPU_SC_ALLGATHERV == c->coll || COLL_GPU_SC_ALLTOALLV == c->coll);
     bool in_place = (MPI_IN_PLACE == c->sbuf);
@@ -2377,10 +2538,9 @@ int mca_coll_gpu_async_xcall(const coll_gpu_staged_call_t *c, bool *taken)
     coll_gpu_team_t *t = m->team;
     dev_dtype_t dt = DEV_T_UINT8;
     dev_op_t dop = DEV_OP_SUM;
-    size_t total = 0, before = 0, mine = 0, nelems = 0, rtotal = 0, sall = 0, dsize;
+    size_t before, mine, rtotal, nelems = 0, sall = 0, dsize;
     bool own_device;
     coll_gpu_async_t *r;
-    int rc;
 
     *taken = false;
     /* What decides is the same on every rank: the kind history (mca_coll_gpu_nb_team_path), a
@@ -2391,27 +2551,15 @@ int mca_coll_gpu_async_xcall(const coll_gpu_staged_call_t *c, bool *taken)
         || mca_coll_gpu_hier_spans(m, comm)) {
         return OMPI_SUCCESS;
     }
-    /* elements of the receive side, before this rank's piece and in it; a reduce is the
-     * reduce-scatter whose whole input is the root's piece, the others' piece empty */
-    if (reduce) {
-        rtotal = (size_t) c->rcount;
-        mine = (me == c->root) ? rtotal : 0;
-    } else {
-        for (int p = 0; p < n; ++p) {
-            size_t k = (size_t) (NULL != c->rcounts ? c->rcounts[p] : c->rcount);
-            before += (p < me) ? k : 0;
-            mine = (p == me) ? k : mine;
-            rtotal += k;
-        }
-    }
-    total = rs ? rtotal : 0;
+    xcall_counts(c, n, me, &before, &mine, &rtotal);
     if (reduce && (0 > c->root || n <= c->root)) {
         return OMPI_SUCCESS; /* the component below says what is wrong */
     }
     if (rs) {
-        if ((size_t) INT_MAX < total || TOPO_AR_AUTO != mca_coll_gpu_component.allreduce_algorithm
-            || NULL != mca_coll_gpu_map_reduction(c->rdtype, total, c->op, &dt, &dop, &nelems)
-            || 0 == nelems || 0 != nelems % total) {
+        if ((size_t) INT_MAX < rtotal
+            || TOPO_AR_AUTO != mca_coll_gpu_component.allreduce_algorithm
+            || NULL != mca_coll_gpu_map_reduction(c->rdtype, rtotal, c->op, &dt, &dop, &nelems)
+            || 0 == nelems || 0 != nelems % rtotal) {
             return OMPI_SUCCESS;
         }
     } else if (0 != mca_coll_gpu_component.exchange_algorithm
@@ -2419,7 +2567,7 @@ int mca_coll_gpu_async_xcall(const coll_gpu_staged_call_t *c, bool *taken)
         return OMPI_SUCCESS; /* forced staging */
     }
     if (!in_place) {
-        sall = rs ? total
+        sall = rs ? rtotal
              : (NULL != c->scounts) ? 0 /* a v send side: asked as the layout below */
              : (size_t) c->scount * (gather ? 1 : (size_t) n);
     }
@@ -2442,56 +2590,13 @@ int mca_coll_gpu_async_xcall(const coll_gpu_staged_call_t *c, bool *taken)
     }
     *taken = true;
     r->module = m;
-    r->mpi_op = c->op;
-    r->first_alg = ALG_XSTEP;
-    r->xreduce = rs;
-    r->xlend_recv = in_place && gather;
-    r->xcopy_send = in_place && !gather;
-    r->dt = dt;
-    r->op = dop;
-    r->user_sbuf = c->sbuf;
-    r->user_rbuf = c->rbuf;
     ompi_datatype_type_size(c->rdtype, &dsize);
-    if (rs) {
-        /* the input: total elements (lent), the piece: this rank's count after before */
-        size_t per = nelems / total;
-        OBJ_RETAIN(c->rdtype); /* one reference for each of the two fields */
-        OBJ_RETAIN(c->rdtype);
-        r->xsdtype = r->xrdtype = c->rdtype;
-        r->xscount = (int) total;
-        r->xrcount = (int) mine;
-        r->xpiece_off = before * per * dev_dtype_size(dt);
-        r->xpiece_count = mine * per;
-        r->xpiece = mine * dsize;
-        rc = OMPI_SUCCESS;
-    } else {
-        /* the receive view; the send view, or in place the own block of the receive view,
-         * offered to every rank (allgather(v)) */
-        rc = xcall_view(c->rdtype, c->rcount, c->rcounts, c->rdispls, n, false, &r->xrdtype,
-                        &r->xrcount, r->xroff, r->xrlen);
-        if (OMPI_SUCCESS == rc && in_place) {
-            /* allgather(v): its own block to every rank; alltoall(v): block q to rank q, of
-             * the copy (the receive view's layout) */
-            for (int q = 0; q < n; ++q) {
-                r->xsoff[q] = gather ? r->xroff[me] : r->xroff[q];
-                r->xslen[q] = gather ? r->xrlen[me] : r->xrlen[q];
-            }
-            r->xslen[me] = r->xrlen[me] = 0; /* its own block is where it belongs */
-        } else if (OMPI_SUCCESS == rc) {
-            rc = xcall_view(c->sdtype, c->scount, gather ? NULL : c->scounts, c->sdispls, n,
-                            gather, &r->xsdtype, &r->xscount, r->xsoff, r->xslen);
-        }
-    }
     mca_coll_gpu_log_call(c->what, comm, dsize * rtotal, c->rdtype, c->op,
                           reduce ? "a reduce on the node team, the root reading every rank's "
                                    "input"
                           : rs     ? "a reduce-scatter on the node team, each rank reducing its own"
                                    : "exchange on the node team");
-    r->xrc = rc;
-    if (OMPI_SUCCESS != rc) {
-        /* no layout: this rank takes part without data at every start (its peers wait) */
-        mca_coll_gpu_report_failure(c->what, comm, "cannot describe the v layout (%d)", rc);
-    }
+    xcall_layout(r, c, dt, dop, nelems);
     if (r->persistent) {
         *c->request = &r->super.super; /* inactive until async_pers_start */
         return OMPI_SUCCESS;
@@ -2499,6 +2604,19 @@ int mca_coll_gpu_async_xcall(const coll_gpu_staged_call_t *c, bool *taken)
     xcall_begin(r);
     async_start(r, c->request);
     return OMPI_SUCCESS;
+}
+
+int mca_coll_gpu_team_xcall(coll_gpu_team_t *t, const coll_gpu_staged_call_t *c)
+{
+    coll_gpu_async_t r;
+
+    OBJ_CONSTRUCT(&r, coll_gpu_async_t);
+    async_init(&r, t, c->comm, c->what, false);
+    r.module = c->gpu;
+    r.blocking = true; /* the module's temporaries (xcall_slot) */
+    xcall_layout(&r, c, DEV_T_UINT8, DEV_OP_SUM, 0);
+    xcall_begin(&r);
+    return async_run(&r);
 }
 
 int mca_coll_gpu_async_bcast(mca_coll_gpu_module_t *m, void *buf, int count,

@@ -97,128 +97,6 @@ static void call_sides(const coll_gpu_staged_call_t *c, int me, xside_t *s, xsid
     }
 }
 
-/* Element type sizes of a side, and whether its blocks are dense runs of bytes. */
-static bool xdense(const xside_t *s)
-{
-    return ompi_datatype_is_contiguous_memory_layout(s->dtype, 2);
-}
-
-/* The first byte of block i of a side and its length. */
-static char *xbytes(const xside_t *s, int i, size_t *len)
-{
-    ptrdiff_t lb, extent, true_lb, true_extent, disp;
-    size_t dsize;
-    int count;
-
-    xblock(s, i, &disp, &count);
-    ompi_datatype_get_extent(s->dtype, &lb, &extent);
-    ompi_datatype_get_true_extent(s->dtype, &true_lb, &true_extent);
-    ompi_datatype_type_size(s->dtype, &dsize);
-    *len = (0 < count) ? dsize * (size_t) count : 0;
-    return s->buf + disp * extent + true_lb;
-}
-
-/* Copy block i of a side into dense device memory at to (pack), or back from it (unpack),
- * through the module's temporaries where the block is not dense device memory. */
-static int xcopy(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm, const char *what,
-                 const xside_t *s, int i, void *dense, bool pack)
-{
-    ptrdiff_t lb, extent, disp;
-    coll_gpu_adapt_t a;
-    int count, rc;
-
-    xblock(s, i, &disp, &count);
-    ompi_datatype_get_extent(s->dtype, &lb, &extent);
-    rc = mca_coll_gpu_adapt_in(m, comm, what, pack ? 0 : 1, s->buf + disp * extent, count,
-                               s->dtype, pack, false, &a);
-    if (OMPI_SUCCESS != rc || 0 == a.bytes) {
-        return rc;
-    }
-    if (DEV_OK != (pack ? dev_memcpy(dense, a.dev, a.bytes) : dev_memcpy(a.dev, dense, a.bytes))) {
-        mca_coll_gpu_report_failure(what, comm, "copy of %zu B on the device: %s", a.bytes,
-                                    dev_error_string());
-        return OMPI_ERROR;
-    }
-    return pack ? OMPI_SUCCESS : mca_coll_gpu_adapt_out(m, comm, what, &a, true);
-}
-
-/* The exchange of an agreed call on team t (schedule at the top of the file). */
-static int exchange_run(mca_coll_gpu_module_t *m, coll_gpu_team_t *t,
-                        const coll_gpu_staged_call_t *c, const xside_t *s, const xside_t *r)
-{
-    struct ompi_communicator_t *comm = c->comm;
-    int n = t->size, me = t->rank, nsend = s->single ? 1 : n;
-    bool in_place = (MPI_IN_PLACE == c->sbuf);
-    bool send_direct = xdense(s) && !(in_place && !s->single);
-    bool recv_direct = xdense(r);
-    coll_gpu_xstep_t x = {.reduce = false};
-    uint64_t *offer_off = x.offer_off, *offer_len = x.offer_len, *want_len = x.want_len;
-    void **dst = x.dst;
-    char *lo = NULL, *src = NULL, *landing = NULL;
-    size_t src_bytes = 0, total = 0, len;
-    int rc = (DEV_OK == dev_default_stream_settle()) ? OMPI_SUCCESS : OMPI_ERROR;
-
-    /* what this rank lends: its send blocks as they are (one span of its buffer), or packed */
-    for (int i = 0; i < nsend && send_direct; ++i) {
-        char *b = xbytes(s, i, &len);
-        if (0 < len) {
-            send_direct = mca_coll_gpu_team_buffer(b);
-            lo = (NULL == lo || b < lo) ? b : lo;
-        }
-    }
-    for (int i = 0; i < nsend; ++i) {
-        char *b = xbytes(s, i, &len);
-        offer_off[i] = send_direct ? (uint64_t) (0 < len ? b - lo : 0) : (uint64_t) src_bytes;
-        offer_len[i] = len;
-        src_bytes = send_direct ? (0 < len && offer_off[i] + len > src_bytes
-                                       ? offer_off[i] + len : src_bytes)
-                                : src_bytes + len;
-    }
-    if (send_direct) {
-        src = lo;
-    } else if (OMPI_SUCCESS == rc && 0 < src_bytes) {
-        rc = mca_coll_gpu_adapt_scratch(m, comm, c->what, src_bytes, (void **) &src);
-        for (int i = 0; i < nsend && OMPI_SUCCESS == rc; ++i) {
-            rc = xcopy(m, comm, c->what, s, i, src + offer_off[i], true);
-        }
-    }
-    for (int q = nsend; q < n; ++q) { /* the one block, to every rank */
-        offer_off[q] = offer_off[0];
-        offer_len[q] = offer_len[0];
-    }
-    /* where each piece lands: the receive block itself, or the landing temporary */
-    for (int p = 0; p < n && recv_direct; ++p) {
-        char *b = xbytes(r, p, &len);
-        recv_direct = (0 == len || DEV_MEM_DEVICE == mca_coll_gpu_classify(b));
-    }
-    for (int p = 0; p < n; ++p) {
-        dst[p] = xbytes(r, p, &len);
-        want_len[p] = len;
-        total += (p == me && in_place) ? 0 : len;
-    }
-    if (!recv_direct && OMPI_SUCCESS == rc && 0 < total) {
-        rc = mca_coll_gpu_adapt_landing(m, comm, c->what, total, (void **) &landing);
-    }
-    for (size_t p = 0, off = 0; p < (size_t) n && !recv_direct; ++p) {
-        dst[p] = landing + off;
-        off += ((int) p == me && in_place) ? 0 : want_len[p];
-    }
-    if (in_place) { /* this rank's own block is where it belongs */
-        offer_len[me] = 0;
-        want_len[me] = 0;
-    }
-    x.src = src;
-    x.src_bytes = src_bytes;
-    x.local_rc = rc;
-    rc = mca_coll_gpu_team_xstep(t, comm, c->what, &x);
-    for (int p = 0; p < n && !recv_direct && OMPI_SUCCESS == rc; ++p) {
-        if (0 < want_len[p]) {
-            rc = xcopy(m, comm, c->what, r, p, dst[p], false);
-        }
-    }
-    return rc;
-}
-
 /* Are all the bytes this rank's call touches host memory (MPI_IN_PLACE is)? */
 static bool call_host(const coll_gpu_staged_call_t *c, const xside_t *s, const xside_t *r, int n)
 {
@@ -267,7 +145,7 @@ int mca_coll_gpu_exchange(coll_gpu_staged_call_t *c)
     coll_gpu_team_t *team = NULL;
     bool host, all_device, spans;
     xside_t s, r;
-    size_t total = 0, len;
+    size_t total = 0, dsize;
 
     /* an intercommunicator (no team spans its groups), or a call the saved module makes on
      * our communicator from inside one of ours */
@@ -289,9 +167,9 @@ int mca_coll_gpu_exchange(coll_gpu_staged_call_t *c)
         c->host = true;
         return mca_coll_gpu_staged(c);
     }
+    ompi_datatype_type_size(c->rdtype, &dsize);
     for (int p = 0; p < n; ++p) {
-        (void) xbytes(&r, p, &len);
-        total += len;
+        total += dsize * (size_t) (NULL != c->rcounts ? c->rcounts[p] : c->rcount);
     }
     spans = all_device && mca_coll_gpu_hier_spans(m, comm); /* asked only where it matters */
     /* across nodes: node steps and the leaders over UCX (coll_gpu_hier_exchange.c) */
@@ -313,7 +191,7 @@ int mca_coll_gpu_exchange(coll_gpu_staged_call_t *c)
         return mca_coll_gpu_staged(c);
     }
     mca_coll_gpu_log_call(c->what, comm, total, c->rdtype, NULL, "exchange on the node team");
-    return exchange_run(m, team, c, &s, &r);
+    return mca_coll_gpu_team_xcall(team, c);
 }
 
 int mca_coll_gpu_exchange_async(coll_gpu_staged_call_t *c)
