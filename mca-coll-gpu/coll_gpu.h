@@ -236,9 +236,8 @@ typedef struct mca_coll_gpu_module_t {
     coll_gpu_bounce_t bounce[2];
     /* Device temporaries (send and receive roles) for the ranks whose own buffer the team path
      * cannot use in place (coll_gpu_adapt.c); kept between calls so that peers map them once. */
-    coll_gpu_bounce_t dev_tmp[4]; /* 2: a whole result of a composed collective, or the send
-                                   * bytes an exchange lends; 3: where an exchange's pieces land
-                                   * (coll_gpu_exchange.c) */
+    coll_gpu_bounce_t dev_tmp[3]; /* 2: a whole result of a composed collective, or the copy
+                                   * an alltoall in place lends */
 
     /* The node team for the fast path, built on the first call that can use it. */
     coll_gpu_team_t *team;
@@ -561,10 +560,6 @@ int mca_coll_gpu_adapt_copy(mca_coll_gpu_module_t *m, struct ompi_communicator_t
 /* The module's device scratch for a whole result of a composed collective (a reduce-scatter's
  * allreduce), at least bytes long, kept between calls (peers map it once).  Error reported. */
 int mca_coll_gpu_adapt_scratch(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
-                               const char *what, size_t bytes, void **ptr);
-/* The module's device temporary that an exchange's pieces land in (coll_gpu_exchange.c), at
- * least bytes long, kept between calls.  Error reported. */
-int mca_coll_gpu_adapt_landing(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
                                const char *what, size_t bytes, void **ptr);
 /* Agree on whether this call's buffers are device memory on every rank: one host allreduce
  * (communicators whose ranks span hosts, coll_gpu_kinds.c).  Returns OMPI_SUCCESS and sets
@@ -1293,6 +1288,9 @@ int mca_coll_gpu_async_xcall(const coll_gpu_staged_call_t *c, bool *taken);
  * layout and the schedule of the nonblocking one, through the module's device temporaries
  * where a rank's buffers need them. */
 int mca_coll_gpu_team_xcall(coll_gpu_team_t *t, const coll_gpu_staged_call_t *c);
+/* Are all the bytes an exchange or reduce-scatter c touches on this rank host memory
+ * (MPI_IN_PLACE is)? */
+bool mca_coll_gpu_xcall_host(const coll_gpu_staged_call_t *c);
 /* MPI_Allgather on device memory of a communicator that spans nodes, agreed on every rank: node
  * allgather, node leaders over UCX, node bcast where the hierarchical path is set up, else
  * staged (coll_gpu_hier_exchange.c). */

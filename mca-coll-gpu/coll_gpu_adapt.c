@@ -263,12 +263,6 @@ int mca_coll_gpu_adapt_scratch(mca_coll_gpu_module_t *m, struct ompi_communicato
     return mca_coll_gpu_adapt_tmp(m, comm, what, 2, bytes, ptr);
 }
 
-int mca_coll_gpu_adapt_landing(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
-                               const char *what, size_t bytes, void **ptr)
-{
-    return mca_coll_gpu_adapt_tmp(m, comm, what, 3, bytes, ptr);
-}
-
 int mca_coll_gpu_adapt_copy(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
                             const char *what, const void *src, int scount,
                             struct ompi_datatype_t *sdtype, void *dst, int rcount,

@@ -116,6 +116,17 @@
  * reduce-scatters, the reduce; coll_gpu_nvl.c has the halves and their schedules):
  *   open: offers, lend, arrive | wait arrive(all), move: map, copies or the one reduction |
  *   poll streams | finish
+ * The four exchanges differ only in which bytes each rank offers to which peer and where each
+ * piece lands (xcall_layout, the same for blocking, nonblocking and persistent calls):
+ *   collective   sends to every rank q                  receives from rank p into
+ *   allgather    its block (scount)                     rbuf block p (rcount at p x rcount)
+ *   allgatherv   its block (scount)                     rcounts[p] at rdispls[p]
+ *   alltoall     sbuf block q (scount at q x scount)    rbuf block p
+ *   alltoallv    scounts[q] at sdispls[q]               rcounts[p] at rdispls[p]
+ * In place, allgather(v) lends its own block of rbuf and alltoall(v) a copy of rbuf (its peers
+ * read it while this rank overwrites it), and no rank copies its own block.  A side whose
+ * element type is dense and whose blocks are device memory is lent and written where it is;
+ * any other goes through a temporary as its view (a v layout: an indexed type), packed.
  *
  * Every algorithm but the fused one and the push bcast ends with every rank's done: a rank's
  * buffers are free when its call ends (no peer reads them any more), a failure anywhere fails
@@ -147,10 +158,10 @@
  * communicator, and with it the module and the team the request steps, outlive it.  The last
  * reference can thus go inside our own progress (MPI_Request_free came first: freed at
  * completion); there the release waits until the team's loop and async_lock are left
- * (async_reap).  A nonblocking rank whose buffer the team cannot use in place (gaps, managed or
- * host memory, memory the legacy IPC cannot export) goes through a device temporary owned by
- * its request (the module's are for the blocking calls, which adapt their own buffers:
- * coll_gpu_adapt.c).
+ * (async_reap).  A rank whose buffer the team cannot use in place (gaps, managed or host
+ * memory, memory the legacy IPC cannot export) goes through a device temporary
+ * (coll_gpu_adapt.c): a nonblocking call's own, a blocking call's from the module (kept between
+ * calls, so that peers map it once).
  */
 #include "ompi_config.h"
 
@@ -2526,20 +2537,40 @@ static void xcall_layout(coll_gpu_async_t *r, const coll_gpu_staged_call_t *c, d
     }
 }
 
+bool mca_coll_gpu_xcall_host(const coll_gpu_staged_call_t *c)
+{
+    int n = ompi_comm_size(c->comm);
+    bool rs = xcall_is_rs(c);
+    bool gather = (COLL_GPU_SC_ALLGATHER == c->coll || COLL_GPU_SC_ALLGATHERV == c->coll);
+    size_t before, mine, total;
+    coll_gpu_layout_t recv, send;
+
+    xcall_counts(c, n, ompi_comm_rank(c->comm), &before, &mine, &total);
+    recv = (NULL != c->rcounts && !rs) ? COLL_GPU_LAYOUT_V(c->rdtype, n, c->rcounts, c->rdispls)
+                                       : COLL_GPU_LAYOUT(c->rdtype, rs ? mine : total);
+    if (!mca_coll_gpu_is_host(mca_coll_gpu_layout_kind(c->rbuf, recv))) {
+        return false;
+    }
+    if (MPI_IN_PLACE == c->sbuf) {
+        return true;
+    }
+    send = (NULL != c->scounts && !gather && !rs)
+               ? COLL_GPU_LAYOUT_V(c->sdtype, n, c->scounts, c->sdispls)
+               : COLL_GPU_LAYOUT(c->sdtype, rs ? total : (size_t) c->scount * (gather ? 1 : n));
+    return mca_coll_gpu_is_host(mca_coll_gpu_layout_kind(c->sbuf, send));
+}
+
 int mca_coll_gpu_async_xcall(const coll_gpu_staged_call_t *c, bool *taken)
 {
     mca_coll_gpu_module_t *m = c->gpu;
     struct ompi_communicator_t *comm = c->comm;
     bool reduce = (COLL_GPU_SC_REDUCE == c->coll), rs = xcall_is_rs(c);
-    bool gather = (COLL_GPU_SC_ALLGATHER == c->coll || COLL_GPU_SC_ALLGATHERV == c->coll);
     bool vrecv = (COLL_GPU_SC_ALLGATHERV == c->coll || COLL_GPU_SC_ALLTOALLV == c->coll);
-    bool in_place = (MPI_IN_PLACE == c->sbuf);
     int n = ompi_comm_size(comm), me = ompi_comm_rank(comm);
     coll_gpu_team_t *t = m->team;
     dev_dtype_t dt = DEV_T_UINT8;
     dev_op_t dop = DEV_OP_SUM;
-    size_t before, mine, rtotal, nelems = 0, sall = 0, dsize;
-    bool own_device;
+    size_t before, mine, rtotal, nelems = 0, dsize;
     coll_gpu_async_t *r;
 
     *taken = false;
@@ -2566,21 +2597,7 @@ int mca_coll_gpu_async_xcall(const coll_gpu_staged_call_t *c, bool *taken)
                || (!vrecv && (size_t) INT_MAX < rtotal)) {
         return OMPI_SUCCESS; /* forced staging */
     }
-    if (!in_place) {
-        sall = rs ? rtotal
-             : (NULL != c->scounts) ? 0 /* a v send side: asked as the layout below */
-             : (size_t) c->scount * (gather ? 1 : (size_t) n);
-    }
-    own_device = !mca_coll_gpu_data_host_c(c->rbuf, c->rdtype, rs ? mine : rtotal)
-                 || (0 < sall && !mca_coll_gpu_data_host_c(c->sbuf, c->sdtype, sall))
-                 || (!in_place && NULL != c->scounts && !gather && !rs
-                     && !mca_coll_gpu_is_host(mca_coll_gpu_layout_kind(
-                         c->sbuf, COLL_GPU_LAYOUT_V(c->sdtype, n, c->scounts, c->sdispls))));
-    if (vrecv && !own_device) {
-        own_device = !mca_coll_gpu_is_host(mca_coll_gpu_layout_kind(
-            c->rbuf, COLL_GPU_LAYOUT_V(c->rdtype, n, c->rcounts, c->rdispls)));
-    }
-    if (!mca_coll_gpu_nb_team_path(m, own_device)) {
+    if (!mca_coll_gpu_nb_team_path(m, !mca_coll_gpu_xcall_host(c))) {
         return OMPI_SUCCESS;
     }
     r = async_new(t, comm, c->what, COLL_GPU_PERSISTENT == c->mode);
