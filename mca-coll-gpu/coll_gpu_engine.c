@@ -2029,8 +2029,8 @@ static void allreduce_begin(coll_gpu_async_t *r)
      * one-shot (not in place) and the two-shots; the fused kernel only reads and writes our
      * own */
     if (OMPI_SUCCESS == rc) {
-        rc = buf_in(r, &r->r, COLL_GPU_ADAPT_OWN, r->user_rbuf, r->user_count, r->user_dtype, r->in_place,
-                    ALG_TWOSHOT == alg || ALG_TWOSHOT_CE == alg || ALG_RING == alg);
+        rc = buf_in(r, &r->r, COLL_GPU_ADAPT_OWN, r->user_rbuf, r->user_count, r->user_dtype,
+                    r->in_place, ALG_TWOSHOT == alg || ALG_TWOSHOT_CE == alg || ALG_RING == alg);
     }
     if (OMPI_SUCCESS == rc && !r->in_place) {
         rc = buf_in(r, &r->s, COLL_GPU_ADAPT_OWN, r->user_sbuf, r->user_count, r->user_dtype, true,
@@ -2062,8 +2062,8 @@ static void bcast_begin(coll_gpu_async_t *r)
      * is not asked) */
     rc = (DEV_OK == dev_default_stream_settle()) ? OMPI_SUCCESS : OMPI_ERROR;
     if (OMPI_SUCCESS == rc) {
-        rc = buf_in(r, &r->r, COLL_GPU_ADAPT_OWN, r->user_rbuf, r->user_count, r->user_dtype, is_root,
-                    !(is_root && TOPO_BC_PUSH == r->first_plan.alg));
+        rc = buf_in(r, &r->r, COLL_GPU_ADAPT_OWN, r->user_rbuf, r->user_count, r->user_dtype,
+                    is_root, !(is_root && TOPO_BC_PUSH == r->first_plan.alg));
     }
     if (OMPI_SUCCESS == rc && async_fail_injected()) {
         mca_coll_gpu_report_failure(r->what, r->comm, "COLL_GPU_TEST_FAIL_ASYNC (test only): "
