@@ -12,6 +12,8 @@
 
 #include "ompi_config.h"
 
+#include <time.h>
+
 #include "coll_gpu_compat.h"
 
 #include "ompi/communicator/communicator.h"
@@ -957,6 +959,15 @@ static inline int mca_coll_gpu_first_error(int rc, int rc2)
 static inline bool mca_coll_gpu_team_buffer(const void *ptr)
 {
     return DEV_MEM_DEVICE == mca_coll_gpu_classify(ptr) && dev_mem_ipc_capable(ptr);
+}
+
+/* Seconds on the monotonic clock (the hang watches, the timeouts). */
+static inline double mca_coll_gpu_now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double) ts.tv_sec + 1e-9 * (double) ts.tv_nsec;
 }
 
 /* The data size of a call, for log lines. */

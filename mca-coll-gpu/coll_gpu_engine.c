@@ -352,23 +352,12 @@ static struct coll_gpu_async_t *async_reap;
 
 /* Test only: COLL_GPU_TEST_FAIL_ASYNC=<rank in MPI_COMM_WORLD> makes every nonblocking team
  * call of that process fail locally before it moves data (it still takes part, as a rank whose
- * device temporary cannot be had).  Read once. */
-static int async_test_fail = -2;
-
+ * device temporary cannot be had). */
 static bool async_fail_injected(void)
 {
-    if (-2 == async_test_fail) {
-        const char *env = getenv("COLL_GPU_TEST_FAIL_ASYNC");
-        async_test_fail = (NULL != env && '\0' != env[0]) ? atoi(env) : -1;
-    }
-    return 0 <= async_test_fail && ompi_comm_rank(MPI_COMM_WORLD) == async_test_fail;
-}
+    static int target = -2;
 
-static double async_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double) ts.tv_sec + 1e-9 * (double) ts.tv_nsec;
+    return mca_coll_gpu_test_env_names_me("COLL_GPU_TEST_FAIL_ASYNC", &target);
 }
 
 /* ---- polled waits -------------------------------------------------------------------------- */
@@ -1463,7 +1452,7 @@ static void defer_waiting(coll_gpu_async_t *r)
     if (0 != (++r->polls % ASYNC_CLOCK_EVERY) || 0 >= warn) {
         return;
     }
-    now = async_now();
+    now = mca_coll_gpu_now();
     if (0.0 == r->wait.start) {
         r->wait.start = now;
     } else if (now - r->wait.start >= (double) warn && !r->setup_reported) {

@@ -90,14 +90,6 @@ static int team_describe(const void *ptr, coll_gpu_xbuf_t *x)
 
 /* ---- hang reports ------------------------------------------------------------------------ */
 
-/* Seconds on a monotonic clock (read only on the slow path of a wait). */
-static double team_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double) ts.tv_sec + 1e-9 * (double) ts.tv_nsec;
-}
-
 /* A message of help-coll-gpu.txt, printed by this rank itself: opal_show_help would fold the
  * same report from other ranks and communicators into "N more processes have sent help
  * message" (each waiting rank's line says whom it waits for), and it hands the text to mpirun
@@ -148,7 +140,7 @@ static int host_watch_progress(void)
     if (NULL == w || w->warned || 0 != (++w->polls & 63)) {
         return 0;
     }
-    now = team_now();
+    now = mca_coll_gpu_now();
     if (0.0 == w->start) {
         w->start = now;
     } else if (now - w->start >= (double) mca_coll_gpu_component.hang_warn_seconds) {
@@ -841,7 +833,7 @@ void mca_coll_gpu_team_watch(coll_gpu_team_t *t, coll_gpu_wait_t *w, const char 
     if (0 >= c->hang_warn_seconds && 0 >= c->hang_error_seconds) {
         return;
     }
-    now = team_now();
+    now = mca_coll_gpu_now();
     if (0.0 == w->start) {
         w->start = now;
         return;
