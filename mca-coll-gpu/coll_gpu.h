@@ -681,46 +681,51 @@ void mca_coll_gpu_pinned_finalize(void);
 /* ---- staging (coll_gpu_stage.c) ---- */
 
 /* A part of a staged span that is copied on its own: the bytes [off, off + len) relative to
- * the user pointer, in host memory (copied with memcpy) or not (dev_memcpy). */
+ * the user pointer, in host memory (copied with memcpy) or not (dev_memcpy; [base, base + size)
+ * is its allocation). */
 typedef struct coll_gpu_piece_t {
     ptrdiff_t off;
     size_t len;
     bool host;
+    const char *base;
+    size_t size;
 } coll_gpu_piece_t;
 
-/* A user buffer seen from the host: either the buffer itself (host memory) or a pinned bounce
- * copy of the bytes [lo, lo + len) relative to the user pointer. */
+/* Where the bounce memory of a call's own comes from (coll_gpu_staged_t's owned). */
+typedef enum {
+    COLL_GPU_OWNED_POOL,   /* the pinned pool */
+    COLL_GPU_OWNED_MALLOC, /* plain memory: no pinned memory could be had */
+    COLL_GPU_OWNED_MAP     /* an anonymous mapping of len bytes: a sparse span, or scratch */
+} coll_gpu_owned_t;
+
+/* A user buffer seen from the host: either the buffer itself (host memory) or a bounce copy of
+ * the bytes [lo, lo + len) relative to the user pointer. */
 typedef struct coll_gpu_staged_t {
     void *user;        /* the pointer the application passed */
     char *host_base;   /* what to hand to the host collective: host_base + lo is bounce memory */
     ptrdiff_t lo;      /* first byte the layout touches, relative to user */
     size_t len;        /* bytes from lo to the last byte the layout touches */
-    int slot;          /* bounce slot used; -1: bounce memory allocated for this call */
-    void *owned;       /* bounce memory allocated for this call only */
-    bool owned_malloc; /* owned is plain malloc()ed scratch (no pinned memory could be had) */
-    size_t owned_map;  /* owned is an anonymous mapping of this length (a sparse span, or
-                        * scratch when no host memory could be had); 0: not mapped */
-    coll_gpu_piece_t *pieces; /* the parts copied, when the span is not one copy (it crosses
-                               * allocations or kinds: mca_coll_gpu_layout_pieces); NULL: the
-                               * whole span [lo, lo + len) is */
+    void *owned;       /* bounce memory allocated for this call only (NULL: a cached slot) */
+    coll_gpu_owned_t owned_how;
+    coll_gpu_piece_t *pieces; /* the parts copied when the span is not one copy (it crosses
+                               * allocations or kinds); NULL: the whole span is */
     int npieces;
     bool staged;       /* false: user memory is host memory and is used in place */
     bool fill;         /* the call reads the bounce memory (or its holes must go back as they
                         * were): it is copied in before the call */
     int fail;          /* staging failed: host_base is scratch that lets this rank take part in
-                        * the collective (its peers would wait for it otherwise); nothing is
-                        * copied back, and unstaging returns this error */
+                        * the collective; nothing is copied back, and unstaging returns this */
 } coll_gpu_staged_t;
 
 /* The byte range touched by count elements of dtype: [*lo, *lo + *len). */
 void mca_coll_gpu_span(ompi_datatype_t *dtype, size_t count, ptrdiff_t *lo, size_t *len);
 
-/* The byte range of MPI_Alltoallw blocks: counts[i] elements of types[i] at byte displs[i]. */
-void mca_coll_gpu_span_w(int n, const int *counts, const int *displs,
-                         struct ompi_datatype_t *const *types, ptrdiff_t *lo, size_t *len);
-/* The same with MPI_Aint byte displacements (MPI_Neighbor_alltoallw). */
-void mca_coll_gpu_span_w_aint(int n, const int *counts, const MPI_Aint *displs,
-                              struct ompi_datatype_t *const *types, ptrdiff_t *lo, size_t *len);
+/* The union of the spans of n blocks: counts[i] elements of types[i] at byte displacements
+ * idispls[i] or adispls[i] (the w collectives), or (types NULL) of dtype at idispls[i] extents
+ * (the v collectives). */
+void mca_coll_gpu_span_blocks(int n, const int *counts, ompi_datatype_t *dtype,
+                              struct ompi_datatype_t *const *types, const int *idispls,
+                              const MPI_Aint *adispls, ptrdiff_t *lo, size_t *len);
 /* Prepare user memory for a host collective.  When it is device memory, take a bounce buffer
  * (slot 0 or 1; -1: memory allocated for this call, freed by stage_out) and, when copy_in, copy
  * the range in.  *out tells where the host collective must look.
@@ -737,13 +742,11 @@ int mca_coll_gpu_stage_in(mca_coll_gpu_module_t *module, int slot, const void *u
                           struct ompi_communicator_t *comm, const char *what,
                           coll_gpu_staged_t *out);
 /* Copy between the user's memory and the bounce memory of a staged buffer (to_bounce: in),
- * the span or its pieces.  DEV_OK, or the device layer's status of the first failed copy (its
+ * the span or its pieces; with a stream, device pieces are queued on it (counted in *enqueued)
+ * instead of waited for.  DEV_OK, or the device layer's status of the first failed copy (its
  * dev_error_string() says which); *failed_len is that copy's length. */
-int mca_coll_gpu_stage_copy(const coll_gpu_staged_t *staged, bool to_bounce, size_t *failed_len);
-/* The copy back of mca_coll_gpu_stage_copy without waiting: device pieces queued on stream
- * (counted in *enqueued), host pieces copied at once. */
-int mca_coll_gpu_stage_copy_back_on(const coll_gpu_staged_t *staged, dev_stream_t *stream,
-                                    int *enqueued, size_t *failed_len);
+int mca_coll_gpu_stage_copy(const coll_gpu_staged_t *staged, bool to_bounce, dev_stream_t *stream,
+                            int *enqueued, size_t *failed_len);
 /* Copy the bounce range back to device memory (when copy_out) and give the bounce memory back. */
 int mca_coll_gpu_stage_out(mca_coll_gpu_module_t *module, coll_gpu_staged_t *staged,
                            bool copy_out, struct ompi_communicator_t *comm, const char *what);
@@ -1166,43 +1169,6 @@ int mca_coll_gpu_ineighbor_alltoallw(const void *sbuf, const int *scounts,
                                      struct ompi_communicator_t *comm, ompi_request_t **request,
                                      mca_coll_base_module_t *module);
 
-/* ---- copies back of staged requests without waiting (coll_gpu_stage_async.c) ---- */
-
-/* A staged request's copy back: the event that ends it, on the copy stream of the device the
- * call was made on, and what to do once it has ended. */
-typedef struct coll_gpu_copyback_t {
-    struct coll_gpu_copyback_t *next;   /* the list of copies in flight */
-    dev_event_t *event;                 /* NULL: none could be had (the copy back waits) */
-    int device;                         /* the ordinal of event and stream */
-    bool pending;                       /* in flight: the request completes from progress */
-    int rc;                             /* a failure seen so far */
-    ompi_request_t *req;
-    const char *what;
-    struct ompi_communicator_t *comm;   /* for failure reports only */
-    void (*finish)(struct coll_gpu_copyback_t *cb); /* after the copy, before the completion */
-} coll_gpu_copyback_t;
-
-/* When the call writes a staged buffer of its pair s, r back (a staged one with COLL_GPU_WRITE
- * in its direction), take an event and the copy stream of the calling thread's device for cb
- * (at the call, never inside progress); without them cb's copies back wait (logged).
- * Registers the progress function on first use. */
-void mca_coll_gpu_copyback_reserve(coll_gpu_copyback_t *cb, const coll_gpu_staged_t *s,
-                                   coll_gpu_dir_t sdir, const coll_gpu_staged_t *r,
-                                   coll_gpu_dir_t rdir, struct ompi_communicator_t *comm,
-                                   const char *what);
-/* Give cb's event back (to be reused; never a driver call).  Idempotent. */
-void mca_coll_gpu_copyback_unreserve(coll_gpu_copyback_t *cb);
-/* Copy the staged buffers of the pair that the call wrote back to the user's memory.  With
- * may_defer, inside a request's completion callback: returns false when the copies are in
- * flight, and then progress runs cb->finish and completes req once they have ended (req's
- * status carries a failure); else returns true once they have ended, a failure in *rc
- * (reported). */
-bool mca_coll_gpu_copyback_start(coll_gpu_copyback_t *cb, const coll_gpu_staged_t *s,
-                                 coll_gpu_dir_t sdir, const coll_gpu_staged_t *r,
-                                 coll_gpu_dir_t rdir, ompi_request_t *req, bool may_defer,
-                                 int *rc);
-void mca_coll_gpu_copyback_finalize(void);
-
 /* ---- the one staged path (coll_gpu_staged_colls.c) ---- */
 
 /* How a call completes: at once, through a request, or through a persistent request that every
@@ -1283,6 +1249,14 @@ typedef struct coll_gpu_staged_call_t {
 /* Run a call on the host: straight to the saved function when every buffer that matters on
  * this rank is host memory, else staged through bounce memory and completed in c's mode. */
 int mca_coll_gpu_staged(const coll_gpu_staged_call_t *c);
+/* Its nonblocking and persistent modes (coll_gpu_stage_async.c): stage the sides s and r into
+ * bounce memory the request owns, call invoke (the saved function of c's collective and mode)
+ * on it, and hook the copy back on the request's completion. */
+typedef int (*coll_gpu_invoke_fn_t)(const coll_gpu_staged_call_t *c, const void *s, void *r);
+int mca_coll_gpu_staged_request(const coll_gpu_staged_call_t *c, const coll_gpu_side_t *s,
+                                const coll_gpu_side_t *r, coll_gpu_invoke_fn_t invoke);
+/* Component close: end the copies back in flight, free the copy streams and events. */
+void mca_coll_gpu_copyback_finalize(void);
 /* Blocking MPI_Allgather, MPI_Allgatherv, MPI_Alltoall and MPI_Alltoallv (c->coll): one
  * exchange on the node team when every rank passes device memory, else below or staged
  * (coll_gpu_exchange.c). */

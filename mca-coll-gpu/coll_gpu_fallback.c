@@ -1,35 +1,26 @@
 /*
  * coll_gpu_fallback.c - the host path of nonblocking allreduce and bcast calls queued on a node
- * team whose setup a nonblocking call began (coll_gpu_team.c) and that cannot run on the team:
- * the setup failed, or the team's plan is staged (no peer access).
+ * team whose setup a nonblocking call began (coll_gpu_team.c) and that cannot run on the team
+ * (the setup failed, or the team's plan is staged).
  *
- * Why not Open MPI's own nonblocking collectives (libnbc), as the other staged calls do: such a
- * call was queued while the setup was in flight on some rank, and leaves the queue when the
- * setup's outcome is known there, which happens at different moments on different ranks.
- * Started then, a libnbc call would take its place among the communicator's other libnbc calls
- * in a different order on different ranks, and libnbc matches its calls by that order.  These
- * calls use point-to-point messages of a tag of coll/gpu's own (COLL_GPU_TAG_FALLBACK), which
- * nothing else uses on the communicator; one call at a time leaves the team's queue, in issue
- * order on every rank, and messages between two ranks with one tag arrive in order, so the
- * calls never mix.
- *
- * Both buffers are staged through host memory of the call's own (any kind, any layout), then:
+ * Not libnbc, as the other staged calls: such a call leaves the queue when the setup's outcome
+ * is known, at different moments on different ranks, and libnbc matches its calls by their
+ * order on the communicator.  These use point-to-point messages of a tag of coll/gpu's own
+ * (COLL_GPU_TAG_FALLBACK); one call at a time leaves the queue, in issue order on every rank,
+ * and messages of one tag between two ranks arrive in order, so the calls never mix.  Both
+ * buffers are staged (coll_gpu_stage.c: any kind, any layout, scratch when a copy fails), then:
  *
  *   allreduce   rank 0 receives every other rank's input, reduces them into its own in rank
- *               order (ompi_op_reduce: the rank's data op what rank 0 holds so far), and sends
- *               the result to every other rank: every rank ends with rank 0's bits
+ *               order, and sends the result to every other rank (every rank ends with rank 0's
+ *               bits); without memory for the inputs it still receives them, into empty
+ *               receives, and its empty result fails the call on every rank
  *   bcast       the root sends to every other rank
  *
- * Linear, so slower than libnbc's algorithms from a few ranks on; it serves the rare teams that
- * fail or have no peer access, and only the calls queued on them.  A rank whose staging copy
- * fails still takes part with scratch, and its call returns the error (coll_gpu_stage.c); when
- * rank 0 has no memory for the others' inputs of an allreduce it still receives them, and its
- * empty result fails the call on every rank.
+ * Linear: it serves only the calls queued on the rare teams that fail or have no peer access.
  */
 #include "ompi_config.h"
 
 #include <stdlib.h>
-#include <string.h>
 
 #include "ompi/mca/pml/pml.h"
 #include "ompi/op/op.h"
@@ -62,93 +53,66 @@ int mca_coll_gpu_fallback_start(coll_gpu_fallback_t *f, mca_coll_gpu_module_t *m
                                 const void *sbuf, void *rbuf, int count,
                                 struct ompi_datatype_t *dtype, struct ompi_op_t *op, int root)
 {
-    int size = ompi_comm_size(comm), rank = ompi_comm_rank(comm);
+    int size = ompi_comm_size(comm), rank = ompi_comm_rank(comm), rc;
     bool in_place = !bcast && MPI_IN_PLACE == sbuf;
-    coll_gpu_dir_t sdir, rdir;
-    int rc;
+    void *r;
 
-    memset(f, 0, sizeof(*f));
-    f->comm = comm;
-    f->what = what;
-    f->bcast = bcast;
-    f->count = count;
-    f->dtype = dtype;
-    f->op = op;
-    f->root = bcast ? root : 0;
-    f->rc = OMPI_SUCCESS;
+    *f = (coll_gpu_fallback_t){.m = m, .comm = comm, .what = what, .bcast = bcast,
+                               .root = bcast ? root : 0, .count = count, .dtype = dtype,
+                               .op = op, .rc = OMPI_SUCCESS};
+    f->sdir = (bcast || in_place) ? COLL_GPU_NONE : COLL_GPU_READ;
+    f->rdir = bcast      ? ((rank == root) ? COLL_GPU_READ : COLL_GPU_WRITE)
+              : in_place ? COLL_GPU_READWRITE
+                         : COLL_GPU_WRITE;
     f->reqs = calloc((size_t) (2 * size), sizeof(ompi_request_t *));
     if (NULL == f->reqs) {
         return OMPI_ERR_OUT_OF_RESOURCE;
     }
-    if (bcast) {
-        sdir = COLL_GPU_NONE;
-        rdir = (rank == root) ? COLL_GPU_READ : COLL_GPU_WRITE;
-    } else {
-        sdir = in_place ? COLL_GPU_NONE : COLL_GPU_READ;
-        rdir = in_place ? COLL_GPU_READWRITE : COLL_GPU_WRITE;
-    }
-    f->sdir = sdir;
-    f->rdir = rdir;
     rc = mca_coll_gpu_stage_sides(
         m, true,
-        &(coll_gpu_side_t){.buf = sbuf, .dir = sdir, .layout = COLL_GPU_LAYOUT(dtype, count)},
-        &(coll_gpu_side_t){.buf = rbuf, .dir = rdir, .layout = COLL_GPU_LAYOUT(dtype, count)}, comm,
-        what, &f->s, &f->r);
+        &(coll_gpu_side_t){.buf = sbuf, .dir = f->sdir, .layout = COLL_GPU_LAYOUT(dtype, count)},
+        &(coll_gpu_side_t){.buf = rbuf, .dir = f->rdir, .layout = COLL_GPU_LAYOUT(dtype, count)},
+        comm, what, &f->s, &f->r);
     if (OMPI_SUCCESS != rc) {
         free(f->reqs);
         f->reqs = NULL;
         return rc;
     }
-    f->m = m;
     f->started = true;
-    if (bcast) {
-        for (int p = 0; rank == root && p < size; ++p) {
-            if (p != root) {
-                fb_post(f, true, mca_coll_gpu_view(&f->r), p, f->count);
+    f->phase = FB_SPREAD;
+    r = mca_coll_gpu_view(&f->r);
+    if (bcast || 0 != rank) {
+        /* the root's data, or an input to rank 0, goes out; the result comes back into r */
+        for (int p = 0; p < size; ++p) {
+            if (bcast ? (rank == root && p != root) : 0 == p) {
+                fb_post(f, true, (bcast || in_place) ? r : mca_coll_gpu_view(&f->s), p, count);
             }
         }
-        if (rank != root) {
-            fb_post(f, false, mca_coll_gpu_view(&f->r), root, f->count);
+        if (!bcast || rank != root) {
+            fb_post(f, false, r, f->root, count);
         }
-        f->phase = FB_SPREAD;
-        return OMPI_SUCCESS;
-    }
-    if (0 != rank) {
-        /* the input goes to rank 0, the result comes back into the receive buffer */
-        fb_post(f, true, in_place ? mca_coll_gpu_view(&f->r) : mca_coll_gpu_view(&f->s), 0,
-                f->count);
-        fb_post(f, false, mca_coll_gpu_view(&f->r), 0, f->count);
-        f->phase = FB_SPREAD;
         return OMPI_SUCCESS;
     }
     /* rank 0: its own input is where the result builds up */
     if (!in_place) {
-        rc = ompi_datatype_copy_content_same_ddt(dtype, count, mca_coll_gpu_view(&f->r),
-                                                 mca_coll_gpu_view(&f->s));
+        rc = ompi_datatype_copy_content_same_ddt(dtype, count, r, mca_coll_gpu_view(&f->s));
         f->rc = (OMPI_SUCCESS == rc) ? f->rc : rc;
     }
     mca_coll_gpu_span(dtype, (size_t) count, &f->lo, &f->span);
-    if (1 < size) {
-        f->gather = mca_coll_gpu_test_fail_alloc("fallback")
-                        ? NULL /* testing only: as if out of host memory */
-                        : malloc((size_t) (size - 1) * (0 < f->span ? f->span : 1));
-        if (NULL == f->gather) {
-            /* No room for the others' inputs, but they are on their way and the others wait
-             * for a result: rank 0 takes each input into an empty receive (which fails as
-             * truncated, consuming it) and answers with an empty result, which the others
-             * take for the call's failure (fb_done). */
-            mca_coll_gpu_report_failure(what, comm, "out of host memory for the other ranks' "
-                                        "inputs; the call fails on every rank");
-            f->rc = OMPI_ERR_OUT_OF_RESOURCE;
-            for (int p = 1; p < size; ++p) {
-                fb_post(f, false, mca_coll_gpu_view(&f->r), p, 0);
-            }
-            f->phase = FB_GATHER;
-            return OMPI_SUCCESS;
-        }
+    f->gather = (1 == size || mca_coll_gpu_test_fail_alloc("fallback"))
+                    ? NULL /* testing only: as if out of host memory */
+                    : malloc((size_t) (size - 1) * (0 < f->span ? f->span : 1));
+    if (1 < size && NULL == f->gather) {
+        /* the others' inputs are on their way and the others wait for a result: each input
+         * goes into an empty receive (which fails as truncated, consuming it), and the empty
+         * result tells the others the call failed (fb_done) */
+        mca_coll_gpu_report_failure(what, comm, "out of host memory for the other ranks' "
+                                    "inputs; the call fails on every rank");
+        f->rc = OMPI_ERR_OUT_OF_RESOURCE;
     }
     for (int p = 1; p < size; ++p) {
-        fb_post(f, false, f->gather + (size_t) (p - 1) * f->span - f->lo, p, f->count);
+        fb_post(f, false, (NULL != f->gather) ? f->gather + (size_t) (p - 1) * f->span - f->lo : r,
+                p, (NULL != f->gather) ? count : 0);
     }
     f->phase = FB_GATHER;
     return OMPI_SUCCESS;

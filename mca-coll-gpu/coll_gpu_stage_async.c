@@ -1,34 +1,26 @@
 /*
- * coll_gpu_stage_async.c - the copy back of staged nonblocking and persistent requests
- * (coll_gpu_staged_colls.c) without waiting inside progress.
+ * coll_gpu_stage_async.c - the requests of the staged path (coll_gpu_staged_colls.c) in its
+ * nonblocking and persistent modes, and their copy back without waiting inside progress.
  *
- * The saved module (libnbc) completes a staged request from opal_progress, and our completion
- * callback (sreq_complete) must bring the results from the pinned bounce memory to
- * the user's device buffers before MPI_Wait or MPI_Test may see the request complete.  A
- * blocking copy there held every other request of the process, and the thread in MPI_Test,
- * for a whole copy and stream synchronisation.  So:
+ * The requests are the saved module's own (libnbc's): MPI_Wait, MPI_Test, MPI_Start(all),
+ * MPI_Request_free and the bindings' datatype retention work on them as usual.  coll/gpu hooks
+ * its completion callback on them, and, persistent, its start and free in front of theirs:
  *
- *   completion callback (in progress)       later progress (MPI_Wait, MPI_Test, any wait)
- *   ---------------------------------       ----------------------------------------------
- *   dev_memcpy_async of each written        dev_event_query: pending -> look again later;
- *     buffer on its device's copy stream      ended -> a failure goes into the request's
- *   dev_event_record, one query: ended?         status, cb->finish (the bounce memory back
- *     yes -> the request completes now          to the pool), ompi_request_complete:
- *     no  -> returns 1 (not complete), the      MPI_Wait and MPI_Test see it complete, with
- *            request joins the list below       the data in the user's buffers
+ *   MPI_I<coll> / MPI_<coll>_init    MPI_Start (persistent)   completion (in progress)
+ *   ------------------------------   ----------------------   ----------------------------------
+ *   bounce memory of the request's   copy in                  the module's callback first, then
+ *   own, copy in (not persistent),   the module's start       dev_memcpy_async of the written
+ *   an event for the copy back, the  hook sreq_complete       buffers on the device's copy
+ *   saved function on the bounce                              stream and an event: return 1 (not
+ *   memory; hook sreq_complete                                complete) until copyback_progress
+ *   (or sreq_start and sreq_free)                             sees the event end and completes it
  *
- * ompi_request_complete() marks a request complete only when its callback returns 0, and
- * clears the callback before calling it: a request whose callback returned 1 stays pending
- * with no callback, and ours completes it (as the saved module would have).  The request's
- * memory stays valid meanwhile: libnbc refuses MPI_Request_free and MPI_Cancel on a request
- * that is not complete, and coll_gpu_staged_colls.c refuses a free while its copy is in flight.
- *
- * Each device gets one copy stream of its own (non-blocking: the program's work on the
- * default stream does not hold the copies back) and a stock of events, made at a call (never
- * inside progress) and kept until the component closes.  The stream and event of a request are
- * those of the device current on the calling thread at the call; copies on a stream of
- * another device than a thread's current one are allowed (CUDA), so any thread's progress may
- * issue them.  Where no stream or event can be had, the copy back waits as it did before.
+ * ompi_request_complete() calls the callback, which it clears first, and marks the request
+ * complete only when it returns 0.  A request complete already when hooked (one-process
+ * communicators, empty calls) has its copies waited for at the call.  libnbc refuses
+ * MPI_Request_free on a request that is not complete (sreq_free refuses while a copy is in
+ * flight), so the state stays ours until then.  Each device gets one copy stream and a stock of
+ * events, made at a call (never inside progress); where none can be had, the copy back waits.
  *
  * Test only: COLL_GPU_TEST_FAIL_COPYBACK=<rank in MPI_COMM_WORLD> makes every copy back of that
  * process fail once it has ended (tests/mpi/pinned_pool.sh); unset in production.
@@ -45,49 +37,113 @@
 #include "coll_gpu.h"
 
 #define COPYBACK_MAX_DEVICES 64
+#define COPYBACK_SPARE 64 /* events kept per device */
 
-/* A device's copy stream and the events no request holds. */
+/* What a staged request keeps: until it completes (nonblocking), until it is freed
+ * (persistent). */
+typedef struct sreq_t {
+    const char *tag;     /* &sreq_tag: tells this state from a request */
+    struct sreq_t *next; /* persistent: the list of live requests (sreq_list) */
+    bool persistent;
+    ompi_request_t *req; /* the saved module's request, handed to the user */
+    ompi_request_complete_fn_t inner_cb; /* a callback the module had set: it runs first */
+    void *inner_cb_data;
+    ompi_request_start_fn_t inner_start; /* persistent: the module's start and free */
+    ompi_request_free_fn_t inner_free;
+    const char *what;
+    struct ompi_communicator_t *comm;
+    coll_gpu_staged_t s, r; /* bounce memory owned by the request (slot -1) */
+    coll_gpu_dir_t sdir, rdir;
+    int fail;               /* a staging failure: the result goes nowhere */
+    /* the copy back: its event on the copy stream of device (NULL: it waits) */
+    dev_event_t *event;
+    int device;
+    bool pending;             /* in flight: the request completes from progress */
+    int cb_rc;                /* a failure of the copy back seen so far */
+    struct sreq_t *cb_next;   /* the list of copies in flight */
+} sreq_t;
+
+/* A device's copy stream and a stock of the events no request holds. */
 typedef struct {
     dev_stream_t *stream;
-    dev_event_t **spare;
-    int nspare, cap;
-} copyback_device_t;
+    dev_event_t *spare[COPYBACK_SPARE];
+    int nspare;
+} copy_device_t;
+
+static const char sreq_tag = 0;
+static sreq_t *sreq_list = NULL;
+static opal_mutex_t sreq_lock = OPAL_MUTEX_STATIC_INIT;
 
 static opal_mutex_t cb_lock = OPAL_MUTEX_STATIC_INIT; /* the devices and the list in flight */
-static copyback_device_t cb_devices[COPYBACK_MAX_DEVICES];
-static coll_gpu_copyback_t *cb_head, *cb_tail;       /* in flight, oldest first */
-static _Atomic int cb_inflight;                      /* lets progress skip the lock */
-static bool cb_registered;                           /* copyback_progress is registered */
+static copy_device_t cb_devices[COPYBACK_MAX_DEVICES];
+static sreq_t *cb_head, *cb_tail; /* in flight, oldest first */
+static _Atomic int cb_inflight;   /* lets progress skip the lock */
+static bool cb_registered;        /* copyback_progress is registered */
 
-/* Does the test-only fault injection (COLL_GPU_TEST_FAIL_COPYBACK) name this process? */
-static bool copyback_fail_injected(void)
+/* ---- the copy back ------------------------------------------------------------------------- */
+
+/* The outcome of x's copies back, whose event answered q (DEV_OK: ended; < 0: failed). */
+static int copyback_outcome(sreq_t *x, int q)
 {
     static int target = -2;
 
-    return mca_coll_gpu_test_env_names_me("COLL_GPU_TEST_FAIL_COPYBACK", &target);
-}
-
-/* The outcome of cb's copies, whose event answered q (DEV_OK: ended; < 0: failed). */
-static int copyback_outcome(coll_gpu_copyback_t *cb, int q)
-{
     if (DEV_OK != q) {
-        mca_coll_gpu_report_failure(cb->what, cb->comm, "copy of the result to the device "
+        mca_coll_gpu_report_failure(x->what, x->comm, "copy of the result to the device "
                                     "failed: %s", dev_error_string());
         return OMPI_ERROR;
     }
-    if (copyback_fail_injected()) {
-        mca_coll_gpu_report_failure(cb->what, cb->comm, "copy of the result to the device "
-                                    "failed: injected by COLL_GPU_TEST_FAIL_COPYBACK (test "
-                                    "only)");
+    if (mca_coll_gpu_test_env_names_me("COLL_GPU_TEST_FAIL_COPYBACK", &target)) {
+        mca_coll_gpu_report_failure(x->what, x->comm, "copy of the result to the device failed: "
+                                    "injected by COLL_GPU_TEST_FAIL_COPYBACK (test only)");
         return OMPI_ERROR;
     }
     return OMPI_SUCCESS;
 }
 
+/* Give the bounce memory and the event back and free x.  A nonblocking call's x holds a
+ * reference on its communicator, taken at the call: MPI_Comm_free with calls still running
+ * defers the free until they complete, but libnbc holds no reference of its own between the
+ * rounds of its schedule, so the communicator may go here, at the call's completion. */
+static void sreq_release(sreq_t *x)
+{
+    struct ompi_communicator_t *comm = x->comm;
+    bool persistent = x->persistent;
+
+    mca_coll_gpu_stage_release(&x->r);
+    mca_coll_gpu_stage_release(&x->s);
+    if (NULL != x->event) {
+        copy_device_t *d = &cb_devices[x->device];
+        OPAL_THREAD_LOCK(&cb_lock);
+        if (d->nspare < COPYBACK_SPARE) {
+            d->spare[d->nspare++] = x->event;
+            x->event = NULL;
+        }
+        OPAL_THREAD_UNLOCK(&cb_lock);
+        if (NULL != x->event) {
+            (void) dev_event_destroy(x->event); /* the stock is full; does not wait */
+        }
+    }
+    free(x);
+    if (!persistent) {
+        OBJ_RELEASE(comm);
+    }
+}
+
+/* Finish a nonblocking request inside progress: the bounce memory goes back, and the
+ * communicator may go with x's reference, without a blocking call. */
+static void sreq_finish(sreq_t *x)
+{
+    if (!x->persistent) {
+        mca_coll_gpu_pinned_completion_enter();
+        sreq_release(x);
+        mca_coll_gpu_pinned_completion_leave();
+    }
+}
+
 /* opal_progress callback: complete the requests whose copies have ended. */
 static int copyback_progress(void)
 {
-    coll_gpu_copyback_t *ended = NULL, **ended_tail = &ended, **pp;
+    sreq_t *ended = NULL, **ended_tail = &ended, **pp;
     int completed = 0;
 
     if (0 == atomic_load_explicit(&cb_inflight, memory_order_relaxed)
@@ -96,19 +152,19 @@ static int copyback_progress(void)
     }
     cb_tail = NULL;
     for (pp = &cb_head; NULL != *pp;) {
-        coll_gpu_copyback_t *cb = *pp;
-        int q = dev_event_query(cb->event);
+        sreq_t *x = *pp;
+        int q = dev_event_query(x->event);
 
         if (1 == q) {
-            cb_tail = cb;
-            pp = &cb->next;
+            cb_tail = x;
+            pp = &x->cb_next;
             continue;
         }
-        *pp = cb->next;
-        cb->next = NULL;
-        cb->rc = mca_coll_gpu_first_error(cb->rc, copyback_outcome(cb, q));
-        *ended_tail = cb;
-        ended_tail = &cb->next;
+        *pp = x->cb_next;
+        x->cb_next = NULL;
+        x->cb_rc = mca_coll_gpu_first_error(x->cb_rc, copyback_outcome(x, q));
+        *ended_tail = x;
+        ended_tail = &x->cb_next;
         atomic_fetch_sub(&cb_inflight, 1);
     }
     OPAL_THREAD_UNLOCK(&cb_lock);
@@ -116,186 +172,117 @@ static int copyback_progress(void)
     /* outside the lock: a completion may start another request's copy back (MPI_Start from a
      * callback) or end a communicator whose last reference the request held */
     while (NULL != ended) {
-        coll_gpu_copyback_t *cb = ended;
-        ompi_request_t *req = cb->req;
-        int rc = cb->rc;
+        sreq_t *x = ended;
+        ompi_request_t *req = x->req;
 
-        ended = cb->next;
-        cb->pending = false;
-        if (OMPI_SUCCESS != rc && MPI_SUCCESS == req->req_status.MPI_ERROR) {
-            req->req_status.MPI_ERROR = ompi_errcode_get_mpi_code(rc);
+        ended = x->cb_next;
+        x->pending = false;
+        if (OMPI_SUCCESS != x->cb_rc && MPI_SUCCESS == req->req_status.MPI_ERROR) {
+            req->req_status.MPI_ERROR = ompi_errcode_get_mpi_code(x->cb_rc);
         }
-        mca_coll_gpu_pinned_completion_enter();
-        if (NULL != cb->finish) {
-            cb->finish(cb); /* may free cb */
-        }
-        mca_coll_gpu_pinned_completion_leave();
+        sreq_finish(x);
         ompi_request_complete(req, true);
         ++completed;
     }
     return completed;
 }
 
-/* The buffers of the pair s, r that go back to the user: the staged ones the call writes. */
-static int copyback_written(const coll_gpu_staged_t *s, coll_gpu_dir_t sdir,
-                            const coll_gpu_staged_t *r, coll_gpu_dir_t rdir,
-                            const coll_gpu_staged_t *out[2])
+/* The staged buffers of x that go back to the user: those the call writes. */
+static int sreq_written(sreq_t *x, const coll_gpu_staged_t *out[2])
 {
     int n = 0;
 
-    if (r->staged && 0 != (rdir & COLL_GPU_WRITE)) {
-        out[n++] = r;
+    if (x->r.staged && 0 != (x->rdir & COLL_GPU_WRITE)) {
+        out[n++] = &x->r;
     }
-    if (s->staged && 0 != (sdir & COLL_GPU_WRITE)) {
-        out[n++] = s;
+    if (x->s.staged && 0 != (x->sdir & COLL_GPU_WRITE)) {
+        out[n++] = &x->s;
     }
     return n;
 }
 
-void mca_coll_gpu_copyback_reserve(coll_gpu_copyback_t *cb, const coll_gpu_staged_t *s,
-                                   coll_gpu_dir_t sdir, const coll_gpu_staged_t *r,
-                                   coll_gpu_dir_t rdir, struct ompi_communicator_t *comm,
-                                   const char *what)
+/* When the call writes a staged buffer back, take an event and the copy stream of the calling
+ * thread's device for x (at the call, never inside progress); without them the copy back
+ * waits (logged).  Registers the progress function on first use. */
+static void copyback_reserve(sreq_t *x)
 {
-    copyback_device_t *d;
-    dev_event_t *event = NULL;
-    bool reg = false;
-    int device = -1;
     const coll_gpu_staged_t *written[2];
+    dev_event_t *event = NULL;
+    copy_device_t *d = NULL;
+    int device = -1;
+    bool reg = false;
 
-    if (0 == copyback_written(s, sdir, r, rdir, written)) {
-        return; /* nothing goes back */
-    }
-
-    cb->what = what;
-    cb->comm = comm;
-    cb->event = NULL;
-    cb->device = -1;
-    cb->pending = false;
-    cb->rc = OMPI_SUCCESS;
-    if (DEV_OK != dev_current_device(&device) || 0 > device || COPYBACK_MAX_DEVICES <= device) {
-        COLL_GPU_VERBOSE(COLL_GPU_LOG_ERROR, "coll:gpu:%s (cid %d): no copy stream for device "
-                         "%d (%s): the copy back waits", what, coll_gpu_comm_cid(comm), device,
-                         dev_error_string());
+    if (0 == sreq_written(x, written)) {
         return;
     }
-    OPAL_THREAD_LOCK(&cb_lock);
-    d = &cb_devices[device];
-    /* made once per device, at a call */
-    if (NULL == d->stream && DEV_OK != dev_stream_create(&d->stream)) {
-        d->stream = NULL;
-    }
-    if (NULL != d->stream && 0 < d->nspare) {
-        event = d->spare[--d->nspare];
-    }
-    if (NULL != d->stream && !cb_registered) {
-        cb_registered = reg = true;
-    }
-    OPAL_THREAD_UNLOCK(&cb_lock);
-    if (reg) {
-        (void) opal_progress_register(copyback_progress);
-    }
-    if (NULL == d->stream || (NULL == event && DEV_OK != dev_event_create(&event))) {
-        COLL_GPU_VERBOSE(COLL_GPU_LOG_ERROR, "coll:gpu:%s (cid %d): no copy stream or event "
-                         "on device %d (%s): the copy back waits", what,
-                         coll_gpu_comm_cid(comm), device, dev_error_string());
-        return;
-    }
-    cb->event = event;
-    cb->device = device;
-}
-
-void mca_coll_gpu_copyback_unreserve(coll_gpu_copyback_t *cb)
-{
-    copyback_device_t *d;
-    dev_event_t *lost = NULL;
-
-    if (NULL == cb->event) {
-        return;
-    }
-    d = &cb_devices[cb->device];
-    OPAL_THREAD_LOCK(&cb_lock);
-    if (d->nspare == d->cap) {
-        int cap = (0 == d->cap) ? 16 : 2 * d->cap;
-        dev_event_t **spare = realloc(d->spare, (size_t) cap * sizeof(*spare));
-        if (NULL != spare) {
-            d->spare = spare;
-            d->cap = cap;
+    if (DEV_OK == dev_current_device(&device) && 0 <= device && COPYBACK_MAX_DEVICES > device) {
+        d = &cb_devices[device];
+        OPAL_THREAD_LOCK(&cb_lock);
+        if (NULL == d->stream && DEV_OK != dev_stream_create(&d->stream)) {
+            d->stream = NULL;
+        }
+        if (NULL != d->stream && 0 < d->nspare) {
+            event = d->spare[--d->nspare];
+        }
+        reg = NULL != d->stream && !cb_registered;
+        cb_registered = cb_registered || reg;
+        OPAL_THREAD_UNLOCK(&cb_lock);
+        if (reg) {
+            (void) opal_progress_register(copyback_progress);
+        }
+        if (NULL != d->stream && NULL == event && DEV_OK != dev_event_create(&event)) {
+            event = NULL;
         }
     }
-    if (d->nspare < d->cap) {
-        d->spare[d->nspare++] = cb->event;
-    } else {
-        lost = cb->event;
+    if (NULL == event) {
+        COLL_GPU_VERBOSE(COLL_GPU_LOG_ERROR, "coll:gpu:%s (cid %d): no copy stream or event on "
+                         "device %d (%s): the copy back waits", x->what,
+                         coll_gpu_comm_cid(x->comm), device, dev_error_string());
+        return;
     }
-    OPAL_THREAD_UNLOCK(&cb_lock);
-    if (NULL != lost) {
-        (void) dev_event_destroy(lost); /* out of host memory: does not wait for the event */
-    }
-    cb->event = NULL;
+    x->event = event;
+    x->device = device;
 }
 
-bool mca_coll_gpu_copyback_start(coll_gpu_copyback_t *cb, const coll_gpu_staged_t *s,
-                                 coll_gpu_dir_t sdir, const coll_gpu_staged_t *r,
-                                 coll_gpu_dir_t rdir, ompi_request_t *req, bool may_defer,
-                                 int *rc)
+/* Copy the written buffers back.  With may_defer (the request is not marked complete yet):
+ * false while the copies are in flight (copyback_progress completes the request); else true
+ * once they have ended, a failure in *rc (reported). */
+static bool copyback_start(sreq_t *x, bool may_defer, int *rc)
 {
     const coll_gpu_staged_t *bufs[2];
-    int n = copyback_written(s, sdir, r, rdir, bufs);
+    int n = sreq_written(x, bufs), enqueued = 0, q = DEV_OK;
     size_t failed_len = 0;
-    dev_stream_t *stream;
-    int enqueued = 0, q;
+    dev_stream_t *stream = (NULL != x->event) ? cb_devices[x->device].stream : NULL;
 
-    *rc = OMPI_SUCCESS;
-    if (0 == n) {
-        return true;
+    /* host pieces of a layout across kinds are copied at once, device pieces on the stream (or
+     * at once, without one) */
+    for (int i = 0; i < n && DEV_OK == q; ++i) {
+        q = mca_coll_gpu_stage_copy(bufs[i], false, stream, &enqueued, &failed_len);
     }
-    if (NULL == cb->event) {
-        /* no stream or event: the copies of before, waiting for each */
-        q = DEV_OK;
-        for (int i = 0; i < n && DEV_OK == q; ++i) {
-            q = mca_coll_gpu_stage_copy(bufs[i], false, &failed_len);
-        }
-        *rc = copyback_outcome(cb, q);
-        return true;
-    }
-    stream = cb_devices[cb->device].stream; /* set before the event was handed out */
-    /* a layout across allocations or memory kinds goes back piece by piece: host pieces at
-     * once (host memory, no device involved), device pieces on the stream */
-    for (int i = 0; i < n; ++i) {
-        if (DEV_OK != mca_coll_gpu_stage_copy_back_on(bufs[i], stream, &enqueued, &failed_len)) {
-            *rc = copyback_outcome(cb, DEV_ERR);
-            break;
-        }
-    }
+    *rc = (0 < n && (DEV_OK != q || NULL == stream)) ? copyback_outcome(x, q) : OMPI_SUCCESS;
     if (0 == enqueued) {
         return true;
     }
-    if (DEV_OK != dev_event_record(cb->event, stream)) {
-        *rc = copyback_outcome(cb, DEV_ERR);
-        /* the bounce memory goes back when this returns: the copies reading it must end first
-         * (a failure path: waiting is the price) */
-        (void) dev_stream_sync(stream);
+    if (DEV_OK != dev_event_record(x->event, stream)) {
+        *rc = copyback_outcome(x, DEV_ERR);
+        (void) dev_stream_sync(stream); /* the copies read the bounce memory, which goes back */
         return true;
     }
-    /* where the request may be seen complete before this returns (hooked on a request that had
-     * completed already), or no callback can defer: wait here, at a call */
-    q = may_defer ? dev_event_query(cb->event) : dev_event_sync(cb->event);
+    q = may_defer ? dev_event_query(x->event) : dev_event_sync(x->event);
     if (1 != q) {
-        *rc = mca_coll_gpu_first_error(*rc, copyback_outcome(cb, q));
+        *rc = mca_coll_gpu_first_error(*rc, copyback_outcome(x, q));
         return true;
     }
-    cb->req = req;
-    cb->rc = *rc;
-    cb->pending = true;
-    cb->next = NULL;
+    x->cb_rc = *rc;
+    x->pending = true;
+    x->cb_next = NULL;
     OPAL_THREAD_LOCK(&cb_lock);
     if (NULL == cb_tail) {
-        cb_head = cb;
+        cb_head = x;
     } else {
-        cb_tail->next = cb;
+        cb_tail->cb_next = x;
     }
-    cb_tail = cb;
+    cb_tail = x;
     atomic_fetch_add(&cb_inflight, 1);
     OPAL_THREAD_UNLOCK(&cb_lock);
     return false;
@@ -318,14 +305,239 @@ void mca_coll_gpu_copyback_finalize(void)
         (void) copyback_progress();
     }
     for (int i = 0; i < COPYBACK_MAX_DEVICES; ++i) {
-        copyback_device_t *d = &cb_devices[i];
+        copy_device_t *d = &cb_devices[i];
         for (int k = 0; k < d->nspare; ++k) {
             (void) dev_event_destroy(d->spare[k]);
         }
-        free(d->spare);
         if (NULL != d->stream) {
             (void) dev_stream_destroy(d->stream);
         }
-        *d = (copyback_device_t){0};
+        *d = (copy_device_t){0};
     }
+}
+
+/* ---- the requests -------------------------------------------------------------------------- */
+
+/* req_complete_cb of a staged request: the saved module's own callback first (if it says the
+ * request is not complete yet, stay hooked on top of what it left), then the copy back.
+ * Returns 0 when the request may complete now, 1 while the copies are in flight.
+ *
+ * Open MPI 4.1's bindings put a callback of their own on top of ours when a datatype is derived
+ * (ompi_coll_base_retain_datatypes*), and that one calls the callback it wrapped with the
+ * wrapped callback's data instead of the request: so arg is the request or our state, and the
+ * tag tells them apart (a request starts with its object header). */
+static int sreq_complete(ompi_request_t *arg)
+{
+    sreq_t *x = (&sreq_tag == *(const char *const *) arg)
+                    ? (sreq_t *) arg
+                    : (sreq_t *) arg->req_complete_cb_data;
+    ompi_request_t *req = x->req;
+    int rc;
+
+    if (NULL != x->inner_cb) {
+        ompi_request_complete_fn_t inner = x->inner_cb;
+
+        req->req_complete_cb_data = x->inner_cb_data;
+        x->inner_cb = NULL;
+        rc = inner(req);
+        if (0 != rc) {
+            x->inner_cb = req->req_complete_cb;
+            x->inner_cb_data = req->req_complete_cb_data;
+            req->req_complete_cb_data = x;
+            req->req_complete_cb = sreq_complete;
+            return rc;
+        }
+    }
+    /* a result computed from scratch goes nowhere; a request marked complete already cannot
+     * wait for the copies: they are waited for here, at the call or MPI_Start */
+    rc = mca_coll_gpu_first_error(x->fail, req->req_status.MPI_ERROR);
+    if (OMPI_SUCCESS == rc && !copyback_start(x, !REQUEST_COMPLETE(req), &rc)) {
+        return 1;
+    }
+    if (OMPI_SUCCESS != rc && MPI_SUCCESS == req->req_status.MPI_ERROR) {
+        req->req_status.MPI_ERROR = ompi_errcode_get_mpi_code(rc);
+    }
+    sreq_finish(x);
+    return 0;
+}
+
+/* Hook the completion callback on req (which runs it at once if req has completed since). */
+static void sreq_hook(sreq_t *x, ompi_request_t *req)
+{
+    x->req = req;
+    x->inner_cb = req->req_complete_cb;
+    x->inner_cb_data = req->req_complete_cb_data;
+    (void) ompi_request_set_callback(req, sreq_complete, x);
+}
+
+/* The state of req, taken off the list when take; or put x on it (req NULL). */
+static sreq_t *sreq_list_op(ompi_request_t *req, bool take, sreq_t *x)
+{
+    sreq_t **pp;
+
+    OPAL_THREAD_LOCK(&sreq_lock);
+    if (NULL == req) {
+        x->next = sreq_list;
+        sreq_list = x;
+    }
+    for (pp = &sreq_list; NULL != req && NULL != *pp; pp = &(*pp)->next) {
+        if ((*pp)->req == req) {
+            x = *pp;
+            if (take) {
+                *pp = x->next;
+                x->next = NULL;
+            }
+            break;
+        }
+    }
+    OPAL_THREAD_UNLOCK(&sreq_lock);
+    return x;
+}
+
+/* After the saved MPI_I<coll> returned rc and *request: finish now when it failed or already
+ * completed, else copy back at completion. */
+static int sreq_attach_nonblocking(sreq_t *x, int rc, ompi_request_t *req)
+{
+    if (OMPI_SUCCESS == rc && NULL != req && MPI_REQUEST_NULL != req && !REQUEST_COMPLETE(req)) {
+        sreq_hook(x, req);
+        return OMPI_SUCCESS;
+    }
+    if (OMPI_SUCCESS == rc && NULL != req && MPI_REQUEST_NULL != req) {
+        rc = req->req_status.MPI_ERROR;
+    }
+    rc = mca_coll_gpu_unstage_pair(NULL, x->comm, x->what, rc, &x->s, x->sdir, &x->r, x->rdir);
+    sreq_release(x);
+    return rc;
+}
+
+/* Copy a staged buffer of a persistent request in from the user's memory (at each start). */
+static int sreq_fill(sreq_t *x, coll_gpu_staged_t *b)
+{
+    size_t failed_len = 0;
+
+    if (!b->staged || !b->fill
+        || DEV_OK == mca_coll_gpu_stage_copy(b, true, NULL, NULL, &failed_len)) {
+        return OMPI_SUCCESS;
+    }
+    mca_coll_gpu_report_failure(x->what, x->comm, "copy of %zu B from the device failed: %s; "
+                                "taking part with stale data", failed_len, dev_error_string());
+    return OMPI_ERROR;
+}
+
+/* MPI_Start and MPI_Startall (which hands over runs of requests with the same start
+ * function): copy in, start the saved module's request, hook the copy back on its end. */
+static int sreq_start(size_t count, ompi_request_t **requests)
+{
+    for (size_t i = 0; i < count; ++i) {
+        sreq_t *x = sreq_list_op(requests[i], false, NULL);
+        int rc;
+
+        if (NULL == x) {
+            return OMPI_ERR_BAD_PARAM; /* cannot happen: sreq_start is set with the state */
+        }
+        /* bounce memory that could not be had at init is scratch: every start fails */
+        x->fail = mca_coll_gpu_first_error(x->s.fail, x->r.fail);
+        if (OMPI_SUCCESS == x->fail) {
+            x->fail = mca_coll_gpu_first_error(sreq_fill(x, &x->s), sreq_fill(x, &x->r));
+        }
+        rc = x->inner_start(1, &requests[i]);
+        if (OMPI_SUCCESS != rc) {
+            return rc;
+        }
+        sreq_hook(x, requests[i]); /* completes at once if the request has completed already */
+    }
+    return OMPI_SUCCESS;
+}
+
+/* MPI_Request_free: the module's free first, with its own functions back in place (the module
+ * recycles the request object); keep everything when it refuses (an active request). */
+static int sreq_free(ompi_request_t **rptr)
+{
+    ompi_request_t *req = *rptr;
+    sreq_t *x = sreq_list_op(req, true, NULL);
+    /* a wrapper installed after ours (the binding's datatype retention) stays where it is */
+    bool own_start = (sreq_start == req->req_start), own_free = (sreq_free == req->req_free);
+    int rc = MPI_ERR_REQUEST;
+
+    if (NULL == x) {
+        return OMPI_ERR_BAD_PARAM; /* cannot happen: sreq_free is set with the state */
+    }
+    if (!x->pending) { /* else its copy back, in flight, reads the bounce memory */
+        req->req_start = own_start ? x->inner_start : req->req_start;
+        req->req_free = own_free ? x->inner_free : req->req_free;
+        rc = x->inner_free(rptr);
+        if (OMPI_SUCCESS == rc) {
+            sreq_release(x);
+            return rc;
+        }
+        req->req_start = own_start ? sreq_start : req->req_start;
+        req->req_free = own_free ? sreq_free : req->req_free;
+    }
+    (void) sreq_list_op(NULL, false, x);
+    return rc;
+}
+
+/* After the saved _init returned rc and *request: put our start and free in front of the
+ * request's own, or give everything back when the init failed. */
+static int sreq_attach_persistent(sreq_t *x, int rc, ompi_request_t **request)
+{
+    ompi_request_t *req = *request;
+
+    if (OMPI_SUCCESS != rc
+        || (NULL != req && MPI_REQUEST_NULL != req && OMPI_REQUEST_NOOP == req->req_type)) {
+        /* A call with nothing to do on this rank (4.1's libnbc answers an alltoallv whose
+         * counts here are all zero so) is a persistent no-op without a start function, which
+         * never touches a buffer: it goes out as it is */
+        sreq_release(x);
+        return rc;
+    }
+    if (NULL == req || MPI_REQUEST_NULL == req || NULL == req->req_start || NULL == req->req_free) {
+        /* it would run on the bounce memory without the copies: it must not be handed out */
+        mca_coll_gpu_report_failure(x->what, x->comm, "the saved module returned a persistent "
+                                    "request without start and free functions");
+        if (NULL != req && MPI_REQUEST_NULL != req) {
+            (void) ompi_request_free(request);
+        }
+        sreq_release(x);
+        return OMPI_ERR_NOT_SUPPORTED;
+    }
+    x->req = req;
+    x->inner_start = req->req_start;
+    x->inner_free = req->req_free;
+    (void) sreq_list_op(NULL, false, x);
+    req->req_start = sreq_start;
+    req->req_free = sreq_free;
+    return OMPI_SUCCESS;
+}
+
+int mca_coll_gpu_staged_request(const coll_gpu_staged_call_t *c, const coll_gpu_side_t *s,
+                                const coll_gpu_side_t *r, coll_gpu_invoke_fn_t invoke)
+{
+    sreq_t *x = calloc(1, sizeof(*x));
+    int rc;
+
+    if (NULL == x) {
+        mca_coll_gpu_report_failure(c->what, c->comm, "out of host memory for a request's state");
+        return OMPI_ERR_OUT_OF_RESOURCE;
+    }
+    x->tag = &sreq_tag;
+    x->persistent = COLL_GPU_PERSISTENT == c->mode;
+    x->what = c->what;
+    x->comm = c->comm;
+    x->sdir = s->dir;
+    x->rdir = r->dir;
+    if (!x->persistent) {
+        OBJ_RETAIN(c->comm); /* until the call completes (sreq_release) */
+    }
+    /* the bounce memory outlives the call: owned by the request (slot -1) */
+    rc = mca_coll_gpu_stage_sides(c->gpu, true, s, r, c->comm, c->what, &x->s, &x->r);
+    if (OMPI_SUCCESS != rc) {
+        sreq_release(x);
+        return rc;
+    }
+    x->fail = mca_coll_gpu_first_error(x->s.fail, x->r.fail);
+    copyback_reserve(x); /* what the copy back needs is taken now, at the call */
+    rc = invoke(c, mca_coll_gpu_view(&x->s), mca_coll_gpu_view(&x->r));
+    return x->persistent ? sreq_attach_persistent(x, rc, c->request)
+                         : sreq_attach_nonblocking(x, rc, *c->request);
 }
