@@ -271,6 +271,10 @@ coll_gpu_team_t *mca_coll_gpu_team_begin(mca_coll_gpu_module_t *m,
 /* Move a pending setup on without waiting; the team's state after.  Called under the
  * engine's lock. */
 coll_gpu_team_state_t mca_coll_gpu_team_setup_step(coll_gpu_team_t *t);
+/* Have the nreqs requests posted ended?  Then they are freed, nreqs is 0 and the first error
+ * among them is kept in first_error (unless it holds one already).  Never waits.  Serves
+ * coll/gpu's own point-to-point messages: the team setup's and the fallback's. */
+bool mca_coll_gpu_requests_done(ompi_request_t **reqs, int *nreqs, int *first_error);
 /* The round (1 or 2) a pending setup is in; 0 when none is. */
 int mca_coll_gpu_team_setup_round(const coll_gpu_team_t *t);
 /* A blocking host exchange of ours (team setup, path agreement) between begin and end: the
@@ -1318,10 +1322,6 @@ typedef struct coll_gpu_fallback_t {
     ompi_request_t **reqs;
     int nreqs;
 } coll_gpu_fallback_t;
-/* Have the nreqs requests posted ended?  Then they are freed, nreqs is 0 and the first error
- * among them is kept in first_error (unless it holds one already).  Never waits.  Serves
- * coll/gpu's own point-to-point messages: the team setup's and the fallback's. */
-bool mca_coll_gpu_requests_done(ompi_request_t **reqs, int *nreqs, int *first_error);
 /* Start an allreduce (sbuf may be MPI_IN_PLACE) or a bcast from root; an error means the call
  * could not start (as fatal as a request that cannot be allocated). */
 int mca_coll_gpu_fallback_start(coll_gpu_fallback_t *f, mca_coll_gpu_module_t *m,

@@ -118,24 +118,6 @@ int mca_coll_gpu_fallback_start(coll_gpu_fallback_t *f, mca_coll_gpu_module_t *m
     return OMPI_SUCCESS;
 }
 
-bool mca_coll_gpu_requests_done(ompi_request_t **reqs, int *nreqs, int *first_error)
-{
-    int flag = 0, rc;
-
-    if (0 == *nreqs) {
-        return true;
-    }
-    rc = ompi_request_test_all((size_t) *nreqs, reqs, &flag, MPI_STATUSES_IGNORE);
-    if (!flag && OMPI_SUCCESS == rc) {
-        return false;
-    }
-    if (OMPI_SUCCESS != rc && OMPI_SUCCESS == *first_error) {
-        *first_error = rc;
-    }
-    *nreqs = 0;
-    return true;
-}
-
 /* Have the posted messages completed?  An allreduce's rank other than 0 also reads the size of
  * the result it received: empty (of a call that is not) means rank 0 failed the call. */
 static bool fb_done(coll_gpu_fallback_t *f)

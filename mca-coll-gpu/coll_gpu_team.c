@@ -433,6 +433,24 @@ static void exchange_post(coll_gpu_team_setup_t *st, int tag, const void *mine, 
     }
 }
 
+bool mca_coll_gpu_requests_done(ompi_request_t **reqs, int *nreqs, int *first_error)
+{
+    int flag = 0, rc;
+
+    if (0 == *nreqs) {
+        return true;
+    }
+    rc = ompi_request_test_all((size_t) *nreqs, reqs, &flag, MPI_STATUSES_IGNORE);
+    if (!flag && OMPI_SUCCESS == rc) {
+        return false;
+    }
+    if (OMPI_SUCCESS != rc && OMPI_SUCCESS == *first_error) {
+        *first_error = rc;
+    }
+    *nreqs = 0;
+    return true;
+}
+
 /* Has the round's exchange ended (its requests freed)? */
 static bool exchange_done(coll_gpu_team_setup_t *st)
 {
