@@ -36,22 +36,10 @@
 /* Every slot of the collective table, for the gap scan, but those MPI leaves empty on an
  * intercommunicator (below: Open MPI checks them on intracommunicators only). */
 #define COLL_GPU_FOREACH_SLOT(X)                                                             \
-    X(allgather) X(allgatherv) X(allreduce) X(alltoall) X(alltoallv) X(alltoallw) X(barrier) \
-    X(bcast) X(gather) X(gatherv) X(reduce) X(reduce_scatter)                                \
-    X(reduce_scatter_block) X(scatter) X(scatterv)                                           \
-    X(iallgather) X(iallgatherv) X(iallreduce) X(ialltoall) X(ialltoallv) X(ialltoallw)      \
-    X(ibarrier) X(ibcast) X(igather) X(igatherv) X(ireduce) X(ireduce_scatter)               \
-    X(ireduce_scatter_block) X(iscatter) X(iscatterv)                                        \
-    X(allgather_init) X(allgatherv_init) X(allreduce_init) X(alltoall_init)                  \
-    X(alltoallv_init) X(alltoallw_init) X(barrier_init) X(bcast_init)                        \
-    X(gather_init) X(gatherv_init) X(reduce_init) X(reduce_scatter_init)                     \
-    X(reduce_scatter_block_init) X(scatter_init) X(scatterv_init)                            \
-    X(neighbor_allgather) X(neighbor_allgatherv) X(neighbor_alltoall)                        \
-    X(neighbor_alltoallv) X(neighbor_alltoallw)                                              \
-    X(ineighbor_allgather) X(ineighbor_allgatherv) X(ineighbor_alltoall)                     \
-    X(ineighbor_alltoallv) X(ineighbor_alltoallw)                                            \
-    X(neighbor_allgather_init) X(neighbor_allgatherv_init) X(neighbor_alltoall_init)         \
-    X(neighbor_alltoallv_init) X(neighbor_alltoallw_init) X(reduce_local)
+    COLL_GPU_FOREACH_INTER(X) COLL_GPU_FOREACH_INTER_INIT(X)                                 \
+    COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR(X) COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR_NB(X)     \
+    COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR_INIT(X)                                            \
+    X(barrier) X(ibarrier) X(barrier_init) X(reduce_local)
 #define COLL_GPU_FOREACH_INTRA_ONLY_SLOT(X) \
     X(exscan) X(scan) X(iexscan) X(iscan) X(exscan_init) X(scan_init)
 
