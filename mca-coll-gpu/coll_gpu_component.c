@@ -44,34 +44,6 @@ __attribute__((visibility("default"))) mca_coll_gpu_component_t mca_coll_gpu_com
         .collm_init_query = mca_coll_gpu_init_query,
         .collm_comm_query = mca_coll_gpu_comm_query,
     },
-    /* above coll/self (75) and coll/cuda (78): coll/gpu delegates host buffers to them anyway */
-    .priority = 80,
-    .verbose = 0,
-    .device_choice = COLL_GPU_DEVICE_AUTO,
-    .stage_cache_bytes = 64UL << 20,
-    /* The nonblocking and persistent calls' bounce memory: enough for a few dozen calls of up
-     * to a MiB in flight at once, a fraction of what each communicator's cache may hold */
-    .pinned_pool_bytes = 16UL << 20,
-    .allreduce_algorithm = TOPO_AR_AUTO,
-    .bcast_algorithm = TOPO_BC_AUTO,
-    .oneshot_slot_bytes = 1UL << 20,
-    .uniform_buffers = false,
-    .p2p_level = TOPO_P2P_LEVEL_AUTO,
-    .hang_warn_seconds = 60,
-    .hang_error_seconds = 0,
-    .test_fail_team = -1,
-    .test_fail_alloc = -1,
-    .ucx_chunk_bytes = 1UL << 20,
-    .ucx_depth = 4,
-    /* The rails' threshold, from a model (not yet measured across real nodes): the rails
-     * cost a call rails - 1 more node bcasts (a team step, ~10-20 us each over NVLink; the
-     * bytes they move are the one node bcast's of the leaders' path) and an agreement of every
-     * rank instead of the leaders'.  They save (rails - 1) / rails of the 2 x bytes a leader
-     * sends and receives (reduce up, bcast down): ~42 us per MiB with 2 rails at 25 GB/s (a
-     * 200 Gb/s NIC per GPU).  That breaks even near 0.5 MiB; and below one UCX chunk (1 MiB)
-     * per rail a shard has no pipeline to fill.  So 2 MiB: a full chunk on each of 2 rails. */
-    .hier_rail_min_bytes = 2UL << 20,
-    .test_fail_ucx = -1,
     .output = -1,
 };
 
@@ -118,11 +90,11 @@ typedef struct {
     mca_base_var_scope_t scope;
     const mca_base_var_enum_value_t *values; /* an enum's names (type INT), else NULL */
     int flags;                               /* MCA_BASE_VAR_FLAG_SETTABLE: MPI_T may set it */
+    int64_t def;                             /* the default (strings: NULL) */
     bool ranged;                             /* a number whose range gpu_check_ranges checks */
     int64_t lo, hi;     /* the range; hi < 0: set at open (gpu_machine_cap) */
     bool zero_off;      /* 0 is allowed below lo (auto, or off) */
     const char *why_hi; /* what the upper bound protects */
-    int64_t def;        /* the default, read before registration */
     const char *help;
 } gpu_param_t;
 
@@ -143,6 +115,8 @@ typedef struct {
 
 static gpu_param_t gpu_params[] = {
     {GPU_PARAM(priority, INT, 6, READONLY), GPU_ANY_INT,
+     /* above coll/self (75) and coll/cuda (78): coll/gpu delegates host buffers to them */
+     .def = 80,
      .help = "Priority of coll/gpu (it takes every data-carrying collective and hands host "
              "buffers to the component below it).  A value not above another selected "
              "component's (other than cuda, accelerator, hcoll, ucc) is raised just above it, "
@@ -157,11 +131,14 @@ static gpu_param_t gpu_params[] = {
              "buffers only, silently: coll/gpu still fills the slots the component list leaves "
              "empty), cuda (CUDA, and report when it cannot be used), emulated (the CPU "
              "pretends to be a GPU; for testing only, never chosen automatically)"},
-    {GPU_PARAM(stage_cache_bytes, SIZE_T, 5, READONLY),
+    {GPU_PARAM(stage_cache_bytes, SIZE_T, 5, READONLY), .def = 64 * GPU_MiB,
      GPU_RANGE(0, -16, false, "1/16 of this machine's memory"),
      .help = "Pinned host bounce memory kept per communicator between staged calls (bytes); "
              "larger staged calls allocate and free their own"},
     {GPU_PARAM(pinned_pool_bytes, SIZE_T, 5, READONLY),
+     /* the nonblocking and persistent calls' bounce memory: enough for a few dozen calls of
+      * up to a MiB in flight at once, a fraction of what each communicator's cache may hold */
+     .def = 16 * GPU_MiB,
      GPU_RANGE(0, -16, false, "1/16 of this machine's memory"),
      .help = "Pinned host memory the process keeps between staged calls for the bounce buffers "
              "of nonblocking and persistent collectives and of blocking ones larger than "
@@ -203,7 +180,7 @@ static gpu_param_t gpu_params[] = {
      GPU_RANGE(4 * GPU_KiB, GPU_GiB, true, "1 GiB, beyond which nothing is pipelined"),
      .help = "Pipeline chunk of pipelined algorithms (bytes, 4 KiB-1 GiB); 0: chosen by the "
              "decision table"},
-    {GPU_PARAM(oneshot_slot_bytes, SIZE_T, 6, ALL_EQ),
+    {GPU_PARAM(oneshot_slot_bytes, SIZE_T, 6, ALL_EQ), .def = GPU_MiB,
      GPU_RANGE(64 * GPU_KiB, -64, false,
                "1/64 of this machine's memory (2 slots per rank), at most 1 GiB"),
      .help = "Device scratch per rank for one-shot and fused allreduce (two slots of this "
@@ -227,7 +204,7 @@ static gpu_param_t gpu_params[] = {
     {GPU_PARAM(topo_dump_file, STRING, 5, READONLY),
      .help = "Write the probed (or loaded) node model to this file (NCCL_TOPO_DUMP_FILE)"},
     /* all ranks must give up alike: ALL_EQ */
-    {GPU_PARAM(hang_warn_seconds, INT, 3, ALL_EQ), GPU_SECONDS,
+    {GPU_PARAM(hang_warn_seconds, INT, 3, ALL_EQ), GPU_SECONDS, .def = 60,
      .help = "A rank that has waited this long (seconds) for its peers in one of coll/gpu's "
              "own waits (the node team's flags on the fast path, the team's setup exchange, the "
              "per-call agreement on memory kinds) prints one line naming the collective, the "
@@ -242,11 +219,11 @@ static gpu_param_t gpu_params[] = {
              "again); 0 (default): never give up.  Only the team's flags: a host exchange "
              "already started (team setup, agreement) cannot be withdrawn, and waits inside the "
              "host collectives below coll/gpu are not covered"},
-    {GPU_PARAM(test_fail_team, INT, 9, ALL_EQ), GPU_RANK,
+    {GPU_PARAM(test_fail_team, INT, 9, ALL_EQ), GPU_RANK, .def = -1,
      .help = "Testing only: on this rank of every communicator, the node team's device scratch "
              "allocation fails (as if out of device memory), so that the failed setup can be "
              "tested; -1: off"},
-    {GPU_PARAM(test_fail_alloc, INT, 9, ALL_EQ), GPU_RANK,
+    {GPU_PARAM(test_fail_alloc, INT, 9, ALL_EQ), GPU_RANK, .def = -1,
      .help = "Testing only: on this rank of MPI_COMM_WORLD, the host allocations of "
              "coll_gpu_test_fail_alloc_site fail (as if out of memory), so that the rank's part "
              "in the collective after a local failure can be tested; -1: off"},
@@ -262,14 +239,23 @@ static gpu_param_t gpu_params[] = {
      .help = "Split the ranks of one host into this many nodes (blocks of MPI_COMM_WORLD ranks: "
              "rank r is on node r * N / size), so that the paths across nodes (node teams per "
              "node, UCX between node leaders) run on one machine (at most 1024); 0 or 1: off"},
-    {GPU_PARAM(ucx_chunk_bytes, SIZE_T, 5, ALL_EQ),
+    {GPU_PARAM(ucx_chunk_bytes, SIZE_T, 5, ALL_EQ), .def = GPU_MiB,
      GPU_RANGE(4 * GPU_KiB, 256 * GPU_MiB, false,
                "256 MiB of pinned host memory per chunk in flight"),
      .help = "Chunk of the pipeline between node leaders over UCX (bytes, 4 KiB-256 MiB, "
              "rounded down to a multiple of 16)"},
-    {GPU_PARAM(ucx_depth, INT, 5, ALL_EQ), GPU_RANGE(1, 16, false, "16 chunks in flight"),
+    {GPU_PARAM(ucx_depth, INT, 5, ALL_EQ), .def = 4,
+     GPU_RANGE(1, 16, false, "16 chunks in flight"),
      .help = "Chunks in flight per node leader in the pipeline over UCX (1-16)"},
     {GPU_PARAM(hier_rail_min_bytes, SIZE_T, 5, ALL_EQ), GPU_RANGE(0, INT64_MAX, false, ""),
+     /* From a model (not yet measured across real nodes): the rails cost a call rails - 1 more
+      * node bcasts (a team step, ~10-20 us each over NVLink; the bytes they move are the one
+      * node bcast's of the leaders' path) and an agreement of every rank instead of the
+      * leaders'.  They save (rails - 1) / rails of the 2 x bytes a leader sends and receives
+      * (reduce up, bcast down): ~42 us per MiB with 2 rails at 25 GB/s (a 200 Gb/s NIC per
+      * GPU).  That breaks even near 0.5 MiB; and below one UCX chunk (1 MiB) per rail a shard
+      * has no pipeline to fill.  So 2 MiB: a full chunk on each of 2 rails. */
+     .def = 2 * GPU_MiB,
      .help = "An MPI_Allreduce across nodes of this many bytes or more runs on rails when every "
              "node of the communicator has 2 ranks or more: the message is cut into as many "
              "shards as the smallest node has ranks, and local rank r of every node reduces "
@@ -286,7 +272,7 @@ static gpu_param_t gpu_params[] = {
              "the transfer up: the leaders then redo the step through Open MPI's point-to-point "
              "layer and UCX stays off on that communicator; 0 (default): wait for ever (a slow "
              "peer is not an error)"},
-    {GPU_PARAM(test_fail_ucx, INT, 9, ALL_EQ), GPU_RANK,
+    {GPU_PARAM(test_fail_ucx, INT, 9, ALL_EQ), GPU_RANK, .def = -1,
      .help = "Testing only: on this rank of MPI_COMM_WORLD, when it leads a node (or is on a "
              "rail, coll_gpu_hier_rail_min_bytes), the UCX sends of its first chain across "
              "nodes on each communicator fail after the first one, as after an endpoint error; "
@@ -307,22 +293,34 @@ static int64_t gpu_param_value(const gpu_param_t *p)
     return *(int *) p->storage;
 }
 
+/* Store v in p's storage, as its type wants it. */
+static void gpu_param_store(const gpu_param_t *p, int64_t v)
+{
+    switch (p->type) {
+    case MCA_BASE_VAR_TYPE_SIZE_T:
+        *(size_t *) p->storage = (size_t) v;
+        break;
+    case MCA_BASE_VAR_TYPE_BOOL:
+        *(bool *) p->storage = (0 != v);
+        break;
+    case MCA_BASE_VAR_TYPE_STRING:
+        *(char **) p->storage = NULL;
+        break;
+    default:
+        *(int *) p->storage = (int) v;
+        break;
+    }
+}
+
 static int gpu_register(void)
 {
-    static bool defaults_read = false;
-
     for (size_t i = 0; i < GPU_NPARAMS; ++i) {
         gpu_param_t *p = &gpu_params[i];
         mca_base_var_enum_t *new_enum = NULL;
         char enum_name[64];
 
-        /* the default, before the first registration overwrites it with what the user gave */
-        if (!defaults_read && p->ranged) {
-            p->def = gpu_param_value(p);
-        }
-        if (MCA_BASE_VAR_TYPE_STRING == p->type) {
-            *(char **) p->storage = NULL;
-        }
+        /* the default, which the registration replaces with what the user gave */
+        gpu_param_store(p, p->def);
         if (NULL != p->values) {
             snprintf(enum_name, sizeof(enum_name), "coll_gpu_%s", p->name);
             (void) mca_base_var_enum_create(enum_name, p->values, &new_enum);
@@ -334,7 +332,6 @@ static int gpu_register(void)
             OBJ_RELEASE(new_enum); /* the variable system keeps its own reference */
         }
     }
-    defaults_read = true;
     return OMPI_SUCCESS;
 }
 
@@ -438,11 +435,7 @@ static void gpu_check_ranges(void)
         } else {
             continue;
         }
-        if (is_size) {
-            *(size_t *) p->storage = (size_t) fixed;
-        } else {
-            *(int *) p->storage = (int) fixed;
-        }
+        gpu_param_store(p, fixed);
         if (speak) {
             /* a plain line: 4.1's mpirun garbles help messages that several ranks send in
              * MPI_Init; every rank applies the same rule, rank 0 alone says it */

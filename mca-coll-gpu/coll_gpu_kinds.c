@@ -244,6 +244,15 @@ static int kinds_setup(mca_coll_gpu_module_t *m, struct ompi_communicator_t *com
     int size = ompi_comm_size(comm), rank = ompi_comm_rank(comm), rc;
     kinds_promise_t promise = kinds_read_promise(comm);
     bool on_host = mca_coll_gpu_all_on_host(comm);
+    static const char *const how[] = {
+        [COLL_GPU_KMODE_BOARD] = "per call through a shared block of this host",
+        [COLL_GPU_KMODE_AGREE] = "per call by a host allreduce (the ranks span hosts, or the "
+                                 "shared block could not be made)",
+        [COLL_GPU_KMODE_PROMISE_DEVICE] = "never: every rank asserts device memory only "
+                                          "(mpi_assert_memory_alloc_kinds)",
+        [COLL_GPU_KMODE_PROMISE_HOST] = "never: every rank asserts host memory only "
+                                        "(mpi_assert_memory_alloc_kinds)",
+    };
     static _Atomic int counter;
     char name[64] = "";
     int in[3], out[3] = {0, 0, 0};
@@ -303,19 +312,8 @@ static int kinds_setup(mca_coll_gpu_module_t *m, struct ompi_communicator_t *com
                : (1 == out[2]) ? COLL_GPU_KMODE_PROMISE_HOST
                : (NULL != b)   ? COLL_GPU_KMODE_BOARD
                                : COLL_GPU_KMODE_AGREE;
-    COLL_GPU_VERBOSE(COLL_GPU_LOG_QUERY,
-                     "coll:gpu:%s (cid %d): memory kinds agreed %s", what,
-                     coll_gpu_comm_cid(comm),
-                     COLL_GPU_KMODE_PROMISE_DEVICE == m->kmode
-                         ? "never: every rank asserts device memory only "
-                           "(mpi_assert_memory_alloc_kinds)"
-                     : COLL_GPU_KMODE_PROMISE_HOST == m->kmode
-                         ? "never: every rank asserts host memory only "
-                           "(mpi_assert_memory_alloc_kinds)"
-                     : COLL_GPU_KMODE_BOARD == m->kmode
-                         ? "per call through a shared block of this host"
-                         : "per call by a host allreduce (the ranks span hosts, or the shared "
-                           "block could not be made)");
+    COLL_GPU_VERBOSE(COLL_GPU_LOG_QUERY, "coll:gpu:%s (cid %d): memory kinds agreed %s", what,
+                     coll_gpu_comm_cid(comm), how[m->kmode]);
     return rc;
 }
 
@@ -402,7 +400,6 @@ static int kinds_wait(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm
         }
     }
 }
-
 
 /* Store this rank's word of call u: from now on its peers may read it (and its details). */
 static inline void kinds_publish(mca_coll_gpu_module_t *m, uint64_t u, unsigned flags)
