@@ -90,7 +90,7 @@ typedef struct {
     mca_base_var_scope_t scope;
     const mca_base_var_enum_value_t *values; /* an enum's names (type INT), else NULL */
     int flags;                               /* MCA_BASE_VAR_FLAG_SETTABLE: MPI_T may set it */
-    int64_t def;                             /* the default (strings: NULL) */
+    int64_t def;                             /* the default (enums: 0, auto; strings: NULL) */
     bool ranged;                             /* a number whose range gpu_check_ranges checks */
     int64_t lo, hi;     /* the range; hi < 0: set at open (gpu_machine_cap) */
     bool zero_off;      /* 0 is allowed below lo (auto, or off) */
@@ -102,8 +102,8 @@ typedef struct {
 #define GPU_MiB ((int64_t) 1 << 20)
 #define GPU_GiB ((int64_t) 1 << 30)
 #define GPU_C (&mca_coll_gpu_component)
-/* name, MCA_BASE_VAR_TYPE_<type>, storage GPU_C->name, OPAL_INFO_LVL_<level>,
- * MCA_BASE_VAR_SCOPE_<scope> */
+/* coll_gpu_<name>, kept in mca_coll_gpu_component.<name>: MCA_BASE_VAR_TYPE_<type>,
+ * OPAL_INFO_LVL_<level>, MCA_BASE_VAR_SCOPE_<scope> */
 #define GPU_PARAM(name_, type_, level_, scope_)                                               \
     .name = #name_, .type = MCA_BASE_VAR_TYPE_##type_, .storage = &GPU_C->name_,              \
     .level = OPAL_INFO_LVL_##level_, .scope = MCA_BASE_VAR_SCOPE_##scope_

@@ -195,7 +195,9 @@ check:
                      name);
 }
 
-int mca_coll_gpu_gapfill(mca_coll_gpu_module_t *module, struct ompi_communicator_t *comm)
+/* A slot left empty (no provider, or one that declines) is found by enable, which then
+ * withdraws coll/gpu from the communicator. */
+void mca_coll_gpu_gapfill(mca_coll_gpu_module_t *module, struct ompi_communicator_t *comm)
 {
     for (int i = 0; i < N_PROVIDERS && has_gap(comm); ++i) {
         gap_provider_t *p = &providers[i];
@@ -238,7 +240,6 @@ int mca_coll_gpu_gapfill(mca_coll_gpu_module_t *module, struct ompi_communicator
          * state that its functions use */
         module->gap_modules[module->n_gap_modules++] = pm;
     }
-    return OMPI_SUCCESS;
 }
 
 void mca_coll_gpu_gapfill_finalize(void)

@@ -257,13 +257,8 @@ mca_coll_base_module_t *mca_coll_gpu_comm_query(struct ompi_communicator_t *comm
 static int gpu_module_enable(mca_coll_base_module_t *module, struct ompi_communicator_t *comm)
 {
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
-    int rc;
 
-    rc = mca_coll_gpu_gapfill(m, comm);
-    if (OMPI_SUCCESS != rc) {
-        return rc;
-    }
-
+    mca_coll_gpu_gapfill(m, comm);
     /* every slot we take needs a function to hand host buffers to */
 #define COLL_GPU_CHECK_SAVED(name)                                                           \
     if (NULL != m->super.coll_##name && NULL == comm->c_coll->coll_##name) {                 \
