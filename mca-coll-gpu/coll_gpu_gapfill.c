@@ -5,15 +5,9 @@
  * communicator's collective table is filled, and tuned provides neither nonblocking nor
  * neighborhood collectives, nor anything on a one-process communicator or an intercommunicator.
  * When the user's component list leaves such gaps, coll/gpu loads Open MPI's own providers of
- * those functions -- coll/self (one-process communicators), coll/inter (the blocking
- * intercommunicator collectives, built on the local group's intra collectives, which the local
- * communicator's own selection provides), coll/basic (blocking, neighborhood, and the
- * intercommunicator ones coll/inter lacks) and coll/libnbc (nonblocking, intercommunicators
- * included, with its progress engine) -- from the component repository, as the framework would
- * have had they been listed, and installs their functions in the empty slots, in that order;
- * on Open MPI 5.0 with fault tolerance enabled (mpirun --with-ft ulfm) also coll/ftagree for the
- * agreement slots (MPIX_Comm_agree, MPIX_Comm_iagree), which nothing else provides.
- * Nothing is loaded when no slot is empty (the default component list).
+ * those functions (provider_names) from the component repository, as the framework would have
+ * had they been listed, and installs their functions in the empty slots.  Nothing is loaded
+ * when no slot is empty (the default component list).
  *
  * Open MPI 4.1 and 5.0 let the framework copy a module's pointers after enable; a slot that our
  * own module leaves NULL is not touched by it, so the provider's function and module are written
@@ -43,13 +37,16 @@
 #define COLL_GPU_FOREACH_INTRA_ONLY_SLOT(X) \
     X(exscan) X(scan) X(iexscan) X(iscan) X(exscan_init) X(scan_init)
 
-/* The providers, in the order they are asked: self serves one-process communicators (where
- * some of basic's algorithms are broken in 4.1, e.g. MPI_Exscan), inter the intercommunicators
- * (ahead of basic, as its higher priority would put it), on 5.0 with fault tolerance ftagree
- * the agreement (ahead of basic, whose agreement ignores failures, as ftagree's higher priority
- * would put it; ftagree declines where fault tolerance is off), basic the blocking and
- * neighborhood collectives, libnbc the nonblocking ones.  module->gap_modules has room for
- * each. */
+/* The providers, in the order they are asked (module->gap_modules has room for each):
+ *   self     one-process communicators (where some of basic's algorithms are broken in 4.1,
+ *            e.g. MPI_Exscan);
+ *   inter    the blocking intercommunicator collectives, built on the local group's intra
+ *            collectives (ahead of basic, as its higher priority would put it);
+ *   ftagree  on 5.0 with fault tolerance enabled (mpirun --with-ft ulfm), the agreement slots
+ *            (MPIX_Comm_agree, MPIX_Comm_iagree), which nothing else provides (ahead of basic,
+ *            whose agreement ignores failures; it declines where fault tolerance is off);
+ *   basic    blocking and neighborhood collectives, and the intercommunicator ones inter lacks;
+ *   libnbc   nonblocking ones, intercommunicators included, with its progress engine. */
 static const char *const provider_names[] = {"self", "inter" COLL_GPU_FT_PROVIDERS, "basic",
                                              "libnbc"};
 #define N_PROVIDERS (int) (sizeof(provider_names) / sizeof(provider_names[0]))

@@ -11,10 +11,8 @@
  *                driver, no GPU, or coll_gpu_device=cuda that cannot be had, which is said on
  *                stderr) the process goes on with dev_opened false: every buffer is host memory
  *                to it, so every call goes to the saved module at the cost of one branch, and it
- *                still takes part in every agreement its peers make.
- *                It also settles the priority comm_query hands out (gpu_priority): never at
- *                or below another selected component that would take a slot coll/gpu needs
- *                for device buffers (tuned at 30, self at 75, ...), which would fail on them.
+ *                still takes part in every agreement its peers make.  It also settles the
+ *                priority comm_query hands out (gpu_settle_priority).
  *   comm_query   hands out a module for every communicator.  On an intercommunicator only the
  *                collectives MPI defines there are taken, and only through host staging (no
  *                team, no fast path, no agreement).
@@ -161,8 +159,7 @@ static void gpu_settle_priority(void)
     said = true;
 }
 
-/* Open the backend the user asked for.  Always succeeds: without a device coll/gpu still fills
- * the slots the component list leaves empty and treats every buffer as host memory. */
+/* Open the backend the user asked for.  Always succeeds (the top of the file). */
 int mca_coll_gpu_init_query(bool enable_progress_threads, bool enable_mpi_threads)
 {
     mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
