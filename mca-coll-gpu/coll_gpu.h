@@ -161,7 +161,6 @@ typedef struct mca_coll_gpu_component_t {
                                  * false, every buffer is host memory to coll/gpu (it still fills
                                  * slots and takes part in every agreement) */
     bool dev_tried;             /* the first comm_query already tried to open the backend */
-    int dev_status;             /* what dev_open() returned */
 } mca_coll_gpu_component_t;
 
 OMPI_MODULE_DECLSPEC extern mca_coll_gpu_component_t mca_coll_gpu_component;
@@ -217,7 +216,6 @@ typedef struct mca_coll_gpu_module_t {
      * back on is there after the gap filling (coll_gpu_module.c), unlike the slots above */
     COLL_GPU_DECLARE_SAVED(reduce_local)
 
-    bool enabled;               /* enable() saved the fallbacks above */
     /* Inside one of our blocking allreduces, bcasts or reduces: the saved module may call back
      * into the communicator's table (coll/basic's allreduce is a reduce and a bcast), and those
      * nested calls, always on host memory, go straight through: they are no calls of the
@@ -258,7 +256,7 @@ int mca_coll_gpu_init_query(bool enable_progress_threads, bool enable_mpi_thread
 mca_coll_base_module_t *mca_coll_gpu_comm_query(struct ompi_communicator_t *comm, int *priority);
 
 /* ---- gap filling (coll_gpu_gapfill.c) ---- */
-int mca_coll_gpu_gapfill(mca_coll_gpu_module_t *module, struct ompi_communicator_t *comm);
+void mca_coll_gpu_gapfill(mca_coll_gpu_module_t *module, struct ompi_communicator_t *comm);
 void mca_coll_gpu_gapfill_finalize(void);
 
 /* ---- node team (coll_gpu_team.c) ---- */
@@ -493,8 +491,6 @@ void mca_coll_gpu_async_finalize(void);
 const char *mca_coll_gpu_map_reduction(struct ompi_datatype_t *dtype, size_t count,
                                        struct ompi_op_t *op, dev_dtype_t *dt, dev_op_t *dop,
                                        size_t *nelems);
-/* The device-layer op of a predefined MPI op; false when the GPU path has no kernel for it. */
-bool mca_coll_gpu_map_op(struct ompi_op_t *op, dev_op_t *out);
 /* Choose the path of an allreduce or bcast of bytes on this communicator (topo_select), with
  * the MCA overrides; fills plan (alg is TOPO_AR_STAGED / TOPO_BC_STAGED when the fast path
  * cannot take it) and returns the team to use, or NULL for the staged path.  not_capable, when
@@ -567,11 +563,6 @@ int mca_coll_gpu_adapt_copy(mca_coll_gpu_module_t *m, struct ompi_communicator_t
  * allreduce), at least bytes long, kept between calls (peers map it once).  Error reported. */
 int mca_coll_gpu_adapt_scratch(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
                                const char *what, size_t bytes, void **ptr);
-/* Agree on whether this call's buffers are device memory on every rank: one host allreduce
- * (communicators whose ranks span hosts, coll_gpu_kinds.c).  Returns OMPI_SUCCESS and sets
- * *all_device. */
-int mca_coll_gpu_agree(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
-                       const char *what, bool mine, bool *all_device);
 
 /* What one rank brings to a blocking allreduce, bcast, reduce or allgather, for the
  * agreement. */

@@ -42,12 +42,10 @@
 #define COLL_GPU_OMPI_5 0
 #define COLL_GPU_COMPONENT_VERSION MCA_COLL_BASE_VERSION_2_0_0
 typedef mca_coll_base_component_2_0_0_t coll_gpu_base_component_t;
-typedef mca_coll_base_module_2_3_0_t coll_gpu_base_module_t;
 #elif OMPI_MAJOR_VERSION == 5 && OMPI_MINOR_VERSION == 0
 #define COLL_GPU_OMPI_5 1
 #define COLL_GPU_COMPONENT_VERSION MCA_COLL_BASE_VERSION_2_4_0
 typedef mca_coll_base_component_2_4_0_t coll_gpu_base_component_t;
-typedef mca_coll_base_module_2_4_0_t coll_gpu_base_module_t;
 /* 5.0 has no separate declaration macro for components */
 #    ifndef OMPI_MODULE_DECLSPEC
 #        define OMPI_MODULE_DECLSPEC OMPI_DECLSPEC
@@ -58,18 +56,15 @@ typedef mca_coll_base_module_2_4_0_t coll_gpu_base_module_t;
 
 /* The persistent collectives coll/gpu takes (coll_gpu_persistent.h): MPI-4's MPI_<coll>_init
  * on 5.0, and 4.1's MPIX_<coll>_init (its pcollreq extension, <mpi-ext.h>), which fill the
- * same slots with the same function types. */
-#define COLL_GPU_FOREACH_INTERCEPTED_INIT(X)                                           \
-    X(allgather_init) X(allgatherv_init) X(allreduce_init) X(alltoall_init)            \
-    X(alltoallv_init) X(alltoallw_init) X(bcast_init) X(exscan_init) X(gather_init)    \
-    X(gatherv_init) X(reduce_init) X(reduce_scatter_init) X(reduce_scatter_block_init) \
-    X(scan_init) X(scatter_init) X(scatterv_init)
-/* on an intercommunicator: all but the scans, which MPI defines on intracommunicators only */
+ * same slots with the same function types.  On an intercommunicator all but the scans, which
+ * MPI defines on intracommunicators only. */
 #define COLL_GPU_FOREACH_INTER_INIT(X)                                                 \
     X(allgather_init) X(allgatherv_init) X(allreduce_init) X(alltoall_init)            \
     X(alltoallv_init) X(alltoallw_init) X(bcast_init) X(gather_init) X(gatherv_init)   \
     X(reduce_init) X(reduce_scatter_init) X(reduce_scatter_block_init) X(scatter_init) \
     X(scatterv_init)
+#define COLL_GPU_FOREACH_INTERCEPTED_INIT(X) \
+    COLL_GPU_FOREACH_INTER_INIT(X) X(exscan_init) X(scan_init)
 /* the neighborhood ones (intracommunicators with a topology); their slots share the function
  * types of the plain ones but alltoallw's, as for the blocking neighborhood collectives */
 #define COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR_INIT(X)                                 \

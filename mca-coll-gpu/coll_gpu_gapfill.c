@@ -5,15 +5,9 @@
  * communicator's collective table is filled, and tuned provides neither nonblocking nor
  * neighborhood collectives, nor anything on a one-process communicator or an intercommunicator.
  * When the user's component list leaves such gaps, coll/gpu loads Open MPI's own providers of
- * those functions -- coll/self (one-process communicators), coll/inter (the blocking
- * intercommunicator collectives, built on the local group's intra collectives, which the local
- * communicator's own selection provides), coll/basic (blocking, neighborhood, and the
- * intercommunicator ones coll/inter lacks) and coll/libnbc (nonblocking, intercommunicators
- * included, with its progress engine) -- from the component repository, as the framework would
- * have had they been listed, and installs their functions in the empty slots, in that order;
- * on Open MPI 5.0 with fault tolerance enabled (mpirun --with-ft ulfm) also coll/ftagree for the
- * agreement slots (MPIX_Comm_agree, MPIX_Comm_iagree), which nothing else provides.
- * Nothing is loaded when no slot is empty (the default component list).
+ * those functions (provider_names) from the component repository, as the framework would have
+ * had they been listed, and installs their functions in the empty slots.  Nothing is loaded
+ * when no slot is empty (the default component list).
  *
  * Open MPI 4.1 and 5.0 let the framework copy a module's pointers after enable; a slot that our
  * own module leaves NULL is not touched by it, so the provider's function and module are written
@@ -36,32 +30,23 @@
 /* Every slot of the collective table, for the gap scan, but those MPI leaves empty on an
  * intercommunicator (below: Open MPI checks them on intracommunicators only). */
 #define COLL_GPU_FOREACH_SLOT(X)                                                             \
-    X(allgather) X(allgatherv) X(allreduce) X(alltoall) X(alltoallv) X(alltoallw) X(barrier) \
-    X(bcast) X(gather) X(gatherv) X(reduce) X(reduce_scatter)                                \
-    X(reduce_scatter_block) X(scatter) X(scatterv)                                           \
-    X(iallgather) X(iallgatherv) X(iallreduce) X(ialltoall) X(ialltoallv) X(ialltoallw)      \
-    X(ibarrier) X(ibcast) X(igather) X(igatherv) X(ireduce) X(ireduce_scatter)               \
-    X(ireduce_scatter_block) X(iscatter) X(iscatterv)                                        \
-    X(allgather_init) X(allgatherv_init) X(allreduce_init) X(alltoall_init)                  \
-    X(alltoallv_init) X(alltoallw_init) X(barrier_init) X(bcast_init)                        \
-    X(gather_init) X(gatherv_init) X(reduce_init) X(reduce_scatter_init)                     \
-    X(reduce_scatter_block_init) X(scatter_init) X(scatterv_init)                            \
-    X(neighbor_allgather) X(neighbor_allgatherv) X(neighbor_alltoall)                        \
-    X(neighbor_alltoallv) X(neighbor_alltoallw)                                              \
-    X(ineighbor_allgather) X(ineighbor_allgatherv) X(ineighbor_alltoall)                     \
-    X(ineighbor_alltoallv) X(ineighbor_alltoallw)                                            \
-    X(neighbor_allgather_init) X(neighbor_allgatherv_init) X(neighbor_alltoall_init)         \
-    X(neighbor_alltoallv_init) X(neighbor_alltoallw_init) X(reduce_local)
+    COLL_GPU_FOREACH_INTER(X) COLL_GPU_FOREACH_INTER_INIT(X)                                 \
+    COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR(X) COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR_NB(X)     \
+    COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR_INIT(X)                                            \
+    X(barrier) X(ibarrier) X(barrier_init) X(reduce_local)
 #define COLL_GPU_FOREACH_INTRA_ONLY_SLOT(X) \
     X(exscan) X(scan) X(iexscan) X(iscan) X(exscan_init) X(scan_init)
 
-/* The providers, in the order they are asked: self serves one-process communicators (where
- * some of basic's algorithms are broken in 4.1, e.g. MPI_Exscan), inter the intercommunicators
- * (ahead of basic, as its higher priority would put it), on 5.0 with fault tolerance ftagree
- * the agreement (ahead of basic, whose agreement ignores failures, as ftagree's higher priority
- * would put it; ftagree declines where fault tolerance is off), basic the blocking and
- * neighborhood collectives, libnbc the nonblocking ones.  module->gap_modules has room for
- * each. */
+/* The providers, in the order they are asked (module->gap_modules has room for each):
+ *   self     one-process communicators (where some of basic's algorithms are broken in 4.1,
+ *            e.g. MPI_Exscan);
+ *   inter    the blocking intercommunicator collectives, built on the local group's intra
+ *            collectives (ahead of basic, as its higher priority would put it);
+ *   ftagree  on 5.0 with fault tolerance enabled (mpirun --with-ft ulfm), the agreement slots
+ *            (MPIX_Comm_agree, MPIX_Comm_iagree), which nothing else provides (ahead of basic,
+ *            whose agreement ignores failures; it declines where fault tolerance is off);
+ *   basic    blocking and neighborhood collectives, and the intercommunicator ones inter lacks;
+ *   libnbc   nonblocking ones, intercommunicators included, with its progress engine. */
 static const char *const provider_names[] = {"self", "inter" COLL_GPU_FT_PROVIDERS, "basic",
                                              "libnbc"};
 #define N_PROVIDERS (int) (sizeof(provider_names) / sizeof(provider_names[0]))
@@ -207,7 +192,9 @@ check:
                      name);
 }
 
-int mca_coll_gpu_gapfill(mca_coll_gpu_module_t *module, struct ompi_communicator_t *comm)
+/* A slot left empty (no provider, or one that declines) is found by enable, which then
+ * withdraws coll/gpu from the communicator. */
+void mca_coll_gpu_gapfill(mca_coll_gpu_module_t *module, struct ompi_communicator_t *comm)
 {
     for (int i = 0; i < N_PROVIDERS && has_gap(comm); ++i) {
         gap_provider_t *p = &providers[i];
@@ -250,7 +237,6 @@ int mca_coll_gpu_gapfill(mca_coll_gpu_module_t *module, struct ompi_communicator
          * state that its functions use */
         module->gap_modules[module->n_gap_modules++] = pm;
     }
-    return OMPI_SUCCESS;
 }
 
 void mca_coll_gpu_gapfill_finalize(void)

@@ -175,12 +175,8 @@ int mca_coll_gpu_ipcmap_open(const coll_gpu_xbuf_t *x, void **base, coll_gpu_ipc
                 rc = dev_fail(DEV_ERR_NOMEM, "coll/gpu: no host memory for more than %u peer "
                               "mappings", (unsigned) ipcmap_slots);
             } else {
-                s->owner = x->owner;
-                s->base = x->base;
-                s->size = x->size;
-                s->buffer_id = x->buffer_id;
-                s->mapped = mapped;
-                s->holds = 0;
+                *s = (ipcmap_slot_t) {.owner = x->owner, .base = x->base, .size = x->size,
+                                      .buffer_id = x->buffer_id, .mapped = mapped, .gen = s->gen};
             }
         }
     }

@@ -10,10 +10,11 @@
  * the decision is made per call, from what every rank of that call contributes.
  *
  * The kinds board.  On a communicator whose ranks share one host, each rank owns a record in a
- * POSIX shared memory block made at the communicator's first such call, on pages of its own:
- * a ring of COLL_GPU_KINDS_RING slots, slot u mod RING holding a word (u << 8 | flags) once
- * the rank has entered call u and, on the same cache line, the details of a device call
- * (collective, bytes, op, element type, root).  Per call u:
+ * POSIX shared memory block made at the communicator's first such call, on pages of its own
+ * (the stream of one rank's stores never prefetches another's lines): a ring of
+ * COLL_GPU_KINDS_RING slots, slot u mod RING holding a word (u << 8 | flags) once the rank has
+ * entered call u and, on the same cache line, the details of a device call (collective, bytes,
+ * op, element type, root).  Per call u:
  *
  *   host memory here     store word u (release), go to the component below.  No wait: a host
  *                        rank already knows the call cannot take the GPU path.  One store to
@@ -45,8 +46,7 @@
  * does when one rank has host memory), for in an all-device call it waits in the node team
  * for every rank, the reader too.  So no rank ever waits for a slower one to read, and the
  * details of an all-device call, which only its readers compare, stay in place until all have
- * read them.  Each rank's record
- * starts a page of its own: the stream of one rank's stores never prefetches another's lines.
+ * read them.
  *
  * An erroneous call whose ranks all pass device memory is found here: byte counts, ops, element
  * types, roots or collectives that differ make every rank return the same MPI error (no data
@@ -54,9 +54,9 @@
  * memory, no one can tell it (it does not wait), and the call goes to the component below.
  *
  * Communicators whose ranks span hosts have no shared memory to agree through: every blocking
- * call of those there agrees with one small host allreduce of the kinds
- * (mca_coll_gpu_agree), host-only calls included.  One agreement for the whole communicator:
- * the node steps and the leaders' step of the hierarchical path then all run, or none.
+ * call of those there agrees with one small host allreduce of the kinds, host-only calls
+ * included.  One agreement for the whole communicator: the node steps and the leaders' step of
+ * the hierarchical path then all run, or none.
  *
  * Promises that skip the agreement, agreed at the communicator's first call:
  *   - coll_gpu_uniform_buffers=true: every rank passes the kind this one does (NCCL's rule);
@@ -244,6 +244,15 @@ static int kinds_setup(mca_coll_gpu_module_t *m, struct ompi_communicator_t *com
     int size = ompi_comm_size(comm), rank = ompi_comm_rank(comm), rc;
     kinds_promise_t promise = kinds_read_promise(comm);
     bool on_host = mca_coll_gpu_all_on_host(comm);
+    static const char *const how[] = {
+        [COLL_GPU_KMODE_BOARD] = "per call through a shared block of this host",
+        [COLL_GPU_KMODE_AGREE] = "per call by a host allreduce (the ranks span hosts, or the "
+                                 "shared block could not be made)",
+        [COLL_GPU_KMODE_PROMISE_DEVICE] = "never: every rank asserts device memory only "
+                                          "(mpi_assert_memory_alloc_kinds)",
+        [COLL_GPU_KMODE_PROMISE_HOST] = "never: every rank asserts host memory only "
+                                        "(mpi_assert_memory_alloc_kinds)",
+    };
     static _Atomic int counter;
     char name[64] = "";
     int in[3], out[3] = {0, 0, 0};
@@ -303,19 +312,8 @@ static int kinds_setup(mca_coll_gpu_module_t *m, struct ompi_communicator_t *com
                : (1 == out[2]) ? COLL_GPU_KMODE_PROMISE_HOST
                : (NULL != b)   ? COLL_GPU_KMODE_BOARD
                                : COLL_GPU_KMODE_AGREE;
-    COLL_GPU_VERBOSE(COLL_GPU_LOG_QUERY,
-                     "coll:gpu:%s (cid %d): memory kinds agreed %s", what,
-                     coll_gpu_comm_cid(comm),
-                     COLL_GPU_KMODE_PROMISE_DEVICE == m->kmode
-                         ? "never: every rank asserts device memory only "
-                           "(mpi_assert_memory_alloc_kinds)"
-                     : COLL_GPU_KMODE_PROMISE_HOST == m->kmode
-                         ? "never: every rank asserts host memory only "
-                           "(mpi_assert_memory_alloc_kinds)"
-                     : COLL_GPU_KMODE_BOARD == m->kmode
-                         ? "per call through a shared block of this host"
-                         : "per call by a host allreduce (the ranks span hosts, or the shared "
-                           "block could not be made)");
+    COLL_GPU_VERBOSE(COLL_GPU_LOG_QUERY, "coll:gpu:%s (cid %d): memory kinds agreed %s", what,
+                     coll_gpu_comm_cid(comm), how[m->kmode]);
     return rc;
 }
 
@@ -403,7 +401,6 @@ static int kinds_wait(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm
     }
 }
 
-
 /* Store this rank's word of call u: from now on its peers may read it (and its details). */
 static inline void kinds_publish(mca_coll_gpu_module_t *m, uint64_t u, unsigned flags)
 {
@@ -449,42 +446,79 @@ static const char *kinds_op_name(uint16_t id)
                                                               : "a predefined op";
 }
 
-/* Say what differs between the entries of call u (the lowest rank does, once). */
-static void kinds_tell(struct ompi_communicator_t *comm, const coll_gpu_kinds_board_t *b,
-                       uint64_t u, const char *field, const char *errname)
-{
-    char list[512];
-    size_t len = 0;
+/* The details the ranks of a device call compare (kinds_compare), and their names. */
+typedef enum { KF_COLL, KF_ROOT, KF_BYTES, KF_OP, KF_DT } kinds_field_t;
+static const char *const kinds_field_name[] = {"collective", "root", "byte count", "op",
+                                               "element type"};
 
-    if (0 != ompi_comm_rank(comm)) {
-        return;
+static bool kinds_differ(const coll_gpu_kinds_entry_t *e, const coll_gpu_kinds_entry_t *ref,
+                         kinds_field_t f)
+{
+    switch (f) {
+    case KF_COLL:
+        return e->coll != ref->coll;
+    case KF_ROOT:
+        return e->root != ref->root;
+    case KF_BYTES:
+        return e->bytes != ref->bytes;
+    case KF_OP:
+        return e->op != ref->op; /* user-defined ops are all one value (kinds_op_id) */
+    default:
+        /* the kernels take the call on every rank or on none (they decide from the signature
+         * and the op alone), and then of one element type */
+        return (e->flags & KINDS_CAPABLE) != (ref->flags & KINDS_CAPABLE)
+               || ((e->flags & KINDS_CAPABLE) && e->dt != ref->dt);
     }
-    for (int p = 0; p < b->nranks && len < sizeof(list); ++p) {
+}
+
+/* OMPI_SUCCESS when field f of call u is on every rank what it is on rank ref; else the MPI
+ * error class err, and the lowest rank says what differs (errname: err's name). */
+static int kinds_check(struct ompi_communicator_t *comm, const coll_gpu_kinds_board_t *b,
+                       uint64_t u, kinds_field_t f, int ref, int err, const char *errname)
+{
+    const coll_gpu_kinds_entry_t *r = kinds_detail(b, ref, u);
+    char list[512], value[64];
+    size_t len = 0;
+    int p = 0;
+
+    while (p < b->nranks && !kinds_differ(kinds_detail(b, p, u), r, f)) {
+        ++p;
+    }
+    if (p == b->nranks) {
+        return OMPI_SUCCESS;
+    }
+    if (0 != ompi_comm_rank(comm)) {
+        return err;
+    }
+    for (p = 0; p < b->nranks && len < sizeof(list); ++p) {
         const coll_gpu_kinds_entry_t *e = kinds_detail(b, p, u);
-        if (0 == strcmp(field, "byte count")) {
-            len += (size_t) snprintf(list + len, sizeof(list) - len, "%srank %d: %lu B",
-                                     p ? ", " : "", p, (unsigned long) e->bytes);
-        } else if (0 == strcmp(field, "root")) {
-            len += (size_t) snprintf(list + len, sizeof(list) - len, "%srank %d: root %d",
-                                     p ? ", " : "", p, (int) e->root);
-        } else if (0 == strcmp(field, "op")) {
-            len += (size_t) snprintf(list + len, sizeof(list) - len, "%srank %d: %s",
-                                     p ? ", " : "", p, kinds_op_name(e->op));
-        } else if (0 == strcmp(field, "collective")) {
-            len += (size_t) snprintf(list + len, sizeof(list) - len, "%srank %d: MPI_%s",
-                                     p ? ", " : "", p, coll_mpi_name(e->coll));
-        } else {
-            len += (size_t) snprintf(list + len, sizeof(list) - len, "%srank %d: %s",
-                                     p ? ", " : "", p,
-                                     (e->flags & KINDS_CAPABLE)
-                                         ? dev_dtype_name((dev_dtype_t) e->dt)
-                                         : "(no GPU kernel)");
+        switch (f) {
+        case KF_COLL:
+            snprintf(value, sizeof(value), "MPI_%s", coll_mpi_name(e->coll));
+            break;
+        case KF_ROOT:
+            snprintf(value, sizeof(value), "root %d", (int) e->root);
+            break;
+        case KF_BYTES:
+            snprintf(value, sizeof(value), "%lu B", (unsigned long) e->bytes);
+            break;
+        case KF_OP:
+            snprintf(value, sizeof(value), "%s", kinds_op_name(e->op));
+            break;
+        default:
+            snprintf(value, sizeof(value), "%s",
+                     (e->flags & KINDS_CAPABLE) ? dev_dtype_name((dev_dtype_t) e->dt)
+                                                : "(no GPU kernel)");
+            break;
         }
+        len += (size_t) snprintf(list + len, sizeof(list) - len, "%srank %d: %s",
+                                 p ? ", " : "", p, value);
     }
     opal_output(0, "coll/gpu: erroneous MPI_%s on communicator %d (call %lu): the ranks' %s "
                 "differs (%s); the call returns %s on every rank and moves no data",
-                coll_mpi_name(kinds_detail(b, 0, u)->coll),
-                coll_gpu_comm_cid(comm), (unsigned long) u, field, list, errname);
+                coll_mpi_name(kinds_detail(b, 0, u)->coll), coll_gpu_comm_cid(comm),
+                (unsigned long) u, kinds_field_name[f], list, errname);
+    return err;
 }
 
 /*
@@ -494,83 +528,45 @@ static void kinds_tell(struct ompi_communicator_t *comm, const coll_gpu_kinds_bo
 static int kinds_compare(struct ompi_communicator_t *comm, const coll_gpu_kinds_board_t *b,
                          uint64_t u)
 {
-    const coll_gpu_kinds_entry_t *ref = kinds_detail(b, 0, u), *e;
-    int n = b->nranks;
+    const coll_gpu_kinds_entry_t *ref = kinds_detail(b, 0, u);
+    int rc = kinds_check(comm, b, u, KF_COLL, 0, MPI_ERR_OTHER, "MPI_ERR_OTHER");
 
-    for (int p = 0; p < n; ++p) {
-        e = kinds_detail(b, p, u);
-        if (e->coll != ref->coll) {
-            kinds_tell(comm, b, u, "collective", "MPI_ERR_OTHER");
-            return MPI_ERR_OTHER;
-        }
+    if (OMPI_SUCCESS != rc) {
+        return rc;
     }
-    if (TOPO_COLL_BCAST == ref->coll) {
-        for (int p = 0; p < n; ++p) {
-            e = kinds_detail(b, p, u);
-            if (e->root != ref->root) {
-                kinds_tell(comm, b, u, "root", "MPI_ERR_ROOT");
-                return MPI_ERR_ROOT;
-            }
+    switch (ref->coll) {
+    case TOPO_COLL_BCAST:
+        rc = kinds_check(comm, b, u, KF_ROOT, 0, MPI_ERR_ROOT, "MPI_ERR_ROOT");
+        if (OMPI_SUCCESS != rc || 0 > ref->root || ref->root >= b->nranks) {
+            return rc; /* an invalid root: the component below tells it (param check) */
         }
-        if (0 > ref->root || ref->root >= n) {
-            return OMPI_SUCCESS; /* the component below tells an invalid root (param check) */
-        }
-        for (int p = 0; p < n; ++p) {
-            e = kinds_detail(b, p, u);
-            if (e->bytes != kinds_detail(b, ref->root, u)->bytes) {
-                kinds_tell(comm, b, u, "byte count", "MPI_ERR_TRUNCATE");
-                return MPI_ERR_TRUNCATE;
-            }
-        }
-        return OMPI_SUCCESS;
-    }
-    if (COLL_GPU_KINDS_ALLGATHER == ref->coll || COLL_GPU_KINDS_ALLGATHERV == ref->coll
-        || COLL_GPU_KINDS_ALLTOALL == ref->coll || COLL_GPU_KINDS_ALLTOALLV == ref->coll) {
+        return kinds_check(comm, b, u, KF_BYTES, ref->root, MPI_ERR_TRUNCATE,
+                           "MPI_ERR_TRUNCATE");
+    case COLL_GPU_KINDS_ALLGATHER:
+    case COLL_GPU_KINDS_ALLGATHERV:
+    case COLL_GPU_KINDS_ALLTOALL:
+    case COLL_GPU_KINDS_ALLTOALLV:
         /* every rank receives every rank's block: one size on all of them (allgatherv: one
          * total; alltoallv: none, 0, its exchange checks each piece) */
-        for (int p = 0; p < n; ++p) {
-            if (kinds_detail(b, p, u)->bytes != ref->bytes) {
-                kinds_tell(comm, b, u, "byte count", "MPI_ERR_TRUNCATE");
-                return MPI_ERR_TRUNCATE;
-            }
-        }
-        return OMPI_SUCCESS;
-    }
-    if (COLL_GPU_KINDS_REDUCE == ref->coll) {
-        for (int p = 0; p < n; ++p) {
-            if (kinds_detail(b, p, u)->root != ref->root) {
-                kinds_tell(comm, b, u, "root", "MPI_ERR_ROOT");
-                return MPI_ERR_ROOT;
-            }
-        }
+        return kinds_check(comm, b, u, KF_BYTES, 0, MPI_ERR_TRUNCATE, "MPI_ERR_TRUNCATE");
+    case COLL_GPU_KINDS_REDUCE:
+        rc = kinds_check(comm, b, u, KF_ROOT, 0, MPI_ERR_ROOT, "MPI_ERR_ROOT");
+        break;
+    default:
+        break;
     }
     /* allreduce, reduce, the reduce-scatters (reduce_scatter: the whole input's bytes, not
      * the counts per rank): one count, op and element type */
-    for (int p = 0; p < n; ++p) {
-        e = kinds_detail(b, p, u);
-        if (e->bytes != ref->bytes) {
-            kinds_tell(comm, b, u, "byte count", "MPI_ERR_COUNT");
-            return MPI_ERR_COUNT;
-        }
+    if (OMPI_SUCCESS == rc) {
+        rc = kinds_check(comm, b, u, KF_BYTES, 0, MPI_ERR_COUNT, "MPI_ERR_COUNT");
     }
-    for (int p = 0; p < n; ++p) {
-        e = kinds_detail(b, p, u);
-        if (e->op != ref->op && (0xffff != e->op || 0xffff != ref->op)) {
-            kinds_tell(comm, b, u, "op", "MPI_ERR_OP");
-            return MPI_ERR_OP;
-        }
+    if (OMPI_SUCCESS == rc) {
+        rc = kinds_check(comm, b, u, KF_OP, 0, MPI_ERR_OP, "MPI_ERR_OP");
     }
-    /* the kernels take the call on every rank or on none (they decide from the signature and
-     * the op alone), and then of one element type */
-    for (int p = 0; p < n; ++p) {
-        e = kinds_detail(b, p, u);
-        if ((e->flags & KINDS_CAPABLE) != (ref->flags & KINDS_CAPABLE)
-            || ((e->flags & KINDS_CAPABLE) && e->dt != ref->dt)) {
-            kinds_tell(comm, b, u, "element type", "MPI_ERR_OTHER");
-            return MPI_ERR_OTHER;
-        }
+    if (OMPI_SUCCESS == rc) {
+        rc = kinds_check(comm, b, u, KF_DT, 0, MPI_ERR_OTHER, "MPI_ERR_OTHER");
     }
-    return OMPI_SUCCESS;
+    return rc;
 }
 
 static int kinds_board_device(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
@@ -609,62 +605,72 @@ static int kinds_board_device(mca_coll_gpu_module_t *m, struct ompi_communicator
     return rc;
 }
 
+/* One host allreduce through the component below us, watched for a long wait
+ * (coll_gpu_hang_warn_seconds): the MIN of (device here) over the ranks says whether every rank
+ * passes device memory.  The agreement of communicators whose ranks span hosts. */
+static int kinds_host_agree(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                            const char *what, bool mine, bool *all_device)
+{
+    coll_gpu_host_watch_t watch;
+    int in[2] = {mine ? 1 : 0, mine ? 0 : 1}, out[2] = {0, 0}, rc;
+
+    mca_coll_gpu_host_watch_begin(&watch, comm, what, "agreement on the buffers' kind");
+    rc = m->prev_allreduce.fn(in, out, 2, MPI_INT, MPI_MIN, comm, m->prev_allreduce.module);
+    mca_coll_gpu_host_watch_end(&watch);
+    *all_device = (OMPI_SUCCESS == rc && 1 == out[0]);
+    return rc;
+}
+
+/* The path of this call, by the way its communicator agrees (set up already). */
 static int kinds_agree(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
                        const char *what, const coll_gpu_kinds_call_t *call, bool *all_device)
 {
-    int rc = OMPI_SUCCESS;
+    coll_gpu_kmode_t mode = m->kmode;
 
-    if (COLL_GPU_KMODE_UNSET == m->kmode) {
-        rc = kinds_setup(m, comm, what);
-        if (OMPI_SUCCESS != rc) {
-            return rc;
-        }
-    }
-    if (mca_coll_gpu_component.uniform_buffers && COLL_GPU_KMODE_PROMISE_HOST != m->kmode
-        && COLL_GPU_KMODE_PROMISE_DEVICE != m->kmode) {
+    if (mca_coll_gpu_component.uniform_buffers && COLL_GPU_KMODE_PROMISE_HOST != mode
+        && COLL_GPU_KMODE_PROMISE_DEVICE != mode) {
         /* the user's promise (coll_gpu_uniform_buffers): every rank passes this rank's kind */
-        *all_device = call->device;
-        return OMPI_SUCCESS;
+        mode = COLL_GPU_KMODE_SINGLE;
     }
-    switch (m->kmode) {
+    switch (mode) {
     case COLL_GPU_KMODE_SINGLE:
         *all_device = call->device;
-        break;
+        return OMPI_SUCCESS;
     case COLL_GPU_KMODE_PROMISE_DEVICE:
-        *all_device = true;
-        break;
     case COLL_GPU_KMODE_PROMISE_HOST:
-        *all_device = false;
-        break;
+        *all_device = (COLL_GPU_KMODE_PROMISE_DEVICE == mode);
+        return OMPI_SUCCESS;
     case COLL_GPU_KMODE_BOARD:
-        if (!call->device) {
-            mca_coll_gpu_kinds_publish_host(m);
-            *all_device = false;
-            return OMPI_SUCCESS;
+        if (call->device) {
+            return kinds_board_device(m, comm, what, call, all_device);
         }
-        rc = kinds_board_device(m, comm, what, call, all_device);
-        break;
+        mca_coll_gpu_kinds_publish_host(m);
+        *all_device = false;
+        return OMPI_SUCCESS;
     default:
-        rc = mca_coll_gpu_agree(m, comm, what, call->device, all_device);
-        break;
+        return kinds_host_agree(m, comm, what, call->device, all_device);
     }
-    if (OMPI_SUCCESS == rc && *all_device) {
-        m->nb_device = true; /* every rank knows it alike (mca_coll_gpu_nb_team_path) */
-    }
-    return rc;
 }
 
 int mca_coll_gpu_kinds_agree(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
                              const char *what, const coll_gpu_kinds_call_t *call,
                              bool *all_device)
 {
-    int rc;
+    int rc = OMPI_SUCCESS;
 
     /* the agreement's own host collectives may come back to us (coll/basic's allreduce is a
      * reduce and a bcast): those go straight through; the call itself, and whatever the
      * component below makes of it after, count as the program's (the same on every rank) */
     m->in_agreed_call = true;
-    rc = kinds_agree(m, comm, what, call, all_device);
+    if (COLL_GPU_KMODE_UNSET == m->kmode) {
+        rc = kinds_setup(m, comm, what);
+    }
+    if (OMPI_SUCCESS == rc) {
+        rc = kinds_agree(m, comm, what, call, all_device);
+    }
+    if (OMPI_SUCCESS == rc && *all_device) {
+        m->nb_device = true; /* every rank knows it alike (mca_coll_gpu_nb_team_path) */
+    }
     m->in_agreed_call = false;
     return rc;
 }

@@ -47,19 +47,15 @@ void mca_coll_gpu_memhooks_init(void)
         memhooks_framework_opened = true;
     }
     level = opal_mem_hooks_support_level();
-    if (0 == (level & OPAL_MEMORY_MUNMAP_SUPPORT)) {
+    if (0 == (level & OPAL_MEMORY_MUNMAP_SUPPORT)
+        || OPAL_SUCCESS != opal_mem_hooks_register_release(memhooks_release, NULL)) {
         dev_mem_classify_cache_enable(false);
         COLL_GPU_VERBOSE(COLL_GPU_LOG_QUERY,
-                         "coll:gpu:memhooks: classification cache off: Open MPI's memory hooks "
-                         "cannot see munmap (support level %d); every buffer is classified by "
-                         "the driver", level);
-        return;
-    }
-    if (OPAL_SUCCESS != opal_mem_hooks_register_release(memhooks_release, NULL)) {
-        dev_mem_classify_cache_enable(false);
-        COLL_GPU_VERBOSE(COLL_GPU_LOG_QUERY,
-                         "coll:gpu:memhooks: classification cache off: the release callback "
-                         "could not be registered; every buffer is classified by the driver");
+                         "coll:gpu:memhooks: classification cache off: %s (support level %d); "
+                         "every buffer is classified by the driver",
+                         (level & OPAL_MEMORY_MUNMAP_SUPPORT)
+                             ? "the release callback could not be registered"
+                             : "Open MPI's memory hooks cannot see munmap", level);
         return;
     }
     memhooks_registered = true;

@@ -11,10 +11,8 @@
  *                driver, no GPU, or coll_gpu_device=cuda that cannot be had, which is said on
  *                stderr) the process goes on with dev_opened false: every buffer is host memory
  *                to it, so every call goes to the saved module at the cost of one branch, and it
- *                still takes part in every agreement its peers make.
- *                It also settles the priority comm_query hands out (gpu_priority): never at
- *                or below another selected component that would take a slot coll/gpu needs
- *                for device buffers (tuned at 30, self at 75, ...), which would fail on them.
+ *                still takes part in every agreement its peers make.  It also settles the
+ *                priority comm_query hands out (gpu_settle_priority).
  *   comm_query   hands out a module for every communicator.  On an intercommunicator only the
  *                collectives MPI defines there are taken, and only through host staging (no
  *                team, no fast path, no agreement).
@@ -43,6 +41,13 @@
 /* The priority comm_query hands out: coll_gpu_priority, raised by gpu_settle_priority. */
 static int gpu_priority = -1;
 
+/* Every slot coll/gpu takes on an intracommunicator but MPI_Reduce_local's (which it takes only
+ * over a function to fall back on: gpu_module_enable). */
+#define COLL_GPU_FOREACH_TAKEN(X)                                                            \
+    COLL_GPU_FOREACH_INTERCEPTED(X) COLL_GPU_FOREACH_INTERCEPTED_NB(X)                       \
+    COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR(X) COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR_NB(X)     \
+    COLL_GPU_FOREACH_INTERCEPTED_INIT(X) COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR_INIT(X)
+
 static int gpu_module_enable(mca_coll_base_module_t *module, struct ompi_communicator_t *comm);
 static int gpu_module_disable(mca_coll_base_module_t *module, struct ompi_communicator_t *comm);
 
@@ -51,7 +56,8 @@ static void gpu_module_construct(mca_coll_gpu_module_t *module)
     memset((char *) module + sizeof(module->super), 0, sizeof(*module) - sizeof(module->super));
 }
 
-/* Drop the references enable() took.  Safe to call any number of times. */
+/* Drop the references enable() took (disable, and the destructor).  Safe to call any number of
+ * times. */
 static void gpu_module_release(mca_coll_gpu_module_t *module)
 {
     if (module->released) {
@@ -64,12 +70,7 @@ static void gpu_module_release(mca_coll_gpu_module_t *module)
         module->prev_##name.module = NULL;        \
         module->prev_##name.fn = NULL;            \
     }
-    COLL_GPU_FOREACH_INTERCEPTED(COLL_GPU_RELEASE_SAVED)
-    COLL_GPU_FOREACH_INTERCEPTED_NB(COLL_GPU_RELEASE_SAVED)
-    COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR(COLL_GPU_RELEASE_SAVED)
-    COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR_NB(COLL_GPU_RELEASE_SAVED)
-    COLL_GPU_FOREACH_INTERCEPTED_INIT(COLL_GPU_RELEASE_SAVED)
-    COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR_INIT(COLL_GPU_RELEASE_SAVED)
+    COLL_GPU_FOREACH_TAKEN(COLL_GPU_RELEASE_SAVED)
     COLL_GPU_RELEASE_SAVED(reduce_local)
 #undef COLL_GPU_RELEASE_SAVED
     for (int i = 0; i < module->n_gap_modules; ++i) {
@@ -87,13 +88,8 @@ static void gpu_module_release(mca_coll_gpu_module_t *module)
     mca_coll_gpu_kinds_release(module);
 }
 
-static void gpu_module_destruct(mca_coll_gpu_module_t *module)
-{
-    gpu_module_release(module);
-}
-
 OBJ_CLASS_INSTANCE(mca_coll_gpu_module_t, mca_coll_base_module_t, gpu_module_construct,
-                   gpu_module_destruct);
+                   gpu_module_release);
 
 /* Does the test-only switch COLL_GPU_TEST_NO_DEVICE name this process?  mpirun tells each
  * process its rank in MPI_COMM_WORLD through OMPI_COMM_WORLD_RANK before MPI_Init. */
@@ -163,8 +159,7 @@ static void gpu_settle_priority(void)
     said = true;
 }
 
-/* Open the backend the user asked for.  Always succeeds: without a device coll/gpu still fills
- * the slots the component list leaves empty and treats every buffer as host memory. */
+/* Open the backend the user asked for.  Always succeeds (the top of the file). */
 int mca_coll_gpu_init_query(bool enable_progress_threads, bool enable_mpi_threads)
 {
     mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
@@ -182,13 +177,11 @@ int mca_coll_gpu_init_query(bool enable_progress_threads, bool enable_mpi_thread
     backend = (COLL_GPU_DEVICE_EMULATED == c->device_choice) ? DEV_BACKEND_EMULATED
                                                               : DEV_BACKEND_CUDA;
     if (test_hides_device()) {
-        c->dev_status = DEV_ERR_NO_DEVICE;
         COLL_GPU_VERBOSE(COLL_GPU_LOG_QUERY, "coll:gpu:init_query: no device in this process "
                          "(COLL_GPU_TEST_NO_DEVICE, test only): host buffers only");
         return OMPI_SUCCESS;
     }
     rc = dev_open(backend);
-    c->dev_status = rc;
     if (DEV_OK == rc) {
         c->dev_opened = true;
         mca_coll_gpu_memhooks_init();
@@ -237,12 +230,7 @@ mca_coll_base_module_t *mca_coll_gpu_comm_query(struct ompi_communicator_t *comm
         COLL_GPU_FOREACH_INTER(COLL_GPU_SET_ENTRY)
         COLL_GPU_FOREACH_INTER_INIT(COLL_GPU_SET_ENTRY)
     } else {
-        COLL_GPU_FOREACH_INTERCEPTED(COLL_GPU_SET_ENTRY)
-        COLL_GPU_FOREACH_INTERCEPTED_NB(COLL_GPU_SET_ENTRY)
-        COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR(COLL_GPU_SET_ENTRY)
-        COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR_NB(COLL_GPU_SET_ENTRY)
-        COLL_GPU_FOREACH_INTERCEPTED_INIT(COLL_GPU_SET_ENTRY)
-        COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR_INIT(COLL_GPU_SET_ENTRY)
+        COLL_GPU_FOREACH_TAKEN(COLL_GPU_SET_ENTRY)
         COLL_GPU_SET_ENTRY(reduce_local)
     }
 #undef COLL_GPU_SET_ENTRY
@@ -266,13 +254,8 @@ mca_coll_base_module_t *mca_coll_gpu_comm_query(struct ompi_communicator_t *comm
 static int gpu_module_enable(mca_coll_base_module_t *module, struct ompi_communicator_t *comm)
 {
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
-    int rc;
 
-    rc = mca_coll_gpu_gapfill(m, comm);
-    if (OMPI_SUCCESS != rc) {
-        return rc;
-    }
-
+    mca_coll_gpu_gapfill(m, comm);
     /* every slot we take needs a function to hand host buffers to */
 #define COLL_GPU_CHECK_SAVED(name)                                                           \
     if (NULL != m->super.coll_##name && NULL == comm->c_coll->coll_##name) {                 \
@@ -280,12 +263,7 @@ static int gpu_module_enable(mca_coll_base_module_t *module, struct ompi_communi
                        coll_gpu_comm_cid(comm));                                             \
         return OMPI_ERR_NOT_AVAILABLE;                                                       \
     }
-    COLL_GPU_FOREACH_INTERCEPTED(COLL_GPU_CHECK_SAVED)
-    COLL_GPU_FOREACH_INTERCEPTED_NB(COLL_GPU_CHECK_SAVED)
-    COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR(COLL_GPU_CHECK_SAVED)
-    COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR_NB(COLL_GPU_CHECK_SAVED)
-    COLL_GPU_FOREACH_INTERCEPTED_INIT(COLL_GPU_CHECK_SAVED)
-    COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR_INIT(COLL_GPU_CHECK_SAVED)
+    COLL_GPU_FOREACH_TAKEN(COLL_GPU_CHECK_SAVED)
 #undef COLL_GPU_CHECK_SAVED
 
 #define COLL_GPU_SAVE(name)                                           \
@@ -294,12 +272,7 @@ static int gpu_module_enable(mca_coll_base_module_t *module, struct ompi_communi
         m->prev_##name.module = comm->c_coll->coll_##name##_module;   \
         OBJ_RETAIN(m->prev_##name.module);                            \
     }
-    COLL_GPU_FOREACH_INTERCEPTED(COLL_GPU_SAVE)
-    COLL_GPU_FOREACH_INTERCEPTED_NB(COLL_GPU_SAVE)
-    COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR(COLL_GPU_SAVE)
-    COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR_NB(COLL_GPU_SAVE)
-    COLL_GPU_FOREACH_INTERCEPTED_INIT(COLL_GPU_SAVE)
-    COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR_INIT(COLL_GPU_SAVE)
+    COLL_GPU_FOREACH_TAKEN(COLL_GPU_SAVE)
     /* MPI_Reduce_local's slot is taken only over a function to hand host buffers to (the gap
      * filling provides one whenever Open MPI has any); else it stays as it is */
     if (NULL == comm->c_coll->coll_reduce_local) {
@@ -308,7 +281,6 @@ static int gpu_module_enable(mca_coll_base_module_t *module, struct ompi_communi
     COLL_GPU_SAVE(reduce_local)
 #undef COLL_GPU_SAVE
 
-    m->enabled = true;
     m->released = false;
     return OMPI_SUCCESS;
 }

@@ -21,6 +21,27 @@
 _Static_assert(sizeof(long) == 8 && sizeof(int) == 4 && sizeof(short) == 2,
                "coll/gpu maps C integer types for an LP64 platform");
 
+/* The device-layer op of a predefined MPI op; false when the GPU path has no kernel for it. */
+static bool map_op(struct ompi_op_t *op, dev_op_t *out)
+{
+    static const struct {
+        struct ompi_op_t *mpi;
+        dev_op_t dev;
+    } table[] = {
+        {MPI_SUM, DEV_OP_SUM},   {MPI_PROD, DEV_OP_PROD}, {MPI_MIN, DEV_OP_MIN},
+        {MPI_MAX, DEV_OP_MAX},   {MPI_LAND, DEV_OP_LAND}, {MPI_LOR, DEV_OP_LOR},
+        {MPI_LXOR, DEV_OP_LXOR}, {MPI_BAND, DEV_OP_BAND}, {MPI_BOR, DEV_OP_BOR},
+        {MPI_BXOR, DEV_OP_BXOR}, {MPI_MINLOC, DEV_OP_MINLOC}, {MPI_MAXLOC, DEV_OP_MAXLOC},
+    };
+    for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); ++i) {
+        if (op == table[i].mpi) {
+            *out = table[i].dev;
+            return true;
+        }
+    }
+    return false;
+}
+
 /*
  * The element type of a reduction, from the type's signature: the set of basic types it is made
  * of (the opal description's bdt_used mask) and its size.  Ranks may pass different datatypes
@@ -58,12 +79,12 @@ const char *mca_coll_gpu_map_reduction(struct ompi_datatype_t *dtype, size_t cou
     bool found = false;
 
     ompi_datatype_type_size(dtype, &size);
-    if (!mca_coll_gpu_map_op(op, dop)) {
+    if (!map_op(op, dop)) {
         /* libcollgpu's float16 and bfloat16 ops (api/collgpu.h): the op names the format, the
          * type only carries 16-bit elements (its signature: 16-bit integers, on every rank) */
         struct ompi_op_t *base = NULL;
         int format = ompi_op_is_intrinsic(op) ? 0 : collgpu_op_query(op, &base);
-        if (0 == format || !mca_coll_gpu_map_op(base, dop)) {
+        if (0 == format || !map_op(base, dop)) {
             return "op without a GPU kernel";
         }
         if (mask != MPI_UINT16_T->super.bdt_used && mask != MPI_INT16_T->super.bdt_used) {
@@ -111,26 +132,6 @@ void mca_coll_gpu_kinds_reduction(coll_gpu_kinds_call_t *call, struct ompi_datat
 
     call->capable = (NULL == mca_coll_gpu_map_reduction(dtype, count, op, &dt, &dop, &nelems));
     call->dt = (int) dt;
-}
-
-bool mca_coll_gpu_map_op(struct ompi_op_t *op, dev_op_t *out)
-{
-    static const struct {
-        struct ompi_op_t *mpi;
-        dev_op_t dev;
-    } table[] = {
-        {MPI_SUM, DEV_OP_SUM},   {MPI_PROD, DEV_OP_PROD}, {MPI_MIN, DEV_OP_MIN},
-        {MPI_MAX, DEV_OP_MAX},   {MPI_LAND, DEV_OP_LAND}, {MPI_LOR, DEV_OP_LOR},
-        {MPI_LXOR, DEV_OP_LXOR}, {MPI_BAND, DEV_OP_BAND}, {MPI_BOR, DEV_OP_BOR},
-        {MPI_BXOR, DEV_OP_BXOR}, {MPI_MINLOC, DEV_OP_MINLOC}, {MPI_MAXLOC, DEV_OP_MAXLOC},
-    };
-    for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); ++i) {
-        if (op == table[i].mpi) {
-            *out = table[i].dev;
-            return true;
-        }
-    }
-    return false;
 }
 
 /* ---- the node model ------------------------------------------------------------------------- */
@@ -206,6 +207,15 @@ void mca_coll_gpu_topo_finalize(void)
     node_model_tried = false;
 }
 
+/* The algorithm coll_gpu_{allreduce,bcast}_algorithm forces on coll, and coll's staged one. */
+static int forced_alg(topo_coll_t coll, int *staged)
+{
+    mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
+
+    *staged = (TOPO_COLL_ALLREDUCE == coll) ? TOPO_AR_STAGED : TOPO_BC_STAGED;
+    return (TOPO_COLL_ALLREDUCE == coll) ? c->allreduce_algorithm : c->bcast_algorithm;
+}
+
 /* What selection decides before it needs the team (the same on every rank: the arguments,
  * the parameters, the membership): false when the call is staged whatever the team (plan says
  * so and why). */
@@ -213,9 +223,7 @@ static bool select_needs_team(mca_coll_gpu_module_t *m, struct ompi_communicator
                               topo_coll_t coll, size_t bytes, const char *not_capable,
                               topo_plan_t *plan)
 {
-    mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
-    int forced = (TOPO_COLL_ALLREDUCE == coll) ? c->allreduce_algorithm : c->bcast_algorithm;
-    int staged = (TOPO_COLL_ALLREDUCE == coll) ? TOPO_AR_STAGED : TOPO_BC_STAGED;
+    int staged, forced = forced_alg(coll, &staged);
 
     memset(plan, 0, sizeof(*plan));
     plan->alg = staged;
@@ -255,8 +263,7 @@ bool mca_coll_gpu_select_plan(coll_gpu_team_t *t, topo_coll_t coll, size_t bytes
                               topo_plan_t *plan)
 {
     mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
-    int forced = (TOPO_COLL_ALLREDUCE == coll) ? c->allreduce_algorithm : c->bcast_algorithm;
-    int staged = (TOPO_COLL_ALLREDUCE == coll) ? TOPO_AR_STAGED : TOPO_BC_STAGED;
+    int staged, forced = forced_alg(coll, &staged);
     topo_select_in_t in;
 
     memset(&in, 0, sizeof(in));
@@ -370,21 +377,4 @@ coll_gpu_team_t *mca_coll_gpu_select_nb(mca_coll_gpu_module_t *m,
     }
     no_team_reason(plan);
     return NULL;
-}
-
-/* One host allreduce through the component below us, watched for a long wait
- * (coll_gpu_hang_warn_seconds): the MIN of (device here) over the ranks says whether every rank
- * passes device memory.  The per-call agreement of communicators whose ranks span hosts
- * (coll_gpu_kinds.c). */
-int mca_coll_gpu_agree(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
-                       const char *what, bool mine, bool *all_device)
-{
-    coll_gpu_host_watch_t watch;
-    int in[2] = {mine ? 1 : 0, mine ? 0 : 1}, out[2] = {0, 0}, rc;
-
-    mca_coll_gpu_host_watch_begin(&watch, comm, what, "agreement on the buffers' kind");
-    rc = m->prev_allreduce.fn(in, out, 2, MPI_INT, MPI_MIN, comm, m->prev_allreduce.module);
-    mca_coll_gpu_host_watch_end(&watch);
-    *all_device = (OMPI_SUCCESS == rc && 1 == out[0]);
-    return rc;
 }
