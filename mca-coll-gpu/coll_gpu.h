@@ -473,6 +473,15 @@ int mca_coll_gpu_async_bcast(mca_coll_gpu_module_t *m, void *buf, int count,
  * it in hang reports); NULL when the communicator cannot have one (then never again). */
 coll_gpu_team_t *mca_coll_gpu_team_get(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
                                        const char *what);
+/* Choose the path of a blocking allreduce or bcast of bytes on this communicator, waiting for
+ * the team's setup (the plans are coll_gpu_select.c's: topo_select with the MCA overrides);
+ * fills plan (alg is TOPO_AR_STAGED / TOPO_BC_STAGED when the fast path cannot take it) and
+ * returns the team to use, or NULL for the staged path.  not_capable, when not NULL, is why
+ * the call cannot take the GPU path (it becomes the plan's reason).  Every input must be the
+ * same on all ranks of the call. */
+coll_gpu_team_t *mca_coll_gpu_select(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                                     topo_coll_t coll, size_t bytes, const char *not_capable,
+                                     topo_plan_t *plan);
 /* Module teardown: the team's calls end, then the team goes. */
 void mca_coll_gpu_async_destroy_team(mca_coll_gpu_module_t *m);
 /* From the waits of ours: move every team's queued calls (cheap when none are queued). */
@@ -491,23 +500,14 @@ void mca_coll_gpu_async_finalize(void);
 const char *mca_coll_gpu_map_reduction(struct ompi_datatype_t *dtype, size_t count,
                                        struct ompi_op_t *op, dev_dtype_t *dt, dev_op_t *dop,
                                        size_t *nelems);
-/* Choose the path of an allreduce or bcast of bytes on this communicator (topo_select), with
- * the MCA overrides; fills plan (alg is TOPO_AR_STAGED / TOPO_BC_STAGED when the fast path
- * cannot take it) and returns the team to use, or NULL for the staged path.  not_capable, when
- * not NULL, is why the call cannot take the GPU path (it becomes the plan's reason).  Every
- * input must be the same on all ranks of the call. */
-coll_gpu_team_t *mca_coll_gpu_select(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
-                                     topo_coll_t coll, size_t bytes, const char *not_capable,
-                                     topo_plan_t *plan);
-/* The same for a nonblocking call, which never waits for the team's setup: NULL when the call
- * is staged now (rc: an error that fails the call); else the team, with the plan, or with
- * deferred set: the call waits on the team's queue until the setup has ended and decides then
- * (mca_coll_gpu_select_plan, or the host fallback when there is no team or its plan is
- * staged).  Every rank makes the same choice for the same call. */
-coll_gpu_team_t *mca_coll_gpu_select_nb(mca_coll_gpu_module_t *m,
-                                        struct ompi_communicator_t *comm, topo_coll_t coll,
-                                        size_t bytes, const char *not_capable, topo_plan_t *plan,
-                                        bool *deferred, int *rc);
+/* What selection decides before it needs the team (the same on every rank: the arguments,
+ * the parameters, the membership): false when the call is staged whatever the team (plan says
+ * so and why).  not_capable, when not NULL, is why the call cannot take the GPU path. */
+bool mca_coll_gpu_select_needs_team(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                                    topo_coll_t coll, size_t bytes, const char *not_capable,
+                                    topo_plan_t *plan);
+/* The plan's reason when the communicator has no team. */
+void mca_coll_gpu_select_no_team(topo_plan_t *plan);
 /* The plan of a call on a ready team; false when it is staged. */
 bool mca_coll_gpu_select_plan(coll_gpu_team_t *t, topo_coll_t coll, size_t bytes,
                               topo_plan_t *plan);

@@ -1856,6 +1856,57 @@ coll_gpu_team_t *mca_coll_gpu_team_get(mca_coll_gpu_module_t *m, struct ompi_com
     return NULL;
 }
 
+coll_gpu_team_t *mca_coll_gpu_select(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                                     topo_coll_t coll, size_t bytes, const char *not_capable,
+                                     topo_plan_t *plan)
+{
+    coll_gpu_team_t *t;
+
+    if (!mca_coll_gpu_select_needs_team(m, comm, coll, bytes, not_capable, plan)) {
+        return NULL;
+    }
+    t = mca_coll_gpu_team_get(m, comm, topo_coll_name(coll));
+    if (NULL == t) {
+        mca_coll_gpu_select_no_team(plan);
+        return NULL;
+    }
+    return mca_coll_gpu_select_plan(t, coll, bytes, plan) ? t : NULL;
+}
+
+/* The same for a nonblocking call, which never waits for the team's setup: NULL when the call
+ * is staged now (rc: an error that fails the call); else the team, with the plan, or with
+ * deferred set: the call waits on the team's queue until the setup has ended and decides then
+ * (step_defer).  Every rank makes the same choice for the same call. */
+static coll_gpu_team_t *select_nb(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                                  topo_coll_t coll, size_t bytes, const char *not_capable,
+                                  topo_plan_t *plan, bool *deferred, int *rc)
+{
+    coll_gpu_team_t *t;
+
+    *deferred = false;
+    *rc = OMPI_SUCCESS;
+    if (!mca_coll_gpu_select_needs_team(m, comm, coll, bytes, not_capable, plan)) {
+        return NULL;
+    }
+    t = mca_coll_gpu_team_begin(m, comm, topo_coll_name(coll), true);
+    if (NULL == t) {
+        *rc = OMPI_ERR_OUT_OF_RESOURCE;
+        return NULL;
+    }
+    if (COLL_GPU_TEAM_READY == t->state && mca_coll_gpu_select_plan(t, coll, bytes, plan)) {
+        return t;
+    }
+    /* a setup in flight, or one a nonblocking call began whose outcome (or plan) is no team:
+     * the call waits on the team's queue (a staged plan there runs through the host) */
+    if (COLL_GPU_TEAM_PENDING == t->state || t->async_setup) {
+        *deferred = true; /* decided on the team's queue, once the setup has ended */
+        snprintf(plan->reason, sizeof(plan->reason), "the node team's setup decides");
+        return t;
+    }
+    mca_coll_gpu_select_no_team(plan);
+    return NULL;
+}
+
 void mca_coll_gpu_async_destroy_team(mca_coll_gpu_module_t *m)
 {
     if (NULL != m->team && NULL == m->team->setup) {
@@ -2286,8 +2337,7 @@ int mca_coll_gpu_async_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, voi
     not_capable = mca_coll_gpu_map_reduction(dtype, (size_t) count, op, &dt, &dop, &nelems);
     /* an _init may not wait for the other ranks either (MPI-4: local and nonblocking, in the
      * order of the nonblocking calls) */
-    t = mca_coll_gpu_select_nb(m, comm, TOPO_COLL_ALLREDUCE, bytes, not_capable, &plan,
-                               &deferred, &rc);
+    t = select_nb(m, comm, TOPO_COLL_ALLREDUCE, bytes, not_capable, &plan, &deferred, &rc);
     if (OMPI_SUCCESS != rc) {
         return rc;
     }
@@ -2644,7 +2694,7 @@ int mca_coll_gpu_async_bcast(mca_coll_gpu_module_t *m, void *buf, int count,
     if (m->inter) {
         return OMPI_SUCCESS;
     }
-    t = mca_coll_gpu_select_nb(m, comm, TOPO_COLL_BCAST, bytes, NULL, &plan, &deferred, &rc);
+    t = select_nb(m, comm, TOPO_COLL_BCAST, bytes, NULL, &plan, &deferred, &rc);
     if (OMPI_SUCCESS != rc) {
         return rc;
     }

@@ -1,5 +1,5 @@
 /*
- * coll_gpu_select.c - which path a device-buffer MPI_Allreduce or MPI_Bcast takes.
+ * coll_gpu_select.c - the plans of device-buffer MPI_Allreduce and MPI_Bcast calls.
  *
  * The GPU path needs an element type and op it has a kernel for (allreduce), a communicator
  * whose ranks all sit on this node and can map each other's memory (the team), and peer access
@@ -9,7 +9,9 @@
  * coll_gpu_chunk_bytes (all of scope ALL_EQ).  Every input is the same on all ranks of a call:
  * the type's signature (never its handle or layout, which may differ between ranks), count,
  * op, communicator, parameters, the team's model; so all ranks choose the same path, and each
- * rank then adapts its own buffers to it (coll_gpu_adapt.c).
+ * rank then adapts its own buffers to it (coll_gpu_adapt.c).  Waiting for the team (a blocking
+ * call) or queueing on it while its setup is in flight (a nonblocking one) is the engine's
+ * (mca_coll_gpu_select, select_nb: coll_gpu_engine.c).
  */
 #include "ompi_config.h"
 
@@ -219,9 +221,9 @@ static int forced_alg(topo_coll_t coll, int *staged)
 /* What selection decides before it needs the team (the same on every rank: the arguments,
  * the parameters, the membership): false when the call is staged whatever the team (plan says
  * so and why). */
-static bool select_needs_team(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
-                              topo_coll_t coll, size_t bytes, const char *not_capable,
-                              topo_plan_t *plan)
+bool mca_coll_gpu_select_needs_team(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                                    topo_coll_t coll, size_t bytes, const char *not_capable,
+                                    topo_plan_t *plan)
 {
     int staged, forced = forced_alg(coll, &staged);
 
@@ -253,7 +255,7 @@ static bool select_needs_team(mca_coll_gpu_module_t *m, struct ompi_communicator
     return true;
 }
 
-static void no_team_reason(topo_plan_t *plan)
+void mca_coll_gpu_select_no_team(topo_plan_t *plan)
 {
     snprintf(plan->reason, sizeof(plan->reason), "no node team (ranks off node, or IPC "
                                                  "mapping refused)");
@@ -329,52 +331,4 @@ void mca_coll_gpu_plan_for_call(topo_plan_t *plan, bool in_place, dev_dtype_t dt
             || TOPO_AR_RING == plan->alg)) {
         plan->nblocks = 0;
     }
-}
-
-coll_gpu_team_t *mca_coll_gpu_select(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
-                                     topo_coll_t coll, size_t bytes, const char *not_capable,
-                                     topo_plan_t *plan)
-{
-    coll_gpu_team_t *t;
-
-    if (!select_needs_team(m, comm, coll, bytes, not_capable, plan)) {
-        return NULL;
-    }
-    t = mca_coll_gpu_team_get(m, comm, topo_coll_name(coll));
-    if (NULL == t) {
-        no_team_reason(plan);
-        return NULL;
-    }
-    return mca_coll_gpu_select_plan(t, coll, bytes, plan) ? t : NULL;
-}
-
-coll_gpu_team_t *mca_coll_gpu_select_nb(mca_coll_gpu_module_t *m,
-                                        struct ompi_communicator_t *comm, topo_coll_t coll,
-                                        size_t bytes, const char *not_capable, topo_plan_t *plan,
-                                        bool *deferred, int *rc)
-{
-    coll_gpu_team_t *t;
-
-    *deferred = false;
-    *rc = OMPI_SUCCESS;
-    if (!select_needs_team(m, comm, coll, bytes, not_capable, plan)) {
-        return NULL;
-    }
-    t = mca_coll_gpu_team_begin(m, comm, topo_coll_name(coll), true);
-    if (NULL == t) {
-        *rc = OMPI_ERR_OUT_OF_RESOURCE;
-        return NULL;
-    }
-    if (COLL_GPU_TEAM_READY == t->state && mca_coll_gpu_select_plan(t, coll, bytes, plan)) {
-        return t;
-    }
-    /* a setup in flight, or one a nonblocking call began whose outcome (or plan) is no team:
-     * the call waits on the team's queue (a staged plan there runs through the host) */
-    if (COLL_GPU_TEAM_PENDING == t->state || t->async_setup) {
-        *deferred = true; /* decided on the team's queue, once the setup has ended */
-        snprintf(plan->reason, sizeof(plan->reason), "the node team's setup decides");
-        return t;
-    }
-    no_team_reason(plan);
-    return NULL;
 }
