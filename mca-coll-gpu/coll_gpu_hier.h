@@ -63,16 +63,16 @@ struct coll_gpu_hier_t {
 bool mca_coll_gpu_hier_ready(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
                              const char *what);
 
-/* The leaders' step of an all-gather (node leaders only): buf holds, in node-major order, the
- * blocks of block bytes of every rank of comm in dense device memory, and this leader's node's
- * blocks are right in it; afterwards every node's are.  One chain bcast over UCX per node from
- * its leader, then one agreement of the leaders; when a UCX transfer failed anywhere, every
- * node's blocks again through the host (Open MPI's point-to-point layer) and UCX stays off on
- * comm.  A leader whose data failed (*local_rc) keeps to the message schedule without it, and
- * then the call fails on every leader.  Returns the step's outcome, the same on every leader. */
-int mca_coll_gpu_hier_leaders_allgather(mca_coll_gpu_module_t *m,
-                                        struct ompi_communicator_t *comm, const char *what,
-                                        char *buf, size_t block, int *local_rc);
+/* The leaders' chain bcasts (node leaders only; MPI_Bcast's step 2, and MPI_Allgather's with a
+ * chain per node): chain j moves blocks first[j] .. first[j + 1] - 1 of block bytes of buf
+ * (dense device memory) from leader root + j to the others, over UCX; then one agreement of
+ * the leaders, and when a UCX transfer failed anywhere, every chain again through the host
+ * (Open MPI's point-to-point layer), UCX off on comm from then on.  A leader whose data failed
+ * (*local_rc) keeps to the message schedule without it, and then the call fails on every
+ * leader.  Returns the step's outcome, the same on every leader. */
+int mca_coll_gpu_hier_leaders_bcast(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                                    const char *what, char *buf, size_t block, const int *first,
+                                    int nchains, int root, int *local_rc);
 
 /* The leader's outcome to the rest of its node (a host bcast of one int): *rc becomes an error
  * on every rank of a node whose leader failed; true when the node's data step may follow. */

@@ -73,6 +73,28 @@ static const char *hier_allgather_staged_why(mca_coll_gpu_module_t *m,
     return NULL;
 }
 
+/* Copy the blocks between their ranks' places in dev and node-major order in w: into w this
+ * node's blocks, or back out of w every other node's.  Sets *local_rc on failure. */
+static void reorder(coll_gpu_hier_t *h, struct ompi_communicator_t *comm, const char *what,
+                    char *dev, char *w, size_t block, bool into, int *local_rc)
+{
+    int node = h->leader_of[ompi_comm_rank(comm)];
+
+    for (int r = 0; r < ompi_comm_size(comm) && OMPI_SUCCESS == *local_rc; ++r) {
+        char *placed = dev + (size_t) r * block;
+        char *ordered = w + ((size_t) h->node_first[h->leader_of[r]]
+                             + (size_t) h->node_rank_of[r]) * block;
+
+        if ((h->leader_of[r] == node) == into
+            && DEV_OK != dev_memcpy(into ? ordered : placed, into ? placed : ordered, block)) {
+            mca_coll_gpu_report_failure(what, comm, "copy of a %zu B block %s node-major "
+                                        "order: %s", block, into ? "into" : "out of",
+                                        dev_error_string());
+            *local_rc = OMPI_ERROR;
+        }
+    }
+}
+
 /* A node leader's step 2 (file header): the receive buffer in dense device memory (a), its
  * node's blocks in node-major order in w (a's own memory when comm is in that order), the
  * leaders' chains, and every block back in place.  *local_rc: this rank's data so far. */
@@ -81,7 +103,7 @@ static int allgather_leader(mca_coll_gpu_module_t *m, struct ompi_communicator_t
                             struct ompi_datatype_t *rdtype, size_t block, int *local_rc)
 {
     coll_gpu_hier_t *h = m->hier;
-    int n = ompi_comm_size(comm), me = ompi_comm_rank(comm), node = h->leader_of[me], rc;
+    int n = ompi_comm_size(comm), rc;
     coll_gpu_adapt_t a;
     char *w = NULL;
 
@@ -95,33 +117,13 @@ static int allgather_leader(mca_coll_gpu_module_t *m, struct ompi_communicator_t
         if (!h->node_major) {
             *local_rc = mca_coll_gpu_adapt_scratch(m, comm, what, (size_t) n * block,
                                                    (void **) &w);
+            reorder(h, comm, what, a.dev, w, block, true, local_rc);
         }
     }
-    for (int r = 0; r < n && OMPI_SUCCESS == *local_rc && !h->node_major; ++r) {
-        size_t slot = (size_t) h->node_first[node] + (size_t) h->node_rank_of[r];
-
-        if (h->leader_of[r] == node
-            && DEV_OK != dev_memcpy(w + slot * block, (char *) a.dev + (size_t) r * block,
-                                    block)) {
-            mca_coll_gpu_report_failure(what, comm, "copy of a %zu B block into node-major "
-                                        "order: %s", block, dev_error_string());
-            *local_rc = OMPI_ERROR;
-        }
-    }
-    rc = mca_coll_gpu_hier_leaders_allgather(m, comm, what,
-                                             (OMPI_SUCCESS == *local_rc) ? w : NULL, block,
-                                             local_rc);
-    for (int r = 0; r < n && OMPI_SUCCESS == rc && OMPI_SUCCESS == *local_rc && !h->node_major;
-         ++r) {
-        size_t slot = (size_t) h->node_first[h->leader_of[r]] + (size_t) h->node_rank_of[r];
-
-        if (h->leader_of[r] != node
-            && DEV_OK != dev_memcpy((char *) a.dev + (size_t) r * block, w + slot * block,
-                                    block)) {
-            mca_coll_gpu_report_failure(what, comm, "copy of a %zu B block out of node-major "
-                                        "order: %s", block, dev_error_string());
-            *local_rc = OMPI_ERROR;
-        }
+    rc = mca_coll_gpu_hier_leaders_bcast(m, comm, what, (OMPI_SUCCESS == *local_rc) ? w : NULL,
+                                         block, h->node_first, h->nnodes, 0, local_rc);
+    if (OMPI_SUCCESS == rc && !h->node_major) {
+        reorder(h, comm, what, a.dev, w, block, false, local_rc);
     }
     if (OMPI_SUCCESS == rc && OMPI_SUCCESS == *local_rc) {
         *local_rc = mca_coll_gpu_adapt_out(m, comm, what, &a, true);
