@@ -1,33 +1,30 @@
 /*
  * coll_gpu_hier.c - MPI_Allreduce and MPI_Bcast on device buffers of a communicator that spans
- * nodes (real ones, or the emulated nodes of coll_gpu_emulate_nodes): the node's own path
- * inside each node, UCX (coll_gpu_ucx.c) between one leader per node, or for large allreduces
- * between the ranks of each rail (below).  The setup, the pipeline and the leaders' chain
- * bcasts also serve MPI_Allgather and the reduce-scatters (coll_gpu_hier_exchange.c); the state
- * is in coll_gpu_hier.h.
+ * nodes (real ones, or coll_gpu_emulate_nodes' emulated ones): the node's own path inside each
+ * node, UCX (coll_gpu_ucx.c) between one leader per node, or for large allreduces between the
+ * ranks of each rail (below).  The setup, the pipeline and the leaders' chain bcasts also serve
+ * MPI_Allgather and the reduce-scatters (coll_gpu_hier_exchange.c); the state is in
+ * coll_gpu_hier.h.
  *
- * Sub-communicators are built lazily on the first such call, as coll/han does (every rank
- * creates them in the same order, inside a collective call): the node communicator (its
- * collectives are coll/gpu's, so device buffers take its node team) and the leaders'
- * communicator (node rank 0 of every node, ordered by rank).  The leaders then connect over
- * UCX, and every rank agrees on the outcome: a failure anywhere leaves the communicator on the
- * staged path for good, on every rank.
+ * The sub-communicators are made on the first such call, as coll/han does (every rank in the
+ * same order, inside a collective call): the node's (its collectives are coll/gpu's: device
+ * buffers take its node team) and the leaders' (node rank 0 of every node).  The leaders then
+ * connect over UCX, and every rank agrees on the outcome: a failure anywhere leaves the
+ * communicator on the staged path for good, on every rank.
  *
  *   allreduce                               bcast
  *   1. node allreduce (node team)           1. bcast inside the root's node, from the root
  *   2. leaders: chain reduce up, chain      2. leaders: pipelined chain from the root's leader
  *      bcast down, pipelined (below)        3. bcast inside every other node, from its leader
  *   3. leaders agree the UCX step worked    (2 ends with the same agreement and fallback)
- *      (else: host allreduce between
- *      leaders through Open MPI's
- *      point-to-point layer, from the
- *      node result each leader kept)
+ *      (else: a host allreduce between
+ *      them from the node results kept)
  *   4. node bcast from the leader
  *
- * The leaders' pipeline moves the message in chunks (coll_gpu_ucx_chunk_bytes), with
- * coll_gpu_ucx_depth chunks in flight per leader, each in a slot of pinned host memory, a slot
- * of device memory and a stream of its own.  Per chunk, leader p of L (P: the node result kept
- * by the leader, R: the receive buffer, H/D: the slot's host and device memory):
+ * The pipeline moves the message in chunks (coll_gpu_ucx_chunk_bytes), coll_gpu_ucx_depth of
+ * them in flight per leader, each in a slot of pinned host memory, of device memory and a
+ * stream.  Per chunk, leader p of L (P: the node result kept by the leader, R: the receive
+ * buffer, H/D: the slot's host and device memory):
  *
  *   p = 0          p in (0, L-1)                        p = L-1
  *   H <- P (D2H)   recv H from p-1                      recv H from p-1
@@ -38,43 +35,34 @@
  *                  recv H from p+1
  *                  send H to p-1 and R <- H (together)
  *
- * With coll_gpu_ucx_device_direct (agreed at setup: every leader has a GPU and a UCX that moves
- * CUDA memory) the messages leave from and land in device memory (P, R, D) and the host copies
- * go: p = 0 sends P and receives R; the others receive D, reduce R = P op D, send R, and so on.
- * Every leader reduces the chunks in the same order (P of leader 0 first), and the last one's
- * result is what all receive: every rank ends with the same bits.  The bcast chain is the second
- * half: recv H from the previous leader, send H to the next and R <- H together.
+ * With coll_gpu_ucx_device_direct (agreed at setup) the messages leave from and land in device
+ * memory (P, R, D) and the host copies go.  Every leader reduces the chunks in the same order,
+ * and the last one's result is what all receive: every rank ends with the same bits.  The bcast
+ * chain is the second half: recv H from the previous leader, send H to the next and R <- H.
  *
- * Rails.  With only the leaders between nodes, one process per node carries the whole message
- * through the network.  An allreduce of coll_gpu_hier_rail_min_bytes or more, on a
- * communicator whose every node has 2 ranks or more, runs on as many rails as the smallest node
- * has ranks: the message is cut into that many shards of whole elements, and node rank r of
- * every node runs the chain above on shard r only, over rail r's communicator (node rank r of
- * every node, ordered by node; rail 0 is the leaders') and UCX endpoints of its own:
+ * Rails.  An allreduce of coll_gpu_hier_rail_min_bytes or more, where every node has 2 ranks or
+ * more, does not push the whole message through one process per node: it is cut into shards
+ * of whole elements, one per rail (as many as the smallest node has ranks), and node rank r of
+ * every node runs the chain above on shard r over rail r's communicator (rail 0: the leaders')
+ * and UCX endpoints of its own.  Steps 1 and 4 stay the node team's allreduce and bcasts: the
+ * shards are cut in elements, not at the team's pieces, and NVLink is much faster than the
+ * network the rails relieve.
  *
  *   node rank     0                  1                  ..  rails-1            rails.. (uneven)
  *   1.            node allreduce (node team): every rank holds the node's result
  *   2.            chain on shard 0   chain on shard 1   ..  chain on shard     -
  *                 (rail 0: leaders)  (rail 1)               rails-1
- *   3.            every rank of the communicator agrees that every rank had its data and every
- *                 rail's transfers completed (else every rail redoes its shard through the host,
- *                 and all agree again)
+ *   3.            every rank agrees that every rank had its data and every rail's transfers
+ *                 completed (else every rail redoes its shard through the host; all agree again)
  *   4.            node bcast of shard 0 from node rank 0, of shard 1 from node rank 1, ...
  *
- * Steps 1 and 4 are the node team's allreduce and bcasts rather than its reduce-scatter and
- * all-gather: the shards are cut in elements of the call's type, not at the team's pieces, and
- * the whole result moves over NVLink, an order of magnitude faster than the network the rails
- * relieve.  Smaller messages keep to the leaders; so does every bcast.
- *
- * What every rank decides alone is the same on all: whether the communicator spans nodes
- * (membership, coll_gpu_emulate_nodes), the rails (membership, the signature's bytes), the
- * agreed setup, the parameters (all ALL_EQ).  A rank of a chain that fails locally (a device
- * copy, an allocation) keeps to the message schedule without its data and reports the failure
- * in the agreement; a UCX failure stops that rank's transfers and it tells the other ranks of
- * its chain through Open MPI's point-to-point layer, so that they stop waiting too
+ * What every rank decides alone is the same on all: the membership (spans, rails), the
+ * signature's bytes, the agreed setup, the parameters (ALL_EQ).  A rank of a chain that fails
+ * locally keeps to the message schedule without its data and says so in the agreement; one
+ * whose UCX failed tells the rest of its chain through Open MPI's point-to-point layer
  * (coll_gpu_ucx_timeout_seconds bounds a wait on a peer that stopped without a word).  Either
- * way every chain then redoes the step between nodes through the host and the call returns the
- * right result; UCX stays off on that communicator afterwards.
+ * way every chain redoes the step between nodes through the host, and UCX stays off on that
+ * communicator afterwards.
  */
 #include "ompi_config.h"
 
@@ -195,19 +183,13 @@ void mca_coll_gpu_hier_release(mca_coll_gpu_module_t *m)
         return;
     }
     chain_disconnect(h);
-    if (NULL != h->rail_comm) {
-        (void) ompi_comm_free(&h->rail_comm);
+    struct ompi_communicator_t **comms[] = {&h->rail_comm, &h->leader_comm, &h->node_comm};
+    for (int i = 0; i < 3; ++i) {
+        if (NULL != *comms[i]) {
+            (void) ompi_comm_free(comms[i]);
+        }
     }
-    if (NULL != h->leader_comm) {
-        (void) ompi_comm_free(&h->leader_comm);
-    }
-    if (NULL != h->node_comm) {
-        (void) ompi_comm_free(&h->node_comm);
-    }
-    free(h->leader_of);
-    free(h->node_rank_of);
-    free(h->tag_cid_of);
-    free(h->node_first);
+    free(h->leader_of); /* and the other tables: one allocation (hier_setup) */
     free(h);
 }
 
@@ -335,17 +317,15 @@ static int hier_setup(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm
      * would leave its peers waiting in it). */
     if (!mca_coll_gpu_test_fail_alloc("hier")) {
         cards = malloc(sizeof(int) * 4 * (size_t) size);
-        h->leader_of = malloc(sizeof(int) * (size_t) size);
-        h->node_rank_of = malloc(sizeof(int) * (size_t) size);
-        h->tag_cid_of = malloc(sizeof(int) * (size_t) size);
-        h->node_first = malloc(sizeof(int) * ((size_t) size + 1));
+        h->leader_of = malloc(sizeof(int) * (4 * (size_t) size + 1));
     }
-    rc = hier_agree_memory(m, comm, what, NULL == cards || NULL == h->leader_of
-                                          || NULL == h->node_rank_of || NULL == h->tag_cid_of
-                                          || NULL == h->node_first);
+    rc = hier_agree_memory(m, comm, what, NULL == cards || NULL == h->leader_of);
     if (OMPI_SUCCESS != rc) {
         goto out;
     }
+    h->node_rank_of = h->leader_of + size;
+    h->tag_cid_of = h->node_rank_of + size;
+    h->node_first = h->tag_cid_of + size;
     /* the pipeline's shape, from parameters of scope ALL_EQ; a chunk a multiple of 16 B, so
      * that it holds whole elements of every type */
     h->depth = mca_coll_gpu_component.ucx_depth;
@@ -1037,60 +1017,43 @@ static void log_staged(const char *what, struct ompi_communicator_t *comm, const
                      ompi_comm_rank(comm), chain, fallback ? " (fallback)" : "");
 }
 
-/* How this rank's chain moves its data: via UCX, or staged once UCX broke. */
-static void describe_chain(coll_gpu_hier_t *h, bool direct, char *buf, size_t len)
-{
-    if (h->ucx_broken) {
-        snprintf(buf, len, "staged through Open MPI's point-to-point layer (UCX failed earlier)");
-    } else {
-        /* the transports as UCX reports them for this rank's endpoints */
-        snprintf(buf, len, "via UCX/%s (%s), %s, chunk %zu B, depth %d",
-                 mca_coll_gpu_ucx_transports(h->ucx), mca_coll_gpu_ucx_describe(),
-                 direct ? "device memory straight to UCX"
-                        : "chunks staged through pinned host memory",
-                 h->chunk, h->depth);
-    }
-}
-
+/* The log line of a hierarchical call: its steps (NULL: on the rails) and how this rank's chain
+ * moves its data, via UCX or staged once UCX broke.  Only here is UCX asked for the transports
+ * of this rank's endpoints. */
 void mca_coll_gpu_hier_log(const char *what, struct ompi_communicator_t *comm, size_t bytes,
                            struct ompi_datatype_t *dtype, struct ompi_op_t *op, coll_gpu_hier_t *h,
                            const char *steps)
 {
+    bool rails = (NULL == steps);
+    bool on_chain = rails ? (h->node_rank < h->rails) : (NULL != h->leader_comm);
     char inter[300], path[500];
 
-    /* only here does UCX get asked for the transports */
     if (opal_output_get_verbosity(mca_coll_gpu_component.output) < COLL_GPU_LOG_CALL) {
         return;
     }
-    if (NULL == h->leader_comm) {
-        /* only the leaders know how their exchange went (UCX, or its fallback) */
-        snprintf(inter, sizeof(inter), "exchange between the other ranks (this rank is in the "
-                 "node steps only)");
+    if (!on_chain) {
+        /* only the ranks of a chain know how its exchange went (UCX, or its fallback) */
+        snprintf(inter, sizeof(inter), "%s", rails ? "on no rail (it receives every shard)"
+                 : "exchange between the other ranks (this rank is in the node steps only)");
+    } else if (h->ucx_broken) {
+        snprintf(inter, sizeof(inter), "staged through Open MPI's point-to-point layer (UCX "
+                 "failed earlier)");
     } else {
-        describe_chain(h, h->direct, inter, sizeof(inter));
+        snprintf(inter, sizeof(inter), "via UCX/%s (%s), %s, chunk %zu B, depth %d",
+                 mca_coll_gpu_ucx_transports(h->ucx), mca_coll_gpu_ucx_describe(),
+                 (rails ? h->rails_direct : h->direct)
+                     ? "device memory straight to UCX"
+                     : "chunks staged through pinned host memory",
+                 h->chunk, h->depth);
     }
-    snprintf(path, sizeof(path), "hierarchical: %d nodes, %s on %d rank(s), leaders %s",
-             h->nnodes, steps, ompi_comm_size(h->node_comm), inter);
-    mca_coll_gpu_log_call(what, comm, bytes, dtype, op, path);
-}
-
-/* The rails' line: their number, and this rank's rail and how it moves its shard. */
-static void log_rails(const char *what, struct ompi_communicator_t *comm, size_t bytes,
-                      struct ompi_datatype_t *dtype, struct ompi_op_t *op, coll_gpu_hier_t *h)
-{
-    char inter[300], path[500];
-    bool on_rail = (h->node_rank < h->rails);
-
-    if (opal_output_get_verbosity(mca_coll_gpu_component.output) < COLL_GPU_LOG_CALL) {
-        return;
+    if (rails) {
+        snprintf(path, sizeof(path), "hierarchical: %d nodes, node step on %d rank(s), %d rails, "
+                 "%s%d %s", h->nnodes, ompi_comm_size(h->node_comm), h->rails,
+                 on_chain ? "shard of rail " : "node rank ", h->node_rank, inter);
+    } else {
+        snprintf(path, sizeof(path), "hierarchical: %d nodes, %s on %d rank(s), leaders %s",
+                 h->nnodes, steps, ompi_comm_size(h->node_comm), inter);
     }
-    if (on_rail) {
-        describe_chain(h, h->rails_direct, inter, sizeof(inter));
-    }
-    snprintf(path, sizeof(path), "hierarchical: %d nodes, node step on %d rank(s), %d rails, "
-             "%s%d %s", h->nnodes, ompi_comm_size(h->node_comm), h->rails,
-             on_rail ? "shard of rail " : "node rank ", h->node_rank,
-             on_rail ? inter : "on no rail (it receives every shard)");
     mca_coll_gpu_log_call(what, comm, bytes, dtype, op, path);
 }
 
@@ -1198,7 +1161,7 @@ static int hier_allreduce_rails(mca_coll_gpu_module_t *m, struct ompi_communicat
     int rc, local_rc;
     coll_gpu_adapt_t a;
 
-    log_rails(what, comm, nelems * esize, dtype, op, h);
+    mca_coll_gpu_hier_log(what, comm, nelems * esize, dtype, op, h, NULL);
     /* 1. inside the node: coll/gpu's allreduce on the node communicator (its team) */
     rc = h->node_comm->c_coll->coll_allreduce(sbuf, rbuf, count, dtype, op, h->node_comm,
                                               h->node_comm->c_coll->coll_allreduce_module);

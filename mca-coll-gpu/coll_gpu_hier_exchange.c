@@ -1,43 +1,35 @@
 /*
  * coll_gpu_hier_exchange.c - MPI_Allgather, MPI_Reduce_scatter and MPI_Reduce_scatter_block on
- * device buffers of a communicator that spans nodes (real ones, or coll_gpu_emulate_nodes'):
- * compositions of the node communicator's own collectives (coll/gpu's, on the node team) and
- * the node leaders' UCX pipeline of coll_gpu_hier.c, which also sets them up and owns their
- * agreement and fallback.  The entries (coll_gpu_exchange.c, coll_gpu_reduce.c) come here once
- * every rank of the call agreed on device memory (coll_gpu_kinds.c).
+ * device buffers of a communicator that spans nodes: compositions of the node communicator's
+ * own collectives (coll/gpu's, on the node team) and the leaders' UCX chains of
+ * coll_gpu_hier.c, which also sets them up and owns their agreement and fallback.  The entries
+ * (coll_gpu_exchange.c, coll_gpu_reduce.c) come here once every rank agreed on device memory.
  *
- * MPI_Allgather (n ranks, b bytes per block):
+ * MPI_Allgather (b bytes per block):
  *
  *   1. node allgatherv (the node team's exchange): every rank's block lands in its own place
  *      of the receive buffer, at its rank in comm (a node's ranks need not be contiguous)
- *   2. leaders: the receive buffer as dense device bytes (the user's, or a temporary); when
- *      the nodes are not contiguous in comm, its node's blocks copied into a scratch in
- *      node-major order (the nodes in the leaders' order); one chain bcast over UCX per node
- *      from its leader (mca_coll_gpu_hier_leaders_allgather), one agreement, every node's
- *      blocks through the host if a transfer failed; the other nodes' blocks copied back to
- *      their ranks' places
- *   3. the leader's outcome, then the whole receive buffer, to its node (the node team's
- *      bcast)
+ *   2. leaders: the receive buffer as dense device bytes; when the nodes are not contiguous in
+ *      comm, its node's blocks copied into a scratch in node-major order; one chain bcast per
+ *      node from its leader (mca_coll_gpu_hier_leaders_bcast: agreement and fallback
+ *      included); the other nodes' blocks copied back to their ranks' places
+ *   3. the leader's outcome, then the whole receive buffer, to its node (node team's bcast)
  *
- * The node steps are the node communicator's collectives with the user's buffers and types, so
- * that each rank adapts its own buffers and a rank that fails there takes part without data
- * (the node team's flags); only the leader needs dense device bytes for the pipeline.  Node-
- * major order and the leaders' chains make the step between nodes the one that MPI_Bcast runs
- * and proves, a chain per node, rather than a second pipeline (a ring) of its own.
+ * The node steps take the user's buffers and types, so that each rank adapts its own and a
+ * rank that fails there takes part without data (the node team's flags); only the leader
+ * needs dense device bytes.  Node-major order makes the step between nodes MPI_Bcast's, a
+ * chain per node, rather than a second pipeline (a ring) of its own.
  *
  * MPI_Reduce_scatter(_block): the hierarchical allreduce of the whole input into the module's
- * device scratch (mca_coll_gpu_hier_allreduce: node team, leaders or rails over UCX, node
- * team), then this rank's piece copied from it.  The network carries the whole input twice
- * (reduced up the chain, then down), where a reduce-scatter proper between nodes would carry
- * each node's share; but it is the allreduce's pipeline with its agreement, fallbacks and
- * bitwise-identical results, and it stays on the GPU.  Only what the kernels take (predefined
- * types and ops, coll_gpu_reduce.c checks) comes here; user ops stay staged.
+ * device scratch, then this rank's piece copied from it.  The network carries the whole input
+ * twice where a reduce-scatter proper would carry each node's share; but it is the allreduce's
+ * pipeline with its agreement, fallbacks and bitwise-identical results, on the GPU.  Only what
+ * the kernels take (coll_gpu_reduce.c checks) comes here; user ops stay staged.
  *
- * Decisions: whether a call comes here is decided by the entries from the agreement, the
- * membership (coll_gpu_hier.c: spans, node sizes), the whole input's size and the parameters,
- * all the same on every rank; coll_gpu_hier.c's setup agrees too.  Log lines at
- * COLL_GPU_LOG_CALL: "-> hierarchical: ..." for these paths, "-> staged (across nodes...)"
- * where a spanning communicator's call cannot take them.
+ * Whether a call comes here is decided from what every rank shares (the agreement, the
+ * membership, the sizes, the parameters).  Log lines at COLL_GPU_LOG_CALL: "-> hierarchical:
+ * ..." for these paths, "-> staged (spans nodes; ...)" where a spanning communicator's call
+ * cannot take them.
  */
 #include "ompi_config.h"
 
