@@ -308,9 +308,9 @@ static int hier_setup(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm
     coll_gpu_hier_t *h = m->hier;
     int size = ompi_comm_size(comm), rank = ompi_comm_rank(comm);
     int n = (1 < mca_coll_gpu_component.emulate_nodes) ? mca_coll_gpu_component.emulate_nodes : 1;
-    int color = -1, leader_rank = -1, rc;
+    int color = -1, leader_rank, rc;
     int ok[2] = {1, 1}, all_ok[2] = {0, 0};
-    int mine[4], *cards = NULL;
+    int *cards = NULL;
 
     /* The tables, before the first collective step: a rank that cannot have them says so in an
      * agreement that needs no memory, and every rank gives up together (leaving before a step
@@ -347,49 +347,34 @@ static int hier_setup(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm
     if (OMPI_SUCCESS != rc) {
         goto out;
     }
-    if (NULL != h->leader_comm) {
-        leader_rank = ompi_comm_rank(h->leader_comm);
-    }
+    leader_rank = (NULL != h->leader_comm) ? ompi_comm_rank(h->leader_comm) : -1;
     /* who leads whom: (node color, node rank, leader rank, tag id) of every rank */
-    mine[0] = color;
-    mine[1] = h->node_rank;
-    mine[2] = leader_rank;
-    mine[3] = tag_cid(comm);
+    int mine[4] = {color, h->node_rank, leader_rank, tag_cid(comm)};
     rc = m->prev_allgather.fn(mine, 4, MPI_INT, cards, 4, MPI_INT, comm,
                               m->prev_allgather.module);
     if (OMPI_SUCCESS != rc) {
         goto out;
     }
+    memset(h->node_first, 0, sizeof(int) * ((size_t) size + 1));
     h->nnodes = 0;
-    h->rails = INT_MAX;
     for (int i = 0; i < size; ++i) {
-        int members = 0;
-
         h->node_rank_of[i] = cards[4 * i + 1];
         h->tag_cid_of[i] = cards[4 * i + 3];
-        h->leader_of[i] = -1;
-        for (int j = 0; j < size; ++j) {
-            if (cards[4 * j] == cards[4 * i]) {
-                ++members;
-                if (0 == cards[4 * j + 1]) {
-                    h->leader_of[i] = cards[4 * j + 2];
-                }
+        for (int j = 0; j < size; ++j) { /* the leader: node rank 0 of the same color */
+            if (cards[4 * j] == cards[4 * i] && 0 == cards[4 * j + 1]) {
+                h->leader_of[i] = cards[4 * j + 2];
             }
         }
         h->nnodes += (0 == cards[4 * i + 1]);
-        /* the rails: the ranks of the smallest node (from the membership: the same on all) */
-        h->rails = (members < h->rails) ? members : h->rails;
-    }
-    /* node-major order (coll_gpu_hier.h): node j's ranks after those of the nodes before it */
-    for (int j = 0; j <= size; ++j) {
-        h->node_first[j] = 0;
-    }
-    for (int i = 0; i < size; ++i) {
         ++h->node_first[h->leader_of[i] + 1];
     }
+    /* node-major order (coll_gpu_hier.h): node j's ranks after those of the nodes before it;
+     * the rails: as many as the smallest node has ranks (from the membership: the same on all) */
     h->max_node = 0;
+    h->rails = INT_MAX;
     for (int j = 0; j < h->nnodes; ++j) {
         h->max_node = (h->node_first[j + 1] > h->max_node) ? h->node_first[j + 1] : h->max_node;
+        h->rails = (h->node_first[j + 1] < h->rails) ? h->node_first[j + 1] : h->rails;
         h->node_first[j + 1] += h->node_first[j];
     }
     h->node_major = true;
@@ -579,9 +564,7 @@ static const prog_t chain_progs[2][2][3] = {
      {PROG(bc_first_d), PROG(bc_middle_d), PROG(bc_last_d)}}};
 
 /* The phases of the tags: up and down the allreduce chain, down the bcast chain */
-#define PHASE_UP 0
-#define PHASE_DOWN 1
-#define PHASE_BCAST 2
+enum { PHASE_UP = 0, PHASE_DOWN = 1, PHASE_BCAST = 2 };
 
 typedef struct {
     coll_gpu_hier_t *h;
