@@ -156,12 +156,11 @@ void mca_coll_gpu_ucx_progress(void)
 }
 
 /* Add "tl:dev" to uc->transports unless it is there already (a comma-separated list). */
-static void add_transport(coll_gpu_ucx_comm_t *uc, const char *tl, size_t tl_len, const char *dev,
-                          size_t dev_len)
+static void add_transport(coll_gpu_ucx_comm_t *uc, const char *tl, const char *dev)
 {
     char item[64];
     size_t have = strlen(uc->transports);
-    int n = snprintf(item, sizeof(item), "%.*s:%.*s", (int) tl_len, tl, (int) dev_len, dev);
+    int n = snprintf(item, sizeof(item), "%s:%s", tl, dev);
 
     if (0 >= n || (size_t) n >= sizeof(item)) {
         return;
@@ -196,7 +195,7 @@ static void ep_transports(coll_gpu_ucx_comm_t *uc, ucp_ep_h ep)
         const char *tl = entries[i].transport_name, *dev = entries[i].device_name;
 
         if (NULL != tl && NULL != dev) {
-            add_transport(uc, tl, strlen(tl), dev, strlen(dev));
+            add_transport(uc, tl, dev);
         }
     }
 }
@@ -218,31 +217,23 @@ static void ep_transports(coll_gpu_ucx_comm_t *uc, ucp_ep_h ep)
         return;
     }
     for (const char *p = text; NULL != (p = strstr(p, "lane[")); ++p) {
-        const char *tl, *slash, *end, *dot;
+        char tl[64], dev[64], *dot;
+        int at = 0;
 
-        p = strchr(p, ']');
-        if (NULL == p || ':' != p[1]) {
+        (void) sscanf(p, "lane[%*[^]]]:%n", &at);
+        if (0 == at) {
             break;
         }
-        tl = p + 2 + strspn(p + 2, " ");
-        tl += strspn(tl, "0123456789");
-        if (':' != *tl++) {
-            continue;
-        }
-        end = tl + strcspn(tl, " \t\n");
-        slash = memchr(tl, '/', (size_t) (end - tl));
-        if (NULL == slash) {
+        if (2 != sscanf(p + at, " %*d:%63[^/ \t\n]/%63[^ \t\n]", tl, dev)) {
             continue;
         }
         /* the device without the ".N" path index */
-        dot = end;
-        while (dot > slash + 1 && '.' != dot[-1]) {
-            --dot;
+        dot = strrchr(dev, '.');
+        if (NULL != dot && dot > dev && '\0' != dot[1]
+            && strspn(dot + 1, "0123456789") == strlen(dot + 1)) {
+            *dot = '\0';
         }
-        if (dot > slash + 2 && dot < end && strspn(dot, "0123456789") == (size_t) (end - dot)) {
-            end = dot - 1;
-        }
-        add_transport(uc, tl, (size_t) (slash - tl), slash + 1, (size_t) (end - slash - 1));
+        add_transport(uc, tl, dev);
     }
     free(text);
 }
