@@ -495,13 +495,7 @@ typedef enum {
     DEV_STORE,    /* R <- H */
     DEV_REDUCE    /* R = P op D (direct: D came from UCX) */
 } step_dev_t;
-typedef enum {
-    NET_NONE = 0,
-    NET_RECV_PREV,
-    NET_SEND_NEXT,
-    NET_RECV_NEXT,
-    NET_SEND_PREV
-} step_net_t;
+typedef enum { NET_NONE = 0, NET_RECV_PREV, NET_SEND_NEXT, NET_RECV_NEXT, NET_SEND_PREV } step_net_t;
 
 /* Which memory a step's message leaves from or lands in: the slot's pinned host memory, the
  * slot's device memory, or the chunk of P or R itself (the direct path). */
@@ -751,40 +745,26 @@ static int pipe_run(pipe_t *pp)
 
         for (int s = 0; s < h->depth && OMPI_SUCCESS == rc; ++s) {
             slot_t *sl = &slots[s];
-            int t;
+            /* 0: the slot moves on (a free one to the next chunk), 1: it waits, < 0: failed */
+            int t = sl->busy ? step_test(pp, s, sl) : (next < nchunks) ? 0 : 1;
 
-            if (!sl->busy) {
-                if (next >= nchunks) {
-                    continue;
-                }
-                sl->busy = true;
-                sl->chunk = next++;
-                sl->step = 0;
-                moved = true;
-                rc = step_start(pp, s, sl);
+            if (0 != t) {
+                rc = (0 > t) ? t : rc;
                 continue;
-            }
-            t = step_test(pp, s, sl);
-            if (1 == t) {
-                continue;
-            }
-            if (0 > t) {
-                rc = t;
-                break;
             }
             moved = true;
-            if (++sl->step == pp->prog->nsteps) {
+            if (!sl->busy) {
+                *sl = (slot_t) {.busy = true, .chunk = next++};
+            } else if (++sl->step == pp->prog->nsteps) {
                 sl->busy = false;
                 ++done;
                 continue;
-            }
-            if (fail_sends
-                && (NET_SEND_NEXT == pp->prog->steps[sl->step].net
-                    || NET_SEND_PREV == pp->prog->steps[sl->step].net)) {
+            } else if (fail_sends && (NET_SEND_NEXT == pp->prog->steps[sl->step].net
+                                      || NET_SEND_PREV == pp->prog->steps[sl->step].net)) {
                 COLL_GPU_VERBOSE(COLL_GPU_LOG_ERROR, "coll:gpu:hier: coll_gpu_test_fail_ucx: "
                                  "this rank's UCX sends fail from now on");
                 rc = OMPI_ERR_UNREACH;
-                break;
+                continue;
             }
             rc = step_start(pp, s, sl);
         }
