@@ -123,35 +123,28 @@ static coll_gpu_hier_t hier_no_memory = {.state = HIER_FAILED, .rails_state = HI
 
 /* Does comm span nodes?  Every rank sees a peer off its node as soon as two ranks sit on
  * different nodes, and the emulated node of every member is a function of its name: the answer
- * is the same on all. */
-static bool hier_membership_spans(struct ompi_communicator_t *comm)
-{
-    if (OMPI_COMM_IS_INTER(comm)) {
-        return false;
-    }
-    for (int i = 0; i < ompi_comm_size(comm); ++i) {
-        if (!on_my_node(ompi_comm_peer_lookup(comm, i))) {
-            return true;
-        }
-    }
-    return false;
-}
-
+ * is the same on all, even on a rank without memory for the state (which so joins the setup,
+ * and fails there with its peers: mca_coll_gpu_hier_ready). */
 bool mca_coll_gpu_hier_spans(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm)
 {
+    coll_gpu_hier_t *h;
+    bool spans = false;
+
     if (NULL == m->hier && !mca_coll_gpu_test_fail_alloc("hier_state")) {
         m->hier = calloc(1, sizeof(*m->hier));
     }
-    if (NULL == m->hier || &hier_no_memory == m->hier) {
-        /* no memory for the state: the answer must still be the one every rank gives (so this
-         * rank joins the setup, where it fails with its peers: hier_ready) */
-        return hier_membership_spans(comm);
+    h = (&hier_no_memory == m->hier) ? NULL : m->hier;
+    if (NULL != h && h->spans_known) {
+        return h->spans;
     }
-    if (!m->hier->spans_known) {
-        m->hier->spans = hier_membership_spans(comm);
-        m->hier->spans_known = true;
+    for (int i = 0; !OMPI_COMM_IS_INTER(comm) && !spans && i < ompi_comm_size(comm); ++i) {
+        spans = !on_my_node(ompi_comm_peer_lookup(comm, i));
     }
-    return m->hier->spans;
+    if (NULL != h) {
+        h->spans = spans;
+        h->spans_known = true;
+    }
+    return spans;
 }
 
 /* Give up this rank's chain: its UCX endpoints and the pipeline's slots. */
