@@ -211,11 +211,10 @@ static int hier_alloc_slots(coll_gpu_hier_t *h)
 }
 
 /*
- * Connect this rank's chain (NULL: it is on none) and agree over comm, by an allreduce (MIN) of
- * ok: [0] the chain's UCX endpoints and pipeline slots are ready, [1] device memory can go
- * straight to UCX (asked for, a real GPU, a UCX that moves CUDA memory: the caller's answer for
- * a rank on no chain).  The chain is undone when the setup failed anywhere.  Returns the
- * allreduce's outcome; all_ok holds the agreed pair.
+ * Connect this rank's chain (NULL: none) and agree over comm (MIN) on ok: [0] its UCX endpoints
+ * and slots are ready, [1] device memory can go straight to UCX (asked for, a real GPU, a UCX
+ * that moves CUDA memory; the caller's answer for a rank on no chain).  The chain is undone when
+ * the setup failed anywhere.  Returns the allreduce's outcome; all_ok holds the agreed pair.
  */
 static int chain_connect(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
                          const char *what, struct ompi_communicator_t *chain, int ok[2],
@@ -403,11 +402,10 @@ out:
 }
 
 /*
- * Set up the rails (collective over comm, in the first allreduce that would take them): the
- * communicator of each rail r = 1 .. rails - 1 (node rank r of every node, ordered by node as
- * the leaders are), its UCX endpoints and its ranks' pipeline slots; rail 0 is the leaders'
- * chain, ready already.  Every rank ends in the same state: READY, or FAILED for good (the
- * leaders' path then takes every size), announced once.
+ * Set up the rails (collective over comm, in the first allreduce that would take them): rail
+ * r's communicator (node rank r of every node, ordered as the leaders) for r = 1 .. rails - 1,
+ * its UCX endpoints and slots; rail 0 is the leaders' chain.  Every rank ends in the same
+ * state: READY, or FAILED for good (the leaders then take every size), announced once.
  */
 static bool rails_ready(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
                         const char *what)
@@ -488,7 +486,7 @@ typedef enum {
     DEV_STORE,    /* R <- H */
     DEV_REDUCE    /* R = P op D (direct: D came from UCX) */
 } step_dev_t;
-typedef enum { NET_NONE = 0, NET_RECV_PREV, NET_SEND_NEXT, NET_RECV_NEXT, NET_SEND_PREV } step_net_t;
+typedef enum { NET_NONE, NET_RECV_PREV, NET_SEND_NEXT, NET_RECV_NEXT, NET_SEND_PREV } step_net_t;
 
 /* Which memory a step's message leaves from or lands in: the slot's pinned host memory, the
  * slot's device memory, or the chunk of P or R itself (the direct path). */
@@ -680,11 +678,10 @@ static int step_test(pipe_t *pp, int s, slot_t *sl)
 }
 
 /*
- * A rank of a chain whose UCX transfers failed tells every other rank of the chain through Open
- * MPI's point-to-point layer (which still works), so that none waits for a message that will
- * not come: each listens for that notice while its transfers run.  After the first failure
- * every rank agrees to leave UCX off on the communicator, so a notice that arrives too late for
- * its call is never taken for a later one's.
+ * A rank whose UCX transfers failed tells the rest of its chain through Open MPI's
+ * point-to-point layer, so that none waits for a message that will not come (each listens while
+ * its transfers run).  UCX then stays off on the communicator, so a notice that arrives too
+ * late for its call is never taken for a later one's.
  */
 static void abort_notify(struct ompi_communicator_t *chain)
 {
@@ -807,12 +804,11 @@ static int pipe_run(pipe_t *pp)
 }
 
 /*
- * One call's chain over UCX for this rank of chain, whose neighbours in it are prev and next
- * (-1 at the ends): bcast false, the allreduce of src (P) into out (R); bcast true, out down
- * the chain from its first rank.  direct: the chain's agreed path.  The tags carry comm's id in
- * the receiving process and the number of this rank's chains on comm: a process is on one
- * chain of comm, whose ranks all count the same calls.  A rank whose data failed (*local_rc)
- * keeps to the message schedule without it, so that no peer waits for it; a device step that
+ * One call's chain over UCX for this rank of chain, between prev and next (-1 at the ends):
+ * the allreduce of src (P) into out (R), or (bcast) out down the chain from its first rank.
+ * The tags carry comm's id in the receiving process and the number of this rank's chains on
+ * comm (a process is on one chain of comm, whose ranks all count the same calls).  A rank
+ * whose data failed (*local_rc) keeps to the message schedule without it; a device step that
  * fails sets *local_rc.  Returns the transfers' outcome.
  */
 static int chain_run(coll_gpu_hier_t *h, struct ompi_communicator_t *comm,
@@ -874,11 +870,10 @@ static struct ompi_datatype_t *mpi_type_of(dev_dtype_t dt)
 }
 
 /*
- * After the pipeline, or in its place: did every rank have its data (*data_ok), and did every
- * rank's UCX transfer complete (*net_ok)?  One host allreduce (MIN) over the ranks that must
- * know: the leaders (over their communicator's own table), or on the rails every rank of comm
- * (over the module below coll/gpu).  A UCX failure anywhere switches UCX off on this
- * communicator for good (all ranks of every chain see it).
+ * Did every rank have its data (*data_ok) and complete its UCX transfers (*net_ok)?  One host
+ * allreduce (MIN) over the leaders (their communicator's own module) or, on the rails, every
+ * rank of comm (the module below coll/gpu).  A UCX failure anywhere switches UCX off on this
+ * communicator for good.
  */
 static int chain_agree(mca_coll_gpu_module_t *m, const char *what,
                        struct ompi_communicator_t *comm, bool rails, bool *data_ok, bool *net_ok)
@@ -1015,12 +1010,10 @@ void mca_coll_gpu_hier_log(const char *what, struct ompi_communicator_t *comm, s
 
 /*
  * Steps 2 and 3 of an allreduce (the file's header) on this rank's chain, the leaders' or
- * (rails) its rail's: nelems elements of dt of dense device memory at out, the node's result
- * or this rank's shard of it, become the result of every node.  nelems 0: this rank runs no
- * chain, but takes part in the agreements.  A copy of the node's result is kept for the
- * fallback (h->saved), in which every chain redoes its step through the host; on the rails
- * every rank of comm then agrees again.  A rank whose data failed (*local_rc) keeps to the
- * message schedule without it.  Returns the outcome, the same on every rank that agreed.
+ * (rails) its rail's: nelems elements of dt at out (dense device memory), the node's result or
+ * this rank's shard of it, become every node's; nelems 0: no chain, only the agreements.  The
+ * fallback redoes every chain through the host from the copy kept in h->saved; on the rails
+ * every rank of comm then agrees again.  Returns the outcome, the same on every rank.
  */
 static int chain_allreduce(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
                            const char *what, bool rails, char *out, size_t nelems,
@@ -1099,12 +1092,8 @@ static void shard_of(size_t n, int rails, int r, size_t *lo, size_t *len)
     *len = base + ((ur < extra) ? 1 : 0);
 }
 
-/*
- * The allreduce on the rails (the file's header): the node's result on every rank, shard r
- * reduced between nodes by rail r, every shard spread inside each node from its rail's rank.
- * Every rank of comm takes part in the agreements, so that a failure on any rail is known to
- * all before the shards are spread, and every rank returns the same outcome.
- */
+/* The allreduce on the rails (the file's header).  Every rank of comm takes part in the
+ * agreements, so that a failure on any rail is known to all before the shards are spread. */
 static int hier_allreduce_rails(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
                                 const void *sbuf, void *rbuf, int count,
                                 struct ompi_datatype_t *dtype, struct ompi_op_t *op,
