@@ -186,24 +186,23 @@ void mca_coll_gpu_hier_release(mca_coll_gpu_module_t *m)
     free(h);
 }
 
-/* The pipeline's slots of a chain's rank (h->chunk x h->depth). */
+/* The pipeline's slots of a chain's rank (h->chunk x h->depth).  A failed allocation leaves
+ * its pointer NULL (the backends set a stream or an event only when they made it). */
 static int hier_alloc_slots(coll_gpu_hier_t *h)
 {
-    if (DEV_OK != dev_host_alloc((void **) &h->host, h->chunk * (size_t) h->depth)) {
+    size_t bytes = h->chunk * (size_t) h->depth;
+
+    if (DEV_OK != dev_host_alloc((void **) &h->host, bytes)) {
         h->host = NULL;
         return OMPI_ERR_OUT_OF_RESOURCE;
     }
-    if (DEV_OK != dev_mem_alloc((void **) &h->dtmp, h->chunk * (size_t) h->depth)) {
+    if (DEV_OK != dev_mem_alloc((void **) &h->dtmp, bytes)) {
         h->dtmp = NULL;
         return OMPI_ERR_OUT_OF_RESOURCE;
     }
     for (int s = 0; s < h->depth; ++s) {
-        if (DEV_OK != dev_stream_create(&h->stream[s])) {
-            h->stream[s] = NULL;
-            return OMPI_ERR_OUT_OF_RESOURCE;
-        }
-        if (DEV_OK != dev_event_create(&h->event[s])) {
-            h->event[s] = NULL;
+        if (DEV_OK != dev_stream_create(&h->stream[s])
+            || DEV_OK != dev_event_create(&h->event[s])) {
             return OMPI_ERR_OUT_OF_RESOURCE;
         }
     }
@@ -1229,9 +1228,8 @@ int mca_coll_gpu_hier_leaders_bcast(mca_coll_gpu_module_t *m, struct ompi_commun
         }
         net_rc = chain_run(h, comm, h->leader_comm, h->direct, true,
                            (0 == q) ? -1 : (pos - 1 + nl) % nl, (nl - 1 == q) ? -1 : (pos + 1) % nl,
-                           at, at,
-                           (size_t) (first[j + 1] - first[j]) * block, DEV_T_UINT8, DEV_OP_SUM,
-                           local_rc);
+                           at, at, (size_t) (first[j + 1] - first[j]) * block, DEV_T_UINT8,
+                           DEV_OP_SUM, local_rc);
     }
     data_ok = (OMPI_SUCCESS == *local_rc);
     net_ok = (OMPI_SUCCESS == net_rc);

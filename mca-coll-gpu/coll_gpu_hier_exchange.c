@@ -47,16 +47,13 @@ static const char *hier_allgather_staged_why(mca_coll_gpu_module_t *m,
                                              struct ompi_communicator_t *comm, const char *what,
                                              size_t block, int rcount)
 {
-    coll_gpu_hier_t *h;
-
     if (0 == block) {
         return "staged (empty)";
     }
     if (!mca_coll_gpu_hier_ready(m, comm, what)) {
         return "staged (spans nodes; no hierarchical path on this communicator)";
     }
-    h = m->hier;
-    if (h->max_node > COLL_GPU_TEAM_MAX) {
+    if (m->hier->max_node > COLL_GPU_TEAM_MAX) {
         return "staged (spans nodes; a node has more ranks than a node team serves)";
     }
     if ((size_t) ompi_comm_size(comm) * (size_t) rcount > (size_t) INT_MAX) {
