@@ -118,7 +118,7 @@ static bool on_my_node(struct ompi_proc_t *proc)
 }
 
 /* The state of a communicator whose hierarchical state could not be allocated on this rank
- * (hier_ready): failed for good, leaders' path and rails; never freed. */
+ * (mca_coll_gpu_hier_ready): failed for good, leaders' path and rails; never freed. */
 static coll_gpu_hier_t hier_no_memory = {.state = HIER_FAILED, .rails_state = HIER_FAILED};
 
 /* Does comm span nodes?  Every rank sees a peer off its node as soon as two ranks sit on

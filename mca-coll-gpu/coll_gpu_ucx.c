@@ -1,8 +1,6 @@
 /*
- * coll_gpu_ucx.c - coll/gpu's own UCX (UCP) layer for the hierarchical collectives
- * (coll_gpu_hier.c, coll_gpu_hier_exchange.c): one context and worker per process, one endpoint
- * per peer process (found by an exchange of worker addresses over each communicator, kept until
- * finalize), tagged nonblocking sends and receives.  See coll_gpu_ucx.h.
+ * coll_gpu_ucx.c - coll/gpu's own UCX (UCP) layer for the hierarchical collectives: see
+ * coll_gpu_ucx.h.
  *
  * Why the endpoints outlive the communicators: an endpoint that has carried rendezvous-sized
  * messages over TCP (UCX 1.13 and 1.22 alike) leaves sockets open in CLOSE_WAIT after a flushing
