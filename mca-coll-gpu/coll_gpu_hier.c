@@ -919,6 +919,20 @@ bool mca_coll_gpu_hier_node_status(coll_gpu_hier_t *h, int *rc)
     return 0 == failed;
 }
 
+/* A bcast of bytes at buf from root over comm's own module, in pieces of at most INT_MAX bytes
+ * (MPI counts are ints; a message may be larger). */
+static int bcast_bytes(struct ompi_communicator_t *comm, char *buf, size_t bytes, int root)
+{
+    int rc = OMPI_SUCCESS;
+
+    for (size_t done = 0, n; OMPI_SUCCESS == rc && done < bytes; done += n) {
+        n = (bytes - done > (size_t) INT_MAX) ? (size_t) INT_MAX : bytes - done;
+        rc = comm->c_coll->coll_bcast(buf + done, (int) n, MPI_BYTE, root, comm,
+                                      comm->c_coll->coll_bcast_module);
+    }
+    return rc;
+}
+
 /* The step between nodes through the host, along a chain (the leaders' communicator, or a
  * rail's): the fallback, and the path once UCX broke on this communicator.  buf: the rank's
  * dense data in device memory (every rank of the chain has it: chain_agree said so); op NULL:
@@ -938,20 +952,16 @@ static int chain_staged(mca_coll_gpu_module_t *m, struct ompi_communicator_t *co
     if (OMPI_SUCCESS != rc) {
         return rc;
     }
-    /* in pieces of at most INT_MAX elements (MPI counts are ints; a message may be larger) */
-    for (size_t done = 0, esize = reduce ? bytes / nelems : 1, n;
-         OMPI_SUCCESS == rc && done < (reduce ? nelems : bytes); done += n) {
-        char *at = (char *) mca_coll_gpu_view(&st) + done * esize;
+    if (!reduce) {
+        rc = bcast_bytes(chain, mca_coll_gpu_view(&st), bytes, root_leader);
+    }
+    /* in pieces of at most INT_MAX elements, as bcast_bytes */
+    for (size_t done = 0, n; reduce && OMPI_SUCCESS == rc && done < nelems; done += n) {
+        char *at = (char *) mca_coll_gpu_view(&st) + done * (bytes / nelems);
 
-        n = (reduce ? nelems : bytes) - done;
-        n = (n > (size_t) INT_MAX) ? (size_t) INT_MAX : n;
-        if (reduce) {
-            rc = chain->c_coll->coll_allreduce(MPI_IN_PLACE, at, (int) n, mpi_type_of(dt), op,
-                                               chain, chain->c_coll->coll_allreduce_module);
-        } else {
-            rc = chain->c_coll->coll_bcast(at, (int) n, MPI_BYTE, root_leader, chain,
-                                           chain->c_coll->coll_bcast_module);
-        }
+        n = (nelems - done > (size_t) INT_MAX) ? (size_t) INT_MAX : nelems - done;
+        rc = chain->c_coll->coll_allreduce(MPI_IN_PLACE, at, (int) n, mpi_type_of(dt), op, chain,
+                                           chain->c_coll->coll_allreduce_module);
     }
     return mca_coll_gpu_unstage(m, &st, rc,
                                 (reduce || !is_root) ? COLL_GPU_WRITE : COLL_GPU_NONE, comm,
@@ -1123,19 +1133,12 @@ static int hier_allreduce_rails(mca_coll_gpu_module_t *m, struct ompi_communicat
     }
     rc = chain_allreduce(m, comm, what, true, (NULL != a.dev) ? (char *) a.dev + lo * esize : NULL,
                          n, dt, dop, op, &local_rc);
-    /* 4. every shard from its rail's rank to the rest of its node (the team's bcast), in
-     * pieces of at most INT_MAX bytes (MPI counts are ints) */
+    /* 4. every shard from its rail's rank to the rest of its node (the team's bcast) */
     for (int r = 0; OMPI_SUCCESS == rc && r < h->rails; ++r) {
         size_t rlo, rn;
 
         shard_of(nelems, h->rails, r, &rlo, &rn);
-        for (size_t done = 0, len; OMPI_SUCCESS == rc && done < rn * esize; done += len) {
-            len = rn * esize - done;
-            len = (len > (size_t) INT_MAX) ? (size_t) INT_MAX : len;
-            rc = h->node_comm->c_coll->coll_bcast((char *) a.dev + rlo * esize + done, (int) len,
-                                                  MPI_BYTE, r, h->node_comm,
-                                                  h->node_comm->c_coll->coll_bcast_module);
-        }
+        rc = bcast_bytes(h->node_comm, (char *) a.dev + rlo * esize, rn * esize, r);
     }
     if (OMPI_SUCCESS == rc) {
         rc = mca_coll_gpu_adapt_out(m, comm, what, &a, true);
