@@ -23,7 +23,8 @@ struct coll_gpu_hier_t {
     struct ompi_communicator_t *node_comm, *leader_comm;
     /* comm rank -> the leader-comm rank of its node's leader, its rank in its node, and the id
      * its process gives comm in UCX tags (its local cid: on Open MPI 5.0 the local cids of one
-     * communicator may differ between processes, and a message must carry its receiver's) */
+     * communicator may differ between processes, and a message must carry its receiver's);
+     * these and node_first are one allocation, leader_of's */
     int *leader_of, *node_rank_of, *tag_cid_of;
     /* node-major order (the nodes in the leaders' order, each node's ranks in node rank order):
      * node j's ranks hold slots node_first[j] .. node_first[j + 1] - 1; node_major: that order
