@@ -1,15 +1,14 @@
 /*
  * coll_gpu_hier.c - MPI_Allreduce and MPI_Bcast on device buffers of a communicator that spans
- * nodes (real ones, or the emulated nodes of coll_gpu_emulate_nodes): the node's own path
- * inside each node, UCX (coll_gpu_ucx.c) between one leader per node, or for large allreduces
- * between the ranks of each rail (below).  The setup, the pipeline and the leaders' step of an
- * all-gather (mca_coll_gpu_hier_leaders_allgather) also serve MPI_Allgather and the
- * reduce-scatters, composed in coll_gpu_hier_exchange.c; the state is in coll_gpu_hier.h.
+ * nodes (real ones, or coll_gpu_emulate_nodes' emulated ones): the node's own path inside each
+ * node, UCX (coll_gpu_ucx.c) between one leader per node, or for large allreduces between the
+ * ranks of each rail (below).  The setup, the pipeline and the leaders' chain bcasts also serve
+ * MPI_Allgather and the reduce-scatters (coll_gpu_hier_exchange.c); the state is in
+ * coll_gpu_hier.h.
  *
- * Sub-communicators are built lazily on the first such call, the way coll/han does it (every
- * rank creates them in the same order, inside a collective call): the node communicator (the
- * ranks of one node; its collectives are coll/gpu's, so device buffers take its node team) and
- * the leaders' communicator (node rank 0 of every node, ordered by rank).  The leaders then
+ * The sub-communicators are made on the first such call, as coll/han does (every rank in the
+ * same order, inside a collective call): the node's (its collectives are coll/gpu's: device
+ * buffers take its node team) and the leaders' (node rank 0 of every node).  The leaders then
  * connect over UCX, and every rank agrees on the outcome: a failure anywhere leaves the
  * communicator on the staged path for good, on every rank.
  *
@@ -18,16 +17,14 @@
  *   2. leaders: chain reduce up, chain      2. leaders: pipelined chain from the root's leader
  *      bcast down, pipelined (below)        3. bcast inside every other node, from its leader
  *   3. leaders agree the UCX step worked    (2 ends with the same agreement and fallback)
- *      (else: host allreduce between
- *      leaders through Open MPI's
- *      point-to-point layer, from the
- *      node result each leader kept)
+ *      (else: a host allreduce between
+ *      them from the node results kept)
  *   4. node bcast from the leader
  *
- * The leaders' pipeline moves the message in chunks (coll_gpu_ucx_chunk_bytes), with
- * coll_gpu_ucx_depth chunks in flight per leader, each in a slot of pinned host memory, a slot
- * of device memory and a stream of its own.  Per chunk, leader p of L (P: the node result kept
- * by the leader, R: the receive buffer, H/D: the slot's host and device memory):
+ * The pipeline moves the message in chunks (coll_gpu_ucx_chunk_bytes), coll_gpu_ucx_depth of
+ * them in flight per leader, each in a slot of pinned host memory, of device memory and a
+ * stream.  Per chunk, leader p of L (P: the node result kept by the leader, R: the receive
+ * buffer, H/D: the slot's host and device memory):
  *
  *   p = 0          p in (0, L-1)                        p = L-1
  *   H <- P (D2H)   recv H from p-1                      recv H from p-1
@@ -38,49 +35,34 @@
  *                  recv H from p+1
  *                  send H to p-1 and R <- H (together)
  *
- * With coll_gpu_ucx_device_direct (agreed at setup: every leader has a GPU and a UCX that moves
- * CUDA memory) the messages leave from and land in device memory (P, R, D) and the host copies
- * go: p = 0 sends P and receives R; the others receive D, reduce R = P op D, send R, and so on.
+ * With coll_gpu_ucx_device_direct (agreed at setup) the messages leave from and land in device
+ * memory (P, R, D) and the host copies go.  Every leader reduces the chunks in the same order,
+ * and the last one's result is what all receive: every rank ends with the same bits.  The bcast
+ * chain is the second half: recv H from the previous leader, send H to the next and R <- H.
  *
- * Every leader reduces the chunks in the same order (P of leader 0 first), and the last one's
- * result is what all receive: every rank ends with the same bits.  The bcast chain is the second
- * half: recv H from the previous leader, send H to the next and R <- H together.
- *
- * Rails.  With only the leaders between nodes, one process per node carries the whole message
- * through the network.  An allreduce of coll_gpu_hier_rail_min_bytes or more, on a
- * communicator whose every node has 2 ranks or more, runs on rails: as many as the smallest
- * node has ranks (from the membership, the same on all).  The message is cut into that many
- * shards of whole elements, and node rank r of every node runs the chain above on shard r
- * only, over rail r's communicator (node rank r of every node, ordered by node; rail 0 is the
- * leaders' communicator) and UCX endpoints of its own, made on the first such call:
+ * Rails.  An allreduce of coll_gpu_hier_rail_min_bytes or more, where every node has 2 ranks or
+ * more, does not push the whole message through one process per node: it is cut into shards
+ * of whole elements, one per rail (as many as the smallest node has ranks), and node rank r of
+ * every node runs the chain above on shard r over rail r's communicator (rail 0: the leaders')
+ * and UCX endpoints of its own.  Steps 1 and 4 stay the node team's allreduce and bcasts: the
+ * shards are cut in elements, not at the team's pieces, and NVLink is much faster than the
+ * network the rails relieve.
  *
  *   node rank     0                  1                  ..  rails-1            rails.. (uneven)
  *   1.            node allreduce (node team): every rank holds the node's result
  *   2.            chain on shard 0   chain on shard 1   ..  chain on shard     -
  *                 (rail 0: leaders)  (rail 1)               rails-1
- *   3.            every rank of the communicator agrees that every rank had its data and every
- *                 rail's transfers completed (else every rail redoes its shard through the host,
- *                 and all agree again)
+ *   3.            every rank agrees that every rank had its data and every rail's transfers
+ *                 completed (else every rail redoes its shard through the host; all agree again)
  *   4.            node bcast of shard 0 from node rank 0, of shard 1 from node rank 1, ...
  *
- * Step 1 is the node team's allreduce and step 4 its bcasts, though the team now has a
- * reduce-scatter and an exchange (all-gather) of its own (coll_gpu_nvl.c): the rails' shards
- * are cut in elements of the call's type, not at the team's pieces, and what the whole result
- * costs moves over NVLink, an order of magnitude faster than the network the rails relieve.
- * Each shard is reduced by one chain in one order and then only copied: every rank ends with
- * the same bits.  Smaller messages keep to the leaders (the rails' extra node steps cost more
- * than a shard saves); so does every bcast.
- *
- * What every rank decides alone must be the same on all: whether the communicator spans nodes
- * (membership, coll_gpu_emulate_nodes), the rails (membership, the signature's bytes), the
- * agreed setup, the parameters (all ALL_EQ).  A rank of a chain (leader, or a rail's) that fails
- * locally (a device copy, an allocation) keeps to the message schedule without its data, so that
- * no peer waits for it, and reports the failure in the agreement; a UCX failure stops that
- * rank's transfers and it tells the other ranks of its chain through Open MPI's point-to-point
- * layer, so that they stop waiting too (coll_gpu_ucx_timeout_seconds bounds a wait on a peer
- * that stopped without a word).  Either way every chain then redoes the inter-node step
- * through the host (staged, Open MPI's point-to-point layer) and the call returns the right
- * result; UCX stays off on that communicator afterwards (the rails then each stage their shard).
+ * What every rank decides alone is the same on all: the membership (spans, rails), the
+ * signature's bytes, the agreed setup, the parameters (ALL_EQ).  A rank of a chain that fails
+ * locally keeps to the message schedule without its data and says so in the agreement; one
+ * whose UCX failed tells the rest of its chain through Open MPI's point-to-point layer
+ * (coll_gpu_ucx_timeout_seconds bounds a wait on a peer that stopped without a word).  Either
+ * way every chain redoes the step between nodes through the host, and UCX stays off on that
+ * communicator afterwards.
  */
 #include "ompi_config.h"
 
@@ -128,87 +110,61 @@ static int tag_cid(struct ompi_communicator_t *comm)
     return cid;
 }
 
-/* Does proc share this process' real node?  (Open MPI knows from the launch.) */
+/* Does proc share this process' node, real (Open MPI knows from the launch) and emulated? */
 static bool on_my_node(struct ompi_proc_t *proc)
 {
-    return proc == ompi_proc_local() || OPAL_PROC_ON_LOCAL_NODE(proc->super.proc_flags);
+    return (proc == ompi_proc_local() || OPAL_PROC_ON_LOCAL_NODE(proc->super.proc_flags))
+           && emulated_node(proc) == emulated_node(ompi_proc_local());
 }
 
 /* The state of a communicator whose hierarchical state could not be allocated on this rank
- * (hier_ready): failed for good, leaders' path and rails; never freed. */
+ * (mca_coll_gpu_hier_ready): failed for good, leaders' path and rails; never freed. */
 static coll_gpu_hier_t hier_no_memory = {.state = HIER_FAILED, .rails_state = HIER_FAILED};
 
-static coll_gpu_hier_t *hier_get(mca_coll_gpu_module_t *m)
+/* Does comm span nodes?  Every rank sees a peer off its node as soon as two ranks sit on
+ * different nodes, and the emulated node of every member is a function of its name: the answer
+ * is the same on all, even on a rank without memory for the state (which so joins the setup,
+ * and fails there with its peers: mca_coll_gpu_hier_ready). */
+bool mca_coll_gpu_hier_spans(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm)
 {
+    coll_gpu_hier_t *h;
+    bool spans = false;
+
     if (NULL == m->hier && !mca_coll_gpu_test_fail_alloc("hier_state")) {
         m->hier = calloc(1, sizeof(*m->hier));
     }
-    return m->hier;
-}
-
-/* Does comm span nodes (real ones, or coll_gpu_emulate_nodes' emulated ones)?  Every rank sees
- * a peer off its node as soon as two ranks sit on different nodes, and the emulated node of
- * every member is a function of its name: the answer is the same on all. */
-static bool hier_membership_spans(struct ompi_communicator_t *comm)
-{
-    int size = ompi_comm_size(comm);
-    int mine;
-
-    if (OMPI_COMM_IS_INTER(comm) || 2 > size) {
-        return false;
+    h = (&hier_no_memory == m->hier) ? NULL : m->hier;
+    if (NULL != h && h->spans_known) {
+        return h->spans;
     }
-    mine = emulated_node(ompi_proc_local());
-    for (int i = 0; i < size; ++i) {
-        struct ompi_proc_t *proc = ompi_comm_peer_lookup(comm, i);
-        if (!on_my_node(proc) || emulated_node(proc) != mine) {
-            return true;
-        }
+    for (int i = 0; !OMPI_COMM_IS_INTER(comm) && !spans && i < ompi_comm_size(comm); ++i) {
+        spans = !on_my_node(ompi_comm_peer_lookup(comm, i));
     }
-    return false;
-}
-
-bool mca_coll_gpu_hier_spans(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm)
-{
-    coll_gpu_hier_t *h = hier_get(m);
-
-    if (NULL == h || &hier_no_memory == h) {
-        /* no memory for the state: the answer must still be the one every rank gives (so this
-         * rank joins the setup, where it fails with its peers: hier_ready); the shared state of
-         * such communicators holds no answer of its own */
-        return hier_membership_spans(comm);
-    }
-    if (!h->spans_known) {
-        h->spans = hier_membership_spans(comm);
+    if (NULL != h) {
+        h->spans = spans;
         h->spans_known = true;
     }
-    return h->spans;
+    return spans;
 }
 
-static void hier_free_slots(coll_gpu_hier_t *h)
+/* Give up this rank's chain: its UCX endpoints and the pipeline's slots. */
+static void chain_disconnect(coll_gpu_hier_t *h)
 {
+    mca_coll_gpu_ucx_comm_destroy(h->ucx);
+    h->ucx = NULL;
     for (int s = 0; s < HIER_DEPTH_MAX; ++s) {
-        if (NULL != h->event[s]) {
-            (void) dev_event_destroy(h->event[s]);
-            h->event[s] = NULL;
-        }
-        if (NULL != h->stream[s]) {
-            (void) dev_stream_destroy(h->stream[s]);
-            h->stream[s] = NULL;
-        }
+        (void) dev_event_destroy(h->event[s]);
+        (void) dev_stream_destroy(h->stream[s]);
+        h->event[s] = NULL;
+        h->stream[s] = NULL;
     }
-    if (NULL != h->host) {
-        (void) dev_host_free(h->host);
-        h->host = NULL;
-    }
-    if (NULL != h->dtmp) {
-        (void) dev_mem_free(h->dtmp);
-        h->dtmp = NULL;
-    }
-    if (NULL != h->saved) {
-        (void) dev_mem_free(h->saved);
-        h->saved = NULL;
-        h->saved_bytes = 0;
-    }
+    (void) dev_host_free(h->host);
+    (void) dev_mem_free(h->dtmp);
+    (void) dev_mem_free(h->saved);
+    h->host = NULL;
+    h->dtmp = NULL;
+    h->saved = NULL;
+    h->saved_bytes = 0;
 }
 
 void mca_coll_gpu_hier_release(mca_coll_gpu_module_t *m)
@@ -219,63 +175,78 @@ void mca_coll_gpu_hier_release(mca_coll_gpu_module_t *m)
     if (NULL == h || &hier_no_memory == h) {
         return;
     }
-    mca_coll_gpu_ucx_comm_destroy(h->ucx);
-    hier_free_slots(h);
-    if (NULL != h->rail_comm) {
-        (void) ompi_comm_free(&h->rail_comm);
+    chain_disconnect(h);
+    struct ompi_communicator_t **comms[] = {&h->rail_comm, &h->leader_comm, &h->node_comm};
+    for (int i = 0; i < 3; ++i) {
+        if (NULL != *comms[i]) {
+            (void) ompi_comm_free(comms[i]);
+        }
     }
-    if (NULL != h->leader_comm) {
-        (void) ompi_comm_free(&h->leader_comm);
-    }
-    if (NULL != h->node_comm) {
-        (void) ompi_comm_free(&h->node_comm);
-    }
-    free(h->leader_of);
-    free(h->node_rank_of);
-    free(h->tag_cid_of);
-    free(h->node_first);
+    free(h->leader_of); /* and the other tables: one allocation (hier_setup) */
     free(h);
 }
 
-/* The pipeline's slots of a chain's rank (h->chunk x h->depth). */
+/* The pipeline's slots of a chain's rank (h->chunk x h->depth).  A failed allocation leaves
+ * its pointer NULL (the backends set a stream or an event only when they made it). */
 static int hier_alloc_slots(coll_gpu_hier_t *h)
 {
-    if (DEV_OK != dev_host_alloc((void **) &h->host, h->chunk * (size_t) h->depth)) {
+    size_t bytes = h->chunk * (size_t) h->depth;
+
+    if (DEV_OK != dev_host_alloc((void **) &h->host, bytes)) {
         h->host = NULL;
         return OMPI_ERR_OUT_OF_RESOURCE;
     }
-    if (DEV_OK != dev_mem_alloc((void **) &h->dtmp, h->chunk * (size_t) h->depth)) {
+    if (DEV_OK != dev_mem_alloc((void **) &h->dtmp, bytes)) {
         h->dtmp = NULL;
         return OMPI_ERR_OUT_OF_RESOURCE;
     }
     for (int s = 0; s < h->depth; ++s) {
-        if (DEV_OK != dev_stream_create(&h->stream[s])) {
-            h->stream[s] = NULL;
-            return OMPI_ERR_OUT_OF_RESOURCE;
-        }
-        if (DEV_OK != dev_event_create(&h->event[s])) {
-            h->event[s] = NULL;
+        if (DEV_OK != dev_stream_create(&h->stream[s])
+            || DEV_OK != dev_event_create(&h->event[s])) {
             return OMPI_ERR_OUT_OF_RESOURCE;
         }
     }
     return OMPI_SUCCESS;
 }
 
-/* Can this rank hand device memory straight to UCX: asked for, a real GPU, and a UCX that
- * moves CUDA memory?  (Every rank of a chain must say yes: the caller agrees.) */
-static bool direct_possible(struct ompi_communicator_t *comm, const char *what)
+/*
+ * Connect this rank's chain (NULL: none) and agree over comm (MIN) on ok: [0] its UCX endpoints
+ * and slots are ready, [1] device memory can go straight to UCX (asked for, a real GPU, a UCX
+ * that moves CUDA memory; the caller's answer for a rank on no chain).  The chain is undone when
+ * the setup failed anywhere.  Returns the allreduce's outcome; all_ok holds the agreed pair.
+ */
+static int chain_connect(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                         const char *what, struct ompi_communicator_t *chain, int ok[2],
+                         int all_ok[2])
 {
-    bool yes = mca_coll_gpu_component.ucx_device_direct && mca_coll_gpu_ucx_device_memory()
-               && DEV_BACKEND_CUDA == dev_backend();
+    coll_gpu_hier_t *h = m->hier;
+    bool want = mca_coll_gpu_component.ucx_device_direct;
+    int rc;
 
-    if (mca_coll_gpu_component.ucx_device_direct && !yes) {
-        COLL_GPU_VERBOSE(COLL_GPU_LOG_QUERY, "coll:gpu:%s (cid %d): rank %d: "
-                         "coll_gpu_ucx_device_direct: not here (%s, %s backend): chunks "
-                         "staged through host memory", what, coll_gpu_comm_cid(comm),
-                         ompi_comm_rank(comm), mca_coll_gpu_ucx_describe(),
-                         dev_backend_name(dev_backend()));
+    if (NULL != chain) {
+        /* every rank of the chain takes part in the exchange, whatever its local state */
+        ok[0] = (OMPI_SUCCESS == mca_coll_gpu_ucx_comm_create(chain, &h->ucx));
+        if (ok[0] && OMPI_SUCCESS != hier_alloc_slots(h)) {
+            COLL_GPU_VERBOSE(COLL_GPU_LOG_ERROR, "coll:gpu:%s (cid %d): rank %d: no memory for "
+                             "the UCX pipeline's slots of rail %d (%s)", what,
+                             coll_gpu_comm_cid(comm), ompi_comm_rank(comm), h->node_rank,
+                             dev_error_string());
+            ok[0] = 0;
+        }
+        ok[1] = want && mca_coll_gpu_ucx_device_memory() && DEV_BACKEND_CUDA == dev_backend();
+        if (want && !ok[1]) {
+            COLL_GPU_VERBOSE(COLL_GPU_LOG_QUERY, "coll:gpu:%s (cid %d): rank %d: "
+                             "coll_gpu_ucx_device_direct: not here (%s, %s backend): chunks "
+                             "staged through host memory", what, coll_gpu_comm_cid(comm),
+                             ompi_comm_rank(comm), mca_coll_gpu_ucx_describe(),
+                             dev_backend_name(dev_backend()));
+        }
     }
-    return yes;
+    rc = m->prev_allreduce.fn(ok, all_ok, 2, MPI_INT, MPI_MIN, comm, m->prev_allreduce.module);
+    if (NULL != chain && (OMPI_SUCCESS != rc || !all_ok[0])) {
+        chain_disconnect(h);
+    }
+    return rc;
 }
 
 /* Agree over comm whether every rank has the memory for the hierarchical setup (an allreduce
@@ -304,9 +275,23 @@ static int hier_agree_memory(mca_coll_gpu_module_t *m, struct ompi_communicator_
     return any ? OMPI_ERR_OUT_OF_RESOURCE : OMPI_SUCCESS;
 }
 
+/* Split comm by color (MPI_UNDEFINED: *out is NULL).  A failure of the split itself is Open
+ * MPI's, reported on every rank. */
+static int hier_split(struct ompi_communicator_t *comm, int color, int key,
+                      struct ompi_communicator_t **out)
+{
+    int rc = ompi_comm_split(comm, color, key, out, false);
+
+    if (OMPI_SUCCESS != rc || &ompi_mpi_comm_null.comm == *out) {
+        *out = NULL;
+    }
+    return rc;
+}
+
 /*
- * Build the sub-communicators and the leaders' UCX endpoints (collective over comm, on the first
- * device call that needs them).  Every rank ends in the same state: READY, or FAILED for good.
+ * Build the sub-communicators, the tables of who leads whom and the leaders' UCX endpoints
+ * (collective over comm, on the first device call that needs them).  Every rank ends in the
+ * same state: READY, or FAILED for good.
  */
 static int hier_setup(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
                       const char *what)
@@ -314,103 +299,73 @@ static int hier_setup(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm
     coll_gpu_hier_t *h = m->hier;
     int size = ompi_comm_size(comm), rank = ompi_comm_rank(comm);
     int n = (1 < mca_coll_gpu_component.emulate_nodes) ? mca_coll_gpu_component.emulate_nodes : 1;
-    int color = -1, node_rank, leader_rank = -1, rc;
-    int ok[2] = {1, 1}, all_ok[2] = {0, 0}; /* set up; direct path wanted and possible */
-    int mine[4], *cards = NULL;
+    int color = -1, leader_rank, rc;
+    int ok[2] = {1, 1}, all_ok[2] = {0, 0};
+    int *cards = NULL;
 
-    /* The tables of who leads whom, before the first collective step: a rank that cannot have
-     * them says so in an agreement that needs no memory, and every rank gives up together
-     * (leaving before a step would leave its peers waiting in it). */
+    /* The tables, before the first collective step: a rank that cannot have them says so in an
+     * agreement that needs no memory, and every rank gives up together (leaving before a step
+     * would leave its peers waiting in it). */
     if (!mca_coll_gpu_test_fail_alloc("hier")) {
         cards = malloc(sizeof(int) * 4 * (size_t) size);
-        h->leader_of = malloc(sizeof(int) * (size_t) size);
-        h->node_rank_of = malloc(sizeof(int) * (size_t) size);
-        h->tag_cid_of = malloc(sizeof(int) * (size_t) size);
-        h->node_first = malloc(sizeof(int) * ((size_t) size + 1));
+        h->leader_of = malloc(sizeof(int) * (4 * (size_t) size + 1));
     }
-    rc = hier_agree_memory(m, comm, what, NULL == cards || NULL == h->leader_of
-                                          || NULL == h->node_rank_of || NULL == h->tag_cid_of
-                                          || NULL == h->node_first);
+    rc = hier_agree_memory(m, comm, what, NULL == cards || NULL == h->leader_of);
     if (OMPI_SUCCESS != rc) {
-        free(cards);
-        return rc;
+        goto out;
     }
-    /* the pipeline's shape, from parameters of scope ALL_EQ */
+    h->node_rank_of = h->leader_of + size;
+    h->tag_cid_of = h->node_rank_of + size;
+    h->node_first = h->tag_cid_of + size;
+    /* the pipeline's shape, from parameters of scope ALL_EQ; a chunk a multiple of 16 B, so
+     * that it holds whole elements of every type */
     h->depth = mca_coll_gpu_component.ucx_depth;
     h->depth = (1 > h->depth) ? 1 : (HIER_DEPTH_MAX < h->depth) ? HIER_DEPTH_MAX : h->depth;
-    /* a multiple of 16 B, so that a chunk holds whole elements of every type */
     h->chunk = mca_coll_gpu_component.ucx_chunk_bytes & ~(size_t) 15;
     h->chunk = (16 > h->chunk) ? 16 : h->chunk;
     /* the node: the lowest rank on my real node, times the emulated node */
     for (int i = 0; i < size && 0 > color; ++i) {
-        struct ompi_proc_t *proc = ompi_comm_peer_lookup(comm, i);
-        if (on_my_node(proc) && emulated_node(proc) == emulated_node(ompi_proc_local())) {
+        if (on_my_node(ompi_comm_peer_lookup(comm, i))) {
             color = i * n + emulated_node(ompi_proc_local());
         }
     }
-    rc = ompi_comm_split(comm, color, rank, &h->node_comm, false);
+    rc = hier_split(comm, color, rank, &h->node_comm);
     if (OMPI_SUCCESS != rc) {
-        h->node_comm = NULL;
-        free(cards);
-        return rc; /* an MPI failure of the split itself: Open MPI reported it on every rank */
+        goto out;
     }
-    node_rank = ompi_comm_rank(h->node_comm);
-    rc = ompi_comm_split(comm, (0 == node_rank) ? 0 : MPI_UNDEFINED, rank, &h->leader_comm,
-                         false);
+    h->node_rank = ompi_comm_rank(h->node_comm);
+    rc = hier_split(comm, (0 == h->node_rank) ? 0 : MPI_UNDEFINED, rank, &h->leader_comm);
     if (OMPI_SUCCESS != rc) {
-        h->leader_comm = NULL;
-        free(cards);
-        return rc;
+        goto out;
     }
-    if (&ompi_mpi_comm_null.comm == h->leader_comm) {
-        h->leader_comm = NULL;
-    }
-    if (NULL != h->leader_comm) {
-        leader_rank = ompi_comm_rank(h->leader_comm);
-    }
-    /* who leads whom: (node color, node rank, leader rank) of every rank */
-    mine[0] = color;
-    mine[1] = node_rank;
-    mine[2] = leader_rank;
-    mine[3] = tag_cid(comm);
+    leader_rank = (NULL != h->leader_comm) ? ompi_comm_rank(h->leader_comm) : -1;
+    /* who leads whom: (node color, node rank, leader rank, tag id) of every rank */
+    int mine[4] = {color, h->node_rank, leader_rank, tag_cid(comm)};
     rc = m->prev_allgather.fn(mine, 4, MPI_INT, cards, 4, MPI_INT, comm,
                               m->prev_allgather.module);
     if (OMPI_SUCCESS != rc) {
-        free(cards);
-        return rc;
+        goto out;
     }
+    memset(h->node_first, 0, sizeof(int) * ((size_t) size + 1));
     h->nnodes = 0;
-    h->node_rank = node_rank;
-    h->rails = INT_MAX;
     for (int i = 0; i < size; ++i) {
-        int members = 0;
-
         h->node_rank_of[i] = cards[4 * i + 1];
         h->tag_cid_of[i] = cards[4 * i + 3];
-        h->leader_of[i] = -1;
-        for (int j = 0; j < size; ++j) {
-            if (cards[4 * j] == cards[4 * i]) {
-                ++members;
-                if (0 == cards[4 * j + 1]) {
-                    h->leader_of[i] = cards[4 * j + 2];
-                }
+        for (int j = 0; j < size; ++j) { /* the leader: node rank 0 of the same color */
+            if (cards[4 * j] == cards[4 * i] && 0 == cards[4 * j + 1]) {
+                h->leader_of[i] = cards[4 * j + 2];
             }
         }
         h->nnodes += (0 == cards[4 * i + 1]);
-        /* the rails: the ranks of the smallest node (from the membership: the same on all) */
-        h->rails = (members < h->rails) ? members : h->rails;
-    }
-    free(cards);
-    /* node-major order (coll_gpu_hier.h): node j's ranks after those of the nodes before it */
-    for (int j = 0; j <= size; ++j) {
-        h->node_first[j] = 0;
-    }
-    for (int i = 0; i < size; ++i) {
         ++h->node_first[h->leader_of[i] + 1];
     }
+    /* node-major order (coll_gpu_hier.h): node j's ranks after those of the nodes before it;
+     * the rails: as many as the smallest node has ranks (from the membership: the same on all) */
     h->max_node = 0;
+    h->rails = INT_MAX;
     for (int j = 0; j < h->nnodes; ++j) {
         h->max_node = (h->node_first[j + 1] > h->max_node) ? h->node_first[j + 1] : h->max_node;
+        h->rails = (h->node_first[j + 1] < h->rails) ? h->node_first[j + 1] : h->rails;
         h->node_first[j + 1] += h->node_first[j];
     }
     h->node_major = true;
@@ -419,21 +374,9 @@ static int hier_setup(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm
                         && (i == h->node_first[h->leader_of[i]] + h->node_rank_of[i]);
     }
     h->chain_comm = h->leader_comm;
-    if (NULL != h->leader_comm) {
-        /* every leader takes part in the exchange, whatever its local state */
-        ok[0] = (OMPI_SUCCESS == mca_coll_gpu_ucx_comm_create(h->leader_comm, &h->ucx));
-        if (ok[0] && OMPI_SUCCESS != hier_alloc_slots(h)) {
-            COLL_GPU_VERBOSE(COLL_GPU_LOG_ERROR, "coll:gpu:%s (cid %d): rank %d: no memory for "
-                             "the UCX pipeline's slots (%s)", what, coll_gpu_comm_cid(comm),
-                             rank, dev_error_string());
-            ok[0] = 0;
-        }
-        /* device memory straight to UCX, on every leader */
-        ok[1] = direct_possible(comm, what);
-    }
-    rc = m->prev_allreduce.fn(ok, all_ok, 2, MPI_INT, MPI_MIN, comm, m->prev_allreduce.module);
+    rc = chain_connect(m, comm, what, h->leader_comm, ok, all_ok);
     if (OMPI_SUCCESS != rc) {
-        return rc;
+        goto out;
     }
     h->direct = (1 == all_ok[1]);
     if (!all_ok[0]) {
@@ -444,54 +387,31 @@ static int hier_setup(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm
                         "point-to-point layer", what, coll_gpu_comm_cid(comm), h->nnodes,
                         mca_coll_gpu_ucx_describe());
         }
-        return OMPI_ERR_NOT_AVAILABLE;
+        rc = OMPI_ERR_NOT_AVAILABLE;
+        goto out;
     }
     COLL_GPU_VERBOSE(COLL_GPU_LOG_QUERY, "coll:gpu:%s (cid %d): rank %d: %d nodes, node rank %d "
                      "of %d, leader %d; %s", what, coll_gpu_comm_cid(comm), rank, h->nnodes,
-                     node_rank, ompi_comm_size(h->node_comm), leader_rank,
+                     h->node_rank, ompi_comm_size(h->node_comm), leader_rank,
                      (NULL != h->leader_comm) ? mca_coll_gpu_ucx_describe()
                                               : "no UCX on this rank (not a leader)");
-    return OMPI_SUCCESS;
-}
-
-/* Is the hierarchical path ready on comm (set up on first use)?  The same answer on all ranks. */
-static bool hier_ready(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
-                       const char *what)
-{
-    coll_gpu_hier_t *h = m->hier;
-
-    if (NULL == h) {
-        /* this rank has no memory for the state: it takes part in the setup's first step, the
-         * memory agreement, and fails with its peers, for good */
-        (void) hier_agree_memory(m, comm, what, true);
-        m->hier = &hier_no_memory;
-        return false;
-    }
-    if (HIER_UNTRIED == h->state) {
-        int rc = hier_setup(m, comm, what);
-        h->state = (OMPI_SUCCESS == rc) ? HIER_READY : HIER_FAILED;
-        if (HIER_FAILED == h->state) {
-            mca_coll_gpu_ucx_comm_destroy(h->ucx);
-            h->ucx = NULL;
-            hier_free_slots(h);
-        }
-    }
-    return HIER_READY == h->state;
+out:
+    free(cards);
+    return rc;
 }
 
 /*
- * Set up the rails (collective over comm, in the first allreduce that would take them): the
- * communicator of each rail r = 1 .. rails - 1 (node rank r of every node, ordered by node as
- * the leaders are), its UCX endpoints and its ranks' pipeline slots; rail 0 is the leaders'
- * chain, ready already.  Every rank ends in the same state: READY, or FAILED for good (the
- * leaders' path then takes every size), announced once.
+ * Set up the rails (collective over comm, in the first allreduce that would take them): rail
+ * r's communicator (node rank r of every node, ordered as the leaders) for r = 1 .. rails - 1,
+ * its UCX endpoints and slots; rail 0 is the leaders' chain.  Every rank ends in the same
+ * state: READY, or FAILED for good (the leaders then take every size), announced once.
  */
 static bool rails_ready(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
                         const char *what)
 {
     coll_gpu_hier_t *h = m->hier;
     int rank = ompi_comm_rank(comm), color, rc;
-    int ok[2] = {1, 1}, all_ok[2] = {0, 0}; /* set up; direct path wanted and possible */
+    int ok[2] = {1, 1}, all_ok[2] = {0, 0};
 
     if (HIER_UNTRIED != h->rails_state) {
         return HIER_READY == h->rails_state;
@@ -499,34 +419,14 @@ static bool rails_ready(mca_coll_gpu_module_t *m, struct ompi_communicator_t *co
     h->rails_state = HIER_FAILED;
     color = (0 < h->node_rank && h->node_rank < h->rails) ? h->node_rank : MPI_UNDEFINED;
     /* keyed by the node's place among the leaders: every rail orders the nodes alike */
-    rc = ompi_comm_split(comm, color, h->leader_of[rank], &h->rail_comm, false);
-    if (OMPI_SUCCESS != rc) {
-        h->rail_comm = NULL;
-        return false; /* the split's own failure: Open MPI reported it on every rank */
+    if (OMPI_SUCCESS != hier_split(comm, color, h->leader_of[rank], &h->rail_comm)) {
+        return false;
     }
-    if (&ompi_mpi_comm_null.comm == h->rail_comm) {
-        h->rail_comm = NULL;
-    }
-    if (NULL != h->rail_comm && !h->ucx_broken) {
-        /* every rank of the rail takes part in the exchange, whatever its local state */
-        ok[0] = (OMPI_SUCCESS == mca_coll_gpu_ucx_comm_create(h->rail_comm, &h->ucx));
-        if (ok[0] && OMPI_SUCCESS != hier_alloc_slots(h)) {
-            COLL_GPU_VERBOSE(COLL_GPU_LOG_ERROR, "coll:gpu:%s (cid %d): rank %d: no memory for "
-                             "the UCX pipeline's slots of rail %d (%s)", what,
-                             coll_gpu_comm_cid(comm), rank, h->node_rank, dev_error_string());
-            ok[0] = 0;
-        }
-        ok[1] = direct_possible(comm, what);
-    } else if (0 == h->node_rank) {
+    if (0 == h->node_rank) {
         ok[1] = h->direct; /* rail 0: the leaders' agreed setup */
     }
-    rc = m->prev_allreduce.fn(ok, all_ok, 2, MPI_INT, MPI_MIN, comm, m->prev_allreduce.module);
+    rc = chain_connect(m, comm, what, h->ucx_broken ? NULL : h->rail_comm, ok, all_ok);
     if (OMPI_SUCCESS != rc || !all_ok[0]) {
-        if (NULL != h->rail_comm) {
-            mca_coll_gpu_ucx_comm_destroy(h->ucx);
-            h->ucx = NULL;
-            hier_free_slots(h);
-        }
         if (0 == rank && OMPI_SUCCESS == rc) {
             opal_output(0, "coll:gpu:%s (cid %d): the UCX connections of the %d rails between "
                         "the %d nodes could not be set up (see coll_gpu_verbose 1 for the cause "
@@ -553,7 +453,15 @@ bool mca_coll_gpu_hier_ready(mca_coll_gpu_module_t *m, struct ompi_communicator_
     if (!mca_coll_gpu_hier_spans(m, comm) || !mca_coll_gpu_ucx_built()) {
         return false;
     }
-    return hier_ready(m, comm, what);
+    if (NULL == m->hier) {
+        /* this rank has no memory for the state: it takes part in the setup's first step, the
+         * memory agreement, and fails with its peers, for good */
+        (void) hier_agree_memory(m, comm, what, true);
+        m->hier = &hier_no_memory;
+    } else if (HIER_UNTRIED == m->hier->state) {
+        m->hier->state = (OMPI_SUCCESS == hier_setup(m, comm, what)) ? HIER_READY : HIER_FAILED;
+    }
+    return HIER_READY == m->hier->state;
 }
 
 bool mca_coll_gpu_hier_usable(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
@@ -564,10 +472,7 @@ bool mca_coll_gpu_hier_usable(mca_coll_gpu_module_t *m, struct ompi_communicator
     int staged = (TOPO_COLL_ALLREDUCE == coll) ? TOPO_AR_STAGED : TOPO_BC_STAGED;
 
     /* the parameters: ALL_EQ */
-    if (staged == forced) {
-        return false;
-    }
-    return mca_coll_gpu_hier_ready(m, comm, topo_coll_name(coll));
+    return staged != forced && mca_coll_gpu_hier_ready(m, comm, topo_coll_name(coll));
 }
 
 /* ---- a chain's pipeline (the leaders', or a rail's) ------------------------------------- */
@@ -580,13 +485,7 @@ typedef enum {
     DEV_STORE,    /* R <- H */
     DEV_REDUCE    /* R = P op D (direct: D came from UCX) */
 } step_dev_t;
-typedef enum {
-    NET_NONE = 0,
-    NET_RECV_PREV,
-    NET_SEND_NEXT,
-    NET_RECV_NEXT,
-    NET_SEND_PREV
-} step_net_t;
+typedef enum { NET_NONE, NET_RECV_PREV, NET_SEND_NEXT, NET_RECV_NEXT, NET_SEND_PREV } step_net_t;
 
 /* Which memory a step's message leaves from or lands in: the slot's pinned host memory, the
  * slot's device memory, or the chunk of P or R itself (the direct path). */
@@ -598,29 +497,6 @@ typedef struct {
     step_buf_t buf;
 } step_t;
 
-#define PHASE_UP 0
-#define PHASE_DOWN 1
-#define PHASE_BCAST 2
-
-typedef struct {
-    coll_gpu_hier_t *h;
-    struct ompi_communicator_t *chain; /* the chain's communicator (leaders, or a rail) */
-    coll_gpu_ucx_comm_t *ucx;   /* its UCX endpoints */
-    uint32_t cid, cid_prev, cid_next; /* the tag ids of comm in this process and its neighbours */
-    uint64_t seq;
-    int prev, next;             /* ranks in chain, -1 at the ends */
-    int phase_fwd;              /* the phase of messages sent to next (PHASE_UP or _BCAST) */
-    const step_t *prog;
-    int nsteps;
-    const char *src;            /* DEV_LOAD and DEV_COMBINE's P: device memory */
-    char *out;                  /* DEV_COMBINE and DEV_STORE's R: device memory */
-    size_t bytes, esize;
-    dev_dtype_t dt;
-    dev_op_t op;
-    bool degraded;              /* a local failure: keep the message schedule, skip the device */
-    bool direct;                /* messages from and to device memory (agreed by the chain) */
-} pipe_t;
-
 /* A chain position's program (steps and their number); PROG of a static step array. */
 typedef struct {
     const step_t *steps;
@@ -628,8 +504,31 @@ typedef struct {
 } prog_t;
 #define PROG(a) {(a), (int) (sizeof(a) / sizeof((a)[0]))}
 
-/* The bcast chain's programs (first, middle, last leader), through pinned host slots and
- * direct (device memory on the wire): MPI_Bcast's leaders' step and the allgather's chains. */
+/* The allreduce chain (the file's header), through the slots' pinned host memory */
+static const step_t ar_first[] = {{DEV_LOAD, NET_NONE, BUF_HOST},
+                                  {DEV_NONE, NET_SEND_NEXT, BUF_HOST},
+                                  {DEV_NONE, NET_RECV_NEXT, BUF_HOST},
+                                  {DEV_STORE, NET_NONE, BUF_HOST}};
+static const step_t ar_middle[] = {{DEV_NONE, NET_RECV_PREV, BUF_HOST},
+                                   {DEV_COMBINE, NET_NONE, BUF_HOST},
+                                   {DEV_NONE, NET_SEND_NEXT, BUF_HOST},
+                                   {DEV_NONE, NET_RECV_NEXT, BUF_HOST},
+                                   {DEV_STORE, NET_SEND_PREV, BUF_HOST}};
+static const step_t ar_last[] = {{DEV_NONE, NET_RECV_PREV, BUF_HOST},
+                                 {DEV_COMBINE, NET_NONE, BUF_HOST},
+                                 {DEV_NONE, NET_SEND_PREV, BUF_HOST}};
+/* ... and direct: messages from and to device memory, no host copies */
+static const step_t ar_first_d[] = {{DEV_NONE, NET_SEND_NEXT, BUF_SRC},
+                                    {DEV_NONE, NET_RECV_NEXT, BUF_OUT}};
+static const step_t ar_middle_d[] = {{DEV_NONE, NET_RECV_PREV, BUF_DTMP},
+                                     {DEV_REDUCE, NET_NONE, BUF_HOST},
+                                     {DEV_NONE, NET_SEND_NEXT, BUF_OUT},
+                                     {DEV_NONE, NET_RECV_NEXT, BUF_OUT},
+                                     {DEV_NONE, NET_SEND_PREV, BUF_OUT}};
+static const step_t ar_last_d[] = {{DEV_NONE, NET_RECV_PREV, BUF_DTMP},
+                                   {DEV_REDUCE, NET_NONE, BUF_HOST},
+                                   {DEV_NONE, NET_SEND_PREV, BUF_OUT}};
+/* The bcast chain (MPI_Bcast's leaders' step and the allgather's chains), the same two ways */
 static const step_t bc_first[] = {{DEV_LOAD, NET_NONE, BUF_HOST},
                                   {DEV_NONE, NET_SEND_NEXT, BUF_HOST}};
 static const step_t bc_middle[] = {{DEV_NONE, NET_RECV_PREV, BUF_HOST},
@@ -640,52 +539,33 @@ static const step_t bc_first_d[] = {{DEV_NONE, NET_SEND_NEXT, BUF_OUT}};
 static const step_t bc_middle_d[] = {{DEV_NONE, NET_RECV_PREV, BUF_OUT},
                                      {DEV_NONE, NET_SEND_NEXT, BUF_OUT}};
 static const step_t bc_last_d[] = {{DEV_NONE, NET_RECV_PREV, BUF_OUT}};
-static const prog_t bcast_host[3] = {PROG(bc_first), PROG(bc_middle), PROG(bc_last)};
-static const prog_t bcast_direct[3] = {PROG(bc_first_d), PROG(bc_middle_d), PROG(bc_last_d)};
 
-/* The tag id of comm in the process at position pos (-1: none) of this rank's chain: every
- * chain (the leaders', or a rail) orders the nodes as the leaders do, and holds the ranks of
- * one node rank, this rank's. */
-static int chain_tag_cid(const coll_gpu_hier_t *h, struct ompi_communicator_t *comm, int pos)
-{
-    int size = ompi_comm_size(comm);
+/* [bcast][direct][first, middle, last rank of the chain] */
+static const prog_t chain_progs[2][2][3] = {
+    {{PROG(ar_first), PROG(ar_middle), PROG(ar_last)},
+     {PROG(ar_first_d), PROG(ar_middle_d), PROG(ar_last_d)}},
+    {{PROG(bc_first), PROG(bc_middle), PROG(bc_last)},
+     {PROG(bc_first_d), PROG(bc_middle_d), PROG(bc_last_d)}}};
 
-    for (int i = 0; 0 <= pos && i < size; ++i) {
-        if (h->node_rank_of[i] == h->node_rank && h->leader_of[i] == pos) {
-            return h->tag_cid_of[i];
-        }
-    }
-    return 0;
-}
+/* The phases of the tags: up and down the allreduce chain, down the bcast chain */
+enum { PHASE_UP = 0, PHASE_DOWN = 1, PHASE_BCAST = 2 };
 
-/* Start pp for one call of a rank of chain (over the UCX endpoints uc) whose neighbours in it
- * are prev and next (-1 at the ends): the program of its place (progs: first, middle, last),
- * of the direct path's when direct.  The tags carry comm's id in the receiving process
- * (tag_cid) and the number of this rank's chains on it: a process is on one chain of comm,
- * whose ranks all count the same calls. */
-static void pipe_begin(pipe_t *pp, coll_gpu_hier_t *h, struct ompi_communicator_t *comm,
-                       struct ompi_communicator_t *chain, coll_gpu_ucx_comm_t *uc, bool direct,
-                       int phase, int prev, int next, const prog_t *host,
-                       const prog_t *direct_progs)
-{
-    const prog_t *progs = direct ? direct_progs : host;
-    const prog_t *mine = (-1 == prev) ? &progs[0] : (-1 == next) ? &progs[2] : &progs[1];
-
-    memset(pp, 0, sizeof(*pp));
-    pp->h = h;
-    pp->chain = chain;
-    pp->ucx = uc;
-    pp->cid = (uint32_t) h->tag_cid_of[ompi_comm_rank(comm)]; /* tag_cid(comm), kept at setup */
-    pp->cid_prev = (uint32_t) chain_tag_cid(h, comm, prev);
-    pp->cid_next = (uint32_t) chain_tag_cid(h, comm, next);
-    pp->seq = h->seq++;
-    pp->prev = prev;
-    pp->next = next;
-    pp->phase_fwd = phase;
-    pp->direct = direct;
-    pp->prog = mine->steps;
-    pp->nsteps = mine->nsteps;
-}
+typedef struct {
+    coll_gpu_hier_t *h;
+    struct ompi_communicator_t *chain; /* the chain's communicator (leaders, or a rail) */
+    uint32_t cid, cid_prev, cid_next; /* the tag ids of comm in this process and its neighbours */
+    uint64_t seq;
+    int prev, next;             /* ranks in chain, -1 at the ends */
+    int phase_fwd;              /* the phase of messages sent to next (PHASE_UP or _BCAST) */
+    const prog_t *prog;
+    const char *src;            /* DEV_LOAD and DEV_COMBINE's P: device memory */
+    char *out;                  /* DEV_COMBINE and DEV_STORE's R: device memory */
+    size_t bytes, esize;
+    dev_dtype_t dt;
+    dev_op_t op;
+    bool degraded;              /* a local failure: keep the message schedule, skip the device */
+    bool direct;                /* messages from and to device memory (agreed by the chain) */
+} pipe_t;
 
 typedef struct {
     bool busy, dev_pending;
@@ -694,45 +574,52 @@ typedef struct {
     coll_gpu_ucx_req_t net;
 } slot_t;
 
+/* The tag id of comm in the process at position pos (-1: none) of this rank's chain: every
+ * chain orders the nodes as the leaders do, and holds the ranks of one node rank, this rank's. */
+static uint32_t chain_tag_cid(const coll_gpu_hier_t *h, struct ompi_communicator_t *comm,
+                              int pos)
+{
+    for (int i = 0; 0 <= pos && i < ompi_comm_size(comm); ++i) {
+        if (h->node_rank_of[i] == h->node_rank && h->leader_of[i] == pos) {
+            return (uint32_t) h->tag_cid_of[i];
+        }
+    }
+    return 0;
+}
+
+/* Start slot s's current step: its device work, then its message. */
 static int step_start(pipe_t *pp, int s, slot_t *sl)
 {
     coll_gpu_hier_t *h = pp->h;
-    const step_t *st = &pp->prog[sl->step];
+    const step_t *st = &pp->prog->steps[sl->step];
     size_t off = (size_t) sl->chunk * h->chunk;
     size_t len = (pp->bytes - off < h->chunk) ? pp->bytes - off : h->chunk;
     char *hs = h->host + (size_t) s * h->chunk;
     char *ds = h->dtmp + (size_t) s * h->chunk;
     dev_stream_t *q = h->stream[s];
+    bool fwd = (NET_RECV_PREV == st->net || NET_SEND_NEXT == st->net), dev;
+    uint64_t tag;
     int rc = DEV_OK;
     char *buf;
-    bool dev;
 
     sl->dev_pending = false;
     memset(&sl->net, 0, sizeof(sl->net));
     if (DEV_NONE != st->dev && !pp->degraded) {
-        switch (st->dev) {
-        case DEV_LOAD:
+        if (DEV_LOAD == st->dev) {
             rc = dev_memcpy_async(hs, pp->src + off, len, q);
-            break;
-        case DEV_COMBINE:
-            rc = dev_memcpy_async(ds, hs, len, q);
+        } else if (DEV_STORE == st->dev) {
+            rc = dev_memcpy_async(pp->out + off, hs, len, q);
+        } else {
+            if (DEV_COMBINE == st->dev) {
+                rc = dev_memcpy_async(ds, hs, len, q);
+            }
             if (DEV_OK == rc) {
                 rc = dev_reduce(pp->out + off, pp->src + off, ds, len / pp->esize, pp->dt,
                                 pp->op, q);
             }
-            if (DEV_OK == rc) {
+            if (DEV_OK == rc && DEV_COMBINE == st->dev) {
                 rc = dev_memcpy_async(hs, pp->out + off, len, q);
             }
-            break;
-        case DEV_STORE:
-            rc = dev_memcpy_async(pp->out + off, hs, len, q);
-            break;
-        case DEV_REDUCE:
-            rc = dev_reduce(pp->out + off, pp->src + off, ds, len / pp->esize, pp->dt, pp->op,
-                            q);
-            break;
-        default:
-            break;
         }
         if (DEV_OK == rc) {
             rc = dev_event_record(h->event[s], q);
@@ -745,33 +632,25 @@ static int step_start(pipe_t *pp, int s, slot_t *sl)
             sl->dev_pending = true;
         }
     }
+    if (NET_NONE == st->net) {
+        return OMPI_SUCCESS;
+    }
     /* a rank without its data (degraded) keeps the schedule with its host slot */
     dev = pp->direct && !pp->degraded && BUF_HOST != st->buf;
     buf = !dev                    ? hs
           : (BUF_DTMP == st->buf) ? ds
           : (BUF_SRC == st->buf)  ? (char *) pp->src + off
                                   : pp->out + off;
-
-    switch (st->net) {
-    case NET_RECV_PREV:
-        return mca_coll_gpu_ucx_irecv(pp->ucx, buf, len,
-                                      mca_coll_gpu_ucx_tag(pp->cid, pp->seq, pp->phase_fwd,
-                                                           sl->chunk), dev, &sl->net);
-    case NET_SEND_NEXT:
-        return mca_coll_gpu_ucx_isend(pp->ucx, pp->next, buf, len,
-                                      mca_coll_gpu_ucx_tag(pp->cid_next, pp->seq, pp->phase_fwd,
-                                                           sl->chunk), dev, &sl->net);
-    case NET_RECV_NEXT:
-        return mca_coll_gpu_ucx_irecv(pp->ucx, buf, len,
-                                      mca_coll_gpu_ucx_tag(pp->cid, pp->seq, PHASE_DOWN,
-                                                           sl->chunk), dev, &sl->net);
-    case NET_SEND_PREV:
-        return mca_coll_gpu_ucx_isend(pp->ucx, pp->prev, buf, len,
-                                      mca_coll_gpu_ucx_tag(pp->cid_prev, pp->seq, PHASE_DOWN,
-                                                           sl->chunk), dev, &sl->net);
-    default:
-        return OMPI_SUCCESS;
-    }
+    /* a message carries its receiver's id; forward ones the call's phase, the rest PHASE_DOWN */
+    tag = mca_coll_gpu_ucx_tag(NET_SEND_NEXT == st->net   ? pp->cid_next
+                               : NET_SEND_PREV == st->net ? pp->cid_prev
+                                                          : pp->cid,
+                               pp->seq, fwd ? pp->phase_fwd : PHASE_DOWN, sl->chunk);
+    return mca_coll_gpu_ucx_start(pp->h->ucx,
+                                  NET_SEND_NEXT == st->net   ? pp->next
+                                  : NET_SEND_PREV == st->net ? pp->prev
+                                                             : -1,
+                                  buf, len, tag, dev, &sl->net);
 }
 
 /* 0: the step is done; 1: in flight; < 0: a UCX failure. */
@@ -798,11 +677,10 @@ static int step_test(pipe_t *pp, int s, slot_t *sl)
 }
 
 /*
- * A rank of a chain whose UCX transfers failed tells every other rank of the chain through Open
- * MPI's point-to-point layer (which still works), so that none waits for a message that will
- * not come: each listens for that notice while its transfers run.  After the first failure
- * every rank agrees to leave UCX off on the communicator, so a notice that arrives too late for
- * its call is never taken for a later one's.
+ * A rank whose UCX transfers failed tells the rest of its chain through Open MPI's
+ * point-to-point layer, so that none waits for a message that will not come (each listens while
+ * its transfers run).  UCX then stays off on the communicator, so a notice that arrives too
+ * late for its call is never taken for a later one's.
  */
 static void abort_notify(struct ompi_communicator_t *chain)
 {
@@ -856,40 +734,26 @@ static int pipe_run(pipe_t *pp)
 
         for (int s = 0; s < h->depth && OMPI_SUCCESS == rc; ++s) {
             slot_t *sl = &slots[s];
-            int t;
+            /* 0: the slot moves on (a free one to the next chunk), 1: it waits, < 0: failed */
+            int t = sl->busy ? step_test(pp, s, sl) : (next < nchunks) ? 0 : 1;
 
-            if (!sl->busy) {
-                if (next >= nchunks) {
-                    continue;
-                }
-                sl->busy = true;
-                sl->chunk = next++;
-                sl->step = 0;
-                moved = true;
-                rc = step_start(pp, s, sl);
+            if (0 != t) {
+                rc = (0 > t) ? t : rc;
                 continue;
-            }
-            t = step_test(pp, s, sl);
-            if (1 == t) {
-                continue;
-            }
-            if (0 > t) {
-                rc = t;
-                break;
             }
             moved = true;
-            if (++sl->step == pp->nsteps) {
+            if (!sl->busy) {
+                *sl = (slot_t) {.busy = true, .chunk = next++};
+            } else if (++sl->step == pp->prog->nsteps) {
                 sl->busy = false;
                 ++done;
                 continue;
-            }
-            if (fail_sends
-                && (NET_SEND_NEXT == pp->prog[sl->step].net
-                    || NET_SEND_PREV == pp->prog[sl->step].net)) {
+            } else if (fail_sends && (NET_SEND_NEXT == pp->prog->steps[sl->step].net
+                                      || NET_SEND_PREV == pp->prog->steps[sl->step].net)) {
                 COLL_GPU_VERBOSE(COLL_GPU_LOG_ERROR, "coll:gpu:hier: coll_gpu_test_fail_ucx: "
                                  "this rank's UCX sends fail from now on");
                 rc = OMPI_ERR_UNREACH;
-                break;
+                continue;
             }
             rc = step_start(pp, s, sl);
         }
@@ -938,6 +802,47 @@ static int pipe_run(pipe_t *pp)
     return rc;
 }
 
+/*
+ * One call's chain over UCX for this rank of chain, between prev and next (-1 at the ends):
+ * the allreduce of src (P) into out (R), or (bcast) out down the chain from its first rank.
+ * The tags carry comm's id in the receiving process and the number of this rank's chains on
+ * comm (a process is on one chain of comm, whose ranks all count the same calls).  A rank
+ * whose data failed (*local_rc) keeps to the message schedule without it; a device step that
+ * fails sets *local_rc.  Returns the transfers' outcome.
+ */
+static int chain_run(coll_gpu_hier_t *h, struct ompi_communicator_t *comm,
+                     struct ompi_communicator_t *chain, bool direct, bool bcast, int prev,
+                     int next, const char *src, char *out, size_t bytes, dev_dtype_t dt,
+                     dev_op_t op, int *local_rc)
+{
+    pipe_t pp = {
+        .h = h,
+        .chain = chain,
+        .cid = (uint32_t) h->tag_cid_of[ompi_comm_rank(comm)], /* tag_cid(comm), from setup */
+        .cid_prev = chain_tag_cid(h, comm, prev),
+        .cid_next = chain_tag_cid(h, comm, next),
+        .seq = h->seq++,
+        .prev = prev,
+        .next = next,
+        .phase_fwd = bcast ? PHASE_BCAST : PHASE_UP,
+        .prog = &chain_progs[bcast][direct][(-1 == prev) ? 0 : (-1 == next) ? 2 : 1],
+        .src = src,
+        .out = out,
+        .bytes = bytes,
+        .esize = dev_dtype_size(dt), /* a bcast's: DEV_T_UINT8 */
+        .dt = dt,
+        .op = op,
+        .degraded = (OMPI_SUCCESS != *local_rc),
+        .direct = direct,
+    };
+    int rc = (0 < bytes) ? pipe_run(&pp) : OMPI_SUCCESS;
+
+    if (pp.degraded && OMPI_SUCCESS == *local_rc) {
+        *local_rc = OMPI_ERROR; /* a device step failed (logged) */
+    }
+    return rc;
+}
+
 /* The MPI datatype of the dense elements the pipeline reduces (the fallback's host allreduce). */
 static struct ompi_datatype_t *mpi_type_of(dev_dtype_t dt)
 {
@@ -964,19 +869,17 @@ static struct ompi_datatype_t *mpi_type_of(dev_dtype_t dt)
 }
 
 /*
- * After the pipeline, or in its place: did every rank have its data (data_ok), and did every
- * rank's UCX transfer complete (net_ok)?  One host allreduce (MIN) over the ranks that must
- * know: the leaders (over their communicator's own table), or on the rails every rank of comm
- * (over the module below coll/gpu).  A UCX failure anywhere switches UCX off on this
- * communicator for good (all ranks of every chain see it).
+ * Did every rank have its data (*data_ok) and complete its UCX transfers (*net_ok)?  One host
+ * allreduce (MIN) over the leaders (their communicator's own module) or, on the rails, every
+ * rank of comm (the module below coll/gpu).  A UCX failure anywhere switches UCX off on this
+ * communicator for good.
  */
 static int chain_agree(mca_coll_gpu_module_t *m, const char *what,
-                       struct ompi_communicator_t *comm, bool rails, bool data_ok, bool net_ok,
-                       bool *all_data_ok, bool *all_net_ok)
+                       struct ompi_communicator_t *comm, bool rails, bool *data_ok, bool *net_ok)
 {
     coll_gpu_hier_t *h = m->hier;
     struct ompi_communicator_t *over = rails ? comm : h->leader_comm;
-    int in[2] = {data_ok ? 1 : 0, net_ok ? 1 : 0}, out[2] = {0, 0}, rc;
+    int in[2] = {*data_ok ? 1 : 0, *net_ok ? 1 : 0}, out[2] = {0, 0}, rc;
 
     if (rails) {
         rc = m->prev_allreduce.fn(in, out, 2, MPI_INT, MPI_MIN, comm, m->prev_allreduce.module);
@@ -984,9 +887,9 @@ static int chain_agree(mca_coll_gpu_module_t *m, const char *what,
         rc = over->c_coll->coll_allreduce(in, out, 2, MPI_INT, MPI_MIN, over,
                                           over->c_coll->coll_allreduce_module);
     }
-    *all_data_ok = (OMPI_SUCCESS == rc && 1 == out[0]);
-    *all_net_ok = (OMPI_SUCCESS == rc && 1 == out[1]);
-    if (OMPI_SUCCESS == rc && !*all_net_ok && !h->ucx_broken) {
+    *data_ok = (OMPI_SUCCESS == rc && 1 == out[0]);
+    *net_ok = (OMPI_SUCCESS == rc && 1 == out[1]);
+    if (OMPI_SUCCESS == rc && !*net_ok && !h->ucx_broken) {
         h->ucx_broken = true;
         if (0 == ompi_comm_rank(over)) {
             opal_output(0, "coll:gpu:%s (cid %d): the UCX transfer between %s failed "
@@ -1000,10 +903,7 @@ static int chain_agree(mca_coll_gpu_module_t *m, const char *what,
     return rc;
 }
 
-/* The leader's outcome to the rest of its node (a host bcast of one int), so that every rank
- * of the call returns an error when any leader failed; true when the node's data step may
- * follow. */
-static bool node_status(coll_gpu_hier_t *h, int *rc)
+bool mca_coll_gpu_hier_node_status(coll_gpu_hier_t *h, int *rc)
 {
     int failed = (OMPI_SUCCESS == *rc) ? 0 : 1;
     int brc = h->node_comm->c_coll->coll_bcast(&failed, 1, MPI_INT, 0, h->node_comm,
@@ -1019,9 +919,24 @@ static bool node_status(coll_gpu_hier_t *h, int *rc)
     return 0 == failed;
 }
 
-/* The inter-node step through the host, along a chain (chain: the leaders' communicator, or a
+/* A bcast of bytes at buf from root over comm's own module, in pieces of at most INT_MAX bytes
+ * (MPI counts are ints; a message may be larger). */
+static int bcast_bytes(struct ompi_communicator_t *comm, char *buf, size_t bytes, int root)
+{
+    int rc = OMPI_SUCCESS;
+
+    for (size_t done = 0, n; OMPI_SUCCESS == rc && done < bytes; done += n) {
+        n = (bytes - done > (size_t) INT_MAX) ? (size_t) INT_MAX : bytes - done;
+        rc = comm->c_coll->coll_bcast(buf + done, (int) n, MPI_BYTE, root, comm,
+                                      comm->c_coll->coll_bcast_module);
+    }
+    return rc;
+}
+
+/* The step between nodes through the host, along a chain (the leaders' communicator, or a
  * rail's): the fallback, and the path once UCX broke on this communicator.  buf: the rank's
- * dense data in device memory (every rank of the chain has it: chain_agree said so). */
+ * dense data in device memory (every rank of the chain has it: chain_agree said so); op NULL:
+ * a bcast of bytes from root_leader, else an allreduce of nelems elements of dt. */
 static int chain_staged(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
                         const char *what, struct ompi_communicator_t *chain, void *buf,
                         size_t bytes, size_t nelems, dev_dtype_t dt, struct ompi_op_t *op,
@@ -1037,113 +952,143 @@ static int chain_staged(mca_coll_gpu_module_t *m, struct ompi_communicator_t *co
     if (OMPI_SUCCESS != rc) {
         return rc;
     }
-    /* in pieces of at most INT_MAX elements (MPI counts are ints; a message may be larger) */
-    for (size_t done = 0, esize = reduce ? bytes / nelems : 1, n;
-         OMPI_SUCCESS == rc && done < (reduce ? nelems : bytes); done += n) {
-        char *at = (char *) mca_coll_gpu_view(&st) + done * esize;
+    if (!reduce) {
+        rc = bcast_bytes(chain, mca_coll_gpu_view(&st), bytes, root_leader);
+    }
+    /* in pieces of at most INT_MAX elements, as bcast_bytes */
+    for (size_t done = 0, n; reduce && OMPI_SUCCESS == rc && done < nelems; done += n) {
+        char *at = (char *) mca_coll_gpu_view(&st) + done * (bytes / nelems);
 
-        n = (reduce ? nelems : bytes) - done;
-        n = (n > (size_t) INT_MAX) ? (size_t) INT_MAX : n;
-        if (reduce) {
-            rc = chain->c_coll->coll_allreduce(MPI_IN_PLACE, at, (int) n, mpi_type_of(dt), op,
-                                               chain, chain->c_coll->coll_allreduce_module);
-        } else {
-            rc = chain->c_coll->coll_bcast(at, (int) n, MPI_BYTE, root_leader, chain,
-                                           chain->c_coll->coll_bcast_module);
-        }
+        n = (nelems - done > (size_t) INT_MAX) ? (size_t) INT_MAX : nelems - done;
+        rc = chain->c_coll->coll_allreduce(MPI_IN_PLACE, at, (int) n, mpi_type_of(dt), op, chain,
+                                           chain->c_coll->coll_allreduce_module);
     }
     return mca_coll_gpu_unstage(m, &st, rc,
                                 (reduce || !is_root) ? COLL_GPU_WRITE : COLL_GPU_NONE, comm,
                                 what);
 }
 
-
-/* How this rank's chain moves its data: via UCX, or staged once UCX broke. */
-static void describe_chain(coll_gpu_hier_t *h, bool direct, char *buf, size_t len)
+/* The log line of a staged step between nodes (fallback: after a UCX failure in this call). */
+static void log_staged(const char *what, struct ompi_communicator_t *comm, const char *chain,
+                       bool fallback)
 {
-    if (h->ucx_broken) {
-        snprintf(buf, len, "staged through Open MPI's point-to-point layer (UCX failed earlier)");
-    } else {
-        /* the transports as UCX reports them for this rank's endpoints */
-        snprintf(buf, len, "via UCX/%s (%s), %s, chunk %zu B, depth %d",
-                 mca_coll_gpu_ucx_transports(h->ucx), mca_coll_gpu_ucx_describe(),
-                 direct ? "device memory straight to UCX"
-                        : "chunks staged through pinned host memory",
-                 h->chunk, h->depth);
-    }
+    COLL_GPU_VERBOSE(COLL_GPU_LOG_CALL, "coll:gpu:%s (cid %d): rank %d: %s step staged "
+                     "through Open MPI's point-to-point layer%s", what, coll_gpu_comm_cid(comm),
+                     ompi_comm_rank(comm), chain, fallback ? " (fallback)" : "");
 }
 
-/* For mca_coll_gpu_hier_log only, which asks UCX for the transports only when it logs. */
-static void describe_ucx(coll_gpu_hier_t *h, char *buf, size_t len)
-{
-    if (NULL == h->leader_comm) {
-        /* only the leaders know how their exchange went (UCX, or its fallback) */
-        snprintf(buf, len, "exchange between the other ranks (this rank is in the node steps "
-                 "only)");
-    } else {
-        describe_chain(h, h->direct, buf, len);
-    }
-}
-
+/* The log line of a hierarchical call: its steps (NULL: on the rails) and how this rank's chain
+ * moves its data, via UCX or staged once UCX broke.  Only here is UCX asked for the transports
+ * of this rank's endpoints. */
 void mca_coll_gpu_hier_log(const char *what, struct ompi_communicator_t *comm, size_t bytes,
                            struct ompi_datatype_t *dtype, struct ompi_op_t *op, coll_gpu_hier_t *h,
                            const char *steps)
 {
+    bool rails = (NULL == steps);
+    bool on_chain = rails ? (h->node_rank < h->rails) : (NULL != h->leader_comm);
     char inter[300], path[500];
 
     if (opal_output_get_verbosity(mca_coll_gpu_component.output) < COLL_GPU_LOG_CALL) {
         return;
     }
-    describe_ucx(h, inter, sizeof(inter));
-    snprintf(path, sizeof(path), "hierarchical: %d nodes, %s on %d rank(s), leaders %s",
-             h->nnodes, steps, ompi_comm_size(h->node_comm), inter);
+    if (!on_chain) {
+        /* only the ranks of a chain know how its exchange went (UCX, or its fallback) */
+        snprintf(inter, sizeof(inter), "%s", rails ? "on no rail (it receives every shard)"
+                 : "exchange between the other ranks (this rank is in the node steps only)");
+    } else if (h->ucx_broken) {
+        snprintf(inter, sizeof(inter), "staged through Open MPI's point-to-point layer (UCX "
+                 "failed earlier)");
+    } else {
+        snprintf(inter, sizeof(inter), "via UCX/%s (%s), %s, chunk %zu B, depth %d",
+                 mca_coll_gpu_ucx_transports(h->ucx), mca_coll_gpu_ucx_describe(),
+                 (rails ? h->rails_direct : h->direct)
+                     ? "device memory straight to UCX"
+                     : "chunks staged through pinned host memory",
+                 h->chunk, h->depth);
+    }
+    if (rails) {
+        snprintf(path, sizeof(path), "hierarchical: %d nodes, node step on %d rank(s), %d rails, "
+                 "%s%d %s", h->nnodes, ompi_comm_size(h->node_comm), h->rails,
+                 on_chain ? "shard of rail " : "node rank ", h->node_rank, inter);
+    } else {
+        snprintf(path, sizeof(path), "hierarchical: %d nodes, %s on %d rank(s), leaders %s",
+                 h->nnodes, steps, ompi_comm_size(h->node_comm), inter);
+    }
     mca_coll_gpu_log_call(what, comm, bytes, dtype, op, path);
 }
 
-/* The rails' line: their number, and this rank's rail and how it moves its shard. */
-static void log_rails(const char *what, struct ompi_communicator_t *comm, size_t bytes,
-                      struct ompi_datatype_t *dtype, struct ompi_op_t *op, coll_gpu_hier_t *h)
+/*
+ * Steps 2 and 3 of an allreduce (the file's header) on this rank's chain, the leaders' or
+ * (rails) its rail's: nelems elements of dt at out (dense device memory), the node's result or
+ * this rank's shard of it, become every node's; nelems 0: no chain, only the agreements.  The
+ * fallback redoes every chain through the host from the copy kept in h->saved; on the rails
+ * every rank of comm then agrees again.  Returns the outcome, the same on every rank.
+ */
+static int chain_allreduce(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                           const char *what, bool rails, char *out, size_t nelems,
+                           dev_dtype_t dt, dev_op_t dop, struct ompi_op_t *op, int *local_rc)
 {
-    char inter[300], path[500];
+    coll_gpu_hier_t *h = m->hier;
+    struct ompi_communicator_t *chain = h->chain_comm;
+    size_t bytes = nelems * dev_dtype_size(dt);
+    int net_rc = OMPI_SUCCESS, staged_rc = OMPI_SUCCESS, rc;
+    bool data_ok, net_ok;
 
-    if (opal_output_get_verbosity(mca_coll_gpu_component.output) < COLL_GPU_LOG_CALL) {
-        return;
-    }
-    if (h->node_rank < h->rails) {
-        describe_chain(h, h->rails_direct, inter, sizeof(inter));
-    }
-    snprintf(path, sizeof(path), "hierarchical: %d nodes, node step on %d rank(s), %d rails, "
-             "%s%d %s", h->nnodes, ompi_comm_size(h->node_comm), h->rails,
-             (h->node_rank < h->rails) ? "shard of rail " : "node rank ", h->node_rank,
-             (h->node_rank < h->rails) ? inter : "on no rail (it receives every shard)");
-    mca_coll_gpu_log_call(what, comm, bytes, dtype, op, path);
-}
+    if (0 < nelems && h->ucx_broken) {
+        net_rc = OMPI_ERR_NOT_AVAILABLE; /* out keeps the node's result for the staged step */
+    } else if (0 < nelems) {
+        int pos = ompi_comm_rank(chain), nl = ompi_comm_size(chain);
 
-/* A node of one rank: its result is its input.  Copies sbuf into rbuf on the device when both
- * are dense (true, *rc the outcome); false when the layout needs the node communicator's own
- * path (gaps), which handles any layout.  MPI_IN_PLACE: nothing to do. */
-static bool dense_copy(struct ompi_communicator_t *comm, const void *sbuf, void *rbuf, int count,
-                       struct ompi_datatype_t *dtype, int *rc)
-{
-    ptrdiff_t lb, extent;
-    size_t size;
-
-    *rc = OMPI_SUCCESS;
-    if (MPI_IN_PLACE == sbuf) {
-        return true;
+        if (OMPI_SUCCESS == *local_rc && h->saved_bytes < bytes) {
+            (void) dev_mem_free(h->saved);
+            h->saved_bytes = 0;
+            if (DEV_OK != dev_mem_alloc(&h->saved, bytes)) {
+                h->saved = NULL;
+                *local_rc = OMPI_ERR_OUT_OF_RESOURCE;
+            } else {
+                h->saved_bytes = bytes;
+            }
+        }
+        if (OMPI_SUCCESS == *local_rc && DEV_OK != dev_memcpy(h->saved, out, bytes)) {
+            *local_rc = OMPI_ERROR;
+        }
+        if (OMPI_SUCCESS != *local_rc) {
+            mca_coll_gpu_report_failure(what, comm, "the node's result could not be prepared "
+                                        "for the exchange between nodes (%s)",
+                                        dev_error_string());
+        }
+        net_rc = chain_run(h, comm, chain, rails ? h->rails_direct : h->direct, false, pos - 1,
+                           (pos + 1 < nl) ? pos + 1 : -1, h->saved, out, bytes, dt, dop,
+                           local_rc);
     }
-    ompi_datatype_get_extent(dtype, &lb, &extent);
-    ompi_datatype_type_size(dtype, &size);
-    if (!ompi_datatype_is_contiguous_memory_layout(dtype, count) || 0 != lb
-        || (size_t) extent != size) {
-        return false;
+    data_ok = (OMPI_SUCCESS == *local_rc);
+    net_ok = (OMPI_SUCCESS == net_rc);
+    rc = chain_agree(m, what, comm, rails, &data_ok, &net_ok);
+    if (OMPI_SUCCESS != rc || !data_ok) {
+        return (OMPI_SUCCESS == rc) ? OMPI_ERROR : rc; /* some rank had no data: all fail */
     }
-    if (DEV_OK != dev_memcpy(rbuf, sbuf, size * (size_t) count)) {
-        mca_coll_gpu_report_failure("allreduce", comm, "a device copy of the input failed (%s)",
-                                    dev_error_string());
-        *rc = OMPI_ERROR;
+    if (net_ok) {
+        return OMPI_SUCCESS;
     }
-    return true;
+    /* again through the host, from the node's result kept when the pipeline ran */
+    if (0 < nelems) {
+        if (OMPI_ERR_NOT_AVAILABLE != net_rc && DEV_OK != dev_memcpy(out, h->saved, bytes)) {
+            *local_rc = OMPI_ERROR;
+        }
+        staged_rc = chain_staged(m, comm, what, chain, out, bytes, nelems, dt, op, -1);
+        if (OMPI_SUCCESS == staged_rc) {
+            log_staged(what, comm, (chain == h->leader_comm) ? "leaders'" : "rail's",
+                       OMPI_ERR_NOT_AVAILABLE != net_rc);
+        }
+    }
+    if (!rails) {
+        return staged_rc;
+    }
+    /* the shards are spread only when all of them made it */
+    data_ok = (OMPI_SUCCESS == staged_rc && OMPI_SUCCESS == *local_rc);
+    net_ok = true;
+    rc = chain_agree(m, what, comm, true, &data_ok, &net_ok);
+    return (OMPI_SUCCESS == rc && !data_ok) ? OMPI_ERROR : rc;
 }
 
 /* Shard r of n elements on rails rails: whole elements, the first n % rails shards one longer
@@ -1156,118 +1101,8 @@ static void shard_of(size_t n, int rails, int r, size_t *lo, size_t *len)
     *len = base + ((ur < extra) ? 1 : 0);
 }
 
-/*
- * This rank's part of the allreduce between nodes along its chain (the leaders', or its rail's;
- * direct: that chain's agreed path): bytes of dense device memory at out, the node's result,
- * become the result of every node.  A copy is kept for the fallback (h->saved).  A rank whose
- * data failed (*local_rc, or a device step of the pipeline: then *local_rc is set) keeps to the
- * message schedule without it (degraded), so that no peer waits for it.  Returns the transfers'
- * outcome, OMPI_ERR_NOT_AVAILABLE when UCX is off on the communicator (nothing ran).
- */
-static int chain_allreduce(coll_gpu_hier_t *h, struct ompi_communicator_t *comm,
-                           const char *what, bool direct, char *out, size_t bytes,
-                           dev_dtype_t dt, dev_op_t dop, int *local_rc)
-{
-    /* staged through the slots' pinned host memory */
-    static const step_t first[] = {{DEV_LOAD, NET_NONE, BUF_HOST},
-                                   {DEV_NONE, NET_SEND_NEXT, BUF_HOST},
-                                   {DEV_NONE, NET_RECV_NEXT, BUF_HOST},
-                                   {DEV_STORE, NET_NONE, BUF_HOST}};
-    static const step_t middle[] = {{DEV_NONE, NET_RECV_PREV, BUF_HOST},
-                                    {DEV_COMBINE, NET_NONE, BUF_HOST},
-                                    {DEV_NONE, NET_SEND_NEXT, BUF_HOST},
-                                    {DEV_NONE, NET_RECV_NEXT, BUF_HOST},
-                                    {DEV_STORE, NET_SEND_PREV, BUF_HOST}};
-    static const step_t last[] = {{DEV_NONE, NET_RECV_PREV, BUF_HOST},
-                                  {DEV_COMBINE, NET_NONE, BUF_HOST},
-                                  {DEV_NONE, NET_SEND_PREV, BUF_HOST}};
-    /* the direct path: messages from and to device memory, no host copies */
-    static const step_t first_d[] = {{DEV_NONE, NET_SEND_NEXT, BUF_SRC},
-                                     {DEV_NONE, NET_RECV_NEXT, BUF_OUT}};
-    static const step_t middle_d[] = {{DEV_NONE, NET_RECV_PREV, BUF_DTMP},
-                                      {DEV_REDUCE, NET_NONE, BUF_HOST},
-                                      {DEV_NONE, NET_SEND_NEXT, BUF_OUT},
-                                      {DEV_NONE, NET_RECV_NEXT, BUF_OUT},
-                                      {DEV_NONE, NET_SEND_PREV, BUF_OUT}};
-    static const step_t last_d[] = {{DEV_NONE, NET_RECV_PREV, BUF_DTMP},
-                                    {DEV_REDUCE, NET_NONE, BUF_HOST},
-                                    {DEV_NONE, NET_SEND_PREV, BUF_OUT}};
-    static const prog_t host[3] = {PROG(first), PROG(middle), PROG(last)};
-    static const prog_t direct_progs[3] = {PROG(first_d), PROG(middle_d), PROG(last_d)};
-    struct ompi_communicator_t *chain = h->chain_comm;
-    int pos = ompi_comm_rank(chain), nl = ompi_comm_size(chain), net_rc;
-    pipe_t pp;
-
-    if (h->ucx_broken) {
-        return OMPI_ERR_NOT_AVAILABLE; /* out keeps the node's result for the staged step */
-    }
-    if (OMPI_SUCCESS == *local_rc && h->saved_bytes < bytes) {
-        if (NULL != h->saved) {
-            (void) dev_mem_free(h->saved);
-        }
-        h->saved_bytes = 0;
-        if (DEV_OK != dev_mem_alloc(&h->saved, bytes)) {
-            h->saved = NULL;
-            *local_rc = OMPI_ERR_OUT_OF_RESOURCE;
-        } else {
-            h->saved_bytes = bytes;
-        }
-    }
-    if (OMPI_SUCCESS == *local_rc && DEV_OK != dev_memcpy(h->saved, out, bytes)) {
-        *local_rc = OMPI_ERROR;
-    }
-    if (OMPI_SUCCESS != *local_rc) {
-        mca_coll_gpu_report_failure(what, comm, "the node's result could not be prepared "
-                                    "for the exchange between nodes (%s)", dev_error_string());
-    }
-    pipe_begin(&pp, h, comm, chain, h->ucx, direct, PHASE_UP, pos - 1,
-               (pos + 1 < nl) ? pos + 1 : -1, host, direct_progs);
-    pp.src = h->saved;
-    pp.out = out;
-    pp.bytes = bytes;
-    pp.esize = dev_dtype_size(dt);
-    pp.dt = dt;
-    pp.op = dop;
-    pp.degraded = (OMPI_SUCCESS != *local_rc);
-    net_rc = pipe_run(&pp);
-    if (pp.degraded && OMPI_SUCCESS == *local_rc) {
-        *local_rc = OMPI_ERROR; /* a device step failed (logged) */
-    }
-    return net_rc;
-}
-
-/* The chain's step again through the host, after the ranks agreed that some UCX transfer
- * failed (every rank of every chain has its data): from the node's result kept in h->saved
- * when the pipeline ran (net_rc, chain_allreduce's outcome; it may have written out). */
-static int chain_allreduce_staged(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
-                                  const char *what, char *out, size_t bytes, size_t nelems,
-                                  dev_dtype_t dt, struct ompi_op_t *op, int net_rc,
-                                  int *local_rc)
-{
-    coll_gpu_hier_t *h = m->hier;
-    int rc;
-
-    if (OMPI_ERR_NOT_AVAILABLE != net_rc && DEV_OK != dev_memcpy(out, h->saved, bytes)) {
-        *local_rc = OMPI_ERROR;
-    }
-    rc = chain_staged(m, comm, what, h->chain_comm, out, bytes, nelems, dt, op, -1);
-    if (OMPI_SUCCESS == rc) {
-        COLL_GPU_VERBOSE(COLL_GPU_LOG_CALL, "coll:gpu:%s (cid %d): rank %d: %s step staged "
-                         "through Open MPI's point-to-point layer%s", what,
-                         coll_gpu_comm_cid(comm), ompi_comm_rank(comm),
-                         (h->chain_comm == h->leader_comm) ? "leaders'" : "rail's",
-                         (OMPI_ERR_NOT_AVAILABLE != net_rc) ? " (fallback)" : "");
-    }
-    return rc;
-}
-
-/*
- * The allreduce on the rails (see the file's header): the node's result on every rank, shard r
- * reduced between nodes by rail r, every shard spread inside each node from its rail's rank.
- * Every rank of comm takes part in both agreements, so that a failure on any rail (data, or
- * UCX: then every rail redoes its shard through the host) is known to all before the shards
- * are spread, and every rank returns the same outcome of the step between nodes.
- */
+/* The allreduce on the rails (the file's header).  Every rank of comm takes part in the
+ * agreements, so that a failure on any rail is known to all before the shards are spread. */
 static int hier_allreduce_rails(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
                                 const void *sbuf, void *rbuf, int count,
                                 struct ompi_datatype_t *dtype, struct ompi_op_t *op,
@@ -1276,16 +1111,12 @@ static int hier_allreduce_rails(mca_coll_gpu_module_t *m, struct ompi_communicat
     static const char *const what = "allreduce";
     coll_gpu_hier_t *h = m->hier;
     size_t esize = dev_dtype_size(dt), lo = 0, n = 0;
-    bool member = (h->node_rank < h->rails), data_ok, net_ok;
-    int rc, local_rc, net_rc = OMPI_SUCCESS;
+    bool member = (h->node_rank < h->rails);
+    int rc, local_rc;
     coll_gpu_adapt_t a;
-    char *out = NULL;
 
-    log_rails(what, comm, nelems * esize, dtype, op, h);
-    /* 1. inside the node: coll/gpu's allreduce on the node communicator (its team).  The
-     * team's reduce-scatter would give each rank only its piece, but its pieces are not the
-     * rails' shards (file header); the whole result costs an all-gather over NVLink, a small
-     * share next to the network's step */
+    mca_coll_gpu_hier_log(what, comm, nelems * esize, dtype, op, h, NULL);
+    /* 1. inside the node: coll/gpu's allreduce on the node communicator (its team) */
     rc = h->node_comm->c_coll->coll_allreduce(sbuf, rbuf, count, dtype, op, h->node_comm,
                                               h->node_comm->c_coll->coll_allreduce_module);
     /* the dense result in device memory on every rank (the user's buffer when it is that):
@@ -1296,50 +1127,18 @@ static int hier_allreduce_rails(mca_coll_gpu_module_t *m, struct ompi_communicat
         local_rc = mca_coll_gpu_adapt_in(m, comm, what, 1, rbuf, count, dtype, member, false,
                                          &a);
     }
-    /* 2. between nodes: shard r along rail r */
+    /* 2. and 3. between nodes: shard r along rail r, and the agreements */
     if (member) {
         shard_of(nelems, h->rails, h->node_rank, &lo, &n);
-        out = (NULL != a.dev) ? (char *) a.dev + lo * esize : NULL;
-        if (0 < n) {
-            net_rc = chain_allreduce(h, comm, what, h->rails_direct, out, n * esize, dt, dop,
-                                     &local_rc);
-        }
     }
-    /* 3. every rank of every node must have had its data, and every rail's transfers ended */
-    rc = chain_agree(m, what, comm, true, OMPI_SUCCESS == local_rc, OMPI_SUCCESS == net_rc,
-                     &data_ok, &net_ok);
-    if (OMPI_SUCCESS == rc && !data_ok) {
-        rc = OMPI_ERROR; /* some rank had no data: the call fails on every rank */
-    } else if (OMPI_SUCCESS == rc && !net_ok) {
-        /* every rail redoes its shard through the host; the shards are spread only when all
-         * of them made it (a second agreement) */
-        int staged_rc = OMPI_SUCCESS;
-
-        if (member && 0 < n) {
-            staged_rc = chain_allreduce_staged(m, comm, what, out, n * esize, n, dt, op, net_rc,
-                                               &local_rc);
-        }
-        rc = chain_agree(m, what, comm, true,
-                         OMPI_SUCCESS == staged_rc && OMPI_SUCCESS == local_rc, true, &data_ok,
-                         &net_ok);
-        if (OMPI_SUCCESS == rc && !data_ok) {
-            rc = OMPI_ERROR;
-        }
-    }
-    /* 4. every shard from its rail's rank to the rest of its node (the team's bcast): every
-     * rank of comm ends with the bits each shard's one chain made */
+    rc = chain_allreduce(m, comm, what, true, (NULL != a.dev) ? (char *) a.dev + lo * esize : NULL,
+                         n, dt, dop, op, &local_rc);
+    /* 4. every shard from its rail's rank to the rest of its node (the team's bcast) */
     for (int r = 0; OMPI_SUCCESS == rc && r < h->rails; ++r) {
         size_t rlo, rn;
 
         shard_of(nelems, h->rails, r, &rlo, &rn);
-        /* in pieces of at most INT_MAX bytes (MPI counts are ints) */
-        for (size_t done = 0, len; OMPI_SUCCESS == rc && done < rn * esize; done += len) {
-            len = rn * esize - done;
-            len = (len > (size_t) INT_MAX) ? (size_t) INT_MAX : len;
-            rc = h->node_comm->c_coll->coll_bcast((char *) a.dev + rlo * esize + done, (int) len,
-                                                  MPI_BYTE, r, h->node_comm,
-                                                  h->node_comm->c_coll->coll_bcast_module);
-        }
+        rc = bcast_bytes(h->node_comm, (char *) a.dev + rlo * esize, rn * esize, r);
     }
     if (OMPI_SUCCESS == rc) {
         rc = mca_coll_gpu_adapt_out(m, comm, what, &a, true);
@@ -1354,10 +1153,12 @@ int mca_coll_gpu_hier_allreduce(mca_coll_gpu_module_t *m, struct ompi_communicat
 {
     static const char *const what = "allreduce";
     coll_gpu_hier_t *h = m->hier;
-    size_t esize = dev_dtype_size(dt), bytes = nelems * esize;
+    size_t bytes = nelems * dev_dtype_size(dt);
     size_t rail_min = mca_coll_gpu_component.hier_rail_min_bytes;
-    coll_gpu_adapt_t a;
-    int rc, local_rc = OMPI_SUCCESS;
+    ptrdiff_t lb, extent;
+    size_t size;
+    bool dense;
+    int rc = OMPI_SUCCESS;
 
     /* the rails: from the membership (every node has 2 ranks or more), the signature's bytes
      * and an ALL_EQ parameter, so the same on every rank; their setup agrees too */
@@ -1366,76 +1167,121 @@ int mca_coll_gpu_hier_allreduce(mca_coll_gpu_module_t *m, struct ompi_communicat
     }
     mca_coll_gpu_hier_log(what, comm, bytes, dtype, op, h, "node step");
     /* 1. inside the node: coll/gpu's allreduce on the node communicator (its team); a node of
-     * one rank only copies its input (a local matter: no peer is involved) */
-    if (1 < ompi_comm_size(h->node_comm) || !dense_copy(comm, sbuf, rbuf, count, dtype, &rc)) {
+     * one rank only copies a dense input (a local matter: no peer is involved; the node
+     * communicator's own path handles any other layout) */
+    ompi_datatype_get_extent(dtype, &lb, &extent);
+    ompi_datatype_type_size(dtype, &size);
+    dense = ompi_datatype_is_contiguous_memory_layout(dtype, count) && 0 == lb
+            && (size_t) extent == size;
+    if (1 < ompi_comm_size(h->node_comm) || (MPI_IN_PLACE != sbuf && !dense)) {
         rc = h->node_comm->c_coll->coll_allreduce(sbuf, rbuf, count, dtype, op, h->node_comm,
                                                   h->node_comm->c_coll->coll_allreduce_module);
+    } else if (MPI_IN_PLACE != sbuf && DEV_OK != dev_memcpy(rbuf, sbuf, size * (size_t) count)) {
+        mca_coll_gpu_report_failure(what, comm, "a device copy of the input failed (%s)",
+                                    dev_error_string());
+        rc = OMPI_ERROR;
     }
+    /* 2. and 3. between the leaders: the dense result of the node in device memory (the
+     * user's buffer when it is that already) */
     if (NULL != h->leader_comm) {
-        int net_rc;
-        bool data_ok, net_ok;
+        int local_rc = rc;
+        coll_gpu_adapt_t a;
 
-        /* 2. between the leaders: the dense result of the node in device memory (the user's
-         * buffer when it is that already) */
-        local_rc = rc;
         a.dev = NULL;
         if (OMPI_SUCCESS == local_rc) {
             local_rc = mca_coll_gpu_adapt_in(m, comm, what, 1, rbuf, count, dtype, true, false,
                                              &a);
         }
-        net_rc = chain_allreduce(h, comm, what, h->direct, a.dev, bytes, dt, dop, &local_rc);
-        /* 3. every leader must have had its data and finished its transfers */
-        rc = chain_agree(m, what, comm, false, OMPI_SUCCESS == local_rc,
-                         OMPI_SUCCESS == net_rc, &data_ok, &net_ok);
-        if (OMPI_SUCCESS == rc && !data_ok) {
-            rc = OMPI_ERROR; /* some leader had no data: the call fails on every rank */
-        } else if (OMPI_SUCCESS == rc && !net_ok) {
-            /* redo the step through the host from the node results the leaders kept */
-            rc = chain_allreduce_staged(m, comm, what, a.dev, bytes, nelems, dt, op, net_rc,
-                                        &local_rc);
-        }
+        rc = chain_allreduce(m, comm, what, false, a.dev, nelems, dt, dop, op, &local_rc);
         if (OMPI_SUCCESS == rc && OMPI_SUCCESS == local_rc) {
             rc = mca_coll_gpu_adapt_out(m, comm, what, &a, true);
         }
         rc = mca_coll_gpu_first_error(local_rc, rc);
     }
     /* 4. the outcome, then the result, from the leader to its node */
-    if (1 == ompi_comm_size(h->node_comm) || !node_status(h, &rc)) {
+    if (1 == ompi_comm_size(h->node_comm) || !mca_coll_gpu_hier_node_status(h, &rc)) {
         return rc;
     }
     return h->node_comm->c_coll->coll_bcast(rbuf, count, dtype, 0, h->node_comm,
                                             h->node_comm->c_coll->coll_bcast_module);
 }
 
+/*
+ * The leaders' chain bcasts (coll_gpu_hier.h): chain j down from leader root + j, in the same
+ * order on every leader with the same sequence numbers (a leader whose transfers failed counts
+ * the chains it no longer runs, and its notice stops its peers' waits); then one agreement for
+ * all of them, and each one again through the host when a transfer failed anywhere.
+ */
+int mca_coll_gpu_hier_leaders_bcast(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                                    const char *what, char *buf, size_t block, const int *first,
+                                    int nchains, int root, int *local_rc)
+{
+    coll_gpu_hier_t *h = m->hier;
+    int pos = ompi_comm_rank(h->leader_comm), nl = ompi_comm_size(h->leader_comm), rc;
+    int net_rc = h->ucx_broken ? OMPI_ERR_NOT_AVAILABLE : OMPI_SUCCESS;
+    bool data_ok, net_ok;
+
+    for (int j = 0; j < nchains && !h->ucx_broken; ++j) {
+        char *at = (NULL != buf) ? buf + (size_t) first[j] * block : NULL;
+        int q = (pos - root - j + 2 * nl) % nl;
+
+        if (OMPI_SUCCESS != net_rc) {
+            ++h->seq; /* the chain this leader no longer runs keeps its number */
+            continue;
+        }
+        net_rc = chain_run(h, comm, h->leader_comm, h->direct, true,
+                           (0 == q) ? -1 : (pos - 1 + nl) % nl, (nl - 1 == q) ? -1 : (pos + 1) % nl,
+                           at, at, (size_t) (first[j + 1] - first[j]) * block, DEV_T_UINT8,
+                           DEV_OP_SUM, local_rc);
+    }
+    data_ok = (OMPI_SUCCESS == *local_rc);
+    net_ok = (OMPI_SUCCESS == net_rc);
+    rc = chain_agree(m, what, comm, false, &data_ok, &net_ok);
+    if (OMPI_SUCCESS == rc && !data_ok) {
+        return OMPI_ERROR; /* some leader had no data: the call fails on every rank */
+    }
+    if (OMPI_SUCCESS == rc && !net_ok) {
+        /* every chain's first leader still has its data (every leader takes part in every
+         * chain, whatever became of the one before) */
+        for (int j = 0; j < nchains; ++j) {
+            size_t len = (size_t) (first[j + 1] - first[j]) * block;
+
+            if (0 < len) {
+                rc = mca_coll_gpu_first_error(
+                    rc, chain_staged(m, comm, what, h->leader_comm,
+                                     buf + (size_t) first[j] * block, len, 0, DEV_T_UINT8, NULL,
+                                     root + j));
+            }
+        }
+        if (OMPI_SUCCESS == rc) {
+            log_staged(what, comm, "leaders'", OMPI_ERR_NOT_AVAILABLE != net_rc);
+        }
+    }
+    return rc;
+}
+
 int mca_coll_gpu_hier_bcast(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm, void *buf,
                             int count, struct ompi_datatype_t *dtype, int root)
 {
     static const char *const what = "bcast";
-    const prog_t *host = bcast_host, *direct = bcast_direct;
+    static const int whole[2] = {0, 1};
     coll_gpu_hier_t *h = m->hier;
     size_t bytes = mca_coll_gpu_call_bytes(dtype, (size_t) count);
-    coll_gpu_adapt_t a;
-    int rc = OMPI_SUCCESS, local_rc = OMPI_SUCCESS, root_leader;
-    bool root_node;
+    int rc = OMPI_SUCCESS, root_leader = h->leader_of[root];
+    bool root_node = (h->leader_of[ompi_comm_rank(comm)] == root_leader);
 
     mca_coll_gpu_hier_log(what, comm, bytes, dtype, NULL, h, "node step");
-    root_leader = h->leader_of[root];
-    root_node = (h->leader_of[ompi_comm_rank(comm)] == root_leader);
     /* 1. the root's node gets the data from the root */
     if (root_node && 1 < ompi_comm_size(h->node_comm)) {
         rc = h->node_comm->c_coll->coll_bcast(buf, count, dtype, h->node_rank_of[root],
                                               h->node_comm,
                                               h->node_comm->c_coll->coll_bcast_module);
     }
+    /* 2. the chain of leaders from the root's */
     if (NULL != h->leader_comm) {
-        int pos = ompi_comm_rank(h->leader_comm), nl = ompi_comm_size(h->leader_comm);
-        int q = (pos - root_leader + nl) % nl;
-        int net_rc = OMPI_ERR_NOT_AVAILABLE;
-        bool data_ok, net_ok;
-        pipe_t pp;
+        int local_rc = rc;
+        coll_gpu_adapt_t a;
 
-        /* 2. the chain of leaders from the root's */
-        local_rc = rc;
         a.dev = NULL;
         if (OMPI_SUCCESS == local_rc) {
             local_rc = mca_coll_gpu_adapt_in(m, comm, what, 0, buf, count, dtype, root_node,
@@ -1445,115 +1291,17 @@ int mca_coll_gpu_hier_bcast(mca_coll_gpu_module_t *m, struct ompi_communicator_t
             mca_coll_gpu_report_failure(what, comm, "the buffer could not be prepared for the "
                                         "leaders' exchange (%s)", dev_error_string());
         }
-        if (!h->ucx_broken) {
-            pipe_begin(&pp, h, comm, h->leader_comm, h->ucx, h->direct, PHASE_BCAST,
-                       (0 == q) ? -1 : (pos - 1 + nl) % nl, (nl - 1 == q) ? -1 : (pos + 1) % nl,
-                       host, direct);
-            pp.src = a.dev;
-            pp.out = a.dev;
-            pp.bytes = bytes;
-            pp.esize = 1;
-            pp.degraded = (OMPI_SUCCESS != local_rc);
-            net_rc = (0 < bytes) ? pipe_run(&pp) : OMPI_SUCCESS;
-            if (pp.degraded && OMPI_SUCCESS == local_rc) {
-                local_rc = OMPI_ERROR;
-            }
-        }
-        rc = chain_agree(m, what, comm, false, OMPI_SUCCESS == local_rc, OMPI_SUCCESS == net_rc,
-                         &data_ok, &net_ok);
-        if (OMPI_SUCCESS == rc && !data_ok) {
-            rc = OMPI_ERROR;
-        } else if (OMPI_SUCCESS == rc && !net_ok && 0 < bytes) {
-            /* the root's leader still has the data: the chain again, through the host */
-            rc = chain_staged(m, comm, what, h->leader_comm, a.dev, bytes, 0, DEV_T_UINT8, NULL,
-                              root_leader);
-        }
+        rc = mca_coll_gpu_hier_leaders_bcast(m, comm, what, a.dev, bytes, whole, 1, root_leader,
+                                             &local_rc);
         if (OMPI_SUCCESS == rc && OMPI_SUCCESS == local_rc) {
             rc = mca_coll_gpu_adapt_out(m, comm, what, &a, !root_node);
         }
         rc = mca_coll_gpu_first_error(local_rc, rc);
     }
     /* 3. the outcome to every node, and the data to every other node, from its leader */
-    if (1 < ompi_comm_size(h->node_comm) && node_status(h, &rc) && !root_node) {
+    if (1 < ompi_comm_size(h->node_comm) && mca_coll_gpu_hier_node_status(h, &rc) && !root_node) {
         rc = h->node_comm->c_coll->coll_bcast(buf, count, dtype, 0, h->node_comm,
                                               h->node_comm->c_coll->coll_bcast_module);
-    }
-    return rc;
-}
-
-bool mca_coll_gpu_hier_node_status(coll_gpu_hier_t *h, int *rc)
-{
-    return node_status(h, rc);
-}
-
-
-/*
- * The leaders' step of an all-gather (coll_gpu_hier.h): node j's blocks, block bytes per rank
- * from slot node_first[j] of buf, go down a chain bcast from leader j, as in MPI_Bcast's step 2
- * (hier_bcast: the chain from the root's leader round the others).  One chain per node, one
- * after the other, every leader running them in the same order with the same sequence numbers
- * (a leader whose transfers failed counts the chains it no longer runs, and its notice stops
- * its peers' waits); then one agreement for all of them.  A ring would keep every leader
- * sending at once; the chains reuse the pipeline that MPI_Bcast runs and proves, and move the
- * same bytes per leader.
- */
-int mca_coll_gpu_hier_leaders_allgather(mca_coll_gpu_module_t *m,
-                                        struct ompi_communicator_t *comm, const char *what,
-                                        char *buf, size_t block, int *local_rc)
-{
-    const prog_t *host = bcast_host, *direct = bcast_direct;
-    coll_gpu_hier_t *h = m->hier;
-    int pos = ompi_comm_rank(h->leader_comm), nl = ompi_comm_size(h->leader_comm), rc;
-    int net_rc = h->ucx_broken ? OMPI_ERR_NOT_AVAILABLE : OMPI_SUCCESS;
-    bool data_ok, net_ok;
-
-    for (int j = 0; j < nl && !h->ucx_broken; ++j) {
-        size_t off = (size_t) h->node_first[j] * block;
-        size_t len = (size_t) (h->node_first[j + 1] - h->node_first[j]) * block;
-        int q = (pos - j + nl) % nl;
-        pipe_t pp;
-
-        if (OMPI_SUCCESS != net_rc) {
-            ++h->seq; /* the chain this leader no longer runs keeps its number */
-            continue;
-        }
-        pipe_begin(&pp, h, comm, h->leader_comm, h->ucx, h->direct, PHASE_BCAST,
-                   (0 == q) ? -1 : (pos - 1 + nl) % nl, (nl - 1 == q) ? -1 : (pos + 1) % nl,
-                   host, direct);
-        pp.src = (NULL != buf) ? buf + off : NULL;
-        pp.out = (NULL != buf) ? buf + off : NULL;
-        pp.bytes = len;
-        pp.esize = 1;
-        pp.degraded = (OMPI_SUCCESS != *local_rc);
-        net_rc = (0 < len) ? pipe_run(&pp) : OMPI_SUCCESS;
-        if (pp.degraded && OMPI_SUCCESS == *local_rc) {
-            *local_rc = OMPI_ERROR; /* a device step failed (logged) */
-        }
-    }
-    rc = chain_agree(m, what, comm, false, OMPI_SUCCESS == *local_rc, OMPI_SUCCESS == net_rc,
-                     &data_ok, &net_ok);
-    if (OMPI_SUCCESS == rc && !data_ok) {
-        return OMPI_ERROR; /* some leader had no data: the call fails on every rank */
-    }
-    if (OMPI_SUCCESS == rc && !net_ok) {
-        /* every leader still has its own node's blocks: each node's again, through the host
-         * (every leader takes part in every node's, whatever became of the one before) */
-        for (int j = 0; j < nl; ++j) {
-            size_t len = (size_t) (h->node_first[j + 1] - h->node_first[j]) * block;
-
-            if (0 < len) {
-                rc = mca_coll_gpu_first_error(
-                    rc, chain_staged(m, comm, what, h->leader_comm,
-                                     buf + (size_t) h->node_first[j] * block, len, 0,
-                                     DEV_T_UINT8, NULL, j));
-            }
-        }
-        if (OMPI_SUCCESS == rc) {
-            COLL_GPU_VERBOSE(COLL_GPU_LOG_CALL, "coll:gpu:%s (cid %d): rank %d: leaders' step "
-                             "staged through Open MPI's point-to-point layer%s", what,
-                             coll_gpu_comm_cid(comm), ompi_comm_rank(comm),
-                             (OMPI_ERR_NOT_AVAILABLE != net_rc) ? " (fallback)" : "");
-        }
     }
     return rc;
 }

@@ -21,16 +21,15 @@ struct coll_gpu_hier_t {
     bool ucx_broken;                   /* a call's UCX step failed (agreed): staged from now */
     bool direct;                       /* device memory straight to UCX (agreed at setup) */
     struct ompi_communicator_t *node_comm, *leader_comm;
-    int *leader_of;                    /* comm rank -> leader-comm rank of its node's leader */
-    int *node_rank_of;                 /* comm rank -> its rank in its node communicator */
-    /* comm rank -> the id its process gives comm in UCX tags (its local cid: on Open MPI 5.0
-     * the local cids of one communicator may differ between processes, and a message must
-     * carry the one its receiver posts its receive with) */
-    int *tag_cid_of;
+    /* comm rank -> the leader-comm rank of its node's leader, its rank in its node, and the id
+     * its process gives comm in UCX tags (its local cid: on Open MPI 5.0 the local cids of one
+     * communicator may differ between processes, and a message must carry its receiver's);
+     * these and node_first are one allocation, leader_of's */
+    int *leader_of, *node_rank_of, *tag_cid_of;
     /* node-major order (the nodes in the leaders' order, each node's ranks in node rank order):
-     * node j's ranks hold slots node_first[j] .. node_first[j + 1] - 1 (nnodes + 1 entries);
-     * node_major: that order is comm's own (every node's ranks contiguous); max_node: the
-     * largest node's ranks.  From the membership: the same on every rank. */
+     * node j's ranks hold slots node_first[j] .. node_first[j + 1] - 1; node_major: that order
+     * is comm's own; max_node: the largest node's ranks.  From the membership: the same on
+     * every rank. */
     int *node_first;
     bool node_major;
     int max_node;
@@ -40,20 +39,20 @@ struct coll_gpu_hier_t {
     hier_state_t rails_state;
     bool rails_direct;                 /* device memory straight to UCX on every rail (agreed) */
     struct ompi_communicator_t *rail_comm; /* node ranks 1 .. rails - 1: their rail's */
-    /* this rank's chain between nodes: leader_comm on node rank 0, rail_comm once the rails
-     * are set up, else NULL; and its UCX endpoints */
+    /* this rank's chain between nodes (leader_comm on node rank 0, rail_comm once the rails are
+     * set up, else NULL), its UCX endpoints and the calls it ran on it */
     struct ompi_communicator_t *chain_comm;
     coll_gpu_ucx_comm_t *ucx;
-    uint64_t seq;                      /* chains run by this rank (on chain_comm) */
+    uint64_t seq;
     bool test_failed;                  /* coll_gpu_test_fail_ucx has fired on this communicator */
-    /* the pipeline's slots (the ranks of a chain) */
+    /* the pipeline's slots: depth x chunk of pinned host and of device memory, a stream and an
+     * event each; and the node result kept for an allreduce's fallback */
     int depth;
     size_t chunk;
-    char *host;                        /* depth x chunk, pinned */
-    char *dtmp;                        /* depth x chunk, device */
+    char *host, *dtmp;
     dev_stream_t *stream[HIER_DEPTH_MAX];
     dev_event_t *event[HIER_DEPTH_MAX];
-    void *saved;                       /* the node result kept for a fallback (allreduce) */
+    void *saved;
     size_t saved_bytes;
 };
 
@@ -63,16 +62,16 @@ struct coll_gpu_hier_t {
 bool mca_coll_gpu_hier_ready(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
                              const char *what);
 
-/* The leaders' step of an all-gather (node leaders only): buf holds, in node-major order, the
- * blocks of block bytes of every rank of comm in dense device memory, and this leader's node's
- * blocks are right in it; afterwards every node's are.  One chain bcast over UCX per node from
- * its leader, then one agreement of the leaders; when a UCX transfer failed anywhere, every
- * node's blocks again through the host (Open MPI's point-to-point layer) and UCX stays off on
- * comm.  A leader whose data failed (*local_rc) keeps to the message schedule without it, and
- * then the call fails on every leader.  Returns the step's outcome, the same on every leader. */
-int mca_coll_gpu_hier_leaders_allgather(mca_coll_gpu_module_t *m,
-                                        struct ompi_communicator_t *comm, const char *what,
-                                        char *buf, size_t block, int *local_rc);
+/* The leaders' chain bcasts (node leaders only; MPI_Bcast's step 2, and MPI_Allgather's with a
+ * chain per node): chain j moves blocks first[j] .. first[j + 1] - 1 of block bytes of buf
+ * (dense device memory) from leader root + j to the others over UCX; then one agreement of the
+ * leaders, and when a UCX transfer failed anywhere, every chain again through the host (Open
+ * MPI's point-to-point layer), UCX off on comm from then on.  A leader whose data failed
+ * (*local_rc) keeps to the message schedule without it, and then the call fails on every
+ * leader.  Returns the step's outcome, the same on every leader. */
+int mca_coll_gpu_hier_leaders_bcast(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                                    const char *what, char *buf, size_t block, const int *first,
+                                    int nchains, int root, int *local_rc);
 
 /* The leader's outcome to the rest of its node (a host bcast of one int): *rc becomes an error
  * on every rank of a node whose leader failed; true when the node's data step may follow. */
@@ -80,7 +79,7 @@ bool mca_coll_gpu_hier_node_status(coll_gpu_hier_t *h, int *rc);
 
 /* The log line of a hierarchical call (at COLL_GPU_LOG_CALL): "hierarchical: N nodes, <steps>
  * on K rank(s), leaders <how this rank's part of the leaders' step moves its data: via UCX/...,
- * staged ... (UCX failed earlier), or that it is not a leader>". */
+ * staged ... (UCX failed earlier), or that it is not a leader>"; steps NULL: the rails' line. */
 void mca_coll_gpu_hier_log(const char *what, struct ompi_communicator_t *comm, size_t bytes,
                            struct ompi_datatype_t *dtype, struct ompi_op_t *op, coll_gpu_hier_t *h,
                            const char *steps);

@@ -1,43 +1,35 @@
 /*
  * coll_gpu_hier_exchange.c - MPI_Allgather, MPI_Reduce_scatter and MPI_Reduce_scatter_block on
- * device buffers of a communicator that spans nodes (real ones, or coll_gpu_emulate_nodes'):
- * compositions of the node communicator's own collectives (coll/gpu's, on the node team) and
- * the node leaders' UCX pipeline of coll_gpu_hier.c, which also sets them up and owns their
- * agreement and fallback.  The entries (coll_gpu_exchange.c, coll_gpu_reduce.c) come here once
- * every rank of the call agreed on device memory (coll_gpu_kinds.c).
+ * device buffers of a communicator that spans nodes: compositions of the node communicator's
+ * own collectives (coll/gpu's, on the node team) and the leaders' UCX chains of
+ * coll_gpu_hier.c, which also sets them up and owns their agreement and fallback.  The entries
+ * (coll_gpu_exchange.c, coll_gpu_reduce.c) come here once every rank agreed on device memory.
  *
- * MPI_Allgather (n ranks, b bytes per block):
+ * MPI_Allgather (b bytes per block):
  *
  *   1. node allgatherv (the node team's exchange): every rank's block lands in its own place
  *      of the receive buffer, at its rank in comm (a node's ranks need not be contiguous)
- *   2. leaders: the receive buffer as dense device bytes (the user's, or a temporary); when
- *      the nodes are not contiguous in comm, its node's blocks copied into a scratch in
- *      node-major order (the nodes in the leaders' order); one chain bcast over UCX per node
- *      from its leader (mca_coll_gpu_hier_leaders_allgather), one agreement, every node's
- *      blocks through the host if a transfer failed; the other nodes' blocks copied back to
- *      their ranks' places
- *   3. the leader's outcome, then the whole receive buffer, to its node (the node team's
- *      bcast)
+ *   2. leaders: the receive buffer as dense device bytes; when the nodes are not contiguous in
+ *      comm, its node's blocks copied into a scratch in node-major order; one chain bcast per
+ *      node from its leader (mca_coll_gpu_hier_leaders_bcast: agreement and fallback
+ *      included); the other nodes' blocks copied back to their ranks' places
+ *   3. the leader's outcome, then the whole receive buffer, to its node (node team's bcast)
  *
- * The node steps are the node communicator's collectives with the user's buffers and types, so
- * that each rank adapts its own buffers and a rank that fails there takes part without data
- * (the node team's flags); only the leader needs dense device bytes for the pipeline.  Node-
- * major order and the leaders' chains make the step between nodes the one that MPI_Bcast runs
- * and proves, a chain per node, rather than a second pipeline (a ring) of its own.
+ * The node steps take the user's buffers and types, so that each rank adapts its own and a
+ * rank that fails there takes part without data (the node team's flags); only the leader
+ * needs dense device bytes.  Node-major order makes the step between nodes MPI_Bcast's, a
+ * chain per node, rather than a second pipeline (a ring) of its own.
  *
  * MPI_Reduce_scatter(_block): the hierarchical allreduce of the whole input into the module's
- * device scratch (mca_coll_gpu_hier_allreduce: node team, leaders or rails over UCX, node
- * team), then this rank's piece copied from it.  The network carries the whole input twice
- * (reduced up the chain, then down), where a reduce-scatter proper between nodes would carry
- * each node's share; but it is the allreduce's pipeline with its agreement, fallbacks and
- * bitwise-identical results, and it stays on the GPU.  Only what the kernels take (predefined
- * types and ops, coll_gpu_reduce.c checks) comes here; user ops stay staged.
+ * device scratch, then this rank's piece copied from it.  The network carries the whole input
+ * twice where a reduce-scatter proper would carry each node's share; but it is the allreduce's
+ * pipeline with its agreement, fallbacks and bitwise-identical results, on the GPU.  Only what
+ * the kernels take (coll_gpu_reduce.c checks) comes here; user ops stay staged.
  *
- * Decisions: whether a call comes here is decided by the entries from the agreement, the
- * membership (coll_gpu_hier.c: spans, node sizes), the whole input's size and the parameters,
- * all the same on every rank; coll_gpu_hier.c's setup agrees too.  Log lines at
- * COLL_GPU_LOG_CALL: "-> hierarchical: ..." for these paths, "-> staged (across nodes...)"
- * where a spanning communicator's call cannot take them.
+ * Whether a call comes here is decided from what every rank shares (the agreement, the
+ * membership, the sizes, the parameters).  Log lines at COLL_GPU_LOG_CALL: "-> hierarchical:
+ * ..." for these paths, "-> staged (spans nodes; ...)" where a spanning communicator's call
+ * cannot take them.
  */
 #include "ompi_config.h"
 
@@ -55,22 +47,41 @@ static const char *hier_allgather_staged_why(mca_coll_gpu_module_t *m,
                                              struct ompi_communicator_t *comm, const char *what,
                                              size_t block, int rcount)
 {
-    coll_gpu_hier_t *h;
-
     if (0 == block) {
         return "staged (empty)";
     }
     if (!mca_coll_gpu_hier_ready(m, comm, what)) {
         return "staged (spans nodes; no hierarchical path on this communicator)";
     }
-    h = m->hier;
-    if (h->max_node > COLL_GPU_TEAM_MAX) {
+    if (m->hier->max_node > COLL_GPU_TEAM_MAX) {
         return "staged (spans nodes; a node has more ranks than a node team serves)";
     }
     if ((size_t) ompi_comm_size(comm) * (size_t) rcount > (size_t) INT_MAX) {
         return "staged (spans nodes; more than INT_MAX elements in all, not one node bcast)";
     }
     return NULL;
+}
+
+/* Copy the blocks between their ranks' places in dev and node-major order in w: into w this
+ * node's blocks, or back out of w every other node's.  Sets *local_rc on failure. */
+static void reorder(coll_gpu_hier_t *h, struct ompi_communicator_t *comm, const char *what,
+                    char *dev, char *w, size_t block, bool into, int *local_rc)
+{
+    int node = h->leader_of[ompi_comm_rank(comm)];
+
+    for (int r = 0; r < ompi_comm_size(comm) && OMPI_SUCCESS == *local_rc; ++r) {
+        char *placed = dev + (size_t) r * block;
+        char *ordered = w + ((size_t) h->node_first[h->leader_of[r]]
+                             + (size_t) h->node_rank_of[r]) * block;
+
+        if ((h->leader_of[r] == node) == into
+            && DEV_OK != dev_memcpy(into ? ordered : placed, into ? placed : ordered, block)) {
+            mca_coll_gpu_report_failure(what, comm, "copy of a %zu B block %s node-major "
+                                        "order: %s", block, into ? "into" : "out of",
+                                        dev_error_string());
+            *local_rc = OMPI_ERROR;
+        }
+    }
 }
 
 /* A node leader's step 2 (file header): the receive buffer in dense device memory (a), its
@@ -81,7 +92,7 @@ static int allgather_leader(mca_coll_gpu_module_t *m, struct ompi_communicator_t
                             struct ompi_datatype_t *rdtype, size_t block, int *local_rc)
 {
     coll_gpu_hier_t *h = m->hier;
-    int n = ompi_comm_size(comm), me = ompi_comm_rank(comm), node = h->leader_of[me], rc;
+    int n = ompi_comm_size(comm), rc;
     coll_gpu_adapt_t a;
     char *w = NULL;
 
@@ -95,33 +106,13 @@ static int allgather_leader(mca_coll_gpu_module_t *m, struct ompi_communicator_t
         if (!h->node_major) {
             *local_rc = mca_coll_gpu_adapt_scratch(m, comm, what, (size_t) n * block,
                                                    (void **) &w);
+            reorder(h, comm, what, a.dev, w, block, true, local_rc);
         }
     }
-    for (int r = 0; r < n && OMPI_SUCCESS == *local_rc && !h->node_major; ++r) {
-        size_t slot = (size_t) h->node_first[node] + (size_t) h->node_rank_of[r];
-
-        if (h->leader_of[r] == node
-            && DEV_OK != dev_memcpy(w + slot * block, (char *) a.dev + (size_t) r * block,
-                                    block)) {
-            mca_coll_gpu_report_failure(what, comm, "copy of a %zu B block into node-major "
-                                        "order: %s", block, dev_error_string());
-            *local_rc = OMPI_ERROR;
-        }
-    }
-    rc = mca_coll_gpu_hier_leaders_allgather(m, comm, what,
-                                             (OMPI_SUCCESS == *local_rc) ? w : NULL, block,
-                                             local_rc);
-    for (int r = 0; r < n && OMPI_SUCCESS == rc && OMPI_SUCCESS == *local_rc && !h->node_major;
-         ++r) {
-        size_t slot = (size_t) h->node_first[h->leader_of[r]] + (size_t) h->node_rank_of[r];
-
-        if (h->leader_of[r] != node
-            && DEV_OK != dev_memcpy((char *) a.dev + (size_t) r * block, w + slot * block,
-                                    block)) {
-            mca_coll_gpu_report_failure(what, comm, "copy of a %zu B block out of node-major "
-                                        "order: %s", block, dev_error_string());
-            *local_rc = OMPI_ERROR;
-        }
+    rc = mca_coll_gpu_hier_leaders_bcast(m, comm, what, (OMPI_SUCCESS == *local_rc) ? w : NULL,
+                                         block, h->node_first, h->nnodes, 0, local_rc);
+    if (OMPI_SUCCESS == rc && !h->node_major) {
+        reorder(h, comm, what, a.dev, w, block, false, local_rc);
     }
     if (OMPI_SUCCESS == rc && OMPI_SUCCESS == *local_rc) {
         *local_rc = mca_coll_gpu_adapt_out(m, comm, what, &a, true);

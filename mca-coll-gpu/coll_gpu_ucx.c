@@ -1,8 +1,6 @@
 /*
- * coll_gpu_ucx.c - coll/gpu's own UCX (UCP) layer for the hierarchical collectives
- * (coll_gpu_hier.c, coll_gpu_hier_exchange.c): one context and worker per process, one endpoint
- * per peer process (found by an exchange of worker addresses over each communicator, kept until
- * finalize), tagged nonblocking sends and receives.  See coll_gpu_ucx.h.
+ * coll_gpu_ucx.c - coll/gpu's own UCX (UCP) layer for the hierarchical collectives: see
+ * coll_gpu_ucx.h.
  *
  * Why the endpoints outlive the communicators: an endpoint that has carried rendezvous-sized
  * messages over TCP (UCX 1.13 and 1.22 alike) leaves sockets open in CLOSE_WAIT after a flushing
@@ -38,7 +36,7 @@ uint64_t mca_coll_gpu_ucx_tag(uint32_t cid, uint64_t seq, int phase, uint64_t ch
 #include <ucp/api/ucp.h>
 
 struct coll_gpu_ucx_comm_t {
-    int size, rank;
+    int size;
     ucp_ep_h *eps;        /* per rank of the communicator (the process' endpoint to that peer,
                            * not owned); NULL for this rank */
     char transports[160]; /* mca_coll_gpu_ucx_transports' answer */
@@ -49,6 +47,7 @@ typedef struct {
     void *addr;
     size_t len;
     ucp_ep_h ep;
+    void *closing; /* the close's request (close_peers) */
 } ucx_peer_t;
 
 /* The process' UCP context and worker, made once (ucx_init), under ucx_lock. */
@@ -79,12 +78,18 @@ static int ucx_error(const char *what, ucs_status_t st)
  * MPI_THREAD_MULTIPLE needs UCS_THREAD_MODE_MULTI; below it, calls are serialized. */
 static int ucx_init(void)
 {
-    ucp_params_t params;
-    ucp_worker_params_t wparams;
-    ucp_context_attr_t attr;
+    ucp_params_t params = {.field_mask = UCP_PARAM_FIELD_FEATURES
+                                         | UCP_PARAM_FIELD_MT_WORKERS_SHARED,
+                           .features = UCP_FEATURE_TAG,
+                           .mt_workers_shared = ompi_mpi_thread_multiple ? 1 : 0};
+    ucp_worker_params_t wparams = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
+                                   .thread_mode = ompi_mpi_thread_multiple
+                                                      ? UCS_THREAD_MODE_MULTI
+                                                      : UCS_THREAD_MODE_SERIALIZED};
+    ucp_context_attr_t attr = {.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES};
     ucp_config_t *config = NULL;
-    ucs_status_t st;
     const char *tls = getenv("UCX_TLS");
+    ucs_status_t st;
     int rc = OMPI_SUCCESS;
 
     OPAL_THREAD_LOCK(&ucx_lock);
@@ -99,10 +104,6 @@ static int ucx_init(void)
         rc = ucx_error("ucp_config_read", st);
         goto out;
     }
-    memset(&params, 0, sizeof(params));
-    params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
-    params.features = UCP_FEATURE_TAG;
-    params.mt_workers_shared = ompi_mpi_thread_multiple ? 1 : 0;
     st = ucp_init(&params, config, &ucx_context);
     ucp_config_release(config);
     if (UCS_OK != st) {
@@ -110,18 +111,12 @@ static int ucx_init(void)
         rc = ucx_error("ucp_init", st);
         goto out;
     }
-    memset(&attr, 0, sizeof(attr));
-    attr.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
     st = ucp_context_query(ucx_context, &attr);
     if (UCS_OK != st) {
         rc = ucx_error("ucp_context_query", st);
         goto out;
     }
     ucx_cuda = 0 != (attr.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA));
-    memset(&wparams, 0, sizeof(wparams));
-    wparams.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-    wparams.thread_mode = ompi_mpi_thread_multiple ? UCS_THREAD_MODE_MULTI
-                                                   : UCS_THREAD_MODE_SERIALIZED;
     st = ucp_worker_create(ucx_context, &wparams, &ucx_worker);
     if (UCS_OK != st) {
         ucx_worker = NULL;
@@ -159,12 +154,11 @@ void mca_coll_gpu_ucx_progress(void)
 }
 
 /* Add "tl:dev" to uc->transports unless it is there already (a comma-separated list). */
-static void add_transport(coll_gpu_ucx_comm_t *uc, const char *tl, size_t tl_len, const char *dev,
-                          size_t dev_len)
+static void add_transport(coll_gpu_ucx_comm_t *uc, const char *tl, const char *dev)
 {
     char item[64];
     size_t have = strlen(uc->transports);
-    int n = snprintf(item, sizeof(item), "%.*s:%.*s", (int) tl_len, tl, (int) dev_len, dev);
+    int n = snprintf(item, sizeof(item), "%s:%s", tl, dev);
 
     if (0 >= n || (size_t) n >= sizeof(item)) {
         return;
@@ -199,7 +193,7 @@ static void ep_transports(coll_gpu_ucx_comm_t *uc, ucp_ep_h ep)
         const char *tl = entries[i].transport_name, *dev = entries[i].device_name;
 
         if (NULL != tl && NULL != dev) {
-            add_transport(uc, tl, strlen(tl), dev, strlen(dev));
+            add_transport(uc, tl, dev);
         }
     }
 }
@@ -221,31 +215,23 @@ static void ep_transports(coll_gpu_ucx_comm_t *uc, ucp_ep_h ep)
         return;
     }
     for (const char *p = text; NULL != (p = strstr(p, "lane[")); ++p) {
-        const char *tl, *slash, *end, *dot;
+        char tl[64], dev[64], *dot;
+        int at = 0;
 
-        p = strchr(p, ']');
-        if (NULL == p || ':' != p[1]) {
+        (void) sscanf(p, "lane[%*[^]]]:%n", &at);
+        if (0 == at) {
             break;
         }
-        tl = p + 2 + strspn(p + 2, " ");
-        tl += strspn(tl, "0123456789");
-        if (':' != *tl++) {
-            continue;
-        }
-        end = tl + strcspn(tl, " \t\n");
-        slash = memchr(tl, '/', (size_t) (end - tl));
-        if (NULL == slash) {
+        if (2 != sscanf(p + at, " %*d:%63[^/ \t\n]/%63[^ \t\n]", tl, dev)) {
             continue;
         }
         /* the device without the ".N" path index */
-        dot = end;
-        while (dot > slash + 1 && '.' != dot[-1]) {
-            --dot;
+        dot = strrchr(dev, '.');
+        if (NULL != dot && dot > dev && '\0' != dot[1]
+            && strspn(dot + 1, "0123456789") == strlen(dot + 1)) {
+            *dot = '\0';
         }
-        if (dot > slash + 2 && dot < end && strspn(dot, "0123456789") == (size_t) (end - dot)) {
-            end = dot - 1;
-        }
-        add_transport(uc, tl, (size_t) (slash - tl), slash + 1, (size_t) (end - slash - 1));
+        add_transport(uc, tl, dev);
     }
     free(text);
 }
@@ -268,15 +254,7 @@ const char *mca_coll_gpu_ucx_transports(coll_gpu_ucx_comm_t *uc)
     return uc->transports;
 }
 
-/* Through the communicator's own allgather (host buffers: the module below coll/gpu). */
-static int host_allgather(struct ompi_communicator_t *comm, const void *in, void *out,
-                          int count, struct ompi_datatype_t *dtype)
-{
-    return comm->c_coll->coll_allgather(in, count, dtype, out, count, dtype, comm,
-                                        comm->c_coll->coll_allgather_module);
-}
-
-/* The same, for the communicator's allreduce (MPI_MAX of n ints). */
+/* An allreduce (MPI_MAX) of n ints over comm's own module (host buffers: the one below us). */
 static int host_allreduce_max(struct ompi_communicator_t *comm, const int *in, int *out, int n)
 {
     return comm->c_coll->coll_allreduce(in, out, n, MPI_INT, MPI_MAX, comm,
@@ -297,7 +275,7 @@ static double now_s(void)
  * peer when a communicator first goes across nodes, among as many entries as peer leaders. */
 static int peer_ep(const void *addr, size_t len, ucp_ep_h *ep, int *made)
 {
-    ucp_ep_params_t params;
+    ucp_ep_params_t params = {.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS};
     ucs_status_t st;
     void *copy;
 
@@ -322,8 +300,6 @@ static int peer_ep(const void *addr, size_t len, ucp_ep_h *ep, int *made)
         return OMPI_ERR_OUT_OF_RESOURCE;
     }
     memcpy(copy, addr, len);
-    memset(&params, 0, sizeof(params));
-    params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
     params.address = (const ucp_address_t *) copy;
     st = ucp_ep_create(ucx_worker, &params, ep);
     if (UCS_OK != st) {
@@ -331,10 +307,7 @@ static int peer_ep(const void *addr, size_t len, ucp_ep_h *ep, int *made)
         *ep = NULL;
         return ucx_error("ucp_ep_create", st);
     }
-    ucx_peers[ucx_npeers].addr = copy;
-    ucx_peers[ucx_npeers].len = len;
-    ucx_peers[ucx_npeers].ep = *ep;
-    ++ucx_npeers;
+    ucx_peers[ucx_npeers++] = (ucx_peer_t) {.addr = copy, .len = len, .ep = *ep};
     ++*made;
     return OMPI_SUCCESS;
 }
@@ -342,9 +315,9 @@ static int peer_ep(const void *addr, size_t len, ucp_ep_h *ep, int *made)
 /*
  * Exchange worker addresses over comm and connect to every peer.  Every rank takes part in every
  * collective step whatever happened locally, so that no rank waits for one that gave up:
- *   1. allreduce (max) of (address length, -address length, no memory): every rank learns the
- *      longest address, whether some rank has none (a rank without UCX offers length 0), and
- *      whether some rank could not allocate; it needs no memory that could fail;
+ *   1. allreduce (max) of (address length, -address length): every rank learns the longest
+ *      address and whether some rank has none (a rank without UCX offers length 0); it needs no
+ *      memory that could fail;
  *   2. each rank allocates its record (length, then address) and the table of all records, and
  *      an allreduce (max) of "could not" makes every rank give up together;
  *   3. allgather of the records, all of one size (the longest address).
@@ -355,11 +328,9 @@ int mca_coll_gpu_ucx_comm_create(struct ompi_communicator_t *comm, coll_gpu_ucx_
 {
     int size = ompi_comm_size(comm), rank = ompi_comm_rank(comm);
     ucp_address_t *addr = NULL;
-    size_t addr_len = 0, rec;
-    int made = 0, rc, local_rc;
-    int shape[3] = {0, 0, 0}, all_shape[3] = {0, 0, 0}; /* len, -len, no memory */
-    int nomem = 0, any_nomem = 0;
-    size_t kept;
+    size_t addr_len = 0, rec, kept;
+    int shape[2] = {0, 0}, all_shape[2] = {0, 0}; /* len, -len */
+    int made = 0, nomem, any_nomem = 0, rc, local_rc;
     char *mine = NULL, *all = NULL;
     coll_gpu_ucx_comm_t *uc = NULL;
     ucs_status_t st;
@@ -378,11 +349,10 @@ int mca_coll_gpu_ucx_comm_create(struct ompi_communicator_t *comm, coll_gpu_ucx_
             shape[1] = -(int) addr_len;
         }
     }
-    rc = host_allreduce_max(comm, shape, all_shape, 3);
+    rc = host_allreduce_max(comm, shape, all_shape, 2);
     if (OMPI_SUCCESS != rc) {
         goto out;
     }
-    /* every rank saw the same shape: all give up together when one has no address */
     if (0 == all_shape[1]) { /* max(-len) is 0: some rank offers no address */
         COLL_GPU_VERBOSE(COLL_GPU_LOG_ERROR, "coll:gpu:ucx (cid %d): some rank has no UCX "
                          "worker address%s", coll_gpu_comm_cid(comm),
@@ -390,8 +360,7 @@ int mca_coll_gpu_ucx_comm_create(struct ompi_communicator_t *comm, coll_gpu_ucx_
         rc = OMPI_ERR_NOT_AVAILABLE;
         goto out;
     }
-    rec = sizeof(int32_t) + (size_t) all_shape[0];
-    rec = (rec + 7) & ~(size_t) 7;
+    rec = (sizeof(int32_t) + (size_t) all_shape[0] + 7) & ~(size_t) 7;
     if (!mca_coll_gpu_test_fail_alloc("ucx")) {
         mine = calloc(1, rec);
         all = calloc((size_t) size, rec);
@@ -411,7 +380,8 @@ int mca_coll_gpu_ucx_comm_create(struct ompi_communicator_t *comm, coll_gpu_ucx_
     }
     *(int32_t *) mine = (int32_t) addr_len;
     memcpy(mine + sizeof(int32_t), addr, addr_len);
-    rc = host_allgather(comm, mine, all, (int) rec, MPI_BYTE);
+    rc = comm->c_coll->coll_allgather(mine, (int) rec, MPI_BYTE, all, (int) rec, MPI_BYTE, comm,
+                                      comm->c_coll->coll_allgather_module);
     if (OMPI_SUCCESS != rc) {
         goto out;
     }
@@ -421,60 +391,47 @@ int mca_coll_gpu_ucx_comm_create(struct ompi_communicator_t *comm, coll_gpu_ucx_
         goto out;
     }
     uc->size = size;
-    uc->rank = rank;
     OPAL_THREAD_LOCK(&ucx_lock);
     for (int i = 0; i < size && OMPI_SUCCESS == rc; ++i) {
-        if (i != rank) {
-            const char *r = all + (size_t) i * rec;
+        const char *r = all + (size_t) i * rec;
 
+        if (i != rank) {
             rc = peer_ep(r + sizeof(int32_t), (size_t) *(const int32_t *) r, &uc->eps[i],
                          &made);
         }
     }
     kept = ucx_npeers;
     OPAL_THREAD_UNLOCK(&ucx_lock);
-    if (OMPI_SUCCESS != rc) {
-        goto out;
+    if (OMPI_SUCCESS == rc && OMPI_SUCCESS == local_rc) {
+        COLL_GPU_VERBOSE(COLL_GPU_LOG_QUERY, "coll:gpu:ucx (cid %d): endpoints to %d peer(s): "
+                         "%d made, %d reused (this process keeps %zu)", coll_gpu_comm_cid(comm),
+                         size - 1, made, size - 1 - made, kept);
+        *out = uc;
+        uc = NULL;
     }
-    COLL_GPU_VERBOSE(COLL_GPU_LOG_QUERY, "coll:gpu:ucx (cid %d): endpoints to %d peer(s): %d "
-                     "made, %d reused (this process keeps %zu)", coll_gpu_comm_cid(comm),
-                     size - 1, made, size - 1 - made, kept);
-    *out = uc;
-    uc = NULL;
 out:
-    if (OMPI_SUCCESS == rc) {
-        rc = local_rc;
-    }
     if (NULL != addr) {
         ucp_worker_release_address(ucx_worker, addr);
     }
     mca_coll_gpu_ucx_comm_destroy(uc);
-    if (OMPI_SUCCESS != rc && NULL != *out) {
-        mca_coll_gpu_ucx_comm_destroy(*out);
-        *out = NULL;
-    }
     free(mine);
     free(all);
-    return rc;
+    return mca_coll_gpu_first_error(rc, local_rc);
 }
 
-/* Wait for a UCP request a bounded time (teardown must not hang on a peer that is gone). */
-static ucs_status_t wait_bounded(void *req)
+/* Wait for a UCP request until end (now_s; teardown must not hang on a peer that is gone);
+ * one still in flight then is left to UCX, released with the worker. */
+static ucs_status_t wait_bounded(void *req, double end)
 {
-    ucs_status_t st = UCS_INPROGRESS;
-    double end = now_s() + 10.0;
+    ucs_status_t st;
 
-    if (NULL == req) {
-        return UCS_OK;
-    }
-    if (UCS_PTR_IS_ERR(req)) {
+    if (NULL == req || UCS_PTR_IS_ERR(req)) {
         return UCS_PTR_STATUS(req);
     }
     while (UCS_INPROGRESS == (st = ucp_request_check_status(req)) && now_s() < end) {
         (void) ucp_worker_progress(ucx_worker);
     }
     if (UCS_INPROGRESS == st) {
-        /* leave it to UCX: it is released with the worker */
         return UCS_ERR_TIMED_OUT;
     }
     ucp_request_free(req);
@@ -484,91 +441,63 @@ static ucs_status_t wait_bounded(void *req)
 /* The endpoints are the process' (closed at finalize): only the communicator's table goes. */
 void mca_coll_gpu_ucx_comm_destroy(coll_gpu_ucx_comm_t *uc)
 {
-    if (NULL == uc) {
-        return;
+    if (NULL != uc) {
+        free(uc->eps);
+        free(uc);
     }
-    free(uc->eps);
-    free(uc);
 }
 
-int mca_coll_gpu_ucx_isend(coll_gpu_ucx_comm_t *uc, int peer, const void *buf, size_t len,
+int mca_coll_gpu_ucx_start(coll_gpu_ucx_comm_t *uc, int peer, void *buf, size_t len,
                            uint64_t tag, bool device, coll_gpu_ucx_req_t *r)
 {
-    ucp_request_param_t p;
+    /* a receive is always a request, so that the length that arrived can be checked; device
+     * memory is said, not detected: UCX skips its memory-type lookup */
+    ucp_request_param_t p = {.op_attr_mask = (0 > peer) ? UCP_OP_ATTR_FLAG_NO_IMM_CMPL : 0};
     ucs_status_ptr_t sp;
 
     memset(r, 0, sizeof(*r));
-    memset(&p, 0, sizeof(p));
     if (device) {
-        /* said, not detected: UCX skips its memory-type lookup */
         p.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMORY_TYPE;
         p.memory_type = UCS_MEMORY_TYPE_CUDA;
     }
-    if (0 > peer || peer >= uc->size || NULL == uc->eps[peer]) {
+    if (0 > peer) {
+        sp = ucp_tag_recv_nbx(ucx_worker, buf, len, tag, UINT64_MAX, &p);
+        r->expect = len;
+    } else if (peer >= uc->size || NULL == uc->eps[peer]) {
         return r->status = OMPI_ERR_BAD_PARAM;
+    } else {
+        sp = ucp_tag_send_nbx(uc->eps[peer], buf, len, tag, &p);
     }
-    sp = ucp_tag_send_nbx(uc->eps[peer], buf, len, tag, &p);
     if (UCS_PTR_IS_ERR(sp)) {
-        return r->status = ucx_error("ucp_tag_send_nbx", UCS_PTR_STATUS(sp));
+        return r->status = ucx_error((0 > peer) ? "ucp_tag_recv_nbx" : "ucp_tag_send_nbx",
+                                     UCS_PTR_STATUS(sp));
     }
-    r->req = sp; /* NULL: sent already */
-    return OMPI_SUCCESS;
-}
-
-int mca_coll_gpu_ucx_irecv(coll_gpu_ucx_comm_t *uc, void *buf, size_t len, uint64_t tag,
-                           bool device, coll_gpu_ucx_req_t *r)
-{
-    ucp_request_param_t p;
-    ucs_status_ptr_t sp;
-
-    (void) uc;
-    memset(r, 0, sizeof(*r));
-    memset(&p, 0, sizeof(p));
-    /* always a request, so that the length that arrived can be checked */
-    p.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
-    if (device) {
-        p.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMORY_TYPE;
-        p.memory_type = UCS_MEMORY_TYPE_CUDA;
-    }
-    sp = ucp_tag_recv_nbx(ucx_worker, buf, len, tag, UINT64_MAX, &p);
-    if (UCS_PTR_IS_ERR(sp)) {
-        return r->status = ucx_error("ucp_tag_recv_nbx", UCS_PTR_STATUS(sp));
-    }
-    r->req = sp;
-    r->expect = len;
+    r->req = sp; /* a send's NULL: sent already */
     return OMPI_SUCCESS;
 }
 
 int mca_coll_gpu_ucx_test(coll_gpu_ucx_req_t *r)
 {
+    ucp_tag_recv_info_t info;
     ucs_status_t st;
 
     if (NULL == r->req) {
         return r->status;
     }
-    if (0 < r->expect) {
-        ucp_tag_recv_info_t info;
-
-        st = ucp_tag_recv_request_test(r->req, &info);
-        if (UCS_INPROGRESS == st) {
-            return 1;
-        }
-        if (UCS_OK == st && info.length != r->expect) {
-            COLL_GPU_VERBOSE(COLL_GPU_LOG_ERROR,
-                             "coll:gpu:ucx: a message of %zu B where %zu B were expected",
-                             (size_t) info.length, r->expect);
-            r->status = MPI_ERR_TRUNCATE;
-        }
-    } else {
-        st = ucp_request_check_status(r->req);
-        if (UCS_INPROGRESS == st) {
-            return 1;
-        }
+    st = (0 < r->expect) ? ucp_tag_recv_request_test(r->req, &info)
+                         : ucp_request_check_status(r->req);
+    if (UCS_INPROGRESS == st) {
+        return 1;
     }
     ucp_request_free(r->req);
     r->req = NULL;
     if (UCS_OK != st) {
         r->status = ucx_error(0 < r->expect ? "a tagged receive" : "a tagged send", st);
+    } else if (0 < r->expect && info.length != r->expect) {
+        COLL_GPU_VERBOSE(COLL_GPU_LOG_ERROR,
+                         "coll:gpu:ucx: a message of %zu B where %zu B were expected",
+                         (size_t) info.length, r->expect);
+        r->status = MPI_ERR_TRUNCATE;
     }
     return r->status;
 }
@@ -581,57 +510,30 @@ void mca_coll_gpu_ucx_abandon(coll_gpu_ucx_req_t *r)
     if (0 < r->expect) {
         ucp_request_cancel(ucx_worker, r->req);
     }
-    (void) wait_bounded(r->req);
+    (void) wait_bounded(r->req, now_s() + 10.0);
     r->req = NULL;
 }
 
-/* Close every endpoint at once (flushing: no call has anything in flight by now) and progress
- * the closes together to completion before the worker goes, a bounded time in all, so that a
- * peer that has already exited cannot hold up finalize; what is still closing then is released
- * with the worker.  Under ucx_lock. */
+/* Close every endpoint at once (flushing: no call has anything in flight by now), then progress
+ * the closes together, 10 s in all, so that a peer that has already exited cannot hold up
+ * finalize; what is still closing then is released with the worker.  Under ucx_lock. */
 static void close_peers(void)
 {
-    void **reqs = calloc((0 < ucx_npeers) ? ucx_npeers : 1, sizeof(void *));
-    size_t open = 0;
+    ucp_request_param_t p = {.op_attr_mask = 0};
     double end = now_s() + 10.0;
 
     for (size_t i = 0; i < ucx_npeers; ++i) {
-        ucp_request_param_t p;
-        void *r;
-
-        memset(&p, 0, sizeof(p));
-        r = ucp_ep_close_nbx(ucx_peers[i].ep, &p);
-        if (UCS_PTR_IS_ERR(r)) {
-            (void) ucx_error("ucp_ep_close_nbx", UCS_PTR_STATUS(r));
-        } else if (NULL != r && NULL != reqs) {
-            reqs[open++] = r;
-        } else if (NULL != r) {
-            (void) wait_bounded(r);
-        }
         free(ucx_peers[i].addr);
+        ucx_peers[i].closing = ucp_ep_close_nbx(ucx_peers[i].ep, &p);
     }
-    while (0 < open && now_s() < end) {
-        (void) ucp_worker_progress(ucx_worker);
-        for (size_t j = 0; j < open;) {
-            ucs_status_t st = ucp_request_check_status(reqs[j]);
+    for (size_t i = 0; i < ucx_npeers; ++i) {
+        ucs_status_t st = wait_bounded(ucx_peers[i].closing, end);
 
-            if (UCS_INPROGRESS == st) {
-                ++j;
-                continue;
-            }
-            if (UCS_OK != st) {
-                COLL_GPU_VERBOSE(COLL_GPU_LOG_ERROR, "coll:gpu:ucx: closing an endpoint: %s",
-                                 ucs_status_string(st));
-            }
-            ucp_request_free(reqs[j]);
-            reqs[j] = reqs[--open];
+        if (UCS_OK != st) {
+            COLL_GPU_VERBOSE(COLL_GPU_LOG_ERROR, "coll:gpu:ucx: closing an endpoint: %s",
+                             ucs_status_string(st));
         }
     }
-    if (0 < open) {
-        COLL_GPU_VERBOSE(COLL_GPU_LOG_ERROR, "coll:gpu:ucx: %zu endpoint(s) still closing after "
-                         "10 s: released with the worker", open);
-    }
-    free(reqs);
     free(ucx_peers);
     ucx_peers = NULL;
     ucx_npeers = ucx_peers_max = 0;
@@ -654,7 +556,7 @@ void mca_coll_gpu_ucx_finalize(void)
     OPAL_THREAD_UNLOCK(&ucx_lock);
 }
 
-#else /* !COLL_GPU_HAVE_UCX: the hierarchical path is never taken */
+#else /* !COLL_GPU_HAVE_UCX: mca_coll_gpu_ucx_built says so, and the rest is never reached */
 
 bool mca_coll_gpu_ucx_built(void)
 {
@@ -673,18 +575,10 @@ void mca_coll_gpu_ucx_comm_destroy(coll_gpu_ucx_comm_t *uc)
     (void) uc;
 }
 
-int mca_coll_gpu_ucx_isend(coll_gpu_ucx_comm_t *uc, int peer, const void *buf, size_t len,
+int mca_coll_gpu_ucx_start(coll_gpu_ucx_comm_t *uc, int peer, void *buf, size_t len,
                            uint64_t tag, bool device, coll_gpu_ucx_req_t *r)
 {
     (void) uc, (void) peer, (void) buf, (void) len, (void) tag, (void) device;
-    r->req = NULL;
-    return r->status = OMPI_ERR_NOT_AVAILABLE;
-}
-
-int mca_coll_gpu_ucx_irecv(coll_gpu_ucx_comm_t *uc, void *buf, size_t len, uint64_t tag,
-                           bool device, coll_gpu_ucx_req_t *r)
-{
-    (void) uc, (void) buf, (void) len, (void) tag, (void) device;
     r->req = NULL;
     return r->status = OMPI_ERR_NOT_AVAILABLE;
 }

@@ -44,13 +44,11 @@ void mca_coll_gpu_ucx_comm_destroy(coll_gpu_ucx_comm_t *uc);
 /* The tag of a message: 24 bits of the communicator id, 16 of the call number, 2 of the phase,
  * 22 of the chunk number (wrapping: receives are posted in order within a phase). */
 uint64_t mca_coll_gpu_ucx_tag(uint32_t cid, uint64_t seq, int phase, uint64_t chunk);
-/* Start a send to peer (a rank of the UCX communicator's MPI communicator) or a receive of
- * exactly len bytes (from the only peer that sends with that tag).  Host memory, or (device
- * true) CUDA device memory where mca_coll_gpu_ucx_device_memory() says UCX handles it. */
-int mca_coll_gpu_ucx_isend(coll_gpu_ucx_comm_t *uc, int peer, const void *buf, size_t len,
+/* Start a send to peer (a rank of the UCX communicator's MPI communicator) or, peer -1, a
+ * receive of exactly len bytes (from the only peer that sends with that tag).  Host memory, or
+ * (device true) CUDA device memory where mca_coll_gpu_ucx_device_memory() says UCX handles it. */
+int mca_coll_gpu_ucx_start(coll_gpu_ucx_comm_t *uc, int peer, void *buf, size_t len,
                            uint64_t tag, bool device, coll_gpu_ucx_req_t *r);
-int mca_coll_gpu_ucx_irecv(coll_gpu_ucx_comm_t *uc, void *buf, size_t len, uint64_t tag,
-                           bool device, coll_gpu_ucx_req_t *r);
 /* OMPI_SUCCESS once complete (r->status holds the outcome, returned too when it failed), 1
  * while in flight.  Does not progress: see mca_coll_gpu_ucx_progress. */
 int mca_coll_gpu_ucx_test(coll_gpu_ucx_req_t *r);
