@@ -223,6 +223,7 @@ typedef struct mca_coll_gpu_module_t {
     bool in_agreed_call;
     bool released;              /* the fallbacks' references are dropped (disable is idempotent) */
     bool inter;                 /* an intercommunicator: staging only, no team, no agreement */
+    signed char spans;          /* mca_coll_gpu_spans_nodes: 0 not asked yet, 1 no, 2 yes */
     /* The per-call agreement on memory kinds (coll_gpu_kinds.c): how, the shared block, this
      * rank's record in it and the calls published; nb_device: a blocking allreduce, bcast or
      * reduce had device memory on every rank, from which on the nonblocking and persistent
@@ -342,9 +343,6 @@ void mca_coll_gpu_ipcmap_forget(uint64_t owner);
 void mca_coll_gpu_ipcmap_finalize(void);
 
 /* ---- across nodes (coll_gpu_hier.c) ---- */
-/* Does comm span nodes (real ones, or coll_gpu_emulate_nodes)?  The same on every rank; a
- * communicator that does never gets a node team (coll_gpu_select.c). */
-bool mca_coll_gpu_hier_spans(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm);
 /* Can this call take the hierarchical path (collective on the first call: builds the
  * sub-communicators and the UCX endpoints)?  The same answer on every rank. */
 bool mca_coll_gpu_hier_usable(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
@@ -614,6 +612,15 @@ void mca_coll_gpu_kinds_release(mca_coll_gpu_module_t *m);
  * (O_EXCL: a taken name fails with EEXIST) and remove the name again when mapping fails.  NULL
  * with errno set on failure. */
 void *mca_coll_gpu_shm_map(const char *name, bool create, size_t len);
+/* The emulated node of a process (coll_gpu_emulate_nodes: its rank in MPI_COMM_WORLD cut into
+ * that many blocks; 0 without), from its name, so the same on every rank that asks; does proc
+ * share this process' node, real (Open MPI knows from the launch) and emulated?
+ * (coll_gpu_team.c) */
+int mca_coll_gpu_emulated_node(struct ompi_proc_t *proc);
+bool mca_coll_gpu_on_my_node(struct ompi_proc_t *proc);
+/* Does comm span nodes (real ones, or emulated)?  The same on every rank; a communicator that
+ * does never gets a node team (coll_gpu_team.c). */
+bool mca_coll_gpu_spans_nodes(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm);
 /* Are all ranks of comm on this host?  The same answer on every rank (coll_gpu_team.c). */
 bool mca_coll_gpu_all_on_host(struct ompi_communicator_t *comm);
 

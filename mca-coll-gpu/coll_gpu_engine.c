@@ -2618,7 +2618,7 @@ int mca_coll_gpu_async_xcall(const coll_gpu_staged_call_t *c, bool *taken)
      * call began may have ended on one rank and not on another), the communicator, the
      * parameters, and the call's signature, op and counts. */
     if (m->inter || 2 > n || NULL == t || !t->ready_everywhere || t->size != n
-        || mca_coll_gpu_hier_spans(m, comm)) {
+        || mca_coll_gpu_spans_nodes(m, comm)) {
         return OMPI_SUCCESS;
     }
     xcall_counts(c, n, me, &before, &mine, &rtotal);

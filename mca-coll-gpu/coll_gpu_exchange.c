@@ -90,7 +90,7 @@ int mca_coll_gpu_exchange(coll_gpu_staged_call_t *c)
     for (int p = 0; p < n; ++p) {
         total += dsize * (size_t) (NULL != c->rcounts ? c->rcounts[p] : c->rcount);
     }
-    spans = all_device && mca_coll_gpu_hier_spans(m, comm); /* asked only where it matters */
+    spans = all_device && mca_coll_gpu_spans_nodes(m, comm); /* asked only where it matters */
     /* across nodes: node steps and the leaders over UCX (coll_gpu_hier_exchange.c) */
     if (spans && COLL_GPU_SC_ALLGATHER == c->coll
         && 0 == mca_coll_gpu_component.exchange_algorithm) {

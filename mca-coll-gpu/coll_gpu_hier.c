@@ -82,20 +82,6 @@
 /* Idle turns of the progress loop between two looks for that notice. */
 #define HIER_ABORT_POLL 64
 
-/* The emulated node of a process: its rank in MPI_COMM_WORLD cut into coll_gpu_emulate_nodes
- * blocks (rank r on node r * N / size: 3 ranks on 2 nodes are ranks 0, 1 on node 0 and rank 2
- * on node 1).  From the process name, so the same on every rank that asks about it. */
-static int emulated_node(struct ompi_proc_t *proc)
-{
-    int n = mca_coll_gpu_component.emulate_nodes;
-    int world = ompi_comm_size(&ompi_mpi_comm_world.comm);
-
-    if (1 >= n || 0 >= world) {
-        return 0;
-    }
-    return (int) (((int64_t) proc->super.proc_name.vpid * n) / world);
-}
-
 /* The id this process gives comm in UCX tags: its local cid.  COLL_GPU_TEST_CID_SKEW (tests
  * only) makes it differ between processes, as sessions-made communicators' local cids may on
  * Open MPI 5.0, so that a test shows every message carries its receiver's id. */
@@ -110,42 +96,9 @@ static int tag_cid(struct ompi_communicator_t *comm)
     return cid;
 }
 
-/* Does proc share this process' node, real (Open MPI knows from the launch) and emulated? */
-static bool on_my_node(struct ompi_proc_t *proc)
-{
-    return (proc == ompi_proc_local() || OPAL_PROC_ON_LOCAL_NODE(proc->super.proc_flags))
-           && emulated_node(proc) == emulated_node(ompi_proc_local());
-}
-
 /* The state of a communicator whose hierarchical state could not be allocated on this rank
  * (mca_coll_gpu_hier_ready): failed for good, leaders' path and rails; never freed. */
 static coll_gpu_hier_t hier_no_memory = {.state = HIER_FAILED, .rails_state = HIER_FAILED};
-
-/* Does comm span nodes?  Every rank sees a peer off its node as soon as two ranks sit on
- * different nodes, and the emulated node of every member is a function of its name: the answer
- * is the same on all, even on a rank without memory for the state (which so joins the setup,
- * and fails there with its peers: mca_coll_gpu_hier_ready). */
-bool mca_coll_gpu_hier_spans(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm)
-{
-    coll_gpu_hier_t *h;
-    bool spans = false;
-
-    if (NULL == m->hier && !mca_coll_gpu_test_fail_alloc("hier_state")) {
-        m->hier = calloc(1, sizeof(*m->hier));
-    }
-    h = (&hier_no_memory == m->hier) ? NULL : m->hier;
-    if (NULL != h && h->spans_known) {
-        return h->spans;
-    }
-    for (int i = 0; !OMPI_COMM_IS_INTER(comm) && !spans && i < ompi_comm_size(comm); ++i) {
-        spans = !on_my_node(ompi_comm_peer_lookup(comm, i));
-    }
-    if (NULL != h) {
-        h->spans = spans;
-        h->spans_known = true;
-    }
-    return spans;
-}
 
 /* Give up this rank's chain: its UCX endpoints and the pipeline's slots. */
 static void chain_disconnect(coll_gpu_hier_t *h)
@@ -325,8 +278,8 @@ static int hier_setup(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm
     h->chunk = (16 > h->chunk) ? 16 : h->chunk;
     /* the node: the lowest rank on my real node, times the emulated node */
     for (int i = 0; i < size && 0 > color; ++i) {
-        if (on_my_node(ompi_comm_peer_lookup(comm, i))) {
-            color = i * n + emulated_node(ompi_proc_local());
+        if (mca_coll_gpu_on_my_node(ompi_comm_peer_lookup(comm, i))) {
+            color = i * n + mca_coll_gpu_emulated_node(ompi_proc_local());
         }
     }
     rc = hier_split(comm, color, rank, &h->node_comm);
@@ -450,8 +403,11 @@ bool mca_coll_gpu_hier_ready(mca_coll_gpu_module_t *m, struct ompi_communicator_
                              const char *what)
 {
     /* all of it the same on every rank: the membership, the build */
-    if (!mca_coll_gpu_hier_spans(m, comm) || !mca_coll_gpu_ucx_built()) {
+    if (!mca_coll_gpu_spans_nodes(m, comm) || !mca_coll_gpu_ucx_built()) {
         return false;
+    }
+    if (NULL == m->hier && !mca_coll_gpu_test_fail_alloc("hier_state")) {
+        m->hier = calloc(1, sizeof(*m->hier));
     }
     if (NULL == m->hier) {
         /* this rank has no memory for the state: it takes part in the setup's first step, the

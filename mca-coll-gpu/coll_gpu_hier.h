@@ -15,7 +15,6 @@
 typedef enum { HIER_UNTRIED = 0, HIER_READY = 1, HIER_FAILED = -1 } hier_state_t;
 
 struct coll_gpu_hier_t {
-    bool spans_known, spans;
     int nnodes;                        /* for the log line */
     hier_state_t state;
     bool ucx_broken;                   /* a call's UCX step failed (agreed): staged from now */

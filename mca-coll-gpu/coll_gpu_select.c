@@ -247,7 +247,7 @@ bool mca_coll_gpu_select_needs_team(mca_coll_gpu_module_t *m, struct ompi_commun
     }
     /* a team serves one node: a communicator across nodes (real or emulated) never gets one
      * (coll_gpu_hier.c takes it when UCX is there) */
-    if (mca_coll_gpu_hier_spans(m, comm)) {
+    if (mca_coll_gpu_spans_nodes(m, comm)) {
         snprintf(plan->reason, sizeof(plan->reason), "spans nodes, no UCX path (not built, not "
                                                      "set up, or staging forced)");
         return false;

@@ -197,6 +197,40 @@ void mca_coll_gpu_host_watch_finalize(void)
 
 /* Are all ranks of the communicator on this node?  Local and uniform: Open MPI knows every
  * peer's locality without communication. */
+int mca_coll_gpu_emulated_node(struct ompi_proc_t *proc)
+{
+    int n = mca_coll_gpu_component.emulate_nodes;
+    int world = ompi_comm_size(&ompi_mpi_comm_world.comm);
+
+    if (1 >= n || 0 >= world) {
+        return 0;
+    }
+    return (int) (((int64_t) proc->super.proc_name.vpid * n) / world);
+}
+
+bool mca_coll_gpu_on_my_node(struct ompi_proc_t *proc)
+{
+    return (proc == ompi_proc_local() || OPAL_PROC_ON_LOCAL_NODE(proc->super.proc_flags))
+           && mca_coll_gpu_emulated_node(proc) == mca_coll_gpu_emulated_node(ompi_proc_local());
+}
+
+/* Every rank sees a peer off its node as soon as two ranks sit on different nodes, and the
+ * emulated node of every member is a function of its name: the answer is the same on all.
+ * Asked once per communicator (the device path asks it at every call). */
+bool mca_coll_gpu_spans_nodes(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm)
+{
+    bool spans = false;
+
+    if (0 != m->spans) {
+        return 2 == m->spans;
+    }
+    for (int i = 0; !OMPI_COMM_IS_INTER(comm) && !spans && i < ompi_comm_size(comm); ++i) {
+        spans = !mca_coll_gpu_on_my_node(ompi_comm_peer_lookup(comm, i));
+    }
+    m->spans = spans ? 2 : 1;
+    return spans;
+}
+
 bool mca_coll_gpu_all_on_host(struct ompi_communicator_t *comm)
 {
     int size = ompi_comm_size(comm);
