@@ -1017,6 +1017,15 @@ int mca_coll_gpu_allreduce_device(const void *sbuf, void *rbuf, int count,
                                   struct ompi_datatype_t *dtype, struct ompi_op_t *op,
                                   struct ompi_communicator_t *comm, mca_coll_gpu_module_t *m,
                                   bool all_device, int prior_rc);
+/* The agreement of a blocking call that agrees per call (coll_gpu_allreduce.c): a rank whose
+ * buffers are all host memory (host) notes its kind where that suffices (the hot path), else
+ * every rank publishes coll (TOPO_COLL_* or COLL_GPU_KINDS_*), count x dtype, op (a reduction's;
+ * NULL for none) and root, and reads its peers' (mca_coll_gpu_kinds_agree).  *all_device as
+ * agreed (false after a note); an agreed error is returned on every rank.  A host rank goes to
+ * the saved module unless *all_device. */
+int mca_coll_gpu_entry_agree(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                             const char *what, int coll, bool host, struct ompi_datatype_t *dtype,
+                             size_t count, struct ompi_op_t *op, int root, bool *all_device);
 
 /* ---- copies back of staged requests without waiting (coll_gpu_stage_async.c) ---- */
 
