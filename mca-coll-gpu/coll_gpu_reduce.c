@@ -182,18 +182,6 @@ static int reduce_run(const char *what, const char *on_step, const char *compose
 
 /* ---- MPI_Reduce ------------------------------------------------------------------------------ */
 
-static const char *const reduce_name = "reduce";
-
-/* MPI_Reduce on the staged path, which sends host buffers to the saved module. */
-static int reduce_staged(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
-                         struct ompi_op_t *op, int root, struct ompi_communicator_t *comm,
-                         mca_coll_gpu_module_t *m)
-{
-    return mca_coll_gpu_staged(&(coll_gpu_staged_call_t){
-        COLL_GPU_STAGED(m, REDUCE, BLOCKING, reduce), .sbuf = sbuf, .rbuf = rbuf,
-        COLL_GPU_ONE_TYPE(dtype, count), .op = op, .root = root, .comm = comm});
-}
-
 /*
  * MPI_Reduce on device memory, agreed on every rank: inside one node, with a valid root (the
  * component below tells an invalid one), on the node team (reduce_run: the root's piece is the
@@ -203,70 +191,73 @@ static int reduce_staged(const void *sbuf, void *rbuf, int count, struct ompi_da
  * step compares the counts itself: its inputs' sizes); the agreement's mode (m->kmode) was
  * itself agreed when it was set up; the rest is the communicator and the parameters.
  */
-static int reduce_device(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
-                         struct ompi_op_t *op, int root, struct ompi_communicator_t *comm,
-                         mca_coll_gpu_module_t *m, bool all_device)
+static int reduce_device(coll_gpu_staged_call_t *c, bool all_device)
 {
-    size_t bytes = mca_coll_gpu_call_bytes(dtype, (size_t) count);
+    mca_coll_gpu_module_t *m = c->gpu;
+    struct ompi_communicator_t *comm = c->comm;
+    size_t bytes = mca_coll_gpu_call_bytes(c->sdtype, (size_t) c->scount);
+    bool is_root = (ompi_comm_rank(comm) == c->root);
 
     /* under coll_gpu_uniform_buffers each rank answers for itself, and a reduce's ranks do not
      * all have the same buffers (the root's receive buffer alone counts): staged, as on every
      * rank that promise gives the same answer only for the send buffers */
-    if (!all_device || 0 == bytes || 0 > root || root >= ompi_comm_size(comm)
+    if (!all_device || 0 == bytes || 0 > c->root || c->root >= ompi_comm_size(comm)
         || (mca_coll_gpu_component.uniform_buffers && COLL_GPU_KMODE_PROMISE_DEVICE != m->kmode)
         || mca_coll_gpu_hier_usable(m, comm, TOPO_COLL_ALLREDUCE)) {
-        mca_coll_gpu_log_call(reduce_name, comm, bytes, dtype, op,
+        mca_coll_gpu_log_call(c->what, comm, bytes, c->sdtype, c->op,
                               !all_device ? "staged (memory kind: host memory on some rank)"
                                           : "staged (across nodes, empty, no such root, or "
                                             "under coll_gpu_uniform_buffers)");
-        return reduce_staged(sbuf, rbuf, count, dtype, op, root, comm, m);
+        return mca_coll_gpu_staged(c);
     }
-    return reduce_run(reduce_name, "a reduce on the node team, the root reading every rank's input",
-                      "an allreduce on the node team (the root keeps the result)", sbuf, rbuf,
-                      (size_t) count, 0, ompi_comm_rank(comm) == root ? count : 0, dtype, op,
+    return reduce_run(c->what, "a reduce on the node team, the root reading every rank's input",
+                      "an allreduce on the node team (the root keeps the result)", c->sbuf,
+                      c->rbuf, (size_t) c->scount, 0, is_root ? c->scount : 0, c->sdtype, c->op,
                       comm, m);
 }
 
-int mca_coll_gpu_reduce(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
-                        struct ompi_op_t *op, int root, struct ompi_communicator_t *comm,
-                        mca_coll_base_module_t *module)
+/* MPI_Reduce: on an intracommunicator agreed per call as MPI_Allreduce is (coll_gpu_kinds.c),
+ * on the buffers this rank uses (the send buffer, and the root's receive buffer); staged on an
+ * intercommunicator. */
+static int reduce_blocking(coll_gpu_staged_call_t *c)
 {
-    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
     bool host, all_device;
     int rc;
 
-    if (m->inter) {
-        return reduce_staged(sbuf, rbuf, count, dtype, op, root, comm, m);
+    if (c->gpu->inter) {
+        return mca_coll_gpu_staged(c);
     }
-    /* the buffers this rank uses: the send buffer, and the root's receive buffer */
-    host = (mca_coll_gpu_is_idle(root) || mca_coll_gpu_data_host(sbuf, dtype, count))
-           && (ompi_comm_rank(comm) != root || mca_coll_gpu_data_host(rbuf, dtype, count));
-    rc = mca_coll_gpu_entry_agree(m, comm, reduce_name, COLL_GPU_KINDS_REDUCE, host, dtype,
-                                  (size_t) count, op, root, &all_device);
+    host = (mca_coll_gpu_is_idle(c->root) || mca_coll_gpu_data_host(c->sbuf, c->sdtype, c->scount))
+           && (ompi_comm_rank(c->comm) != c->root
+               || mca_coll_gpu_data_host(c->rbuf, c->rdtype, c->rcount));
+    rc = mca_coll_gpu_entry_agree(c->gpu, c->comm, c->what, COLL_GPU_KINDS_REDUCE, host,
+                                  c->sdtype, (size_t) c->scount, c->op, c->root, &all_device);
     if (OMPI_SUCCESS != rc) {
         return rc;
     }
     if (host && !all_device) {
-        return m->prev_reduce.fn(sbuf, rbuf, count, dtype, op, root, comm, m->prev_reduce.module);
+        c->host = true; /* the saved function */
+        return mca_coll_gpu_staged(c);
     }
-    return reduce_device(sbuf, rbuf, count, dtype, op, root, comm, m, all_device);
+    return reduce_device(c, all_device);
 }
 
-/* the team's reduce step where every rank takes it (coll_gpu_exchange.c), else staged */
-COLL_GPU_ENTRIES_ASYNC(reduce, REDUCE, mca_coll_gpu_exchange_async,
-                       (const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
-                        struct ompi_op_t *op, int root),
-                       (.sbuf = sbuf, .rbuf = rbuf, COLL_GPU_ONE_TYPE(dtype, count), .op = op,
-                        .root = root))
+/* nonblocking and persistent: the team's reduce step where every rank takes it
+ * (coll_gpu_exchange.c), else staged */
+COLL_GPU_ENTRIES(reduce, REDUCE, reduce_blocking, mca_coll_gpu_exchange_async,
+                 (const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
+                  struct ompi_op_t *op, int root),
+                 (.sbuf = sbuf, .rbuf = rbuf, COLL_GPU_ONE_TYPE(dtype, count), .op = op,
+                  .root = root))
 
 /* ---- MPI_Reduce_scatter and MPI_Reduce_scatter_block ------------------------------------- */
 
 /*
- * Why a reduce-scatter does not take the node team or the hierarchical path (reduce_run),
- * or NULL when it does: from what every rank of the call shares alone
- * (the agreement, the whole input's count and bytes, its type's signature and op, the
- * communicator).  Every such path takes the whole input with an int count: a whole input of
- * more than INT_MAX elements is staged (the component below takes it, or says why not).
+ * Why a reduce-scatter does not take the node team or the hierarchical path (reduce_run), or
+ * NULL when it does: from what every rank of the call shares alone (the agreement, the whole
+ * input's count and bytes, its type's signature and op, the communicator).  Every such path
+ * takes the whole input with an int count: a whole input of more than INT_MAX elements is
+ * staged (the component below takes it, or says why not).
  */
 static const char *reduce_scatter_staged_why(mca_coll_gpu_module_t *m,
                                              struct ompi_communicator_t *comm, bool all_device,
