@@ -296,7 +296,7 @@ static const char *reduce_scatter_staged_why(mca_coll_gpu_module_t *m,
  * Then, where every rank passes device memory inside one node, reduce_run; else staged.  The
  * whole input may pass INT_MAX elements.
  */
-static int reduce_scatter_any(coll_gpu_staged_call_t *c)
+static int reduce_scatter_blocking(coll_gpu_staged_call_t *c)
 {
     struct ompi_communicator_t *comm = c->comm;
     struct ompi_datatype_t *dtype = c->sdtype;
@@ -347,13 +347,14 @@ static int reduce_scatter_any(coll_gpu_staged_call_t *c)
 
 /* nonblocking and persistent: the team's reduce-scatter step where every rank takes it
  * (coll_gpu_exchange.c), else staged */
-COLL_GPU_ENTRIES(reduce_scatter, REDUCE_SCATTER, reduce_scatter_any, mca_coll_gpu_exchange_async,
+COLL_GPU_ENTRIES(reduce_scatter, REDUCE_SCATTER, reduce_scatter_blocking,
+                 mca_coll_gpu_exchange_async,
                  (const void *sbuf, void *rbuf, const int *rcounts,
                   struct ompi_datatype_t *dtype, struct ompi_op_t *op),
                  (.sbuf = sbuf, .rbuf = rbuf, COLL_GPU_ONE_TYPE(dtype, 0), .scounts = rcounts,
                   .rcounts = rcounts, .op = op))
 
-COLL_GPU_ENTRIES(reduce_scatter_block, REDUCE_SCATTER_BLOCK, reduce_scatter_any,
+COLL_GPU_ENTRIES(reduce_scatter_block, REDUCE_SCATTER_BLOCK, reduce_scatter_blocking,
                  mca_coll_gpu_exchange_async,
                  (const void *sbuf, void *rbuf, int rcount, struct ompi_datatype_t *dtype,
                   struct ompi_op_t *op),
