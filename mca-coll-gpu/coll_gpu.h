@@ -983,193 +983,72 @@ static inline size_t mca_coll_gpu_call_bytes(ompi_datatype_t *dtype, size_t coun
     return dsize * count;
 }
 
-int mca_coll_gpu_allgather(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
-                           void *rbuf, int rcount, struct ompi_datatype_t *rdtype,
-                           struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
-int mca_coll_gpu_allgatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
-                            void *rbuf, const int *rcounts, const int *disps,
-                            struct ompi_datatype_t *rdtype, struct ompi_communicator_t *comm,
-                            mca_coll_base_module_t *module);
-int mca_coll_gpu_allreduce(const void *sbuf, void *rbuf, int count,
-                           struct ompi_datatype_t *dtype, struct ompi_op_t *op,
-                           struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
-int mca_coll_gpu_alltoall(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
-                          void *rbuf, int rcount, struct ompi_datatype_t *rdtype,
-                          struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
-int mca_coll_gpu_alltoallv(const void *sbuf, const int *scounts, const int *sdisps,
-                           struct ompi_datatype_t *sdtype, void *rbuf, const int *rcounts,
-                           const int *rdisps, struct ompi_datatype_t *rdtype,
-                           struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
-int mca_coll_gpu_alltoallw(const void *sbuf, const int *scounts, const int *sdisps,
-                           struct ompi_datatype_t *const *sdtypes, void *rbuf, const int *rcounts,
-                           const int *rdisps, struct ompi_datatype_t *const *rdtypes,
-                           struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
+/* The entries of the module's table, declared with the types of their slots (the compiler
+ * checks each definition against its slot's type): one file per family; MPI_Iallreduce,
+ * MPI_Ibcast and their _init forms in coll_gpu_nonblocking.c. */
+#define COLL_GPU_DECLARE_ENTRY(name) \
+    __typeof__(*(mca_coll_base_module_##name##_fn_t) 0) mca_coll_gpu_##name;
+#define COLL_GPU_DECLARE_ENTRY_NEIGHBOR(name) \
+    __typeof__(*(coll_gpu_##name##_fn_t) 0) mca_coll_gpu_##name;
+COLL_GPU_FOREACH_INTERCEPTED(COLL_GPU_DECLARE_ENTRY)
+COLL_GPU_FOREACH_INTERCEPTED_NB(COLL_GPU_DECLARE_ENTRY)
+COLL_GPU_FOREACH_INTERCEPTED_INIT(COLL_GPU_DECLARE_ENTRY)
+COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR(COLL_GPU_DECLARE_ENTRY_NEIGHBOR)
+COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR_NB(COLL_GPU_DECLARE_ENTRY_NEIGHBOR)
+COLL_GPU_FOREACH_INTERCEPTED_NEIGHBOR_INIT(COLL_GPU_DECLARE_ENTRY_NEIGHBOR)
+COLL_GPU_DECLARE_ENTRY(reduce_local)
+#undef COLL_GPU_DECLARE_ENTRY
+#undef COLL_GPU_DECLARE_ENTRY_NEIGHBOR
+
+/* The entries that only describe their call (a coll_gpu_staged_call_t) and hand it to a
+ * function that runs it: COLL_GPU_ENTRIES_ASYNC defines the nonblocking mca_coll_gpu_i<name>
+ * and the persistent mca_coll_gpu_<name>_init, COLL_GPU_ENTRIES the blocking
+ * mca_coll_gpu_<name> (run by run_blocking) as well.  params: the arguments before comm;
+ * fields: the members of the call that they set (both in parentheses). */
+#define COLL_GPU_ARGS(...) __VA_ARGS__
+#define COLL_GPU_ENTRIES_ASYNC(name, sc, run, params, fields)                                     \
+    int mca_coll_gpu_i##name(COLL_GPU_ARGS params, struct ompi_communicator_t *comm,              \
+                             ompi_request_t **request, mca_coll_base_module_t *module)            \
+    {                                                                                             \
+        return run(&(coll_gpu_staged_call_t){                                                     \
+            COLL_GPU_STAGED(module, sc, NONBLOCKING, i##name), COLL_GPU_ARGS fields,              \
+            .comm = comm, .request = request});                                                   \
+    }                                                                                             \
+    int mca_coll_gpu_##name##_init(COLL_GPU_ARGS params, struct ompi_communicator_t *comm,        \
+                                   struct ompi_info_t *info, ompi_request_t **request,            \
+                                   mca_coll_base_module_t *module)                                \
+    {                                                                                             \
+        return run(&(coll_gpu_staged_call_t){                                                     \
+            COLL_GPU_STAGED(module, sc, PERSISTENT, name##_init), COLL_GPU_ARGS fields,           \
+            .comm = comm, .info = info, .request = request});                                     \
+    }
+#define COLL_GPU_ENTRIES(name, sc, run_blocking, run, params, fields)                             \
+    int mca_coll_gpu_##name(COLL_GPU_ARGS params, struct ompi_communicator_t *comm,               \
+                            mca_coll_base_module_t *module)                                       \
+    {                                                                                             \
+        return run_blocking(&(coll_gpu_staged_call_t){                                            \
+            COLL_GPU_STAGED(module, sc, BLOCKING, name), COLL_GPU_ARGS fields,                    \
+            .comm = comm});                                                                       \
+    }                                                                                             \
+    COLL_GPU_ENTRIES_ASYNC(name, sc, run, params, fields)
+
 /* A blocking allreduce whose path is decided (all_device: agreed; coll_gpu_allreduce.c), for the
- * collectives composed of one (a reduce-scatter, coll_gpu_reduce.c); prior_rc as below, on
- * communicators inside one node (the hierarchical path has no rank without data). */
+ * collectives composed of one (coll_gpu_reduce.c); prior_rc: a failure of this rank before the
+ * call (it takes part without data), on communicators inside one node (the hierarchical path
+ * has no rank without data). */
 int mca_coll_gpu_allreduce_device(const void *sbuf, void *rbuf, int count,
                                   struct ompi_datatype_t *dtype, struct ompi_op_t *op,
                                   struct ompi_communicator_t *comm, mca_coll_gpu_module_t *m,
                                   bool all_device, int prior_rc);
-int mca_coll_gpu_bcast(void *buf, int count, struct ompi_datatype_t *dtype, int root,
-                       struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
-int mca_coll_gpu_exscan(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
-                        struct ompi_op_t *op, struct ompi_communicator_t *comm,
-                        mca_coll_base_module_t *module);
-int mca_coll_gpu_gather(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
-                        void *rbuf, int rcount, struct ompi_datatype_t *rdtype, int root,
-                        struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
-int mca_coll_gpu_gatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
-                         void *rbuf, const int *rcounts, const int *disps,
-                         struct ompi_datatype_t *rdtype, int root,
-                         struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
-int mca_coll_gpu_reduce(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
-                        struct ompi_op_t *op, int root, struct ompi_communicator_t *comm,
-                        mca_coll_base_module_t *module);
-int mca_coll_gpu_reduce_scatter(const void *sbuf, void *rbuf, const int *rcounts,
-                                struct ompi_datatype_t *dtype, struct ompi_op_t *op,
-                                struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
-int mca_coll_gpu_reduce_scatter_block(const void *sbuf, void *rbuf, int rcount,
-                                      struct ompi_datatype_t *dtype, struct ompi_op_t *op,
-                                      struct ompi_communicator_t *comm,
-                                      mca_coll_base_module_t *module);
-int mca_coll_gpu_scan(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
-                      struct ompi_op_t *op, struct ompi_communicator_t *comm,
-                      mca_coll_base_module_t *module);
-int mca_coll_gpu_reduce_local(const void *inbuf, void *inoutbuf, int count,
-                              struct ompi_datatype_t *dtype, struct ompi_op_t *op,
-                              mca_coll_base_module_t *module);
-int mca_coll_gpu_scatter(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
-                         void *rbuf, int rcount, struct ompi_datatype_t *rdtype, int root,
-                         struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
-int mca_coll_gpu_scatterv(const void *sbuf, const int *scounts, const int *disps,
-                          struct ompi_datatype_t *sdtype, void *rbuf, int rcount,
-                          struct ompi_datatype_t *rdtype, int root,
-                          struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
-
-/* The nonblocking collectives (their collective's file; MPI_Iallreduce and MPI_Ibcast:
- * coll_gpu_nonblocking.c). */
-int mca_coll_gpu_iallgather(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
-                            void *rbuf, int rcount, struct ompi_datatype_t *rdtype,
-                            struct ompi_communicator_t *comm, ompi_request_t **request,
-                            mca_coll_base_module_t *module);
-int mca_coll_gpu_iallgatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
-                             void *rbuf, const int *rcounts, const int *disps,
-                             struct ompi_datatype_t *rdtype, struct ompi_communicator_t *comm,
-                             ompi_request_t **request, mca_coll_base_module_t *module);
-int mca_coll_gpu_iallreduce(const void *sbuf, void *rbuf, int count,
-                            struct ompi_datatype_t *dtype, struct ompi_op_t *op,
-                            struct ompi_communicator_t *comm, ompi_request_t **request,
-                            mca_coll_base_module_t *module);
-int mca_coll_gpu_ialltoall(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
-                           void *rbuf, int rcount, struct ompi_datatype_t *rdtype,
-                           struct ompi_communicator_t *comm, ompi_request_t **request,
-                           mca_coll_base_module_t *module);
-int mca_coll_gpu_ialltoallv(const void *sbuf, const int *scounts, const int *sdisps,
-                            struct ompi_datatype_t *sdtype, void *rbuf, const int *rcounts,
-                            const int *rdisps, struct ompi_datatype_t *rdtype,
-                            struct ompi_communicator_t *comm, ompi_request_t **request,
-                            mca_coll_base_module_t *module);
-int mca_coll_gpu_ialltoallw(const void *sbuf, const int *scounts, const int *sdisps,
-                            struct ompi_datatype_t *const *sdtypes, void *rbuf,
-                            const int *rcounts, const int *rdisps,
-                            struct ompi_datatype_t *const *rdtypes,
-                            struct ompi_communicator_t *comm, ompi_request_t **request,
-                            mca_coll_base_module_t *module);
-int mca_coll_gpu_ibcast(void *buf, int count, struct ompi_datatype_t *dtype, int root,
-                        struct ompi_communicator_t *comm, ompi_request_t **request,
-                        mca_coll_base_module_t *module);
-int mca_coll_gpu_iexscan(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
-                         struct ompi_op_t *op, struct ompi_communicator_t *comm,
-                         ompi_request_t **request, mca_coll_base_module_t *module);
-int mca_coll_gpu_igather(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
-                         void *rbuf, int rcount, struct ompi_datatype_t *rdtype, int root,
-                         struct ompi_communicator_t *comm, ompi_request_t **request,
-                         mca_coll_base_module_t *module);
-int mca_coll_gpu_igatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
-                          void *rbuf, const int *rcounts, const int *disps,
-                          struct ompi_datatype_t *rdtype, int root,
-                          struct ompi_communicator_t *comm, ompi_request_t **request,
-                          mca_coll_base_module_t *module);
-int mca_coll_gpu_ireduce(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
-                         struct ompi_op_t *op, int root, struct ompi_communicator_t *comm,
-                         ompi_request_t **request, mca_coll_base_module_t *module);
-int mca_coll_gpu_ireduce_scatter(const void *sbuf, void *rbuf, const int *rcounts,
-                                 struct ompi_datatype_t *dtype, struct ompi_op_t *op,
-                                 struct ompi_communicator_t *comm, ompi_request_t **request,
-                                 mca_coll_base_module_t *module);
-int mca_coll_gpu_ireduce_scatter_block(const void *sbuf, void *rbuf, int rcount,
-                                       struct ompi_datatype_t *dtype, struct ompi_op_t *op,
-                                       struct ompi_communicator_t *comm,
-                                       ompi_request_t **request, mca_coll_base_module_t *module);
-int mca_coll_gpu_iscan(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
-                       struct ompi_op_t *op, struct ompi_communicator_t *comm,
-                       ompi_request_t **request, mca_coll_base_module_t *module);
-int mca_coll_gpu_iscatter(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
-                          void *rbuf, int rcount, struct ompi_datatype_t *rdtype, int root,
-                          struct ompi_communicator_t *comm, ompi_request_t **request,
-                          mca_coll_base_module_t *module);
-int mca_coll_gpu_iscatterv(const void *sbuf, const int *scounts, const int *disps,
-                           struct ompi_datatype_t *sdtype, void *rbuf, int rcount,
-                           struct ompi_datatype_t *rdtype, int root,
-                           struct ompi_communicator_t *comm, ompi_request_t **request,
-                           mca_coll_base_module_t *module);
-
-/* The neighborhood collectives (coll_gpu_neighbor.c). */
-int mca_coll_gpu_neighbor_allgather(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
-                                    void *rbuf, int rcount, struct ompi_datatype_t *rdtype,
-                                    struct ompi_communicator_t *comm,
-                                    mca_coll_base_module_t *module);
-int mca_coll_gpu_neighbor_allgatherv(const void *sbuf, int scount,
-                                     struct ompi_datatype_t *sdtype, void *rbuf,
-                                     const int *rcounts, const int *disps,
-                                     struct ompi_datatype_t *rdtype,
-                                     struct ompi_communicator_t *comm,
-                                     mca_coll_base_module_t *module);
-int mca_coll_gpu_neighbor_alltoall(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
-                                   void *rbuf, int rcount, struct ompi_datatype_t *rdtype,
-                                   struct ompi_communicator_t *comm,
-                                   mca_coll_base_module_t *module);
-int mca_coll_gpu_neighbor_alltoallv(const void *sbuf, const int *scounts, const int *sdisps,
-                                    struct ompi_datatype_t *sdtype, void *rbuf,
-                                    const int *rcounts, const int *rdisps,
-                                    struct ompi_datatype_t *rdtype,
-                                    struct ompi_communicator_t *comm,
-                                    mca_coll_base_module_t *module);
-int mca_coll_gpu_neighbor_alltoallw(const void *sbuf, const int *scounts, const MPI_Aint *sdisps,
-                                    struct ompi_datatype_t *const *sdtypes, void *rbuf,
-                                    const int *rcounts, const MPI_Aint *rdisps,
-                                    struct ompi_datatype_t *const *rdtypes,
-                                    struct ompi_communicator_t *comm,
-                                    mca_coll_base_module_t *module);
-int mca_coll_gpu_ineighbor_allgather(const void *sbuf, int scount,
-                                     struct ompi_datatype_t *sdtype, void *rbuf, int rcount,
-                                     struct ompi_datatype_t *rdtype,
-                                     struct ompi_communicator_t *comm, ompi_request_t **request,
-                                     mca_coll_base_module_t *module);
-int mca_coll_gpu_ineighbor_allgatherv(const void *sbuf, int scount,
-                                      struct ompi_datatype_t *sdtype, void *rbuf,
-                                      const int *rcounts, const int *disps,
-                                      struct ompi_datatype_t *rdtype,
-                                      struct ompi_communicator_t *comm, ompi_request_t **request,
-                                      mca_coll_base_module_t *module);
-int mca_coll_gpu_ineighbor_alltoall(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
-                                    void *rbuf, int rcount, struct ompi_datatype_t *rdtype,
-                                    struct ompi_communicator_t *comm, ompi_request_t **request,
-                                    mca_coll_base_module_t *module);
-int mca_coll_gpu_ineighbor_alltoallv(const void *sbuf, const int *scounts, const int *sdisps,
-                                     struct ompi_datatype_t *sdtype, void *rbuf,
-                                     const int *rcounts, const int *rdisps,
-                                     struct ompi_datatype_t *rdtype,
-                                     struct ompi_communicator_t *comm, ompi_request_t **request,
-                                     mca_coll_base_module_t *module);
-int mca_coll_gpu_ineighbor_alltoallw(const void *sbuf, const int *scounts,
-                                     const MPI_Aint *sdisps,
-                                     struct ompi_datatype_t *const *sdtypes, void *rbuf,
-                                     const int *rcounts, const MPI_Aint *rdisps,
-                                     struct ompi_datatype_t *const *rdtypes,
-                                     struct ompi_communicator_t *comm, ompi_request_t **request,
-                                     mca_coll_base_module_t *module);
+/* The agreement of a blocking call that agrees per call (coll_gpu_allreduce.c): a rank whose
+ * buffers are all host memory (host) notes its kind where that suffices (the hot path), else
+ * every rank publishes coll (TOPO_COLL_* or COLL_GPU_KINDS_*), count x dtype, op (a reduction's;
+ * NULL for none) and root, and reads its peers' (mca_coll_gpu_kinds_agree).  *all_device as
+ * agreed (false after a note); an agreed error is returned on every rank.  A host rank goes to
+ * the saved module unless *all_device. */
+int mca_coll_gpu_entry_agree(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                             const char *what, int coll, bool host, struct ompi_datatype_t *dtype,
+                             size_t count, struct ompi_op_t *op, int root, bool *all_device);
 
 /* ---- the one staged path (coll_gpu_staged_colls.c) ---- */
 
@@ -1289,10 +1168,6 @@ int mca_coll_gpu_hier_reduce_scatter(mca_coll_gpu_module_t *m, struct ompi_commu
                                      const char *what, const void *sbuf, void *rbuf,
                                      size_t total, size_t before, int mine,
                                      struct ompi_datatype_t *dtype, struct ompi_op_t *op);
-/* MPI_Iallreduce and MPI_Ibcast, or their _init forms (c's mode), on the node team's algorithms
- * when they take the call, else on the staged path (coll_gpu_nonblocking.c). */
-int mca_coll_gpu_allreduce_async(coll_gpu_staged_call_t *c);
-int mca_coll_gpu_bcast_async(coll_gpu_staged_call_t *c);
 
 /* Log at a verbosity level on the component's stream. */
 #define COLL_GPU_VERBOSE(level, ...) \

@@ -103,53 +103,59 @@ int mca_coll_gpu_allreduce_device(const void *sbuf, void *rbuf, int count,
     return (OMPI_SUCCESS != prior_rc) ? prior_rc : rc;
 }
 
+int mca_coll_gpu_entry_agree(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                             const char *what, int coll, bool host, struct ompi_datatype_t *dtype,
+                             size_t count, struct ompi_op_t *op, int root, bool *all_device)
+{
+    coll_gpu_kinds_call_t call = {.coll = coll,
+                                  .device = !host,
+                                  .bytes = mca_coll_gpu_call_bytes(dtype, count),
+                                  .op = op,
+                                  .root = root};
+
+    *all_device = false;
+    /* nothing to agree on an intercommunicator (no team spans its groups) or inside an
+     * agreement (the saved module's own calls on our communicator, on host memory); the hot
+     * path: a note, no wait */
+    if (m->inter || m->in_agreed_call || mca_coll_gpu_host_noted(m, host)) {
+        return OMPI_SUCCESS;
+    }
+    if (!host && NULL != op) {
+        mca_coll_gpu_kinds_reduction(&call, dtype, count, op);
+    }
+    return mca_coll_gpu_kinds_agree(m, comm, what, &call, all_device);
+}
+
 int mca_coll_gpu_allreduce(const void *sbuf, void *rbuf, int count,
                            struct ompi_datatype_t *dtype, struct ompi_op_t *op,
                            struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
-    coll_gpu_kinds_call_t call;
-    bool host, all_device;
+    /* the kind of the memory the elements occupy, not of the pointers (which may lie outside);
+     * a rank with a device block anywhere in a buffer is a device rank */
+    bool host = mca_coll_gpu_data_host(sbuf, dtype, count)
+                && mca_coll_gpu_data_host(rbuf, dtype, count);
+    bool all_device;
     int rc;
 
     /* an intercommunicator: every rank stages its own buffers (no team spans the two groups,
      * and staging needs no agreement) */
-    if (m->inter) {
-        if (mca_coll_gpu_data_host(sbuf, dtype, count)
-            && mca_coll_gpu_data_host(rbuf, dtype, count)) {
-            return m->prev_allreduce.fn(sbuf, rbuf, count, dtype, op, comm,
-                                        m->prev_allreduce.module);
-        }
+    if (m->inter && !host) {
         mca_coll_gpu_log_call(allreduce_name, comm,
                               mca_coll_gpu_call_bytes(dtype, (size_t) count), dtype, op,
                               "staged (intercommunicator)");
         return allreduce_staged(sbuf, rbuf, count, dtype, op, comm, m);
     }
-    /* a call the saved module makes on our communicator from inside one of ours */
-    if (m->in_agreed_call) {
+    rc = mca_coll_gpu_entry_agree(m, comm, allreduce_name, TOPO_COLL_ALLREDUCE, host, dtype,
+                                  (size_t) count, op, 0, &all_device);
+    if (OMPI_SUCCESS != rc) {
+        return rc;
+    }
+    /* a host rank goes below unless the agreement put every rank on the device path (a
+     * communicator's device promise): then through a device temporary (coll_gpu_adapt.c) */
+    if (host && !all_device) {
         return m->prev_allreduce.fn(sbuf, rbuf, count, dtype, op, comm, m->prev_allreduce.module);
     }
-    /* the kind of the memory the elements occupy, not of the pointers (which may lie outside);
-     * a rank with a device block anywhere in a buffer is a device rank */
-    host = mca_coll_gpu_data_host(sbuf, dtype, count) && mca_coll_gpu_data_host(rbuf, dtype, count);
-    if (mca_coll_gpu_host_noted(m, host)) { /* the hot path: a note, no wait */
-        return m->prev_allreduce.fn(sbuf, rbuf, count, dtype, op, comm, m->prev_allreduce.module);
-    }
-    call = (coll_gpu_kinds_call_t){.coll = TOPO_COLL_ALLREDUCE,
-                                   .device = !host,
-                                   .bytes = mca_coll_gpu_call_bytes(dtype, (size_t) count),
-                                   .op = op};
-    if (!host) {
-        mca_coll_gpu_kinds_reduction(&call, dtype, (size_t) count, op);
-    }
-    rc = mca_coll_gpu_kinds_agree(m, comm, allreduce_name, &call, &all_device);
-    if (OMPI_SUCCESS == rc) {
-        /* a host rank goes below unless the agreement put every rank on the device path (a
-         * communicator's device promise): then through a device temporary (coll_gpu_adapt.c) */
-        rc = (host && !all_device) ? m->prev_allreduce.fn(sbuf, rbuf, count, dtype, op, comm,
-                                         m->prev_allreduce.module)
-                  : mca_coll_gpu_allreduce_device(sbuf, rbuf, count, dtype, op, comm, m,
-                                                  all_device, OMPI_SUCCESS);
-    }
-    return rc;
+    return mca_coll_gpu_allreduce_device(sbuf, rbuf, count, dtype, op, comm, m, all_device,
+                                         OMPI_SUCCESS);
 }

@@ -1,7 +1,7 @@
 /*
  * coll_gpu_alltoall.c - MPI_Alltoall, MPI_Alltoallv, MPI_Alltoallw, blocking, nonblocking and
- * persistent: thin entries of the staged path (coll_gpu_staged_colls.c), but the blocking
- * MPI_Alltoall and MPI_Alltoallv, which run on device memory as an exchange on the node team
+ * persistent: thin entries of the staged path (coll_gpu_staged_colls.c), but MPI_Alltoall and
+ * MPI_Alltoallv, which run on device memory as an exchange on the node team
  * (coll_gpu_exchange.c).
  *
  * The send buffer is read (ignored with MPI_IN_PLACE, where the receive buffer holds the data
@@ -13,73 +13,19 @@
 #include "ompi_config.h"
 
 #include "coll_gpu.h"
-#include "coll_gpu_persistent.h"
 
-int mca_coll_gpu_alltoall(const void *sbuf, int scount, struct ompi_datatype_t *sdtype, void *rbuf,
-                          int rcount, struct ompi_datatype_t *rdtype,
-                          struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
-{
-    return mca_coll_gpu_exchange(&(coll_gpu_staged_call_t){
-        COLL_GPU_STAGED(module, ALLTOALL, BLOCKING, alltoall), .sbuf = sbuf, .scount = scount,
-        .sdtype = sdtype, .rbuf = rbuf, .rcount = rcount, .rdtype = rdtype, .comm = comm});
-}
+COLL_GPU_ENTRIES(alltoall, ALLTOALL, mca_coll_gpu_exchange, mca_coll_gpu_exchange_async,
+                 (const void *sbuf, int scount, struct ompi_datatype_t *sdtype, void *rbuf,
+                  int rcount, struct ompi_datatype_t *rdtype),
+                 (.sbuf = sbuf, .scount = scount, .sdtype = sdtype, .rbuf = rbuf,
+                  .rcount = rcount, .rdtype = rdtype))
 
-int mca_coll_gpu_ialltoall(const void *sbuf, int scount, struct ompi_datatype_t *sdtype, void *rbuf,
-                           int rcount, struct ompi_datatype_t *rdtype,
-                           struct ompi_communicator_t *comm, ompi_request_t **request,
-                           mca_coll_base_module_t *module)
-{
-    return mca_coll_gpu_exchange_async(&(coll_gpu_staged_call_t){
-        COLL_GPU_STAGED(module, ALLTOALL, NONBLOCKING, ialltoall), .sbuf = sbuf, .scount = scount,
-        .sdtype = sdtype, .rbuf = rbuf, .rcount = rcount, .rdtype = rdtype, .comm = comm,
-        .request = request});
-}
-
-int mca_coll_gpu_alltoall_init(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
-                               void *rbuf, int rcount, struct ompi_datatype_t *rdtype,
-                               struct ompi_communicator_t *comm, struct ompi_info_t *info,
-                               ompi_request_t **request, mca_coll_base_module_t *module)
-{
-    return mca_coll_gpu_exchange_async(&(coll_gpu_staged_call_t){
-        COLL_GPU_STAGED(module, ALLTOALL, PERSISTENT, alltoall_init), .sbuf = sbuf,
-        .scount = scount, .sdtype = sdtype, .rbuf = rbuf, .rcount = rcount, .rdtype = rdtype,
-        .comm = comm, .info = info, .request = request});
-}
-
-int mca_coll_gpu_alltoallv(const void *sbuf, const int *scounts, const int *sdisps,
-                           struct ompi_datatype_t *sdtype, void *rbuf, const int *rcounts,
-                           const int *rdisps, struct ompi_datatype_t *rdtype,
-                           struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
-{
-    return mca_coll_gpu_exchange(&(coll_gpu_staged_call_t){
-        COLL_GPU_STAGED(module, ALLTOALLV, BLOCKING, alltoallv), .sbuf = sbuf, .scounts = scounts,
-        .sdispls = sdisps, .sdtype = sdtype, .rbuf = rbuf, .rcounts = rcounts, .rdispls = rdisps,
-        .rdtype = rdtype, .comm = comm});
-}
-
-int mca_coll_gpu_ialltoallv(const void *sbuf, const int *scounts, const int *sdisps,
-                            struct ompi_datatype_t *sdtype, void *rbuf, const int *rcounts,
-                            const int *rdisps, struct ompi_datatype_t *rdtype,
-                            struct ompi_communicator_t *comm, ompi_request_t **request,
-                            mca_coll_base_module_t *module)
-{
-    return mca_coll_gpu_exchange_async(&(coll_gpu_staged_call_t){
-        COLL_GPU_STAGED(module, ALLTOALLV, NONBLOCKING, ialltoallv), .sbuf = sbuf,
-        .scounts = scounts, .sdispls = sdisps, .sdtype = sdtype, .rbuf = rbuf, .rcounts = rcounts,
-        .rdispls = rdisps, .rdtype = rdtype, .comm = comm, .request = request});
-}
-
-int mca_coll_gpu_alltoallv_init(const void *sbuf, const int *scounts, const int *sdisps,
-                                struct ompi_datatype_t *sdtype, void *rbuf, const int *rcounts,
-                                const int *rdisps, struct ompi_datatype_t *rdtype,
-                                struct ompi_communicator_t *comm, struct ompi_info_t *info,
-                                ompi_request_t **request, mca_coll_base_module_t *module)
-{
-    return mca_coll_gpu_exchange_async(&(coll_gpu_staged_call_t){
-        COLL_GPU_STAGED(module, ALLTOALLV, PERSISTENT, alltoallv_init), .sbuf = sbuf,
-        .scounts = scounts, .sdispls = sdisps, .sdtype = sdtype, .rbuf = rbuf, .rcounts = rcounts,
-        .rdispls = rdisps, .rdtype = rdtype, .comm = comm, .info = info, .request = request});
-}
+COLL_GPU_ENTRIES(alltoallv, ALLTOALLV, mca_coll_gpu_exchange, mca_coll_gpu_exchange_async,
+                 (const void *sbuf, const int *scounts, const int *sdisps,
+                  struct ompi_datatype_t *sdtype, void *rbuf, const int *rcounts,
+                  const int *rdisps, struct ompi_datatype_t *rdtype),
+                 (.sbuf = sbuf, .scounts = scounts, .sdispls = sdisps, .sdtype = sdtype,
+                  .rbuf = rbuf, .rcounts = rcounts, .rdispls = rdisps, .rdtype = rdtype))
 
 /* MPI_Alltoallw on a one-process communicator, as a saved function of the staged path (which
  * stages the one block of each side): a local copy between two layouts. */
@@ -117,27 +63,9 @@ int mca_coll_gpu_alltoallw(const void *sbuf, const int *scounts, const int *sdis
     return mca_coll_gpu_staged(&c);
 }
 
-int mca_coll_gpu_ialltoallw(const void *sbuf, const int *scounts, const int *sdisps,
-                            struct ompi_datatype_t *const *sdtypes, void *rbuf, const int *rcounts,
-                            const int *rdisps, struct ompi_datatype_t *const *rdtypes,
-                            struct ompi_communicator_t *comm, ompi_request_t **request,
-                            mca_coll_base_module_t *module)
-{
-    return mca_coll_gpu_staged(&(coll_gpu_staged_call_t){
-        COLL_GPU_STAGED(module, ALLTOALLW, NONBLOCKING, ialltoallw), .sbuf = sbuf,
-        .scounts = scounts, .sdispls = sdisps, .sdtypes = sdtypes, .rbuf = rbuf, .rcounts = rcounts,
-        .rdispls = rdisps, .rdtypes = rdtypes, .comm = comm, .request = request});
-}
-
-int mca_coll_gpu_alltoallw_init(const void *sbuf, const int *scounts, const int *sdisps,
-                                struct ompi_datatype_t *const *sdtypes, void *rbuf,
-                                const int *rcounts, const int *rdisps,
-                                struct ompi_datatype_t *const *rdtypes,
-                                struct ompi_communicator_t *comm, struct ompi_info_t *info,
-                                ompi_request_t **request, mca_coll_base_module_t *module)
-{
-    return mca_coll_gpu_staged(&(coll_gpu_staged_call_t){
-        COLL_GPU_STAGED(module, ALLTOALLW, PERSISTENT, alltoallw_init), .sbuf = sbuf,
-        .scounts = scounts, .sdispls = sdisps, .sdtypes = sdtypes, .rbuf = rbuf, .rcounts = rcounts,
-        .rdispls = rdisps, .rdtypes = rdtypes, .comm = comm, .info = info, .request = request});
-}
+COLL_GPU_ENTRIES_ASYNC(alltoallw, ALLTOALLW, mca_coll_gpu_staged,
+                       (const void *sbuf, const int *scounts, const int *sdisps,
+                        struct ompi_datatype_t *const *sdtypes, void *rbuf, const int *rcounts,
+                        const int *rdisps, struct ompi_datatype_t *const *rdtypes),
+                       (.sbuf = sbuf, .scounts = scounts, .sdispls = sdisps, .sdtypes = sdtypes,
+                        .rbuf = rbuf, .rcounts = rcounts, .rdispls = rdisps, .rdtypes = rdtypes))

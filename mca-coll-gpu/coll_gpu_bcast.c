@@ -13,9 +13,8 @@
  * The path is agreed per call as for MPI_Allreduce (coll_gpu_kinds.c).  On an
  * intercommunicator every rank stages its own buffer (no team, no agreement): the root passes
  * MPI_ROOT and reads its buffer, the rest of its group passes MPI_PROC_NULL and touches nothing,
- * and the remote group receives.  Ranks may pass
- * different datatypes of one type signature (MPI allows it): the decision never looks at the
- * layout.
+ * and the remote group receives.  Ranks may pass different datatypes of one type signature (MPI
+ * allows it): the decision never looks at the layout.
  */
 #include "ompi_config.h"
 
@@ -87,38 +86,26 @@ int mca_coll_gpu_bcast(void *buf, int count, struct ompi_datatype_t *dtype, int 
                        struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
-    coll_gpu_kinds_call_t call;
-    bool host, all_device;
+    /* the kind of the memory the elements occupy, not of buf (which may lie outside it); a
+     * device block anywhere makes this a device rank */
+    bool host = (m->inter && mca_coll_gpu_is_idle(root))
+                || mca_coll_gpu_data_host(buf, dtype, count);
+    bool all_device;
     int rc;
 
-    if (m->inter) {
-        if (mca_coll_gpu_is_idle(root) || mca_coll_gpu_data_host(buf, dtype, count)) {
-            return m->prev_bcast.fn(buf, count, dtype, root, comm, m->prev_bcast.module);
-        }
+    if (m->inter && !host) {
         mca_coll_gpu_log_call(bcast_name, comm, mca_coll_gpu_call_bytes(dtype, (size_t) count),
                               dtype, NULL, "staged (intercommunicator)");
         return bcast_staged(buf, count, dtype, root, comm, m);
     }
-    /* a call the saved module makes on our communicator from inside one of ours */
-    if (m->in_agreed_call) {
+    rc = mca_coll_gpu_entry_agree(m, comm, bcast_name, TOPO_COLL_BCAST, host, dtype,
+                                  (size_t) count, NULL, root, &all_device);
+    if (OMPI_SUCCESS != rc) {
+        return rc;
+    }
+    /* a host rank goes below unless the agreement put every rank on the device path */
+    if (host && !all_device) {
         return m->prev_bcast.fn(buf, count, dtype, root, comm, m->prev_bcast.module);
     }
-    /* the kind of the memory the elements occupy, not of buf (which may lie outside it); a
-     * device block anywhere makes this a device rank */
-    host = mca_coll_gpu_data_host(buf, dtype, count);
-    if (mca_coll_gpu_host_noted(m, host)) { /* the hot path: a note, no wait */
-        return m->prev_bcast.fn(buf, count, dtype, root, comm, m->prev_bcast.module);
-    }
-    call = (coll_gpu_kinds_call_t){.coll = TOPO_COLL_BCAST,
-                                   .device = !host,
-                                   .bytes = mca_coll_gpu_call_bytes(dtype, (size_t) count),
-                                   .root = root};
-    rc = mca_coll_gpu_kinds_agree(m, comm, bcast_name, &call, &all_device);
-    if (OMPI_SUCCESS == rc) {
-        /* a host rank goes below unless the agreement put every rank on the device path */
-        rc = (host && !all_device)
-                 ? m->prev_bcast.fn(buf, count, dtype, root, comm, m->prev_bcast.module)
-                 : bcast_device(buf, count, dtype, root, comm, m, all_device);
-    }
-    return rc;
+    return bcast_device(buf, count, dtype, root, comm, m, all_device);
 }

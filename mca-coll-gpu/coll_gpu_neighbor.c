@@ -25,186 +25,36 @@
 #include "ompi_config.h"
 
 #include "coll_gpu.h"
-#include "coll_gpu_persistent.h"
 
-int mca_coll_gpu_neighbor_allgather(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
-                                    void *rbuf, int rcount, struct ompi_datatype_t *rdtype,
-                                    struct ompi_communicator_t *comm,
-                                    mca_coll_base_module_t *module)
-{
-    return mca_coll_gpu_staged(&(coll_gpu_staged_call_t){
-        COLL_GPU_STAGED(module, NEIGHBOR_ALLGATHER, BLOCKING, neighbor_allgather), .sbuf = sbuf,
-        .scount = scount, .sdtype = sdtype, .rbuf = rbuf, .rcount = rcount, .rdtype = rdtype,
-        .comm = comm});
-}
+COLL_GPU_ENTRIES(neighbor_allgather, NEIGHBOR_ALLGATHER, mca_coll_gpu_staged, mca_coll_gpu_staged,
+                 (const void *sbuf, int scount, struct ompi_datatype_t *sdtype, void *rbuf,
+                  int rcount, struct ompi_datatype_t *rdtype),
+                 (.sbuf = sbuf, .scount = scount, .sdtype = sdtype, .rbuf = rbuf,
+                  .rcount = rcount, .rdtype = rdtype))
 
-int mca_coll_gpu_ineighbor_allgather(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
-                                     void *rbuf, int rcount, struct ompi_datatype_t *rdtype,
-                                     struct ompi_communicator_t *comm, ompi_request_t **request,
-                                     mca_coll_base_module_t *module)
-{
-    return mca_coll_gpu_staged(&(coll_gpu_staged_call_t){
-        COLL_GPU_STAGED(module, NEIGHBOR_ALLGATHER, NONBLOCKING, ineighbor_allgather), .sbuf = sbuf,
-        .scount = scount, .sdtype = sdtype, .rbuf = rbuf, .rcount = rcount, .rdtype = rdtype,
-        .comm = comm, .request = request});
-}
+COLL_GPU_ENTRIES(neighbor_allgatherv, NEIGHBOR_ALLGATHERV, mca_coll_gpu_staged,
+                 mca_coll_gpu_staged,
+                 (const void *sbuf, int scount, struct ompi_datatype_t *sdtype, void *rbuf,
+                  const int *rcounts, const int *disps, struct ompi_datatype_t *rdtype),
+                 (.sbuf = sbuf, .scount = scount, .sdtype = sdtype, .rbuf = rbuf,
+                  .rcounts = rcounts, .rdispls = disps, .rdtype = rdtype))
 
-int mca_coll_gpu_neighbor_allgather_init(const void *sbuf, int scount,
-                                         struct ompi_datatype_t *sdtype, void *rbuf, int rcount,
-                                         struct ompi_datatype_t *rdtype,
-                                         struct ompi_communicator_t *comm, struct ompi_info_t *info,
-                                         ompi_request_t **request, mca_coll_base_module_t *module)
-{
-    return mca_coll_gpu_staged(&(coll_gpu_staged_call_t){
-        COLL_GPU_STAGED(module, NEIGHBOR_ALLGATHER, PERSISTENT, neighbor_allgather_init),
-        .sbuf = sbuf, .scount = scount, .sdtype = sdtype, .rbuf = rbuf, .rcount = rcount,
-        .rdtype = rdtype, .comm = comm, .info = info, .request = request});
-}
+COLL_GPU_ENTRIES(neighbor_alltoall, NEIGHBOR_ALLTOALL, mca_coll_gpu_staged, mca_coll_gpu_staged,
+                 (const void *sbuf, int scount, struct ompi_datatype_t *sdtype, void *rbuf,
+                  int rcount, struct ompi_datatype_t *rdtype),
+                 (.sbuf = sbuf, .scount = scount, .sdtype = sdtype, .rbuf = rbuf,
+                  .rcount = rcount, .rdtype = rdtype))
 
-int mca_coll_gpu_neighbor_allgatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
-                                     void *rbuf, const int *rcounts, const int *disps,
-                                     struct ompi_datatype_t *rdtype,
-                                     struct ompi_communicator_t *comm,
-                                     mca_coll_base_module_t *module)
-{
-    return mca_coll_gpu_staged(&(coll_gpu_staged_call_t){
-        COLL_GPU_STAGED(module, NEIGHBOR_ALLGATHERV, BLOCKING, neighbor_allgatherv), .sbuf = sbuf,
-        .scount = scount, .sdtype = sdtype, .rbuf = rbuf, .rcounts = rcounts, .rdispls = disps,
-        .rdtype = rdtype, .comm = comm});
-}
+COLL_GPU_ENTRIES(neighbor_alltoallv, NEIGHBOR_ALLTOALLV, mca_coll_gpu_staged, mca_coll_gpu_staged,
+                 (const void *sbuf, const int *scounts, const int *sdisps,
+                  struct ompi_datatype_t *sdtype, void *rbuf, const int *rcounts,
+                  const int *rdisps, struct ompi_datatype_t *rdtype),
+                 (.sbuf = sbuf, .scounts = scounts, .sdispls = sdisps, .sdtype = sdtype,
+                  .rbuf = rbuf, .rcounts = rcounts, .rdispls = rdisps, .rdtype = rdtype))
 
-int mca_coll_gpu_ineighbor_allgatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
-                                      void *rbuf, const int *rcounts, const int *disps,
-                                      struct ompi_datatype_t *rdtype,
-                                      struct ompi_communicator_t *comm, ompi_request_t **request,
-                                      mca_coll_base_module_t *module)
-{
-    return mca_coll_gpu_staged(&(coll_gpu_staged_call_t){
-        COLL_GPU_STAGED(module, NEIGHBOR_ALLGATHERV, NONBLOCKING, ineighbor_allgatherv),
-        .sbuf = sbuf, .scount = scount, .sdtype = sdtype, .rbuf = rbuf, .rcounts = rcounts,
-        .rdispls = disps, .rdtype = rdtype, .comm = comm, .request = request});
-}
-
-int mca_coll_gpu_neighbor_allgatherv_init(
-    const void *sbuf, int scount, struct ompi_datatype_t *sdtype, void *rbuf, const int *rcounts,
-    const int *disps, struct ompi_datatype_t *rdtype, struct ompi_communicator_t *comm,
-    struct ompi_info_t *info, ompi_request_t **request, mca_coll_base_module_t *module)
-{
-    return mca_coll_gpu_staged(&(coll_gpu_staged_call_t){
-        COLL_GPU_STAGED(module, NEIGHBOR_ALLGATHERV, PERSISTENT, neighbor_allgatherv_init),
-        .sbuf = sbuf, .scount = scount, .sdtype = sdtype, .rbuf = rbuf, .rcounts = rcounts,
-        .rdispls = disps, .rdtype = rdtype, .comm = comm, .info = info, .request = request});
-}
-
-int mca_coll_gpu_neighbor_alltoall(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
-                                   void *rbuf, int rcount, struct ompi_datatype_t *rdtype,
-                                   struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
-{
-    return mca_coll_gpu_staged(&(coll_gpu_staged_call_t){
-        COLL_GPU_STAGED(module, NEIGHBOR_ALLTOALL, BLOCKING, neighbor_alltoall), .sbuf = sbuf,
-        .scount = scount, .sdtype = sdtype, .rbuf = rbuf, .rcount = rcount, .rdtype = rdtype,
-        .comm = comm});
-}
-
-int mca_coll_gpu_ineighbor_alltoall(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
-                                    void *rbuf, int rcount, struct ompi_datatype_t *rdtype,
-                                    struct ompi_communicator_t *comm, ompi_request_t **request,
-                                    mca_coll_base_module_t *module)
-{
-    return mca_coll_gpu_staged(&(coll_gpu_staged_call_t){
-        COLL_GPU_STAGED(module, NEIGHBOR_ALLTOALL, NONBLOCKING, ineighbor_alltoall), .sbuf = sbuf,
-        .scount = scount, .sdtype = sdtype, .rbuf = rbuf, .rcount = rcount, .rdtype = rdtype,
-        .comm = comm, .request = request});
-}
-
-int mca_coll_gpu_neighbor_alltoall_init(const void *sbuf, int scount,
-                                        struct ompi_datatype_t *sdtype, void *rbuf, int rcount,
-                                        struct ompi_datatype_t *rdtype,
-                                        struct ompi_communicator_t *comm, struct ompi_info_t *info,
-                                        ompi_request_t **request, mca_coll_base_module_t *module)
-{
-    return mca_coll_gpu_staged(&(coll_gpu_staged_call_t){
-        COLL_GPU_STAGED(module, NEIGHBOR_ALLTOALL, PERSISTENT, neighbor_alltoall_init),
-        .sbuf = sbuf, .scount = scount, .sdtype = sdtype, .rbuf = rbuf, .rcount = rcount,
-        .rdtype = rdtype, .comm = comm, .info = info, .request = request});
-}
-
-int mca_coll_gpu_neighbor_alltoallv(const void *sbuf, const int *scounts, const int *sdisps,
-                                    struct ompi_datatype_t *sdtype, void *rbuf, const int *rcounts,
-                                    const int *rdisps, struct ompi_datatype_t *rdtype,
-                                    struct ompi_communicator_t *comm,
-                                    mca_coll_base_module_t *module)
-{
-    return mca_coll_gpu_staged(&(coll_gpu_staged_call_t){
-        COLL_GPU_STAGED(module, NEIGHBOR_ALLTOALLV, BLOCKING, neighbor_alltoallv), .sbuf = sbuf,
-        .scounts = scounts, .sdispls = sdisps, .sdtype = sdtype, .rbuf = rbuf, .rcounts = rcounts,
-        .rdispls = rdisps, .rdtype = rdtype, .comm = comm});
-}
-
-int mca_coll_gpu_ineighbor_alltoallv(const void *sbuf, const int *scounts, const int *sdisps,
-                                     struct ompi_datatype_t *sdtype, void *rbuf, const int *rcounts,
-                                     const int *rdisps, struct ompi_datatype_t *rdtype,
-                                     struct ompi_communicator_t *comm, ompi_request_t **request,
-                                     mca_coll_base_module_t *module)
-{
-    return mca_coll_gpu_staged(&(coll_gpu_staged_call_t){
-        COLL_GPU_STAGED(module, NEIGHBOR_ALLTOALLV, NONBLOCKING, ineighbor_alltoallv), .sbuf = sbuf,
-        .scounts = scounts, .sdispls = sdisps, .sdtype = sdtype, .rbuf = rbuf, .rcounts = rcounts,
-        .rdispls = rdisps, .rdtype = rdtype, .comm = comm, .request = request});
-}
-
-int mca_coll_gpu_neighbor_alltoallv_init(const void *sbuf, const int *scounts, const int *sdisps,
-                                         struct ompi_datatype_t *sdtype, void *rbuf,
-                                         const int *rcounts, const int *rdisps,
-                                         struct ompi_datatype_t *rdtype,
-                                         struct ompi_communicator_t *comm, struct ompi_info_t *info,
-                                         ompi_request_t **request, mca_coll_base_module_t *module)
-{
-    return mca_coll_gpu_staged(&(coll_gpu_staged_call_t){
-        COLL_GPU_STAGED(module, NEIGHBOR_ALLTOALLV, PERSISTENT, neighbor_alltoallv_init),
-        .sbuf = sbuf, .scounts = scounts, .sdispls = sdisps, .sdtype = sdtype, .rbuf = rbuf,
-        .rcounts = rcounts, .rdispls = rdisps, .rdtype = rdtype, .comm = comm, .info = info,
-        .request = request});
-}
-
-int mca_coll_gpu_neighbor_alltoallw(const void *sbuf, const int *scounts, const MPI_Aint *sdisps,
-                                    struct ompi_datatype_t *const *sdtypes, void *rbuf,
-                                    const int *rcounts, const MPI_Aint *rdisps,
-                                    struct ompi_datatype_t *const *rdtypes,
-                                    struct ompi_communicator_t *comm,
-                                    mca_coll_base_module_t *module)
-{
-    return mca_coll_gpu_staged(&(coll_gpu_staged_call_t){
-        COLL_GPU_STAGED(module, NEIGHBOR_ALLTOALLW, BLOCKING, neighbor_alltoallw), .sbuf = sbuf,
-        .scounts = scounts, .sadispls = sdisps, .sdtypes = sdtypes, .rbuf = rbuf,
-        .rcounts = rcounts, .radispls = rdisps, .rdtypes = rdtypes, .comm = comm});
-}
-
-int mca_coll_gpu_ineighbor_alltoallw(const void *sbuf, const int *scounts, const MPI_Aint *sdisps,
-                                     struct ompi_datatype_t *const *sdtypes, void *rbuf,
-                                     const int *rcounts, const MPI_Aint *rdisps,
-                                     struct ompi_datatype_t *const *rdtypes,
-                                     struct ompi_communicator_t *comm, ompi_request_t **request,
-                                     mca_coll_base_module_t *module)
-{
-    return mca_coll_gpu_staged(&(coll_gpu_staged_call_t){
-        COLL_GPU_STAGED(module, NEIGHBOR_ALLTOALLW, NONBLOCKING, ineighbor_alltoallw), .sbuf = sbuf,
-        .scounts = scounts, .sadispls = sdisps, .sdtypes = sdtypes, .rbuf = rbuf,
-        .rcounts = rcounts, .radispls = rdisps, .rdtypes = rdtypes, .comm = comm,
-        .request = request});
-}
-
-int mca_coll_gpu_neighbor_alltoallw_init(const void *sbuf, const int *scounts,
-                                         const MPI_Aint *sdisps,
-                                         struct ompi_datatype_t *const *sdtypes, void *rbuf,
-                                         const int *rcounts, const MPI_Aint *rdisps,
-                                         struct ompi_datatype_t *const *rdtypes,
-                                         struct ompi_communicator_t *comm, struct ompi_info_t *info,
-                                         ompi_request_t **request, mca_coll_base_module_t *module)
-{
-    return mca_coll_gpu_staged(&(coll_gpu_staged_call_t){
-        COLL_GPU_STAGED(module, NEIGHBOR_ALLTOALLW, PERSISTENT, neighbor_alltoallw_init),
-        .sbuf = sbuf, .scounts = scounts, .sadispls = sdisps, .sdtypes = sdtypes, .rbuf = rbuf,
-        .rcounts = rcounts, .radispls = rdisps, .rdtypes = rdtypes, .comm = comm, .info = info,
-        .request = request});
-}
+COLL_GPU_ENTRIES(neighbor_alltoallw, NEIGHBOR_ALLTOALLW, mca_coll_gpu_staged, mca_coll_gpu_staged,
+                 (const void *sbuf, const int *scounts, const MPI_Aint *sdisps,
+                  struct ompi_datatype_t *const *sdtypes, void *rbuf, const int *rcounts,
+                  const MPI_Aint *rdisps, struct ompi_datatype_t *const *rdtypes),
+                 (.sbuf = sbuf, .scounts = scounts, .sadispls = sdisps, .sdtypes = sdtypes,
+                  .rbuf = rbuf, .rcounts = rcounts, .radispls = rdisps, .rdtypes = rdtypes))

@@ -1,7 +1,7 @@
 /*
  * coll_gpu_nonblocking.c - MPI_Iallreduce and MPI_Ibcast, and their persistent forms
- * MPI_Allreduce_init and MPI_Bcast_init (Open MPI 5.0's MPI-4 calls; 4.1's MPIX_ ones): the
- * collectives with a path on the GPU when they do not block.
+ * MPI_Allreduce_init and MPI_Bcast_init (Open MPI 5.0's MPI-4 calls; 4.1's MPIX_ ones) on the
+ * node team's allreduce and bcast algorithms.
  *
  * On device buffers of a communicator with a node team they take the team's algorithms,
  * started here and completed by progress (coll_gpu_engine.c), when their plan has a
@@ -17,9 +17,9 @@
 #include "ompi_config.h"
 
 #include "coll_gpu.h"
-#include "coll_gpu_persistent.h"
 
-int mca_coll_gpu_allreduce_async(coll_gpu_staged_call_t *c)
+/* The node team's algorithms when they take the call, else the staged path. */
+static int allreduce_async(coll_gpu_staged_call_t *c)
 {
     bool taken = false;
     int rc;
@@ -37,7 +37,7 @@ int mca_coll_gpu_allreduce_async(coll_gpu_staged_call_t *c)
     return mca_coll_gpu_staged(c);
 }
 
-int mca_coll_gpu_bcast_async(coll_gpu_staged_call_t *c)
+static int bcast_async(coll_gpu_staged_call_t *c)
 {
     coll_gpu_dir_t dir = mca_coll_gpu_is_root(c->comm, c->root) ? COLL_GPU_READ
                          : mca_coll_gpu_is_idle(c->root)          ? COLL_GPU_NONE
@@ -60,42 +60,11 @@ int mca_coll_gpu_bcast_async(coll_gpu_staged_call_t *c)
     return mca_coll_gpu_staged(c);
 }
 
-int mca_coll_gpu_iallreduce(const void *sbuf, void *rbuf, int count,
-                            struct ompi_datatype_t *dtype, struct ompi_op_t *op,
-                            struct ompi_communicator_t *comm, ompi_request_t **request,
-                            mca_coll_base_module_t *module)
-{
-    return mca_coll_gpu_allreduce_async(&(coll_gpu_staged_call_t){
-        COLL_GPU_STAGED(module, ALLREDUCE, NONBLOCKING, iallreduce), .sbuf = sbuf, .rbuf = rbuf,
-        COLL_GPU_ONE_TYPE(dtype, count), .op = op, .comm = comm, .request = request});
-}
+COLL_GPU_ENTRIES_ASYNC(allreduce, ALLREDUCE, allreduce_async,
+                       (const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
+                        struct ompi_op_t *op),
+                       (.sbuf = sbuf, .rbuf = rbuf, COLL_GPU_ONE_TYPE(dtype, count), .op = op))
 
-int mca_coll_gpu_allreduce_init(const void *sbuf, void *rbuf, int count,
-                                struct ompi_datatype_t *dtype, struct ompi_op_t *op,
-                                struct ompi_communicator_t *comm, struct ompi_info_t *info,
-                                ompi_request_t **request, mca_coll_base_module_t *module)
-{
-    return mca_coll_gpu_allreduce_async(&(coll_gpu_staged_call_t){
-        COLL_GPU_STAGED(module, ALLREDUCE, PERSISTENT, allreduce_init), .sbuf = sbuf,
-        .rbuf = rbuf, COLL_GPU_ONE_TYPE(dtype, count), .op = op, .comm = comm, .info = info,
-        .request = request});
-}
-
-int mca_coll_gpu_ibcast(void *buf, int count, struct ompi_datatype_t *dtype, int root,
-                        struct ompi_communicator_t *comm, ompi_request_t **request,
-                        mca_coll_base_module_t *module)
-{
-    return mca_coll_gpu_bcast_async(&(coll_gpu_staged_call_t){
-        COLL_GPU_STAGED(module, BCAST, NONBLOCKING, ibcast), .rbuf = buf,
-        COLL_GPU_ONE_TYPE(dtype, count), .root = root, .comm = comm, .request = request});
-}
-
-int mca_coll_gpu_bcast_init(void *buf, int count, struct ompi_datatype_t *dtype, int root,
-                            struct ompi_communicator_t *comm, struct ompi_info_t *info,
-                            ompi_request_t **request, mca_coll_base_module_t *module)
-{
-    return mca_coll_gpu_bcast_async(&(coll_gpu_staged_call_t){
-        COLL_GPU_STAGED(module, BCAST, PERSISTENT, bcast_init), .rbuf = buf,
-        COLL_GPU_ONE_TYPE(dtype, count), .root = root, .comm = comm, .info = info,
-        .request = request});
-}
+COLL_GPU_ENTRIES_ASYNC(bcast, BCAST, bcast_async,
+                       (void *buf, int count, struct ompi_datatype_t *dtype, int root),
+                       (.rbuf = buf, COLL_GPU_ONE_TYPE(dtype, count), .root = root))

@@ -1,22 +1,18 @@
 /*
  * coll_gpu_reduce.c - the reductions other than allreduce: MPI_Reduce, MPI_Reduce_scatter,
- * MPI_Reduce_scatter_block, MPI_Scan, MPI_Exscan (blocking, nonblocking and persistent), and the
- * local one, MPI_Reduce_local.
+ * MPI_Reduce_scatter_block, MPI_Scan, MPI_Exscan (blocking, nonblocking and persistent), and
+ * MPI_Reduce_local.
  *
- * Each has one shape: a send buffer read, a receive buffer written (read and written with
- * MPI_IN_PLACE).  Host buffers go to the saved module.  The blocking MPI_Reduce,
- * MPI_Reduce_scatter and MPI_Reduce_scatter_block on an intracommunicator agree on their ranks'
- * memory kinds per call (coll_gpu_kinds.c); with device memory on every rank inside one node
- * they run on the node team as its reduce-scatter step (coll_gpu_xstep_t, coll_gpu_nvl.c): every
- * rank lends its whole input, and each rank reduces its own piece of every rank's with one
- * kernel; a reduce is the step whose whole result is the root's piece (the root reads every
- * rank's input, the others reduce nothing), as MPI_Ireduce is (coll_gpu_engine.c).  Where the
- * kernels do not take the type and op (user-defined ops) or an allreduce algorithm is forced,
- * they are composed of the team's allreduce (coll_gpu_allreduce.c): MPI_Reduce as an allreduce
- * whose result the root keeps, the reduce-scatters as an allreduce into a device scratch from
- * which each rank takes its piece.  Across nodes the reduce-scatters are the hierarchical
- * allreduce into a device scratch and the rank's piece (coll_gpu_hier_exchange.c), for the
- * types and ops its kernels take; MPI_Reduce there is staged.  Anything else is staged
+ * Each reads a send buffer and writes a receive buffer (reads and writes it with MPI_IN_PLACE).
+ * Host buffers go to the saved module.  The blocking MPI_Reduce and reduce-scatters on an
+ * intracommunicator agree on their ranks' memory kinds per call (coll_gpu_kinds.c); with device
+ * memory on every rank inside one node they run as the node team's reduce-scatter step
+ * (coll_gpu_xstep_t, coll_gpu_nvl.c): each rank reduces its own piece of every rank's input
+ * with one kernel, and a reduce's one piece, the whole input, is the root's (as MPI_Ireduce's,
+ * coll_gpu_engine.c).  For the types and ops the kernels do not take (user-defined ops), or
+ * with an allreduce algorithm forced, they are the team's allreduce into a device scratch, of
+ * which each rank keeps its piece.  Across nodes the reduce-scatters take the hierarchical
+ * allreduce (coll_gpu_hier_exchange.c) and MPI_Reduce is staged; anything else is staged
  * (coll_gpu_staged_colls.c).
  *
  * On an intercommunicator MPI_Reduce's root passes MPI_ROOT and only receives, the other ranks
@@ -28,9 +24,8 @@
 #include <limits.h>
 
 #include "coll_gpu.h"
-#include "coll_gpu_persistent.h"
 
-/* ---- the team's reduce-scatter step: MPI_Reduce and the reduce-scatters -------------------- */
+/* ---- on the node team: the reduce-scatter step, or an allreduce ---------------------------- */
 
 /*
  * The node team on which a reduction of total elements of dtype with op (a reduce-scatter's
@@ -116,174 +111,153 @@ static int reduce_scatter_native(const char *what, coll_gpu_team_t *t, const voi
     return mca_coll_gpu_adapt_out(m, comm, what, &in, true);
 }
 
-/* ---- MPI_Reduce ------------------------------------------------------------------------------ */
-
-static const char *const reduce_name = "reduce";
-
-/* MPI_Reduce once the path is known: host buffers to the saved module, anything else staged. */
-static int reduce_body(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
-                       struct ompi_op_t *op, int root, struct ompi_communicator_t *comm,
-                       mca_coll_gpu_module_t *m)
+/*
+ * Where the reduce step cannot serve (reduce_step_team: user-defined ops, a forced allreduce
+ * algorithm): the allreduce of the whole input (total elements, at most INT_MAX) into the
+ * module's device scratch (the node team's algorithms, the GPU kernels), then this rank's piece
+ * (mine elements at element offset before) from the scratch into its receive buffer; in place
+ * the input is rbuf and the piece lands at its start.  Every rank's allreduce is out of place
+ * (MPI_IN_PLACE on some ranks alone would make the ranks' plans differ).  A rank without its
+ * scratch takes part without data (its peers fail).  Ranks whose counts differ but whose totals
+ * agree read and write only inside the scratch and their own buffers.
+ */
+static int reduce_composed(const char *what, const void *sbuf, void *rbuf, size_t total,
+                           size_t before, int mine, struct ompi_datatype_t *dtype,
+                           struct ompi_op_t *op, struct ompi_communicator_t *comm,
+                           mca_coll_gpu_module_t *m)
 {
-    return mca_coll_gpu_staged(&(coll_gpu_staged_call_t){
-        COLL_GPU_STAGED(m, REDUCE, BLOCKING, reduce), .sbuf = sbuf, .rbuf = rbuf,
-        COLL_GPU_ONE_TYPE(dtype, count), .op = op, .root = root, .comm = comm});
+    ptrdiff_t lb, extent, lo;
+    void *scratch = NULL;
+    size_t len;
+    int rc, local_rc;
+
+    /* the scratch holds the whole input's layout (total elements of dtype) */
+    ompi_datatype_get_extent(dtype, &lb, &extent);
+    mca_coll_gpu_span(dtype, total, &lo, &len);
+    local_rc = mca_coll_gpu_adapt_scratch(m, comm, what, len, &scratch);
+    rc = mca_coll_gpu_allreduce_device(MPI_IN_PLACE == sbuf ? rbuf : sbuf,
+                                       NULL == scratch ? NULL : (char *) scratch - lo,
+                                       (int) total, dtype, op, comm, m, true, local_rc);
+    if (OMPI_SUCCESS == rc) {
+        rc = mca_coll_gpu_adapt_copy(m, comm, what,
+                                     (char *) scratch - lo + (ptrdiff_t) before * extent, mine,
+                                     dtype, rbuf, mine, dtype);
+    }
+    return rc;
 }
 
 /*
- * MPI_Reduce on device memory where the reduce step cannot serve (reduce_step_team): an
- * allreduce on the node team (its algorithms and kernels) whose result the root keeps and the
- * others leave in the module's device scratch.  Every rank's allreduce is out of place
- * (MPI_IN_PLACE at the root alone would make the ranks' plans differ): an in-place root first
- * copies its input into the scratch.  A rank without its scratch takes part without data (its
- * peers fail).
+ * A reduction on device memory, agreed on every rank, that its caller let through (a
+ * reduce-scatter, or a reduce: the one piece, the whole input, is the root's): across nodes the
+ * hierarchical path, else the team's reduce-scatter step where it serves (reduce_step_team),
+ * else the allreduce composition; each logged as its caller names it.  Decided from what every
+ * rank shares: the signature and op (compared by the agreement), the whole input's size, the
+ * parameters.
  */
-static int reduce_composed(const void *sbuf, void *rbuf, int count,
-                           struct ompi_datatype_t *dtype, struct ompi_op_t *op, int root,
-                           struct ompi_communicator_t *comm, mca_coll_gpu_module_t *m)
+static int reduce_run(const char *what, const char *on_step, const char *composed,
+                      const void *sbuf, void *rbuf, size_t total, size_t before, int mine,
+                      struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                      struct ompi_communicator_t *comm, mca_coll_gpu_module_t *m)
 {
-    bool is_root = (ompi_comm_rank(comm) == root);
-    size_t len;
-    ptrdiff_t lo;
-    void *scratch = NULL;
-    int local_rc;
+    size_t bytes = mca_coll_gpu_call_bytes(dtype, total), per = 1;
+    coll_gpu_team_t *team;
+    dev_dtype_t dt = DEV_T_UINT8;
+    dev_op_t dop = DEV_OP_SUM;
 
-    mca_coll_gpu_span(dtype, (size_t) count, &lo, &len);
-    local_rc = (is_root && MPI_IN_PLACE != sbuf)
-                   ? OMPI_SUCCESS
-                   : mca_coll_gpu_adapt_scratch(m, comm, reduce_name, len, &scratch);
-    if (OMPI_SUCCESS == local_rc && is_root && MPI_IN_PLACE == sbuf) { /* its input */
-        local_rc = mca_coll_gpu_adapt_copy(m, comm, reduce_name, rbuf, count, dtype,
-                                           (char *) scratch - lo, count, dtype);
+    /* across nodes: the callers let through only what the hierarchical allreduce takes
+     * (coll_gpu_hier_exchange.c) */
+    if (mca_coll_gpu_hier_usable(m, comm, TOPO_COLL_ALLREDUCE)) {
+        return mca_coll_gpu_hier_reduce_scatter(m, comm, what, sbuf, rbuf, total, before, mine,
+                                                dtype, op);
     }
-    if (is_root) {
-        return mca_coll_gpu_allreduce_device(MPI_IN_PLACE == sbuf ? (char *) scratch - lo : sbuf,
-                                             rbuf, count, dtype, op, comm, m, true, local_rc);
+    team = reduce_step_team(m, comm, total, dtype, op, &dt, &dop, &per);
+    if (NULL != team) {
+        mca_coll_gpu_log_call(what, comm, bytes, dtype, op, on_step);
+        return reduce_scatter_native(what, team, sbuf, rbuf, total, before, mine, dtype, dt, dop,
+                                     per, comm, m);
     }
-    return mca_coll_gpu_allreduce_device(sbuf, NULL == scratch ? NULL : (char *) scratch - lo,
-                                         count, dtype, op, comm, m, true, local_rc);
+    mca_coll_gpu_log_call(what, comm, bytes, dtype, op, composed);
+    return reduce_composed(what, sbuf, rbuf, total, before, mine, dtype, op, comm, m);
 }
+
+/* ---- MPI_Reduce ------------------------------------------------------------------------------ */
 
 /*
  * MPI_Reduce on device memory, agreed on every rank: inside one node, with a valid root (the
- * component below tells an invalid one), the team's reduce step where the kernels take the type
- * and op (reduce_scatter_native: the root reduces every rank's whole input into its receive
- * buffer with one kernel, and only the root writes a result, where an allreduce writes one on
- * every rank), else the allreduce composition (reduce_composed); staged otherwise.  Every choice
- * is the same on every rank: the agreement compared the kinds, count, op, type and root (under
- * mpi_assert_memory_alloc_kinds, where none runs, the reduce step compares the counts itself);
- * the agreement's mode (m->kmode) was itself agreed when it was set up; the rest is the
- * communicator and the parameters.
+ * component below tells an invalid one), on the node team (reduce_run: the root's piece is the
+ * whole input, and only the root writes a result, where an allreduce writes one on every rank);
+ * staged otherwise.  Every choice is the same on every rank: the agreement compared the kinds,
+ * count, op, type and root (under mpi_assert_memory_alloc_kinds, where none runs, the reduce
+ * step compares the counts itself: its inputs' sizes); the agreement's mode (m->kmode) was
+ * itself agreed when it was set up; the rest is the communicator and the parameters.
  */
-static int reduce_device(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
-                         struct ompi_op_t *op, int root, struct ompi_communicator_t *comm,
-                         mca_coll_gpu_module_t *m, bool all_device)
+static int reduce_device(coll_gpu_staged_call_t *c, bool all_device)
 {
-    size_t bytes = mca_coll_gpu_call_bytes(dtype, (size_t) count), per = 1;
-    dev_dtype_t dt = DEV_T_UINT8;
-    dev_op_t dop = DEV_OP_SUM;
-    coll_gpu_team_t *team;
+    mca_coll_gpu_module_t *m = c->gpu;
+    struct ompi_communicator_t *comm = c->comm;
+    size_t bytes = mca_coll_gpu_call_bytes(c->sdtype, (size_t) c->scount);
+    bool is_root = (ompi_comm_rank(comm) == c->root);
 
     /* under coll_gpu_uniform_buffers each rank answers for itself, and a reduce's ranks do not
      * all have the same buffers (the root's receive buffer alone counts): staged, as on every
      * rank that promise gives the same answer only for the send buffers */
-    if (!all_device || 0 == bytes || 0 > root || root >= ompi_comm_size(comm)
+    if (!all_device || 0 == bytes || 0 > c->root || c->root >= ompi_comm_size(comm)
         || (mca_coll_gpu_component.uniform_buffers && COLL_GPU_KMODE_PROMISE_DEVICE != m->kmode)
         || mca_coll_gpu_hier_usable(m, comm, TOPO_COLL_ALLREDUCE)) {
-        mca_coll_gpu_log_call(reduce_name, comm, bytes, dtype, op,
+        mca_coll_gpu_log_call(c->what, comm, bytes, c->sdtype, c->op,
                               !all_device ? "staged (memory kind: host memory on some rank)"
                                           : "staged (across nodes, empty, no such root, or "
                                             "under coll_gpu_uniform_buffers)");
-        return reduce_body(sbuf, rbuf, count, dtype, op, root, comm, m);
+        return mca_coll_gpu_staged(c);
     }
-    /* counts that differ (an erroneous call that no agreement compared: under
-     * mpi_assert_memory_alloc_kinds) fail on every rank in the step (its inputs' sizes) */
-    team = reduce_step_team(m, comm, (size_t) count, dtype, op, &dt, &dop, &per);
-    if (NULL != team) {
-        mca_coll_gpu_log_call(reduce_name, comm, bytes, dtype, op,
-                              "a reduce on the node team, the root reading every rank's input");
-        return reduce_scatter_native(reduce_name, team, sbuf, rbuf, (size_t) count, 0,
-                                     ompi_comm_rank(comm) == root ? count : 0, dtype, dt, dop,
-                                     per, comm, m);
-    }
-    mca_coll_gpu_log_call(reduce_name, comm, bytes, dtype, op,
-                          "an allreduce on the node team (the root keeps the result)");
-    return reduce_composed(sbuf, rbuf, count, dtype, op, root, comm, m);
+    return reduce_run(c->what, "a reduce on the node team, the root reading every rank's input",
+                      "an allreduce on the node team (the root keeps the result)", c->sbuf,
+                      c->rbuf, (size_t) c->scount, 0, is_root ? c->scount : 0, c->sdtype, c->op,
+                      comm, m);
 }
 
-int mca_coll_gpu_reduce(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
-                        struct ompi_op_t *op, int root, struct ompi_communicator_t *comm,
-                        mca_coll_base_module_t *module)
+/* MPI_Reduce: on an intracommunicator agreed per call as MPI_Allreduce is (coll_gpu_kinds.c),
+ * on the buffers this rank uses (the send buffer, and the root's receive buffer); staged on an
+ * intercommunicator. */
+static int reduce_blocking(coll_gpu_staged_call_t *c)
 {
-    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
-    bool is_root = mca_coll_gpu_is_root(comm, root);
-    /* an intercommunicator's root and its idle group send nothing */
-    coll_gpu_dir_t sdir = (mca_coll_gpu_is_idle(root) || (OMPI_COMM_IS_INTER(comm) && is_root))
-                              ? COLL_GPU_NONE
-                              : COLL_GPU_READ;
-    coll_gpu_dir_t rdir = !is_root ? COLL_GPU_NONE
-                          : (MPI_IN_PLACE == sbuf) ? COLL_GPU_READWRITE : COLL_GPU_WRITE;
-    coll_gpu_kinds_call_t call;
     bool host, all_device;
     int rc;
 
-    if (m->inter || m->in_agreed_call) {
-        return reduce_body(sbuf, rbuf, count, dtype, op, root, comm, m);
+    if (c->gpu->inter) {
+        return mca_coll_gpu_staged(c);
     }
-    /* On an intracommunicator the ranks agree on their kinds per call as for MPI_Allreduce
-     * (coll_gpu_kinds.c); device memory on every rank takes the GPU (reduce_device).  Nested
-     * calls of the saved module go straight through. */
-    host = (!sdir || mca_coll_gpu_data_host(sbuf, dtype, count))
-           && (!rdir || mca_coll_gpu_data_host(rbuf, dtype, count));
-    if (mca_coll_gpu_host_noted(m, host)) { /* the hot path: a note, no wait */
-        return m->prev_reduce.fn(sbuf, rbuf, count, dtype, op, root, comm, m->prev_reduce.module);
-    }
-    call = (coll_gpu_kinds_call_t){.coll = COLL_GPU_KINDS_REDUCE,
-                                   .device = !host,
-                                   .bytes = mca_coll_gpu_call_bytes(dtype, (size_t) count),
-                                   .op = op,
-                                   .root = root};
-    if (!host) {
-        mca_coll_gpu_kinds_reduction(&call, dtype, (size_t) count, op);
-    }
-    rc = mca_coll_gpu_kinds_agree(m, comm, reduce_name, &call, &all_device);
+    host = (mca_coll_gpu_is_idle(c->root) || mca_coll_gpu_data_host(c->sbuf, c->sdtype, c->scount))
+           && (ompi_comm_rank(c->comm) != c->root
+               || mca_coll_gpu_data_host(c->rbuf, c->rdtype, c->rcount));
+    rc = mca_coll_gpu_entry_agree(c->gpu, c->comm, c->what, COLL_GPU_KINDS_REDUCE, host,
+                                  c->sdtype, (size_t) c->scount, c->op, c->root, &all_device);
     if (OMPI_SUCCESS != rc) {
         return rc;
     }
     if (host && !all_device) {
-        return m->prev_reduce.fn(sbuf, rbuf, count, dtype, op, root, comm, m->prev_reduce.module);
+        c->host = true; /* the saved function */
+        return mca_coll_gpu_staged(c);
     }
-    return reduce_device(sbuf, rbuf, count, dtype, op, root, comm, m, all_device);
+    return reduce_device(c, all_device);
 }
 
-int mca_coll_gpu_ireduce(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
-                         struct ompi_op_t *op, int root, struct ompi_communicator_t *comm,
-                         ompi_request_t **request, mca_coll_base_module_t *module)
-{
-    return mca_coll_gpu_exchange_async(&(coll_gpu_staged_call_t){
-        COLL_GPU_STAGED(module, REDUCE, NONBLOCKING, ireduce), .sbuf = sbuf, .rbuf = rbuf,
-        COLL_GPU_ONE_TYPE(dtype, count), .op = op, .root = root, .comm = comm, .request = request});
-}
+/* nonblocking and persistent: the team's reduce step where every rank takes it
+ * (coll_gpu_exchange.c), else staged */
+COLL_GPU_ENTRIES(reduce, REDUCE, reduce_blocking, mca_coll_gpu_exchange_async,
+                 (const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
+                  struct ompi_op_t *op, int root),
+                 (.sbuf = sbuf, .rbuf = rbuf, COLL_GPU_ONE_TYPE(dtype, count), .op = op,
+                  .root = root))
 
-int mca_coll_gpu_reduce_init(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
-                             struct ompi_op_t *op, int root, struct ompi_communicator_t *comm,
-                             struct ompi_info_t *info, ompi_request_t **request,
-                             mca_coll_base_module_t *module)
-{
-    return mca_coll_gpu_exchange_async(&(coll_gpu_staged_call_t){
-        COLL_GPU_STAGED(module, REDUCE, PERSISTENT, reduce_init), .sbuf = sbuf, .rbuf = rbuf,
-        COLL_GPU_ONE_TYPE(dtype, count), .op = op, .root = root, .comm = comm, .info = info,
-        .request = request});
-}
-
-/* ---- the reduce-scatters on device memory ------------------------------------------------- */
+/* ---- MPI_Reduce_scatter and MPI_Reduce_scatter_block ------------------------------------- */
 
 /*
- * Why a reduce-scatter does not take the node team or the hierarchical path
- * (reduce_scatter_run), or NULL when it does: from what every rank of the call shares alone
- * (the agreement, the whole input's count and bytes, its type's signature and op, the
- * communicator).  Every such path takes the whole input with an int count: a whole input of
- * more than INT_MAX elements is staged (the component below takes it, or says why not).
+ * Why a reduce-scatter does not take the node team or the hierarchical path (reduce_run), or
+ * NULL when it does: from what every rank of the call shares alone (the agreement, the whole
+ * input's count and bytes, its type's signature and op, the communicator).  Every such path
+ * takes the whole input with an int count: a whole input of more than INT_MAX elements is
+ * staged (the component below takes it, or says why not).
  */
 static const char *reduce_scatter_staged_why(mca_coll_gpu_module_t *m,
                                              struct ompi_communicator_t *comm, bool all_device,
@@ -314,306 +288,84 @@ static const char *reduce_scatter_staged_why(mca_coll_gpu_module_t *m,
 }
 
 /*
- * A reduce-scatter on device memory, agreed on every rank, that reduce_scatter_staged_why lets
- * through: the allreduce of the whole input (total elements, at most INT_MAX) into the module's
- * device scratch (the node team's algorithms, the GPU kernels), then this rank's piece (mine
- * elements at element offset before) from the scratch into its receive buffer.  In place the
- * input is rbuf and the piece lands at its start.  Twice the bytes of a reduce-scatter proper
- * (reduce_scatter_native), all on the GPU; it serves only what the reduce step cannot
- * (user-defined ops, a forced allreduce algorithm).  A rank without its scratch takes part
- * without data (its peers fail).  Ranks whose counts differ but whose totals agree read and
- * write only inside the scratch and their own buffers.
+ * MPI_Reduce_scatter (c->rcounts: rank i's piece is rcounts[i] elements after those of the
+ * ranks below it) and MPI_Reduce_scatter_block (c->rcounts NULL: c->rcount elements at
+ * i x rcount).  On an intracommunicator agreed per call as MPI_Allreduce is (coll_gpu_kinds.c),
+ * on the whole input (reduce_scatter: the same on every rank of a correct call; the counts
+ * themselves are not compared) or the block: host ranks note their kind and go below at once.
+ * Then, where every rank passes device memory inside one node, reduce_run; else staged.  The
+ * whole input may pass INT_MAX elements.
  */
-static int reduce_scatter_composed(const char *what, const void *sbuf, void *rbuf, size_t total,
-                                   size_t before, int mine, struct ompi_datatype_t *dtype,
-                                   struct ompi_op_t *op, struct ompi_communicator_t *comm,
-                                   mca_coll_gpu_module_t *m)
+static int reduce_scatter_blocking(coll_gpu_staged_call_t *c)
 {
-    ptrdiff_t lb, extent, lo;
-    void *scratch = NULL;
-    size_t len;
-    int rc, local_rc;
-
-    /* the scratch holds the whole input's layout (total elements of dtype) */
-    ompi_datatype_get_extent(dtype, &lb, &extent);
-    mca_coll_gpu_span(dtype, total, &lo, &len);
-    local_rc = mca_coll_gpu_adapt_scratch(m, comm, what, len, &scratch);
-    rc = mca_coll_gpu_allreduce_device(MPI_IN_PLACE == sbuf ? rbuf : sbuf,
-                                       NULL == scratch ? NULL : (char *) scratch - lo,
-                                       (int) total, dtype, op, comm, m, true, local_rc);
-    if (OMPI_SUCCESS == rc) {
-        rc = mca_coll_gpu_adapt_copy(m, comm, what,
-                                     (char *) scratch - lo + (ptrdiff_t) before * extent, mine,
-                                     dtype, rbuf, mine, dtype);
-    }
-    return rc;
-}
-
-/*
- * A reduce-scatter that reduce_scatter_staged_why let through: across nodes the hierarchical
- * path, else the team's reduce-scatter step where it serves (reduce_step_team), else (user ops,
- * a forced allreduce algorithm) the allreduce composition.  Decided from what every rank
- * shares: the signature and op (compared by the agreement), the whole input's size, the
- * parameters.  piece names this rank's part in the log ("piece", "block").
- */
-static int reduce_scatter_run(const char *what, const char *piece, const void *sbuf, void *rbuf,
-                              size_t total, size_t before, int mine,
-                              struct ompi_datatype_t *dtype, struct ompi_op_t *op,
-                              struct ompi_communicator_t *comm, mca_coll_gpu_module_t *m)
-{
-    size_t bytes = mca_coll_gpu_call_bytes(dtype, total), per = 1;
-    coll_gpu_team_t *team;
-    dev_dtype_t dt = DEV_T_UINT8;
-    dev_op_t dop = DEV_OP_SUM;
-    char why[96];
-
-    /* across nodes: reduce_scatter_staged_why let through only what the hierarchical allreduce
-     * takes (coll_gpu_hier_exchange.c) */
-    if (mca_coll_gpu_hier_usable(m, comm, TOPO_COLL_ALLREDUCE)) {
-        return mca_coll_gpu_hier_reduce_scatter(m, comm, what, sbuf, rbuf, total, before, mine,
-                                                dtype, op);
-    }
-    team = reduce_step_team(m, comm, total, dtype, op, &dt, &dop, &per);
-    if (NULL != team) {
-        mca_coll_gpu_log_call(what, comm, bytes, dtype, op,
-                              "a reduce-scatter on the node team, each rank reducing its own");
-        return reduce_scatter_native(what, team, sbuf, rbuf, total, before, mine, dtype, dt, dop,
-                                     per, comm, m);
-    }
-    snprintf(why, sizeof(why), "an allreduce into a device scratch, then this rank's %s", piece);
-    mca_coll_gpu_log_call(what, comm, bytes, dtype, op, why);
-    return reduce_scatter_composed(what, sbuf, rbuf, total, before, mine, dtype, op, comm, m);
-}
-
-static const char *const rs_name = "reduce_scatter";
-
-static int reduce_scatter_staged(const void *sbuf, void *rbuf, const int *rcounts,
-                                 struct ompi_datatype_t *dtype, struct ompi_op_t *op,
-                                 struct ompi_communicator_t *comm, mca_coll_base_module_t *module,
-                                 bool decided)
-{
-    return mca_coll_gpu_staged(&(coll_gpu_staged_call_t){
-        COLL_GPU_STAGED(module, REDUCE_SCATTER, BLOCKING, reduce_scatter), .decided = decided,
-        .sbuf = sbuf, .rbuf = rbuf, COLL_GPU_ONE_TYPE(dtype, 0), .scounts = rcounts,
-        .rcounts = rcounts, .op = op, .comm = comm});
-}
-
-/* MPI_Reduce_scatter once the ranks agreed: the composition where every rank passes device
- * memory inside one node (rank i's piece: rcounts[i] elements after those of the ranks below
- * it), else staged.  total: the sum of rcounts. */
-static int reduce_scatter_device(const void *sbuf, void *rbuf, const int *rcounts,
-                                 struct ompi_datatype_t *dtype, struct ompi_op_t *op,
-                                 struct ompi_communicator_t *comm, mca_coll_gpu_module_t *m,
-                                 bool all_device, size_t total)
-{
-    int me = ompi_comm_rank(comm);
-    size_t bytes = mca_coll_gpu_call_bytes(dtype, total), before = 0;
-    const char *why = reduce_scatter_staged_why(m, comm, all_device, total, bytes, dtype, op);
-
-    if (NULL != why) {
-        mca_coll_gpu_log_call(rs_name, comm, bytes, dtype, op, why);
-        return reduce_scatter_staged(sbuf, rbuf, rcounts, dtype, op, comm, &m->super, true);
-    }
-    for (int i = 0; i < me; ++i) {
-        before += (size_t) rcounts[i];
-    }
-    return reduce_scatter_run(rs_name, "piece", sbuf, rbuf, total, before, rcounts[me], dtype,
-                              op, comm, m);
-}
-
-int mca_coll_gpu_reduce_scatter(const void *sbuf, void *rbuf, const int *rcounts,
-                                struct ompi_datatype_t *dtype, struct ompi_op_t *op,
-                                struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
-{
-    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
-    coll_gpu_kinds_call_t call;
+    struct ompi_communicator_t *comm = c->comm;
+    struct ompi_datatype_t *dtype = c->sdtype;
+    int n = ompi_comm_size(comm), me = ompi_comm_rank(comm), mine = c->rcount, rc;
+    size_t total = (size_t) mine * (size_t) n, before = (size_t) me * (size_t) mine, bytes;
+    const char *why;
     bool host, all_device;
-    size_t total = 0;
-    int n, me, rc;
 
-    if (m->inter || m->in_agreed_call) {
-        return reduce_scatter_staged(sbuf, rbuf, rcounts, dtype, op, comm, module, false);
+    if (c->gpu->inter) {
+        return mca_coll_gpu_staged(c);
     }
-    /* agreed per call as MPI_Allreduce is (coll_gpu_kinds.c), on the whole input's bytes (the
-     * same on every rank of a correct call; the counts themselves are not compared): host ranks
-     * note their kind and go below at once */
-    n = ompi_comm_size(comm);
-    me = ompi_comm_rank(comm);
-    for (int i = 0; i < n; ++i) {
-        total += (size_t) rcounts[i];
+    if (NULL != c->rcounts) {
+        total = before = 0;
+        for (int i = 0; i < n; ++i) {
+            total += (size_t) c->rcounts[i];
+            before += (i < me) ? (size_t) c->rcounts[i] : 0;
+        }
+        mine = c->rcounts[me];
     }
-    host = (MPI_IN_PLACE == sbuf || mca_coll_gpu_data_host_c(sbuf, dtype, total))
-           && (MPI_IN_PLACE == sbuf ? mca_coll_gpu_data_host_c(rbuf, dtype, total)
-                                    : mca_coll_gpu_data_host(rbuf, dtype, rcounts[me]));
-    if (mca_coll_gpu_host_noted(m, host)) { /* the hot path: a note, no wait */
-        return m->prev_reduce_scatter.fn(sbuf, rbuf, rcounts, dtype, op, comm,
-                                         m->prev_reduce_scatter.module);
-    }
-    call = (coll_gpu_kinds_call_t){.coll = COLL_GPU_KINDS_REDUCE_SCATTERV,
-                                   .device = !host,
-                                   .bytes = mca_coll_gpu_call_bytes(dtype, total),
-                                   .op = op};
-    if (!host) {
-        mca_coll_gpu_kinds_reduction(&call, dtype, total, op);
-    }
-    rc = mca_coll_gpu_kinds_agree(m, comm, rs_name, &call, &all_device);
+    host = (MPI_IN_PLACE == c->sbuf || mca_coll_gpu_data_host_c(c->sbuf, dtype, total))
+           && (MPI_IN_PLACE == c->sbuf ? mca_coll_gpu_data_host_c(c->rbuf, dtype, total)
+                                       : mca_coll_gpu_data_host(c->rbuf, dtype, mine));
+    rc = mca_coll_gpu_entry_agree(c->gpu, comm, c->what,
+                                  (NULL != c->rcounts) ? COLL_GPU_KINDS_REDUCE_SCATTERV
+                                                       : COLL_GPU_KINDS_REDUCE_SCATTER,
+                                  host, dtype, (NULL != c->rcounts) ? total : (size_t) mine,
+                                  c->op, 0, &all_device);
     if (OMPI_SUCCESS != rc) {
         return rc;
     }
     if (host && !all_device) {
-        return m->prev_reduce_scatter.fn(sbuf, rbuf, rcounts, dtype, op, comm,
-                                         m->prev_reduce_scatter.module);
+        c->host = true; /* the saved function */
+        return mca_coll_gpu_staged(c);
     }
-    return reduce_scatter_device(sbuf, rbuf, rcounts, dtype, op, comm, m, all_device, total);
-}
-
-int mca_coll_gpu_ireduce_scatter(const void *sbuf, void *rbuf, const int *rcounts,
-                                 struct ompi_datatype_t *dtype, struct ompi_op_t *op,
-                                 struct ompi_communicator_t *comm, ompi_request_t **request,
-                                 mca_coll_base_module_t *module)
-{
-    return mca_coll_gpu_exchange_async(&(coll_gpu_staged_call_t){
-        COLL_GPU_STAGED(module, REDUCE_SCATTER, NONBLOCKING, ireduce_scatter), .sbuf = sbuf,
-        .rbuf = rbuf, COLL_GPU_ONE_TYPE(dtype, 0), .scounts = rcounts, .rcounts = rcounts, .op = op,
-        .comm = comm, .request = request});
-}
-
-int mca_coll_gpu_reduce_scatter_init(const void *sbuf, void *rbuf, const int *rcounts,
-                                     struct ompi_datatype_t *dtype, struct ompi_op_t *op,
-                                     struct ompi_communicator_t *comm, struct ompi_info_t *info,
-                                     ompi_request_t **request, mca_coll_base_module_t *module)
-{
-    return mca_coll_gpu_exchange_async(&(coll_gpu_staged_call_t){
-        COLL_GPU_STAGED(module, REDUCE_SCATTER, PERSISTENT, reduce_scatter_init), .sbuf = sbuf,
-        .rbuf = rbuf, COLL_GPU_ONE_TYPE(dtype, 0), .scounts = rcounts, .rcounts = rcounts, .op = op,
-        .comm = comm, .info = info, .request = request});
-}
-
-static const char *const rsb_name = "reduce_scatter_block";
-
-static int reduce_scatter_block_staged(const void *sbuf, void *rbuf, int rcount,
-                                       struct ompi_datatype_t *dtype, struct ompi_op_t *op,
-                                       struct ompi_communicator_t *comm,
-                                       mca_coll_base_module_t *module, bool decided)
-{
-    return mca_coll_gpu_staged(&(coll_gpu_staged_call_t){
-        COLL_GPU_STAGED(module, REDUCE_SCATTER_BLOCK, BLOCKING, reduce_scatter_block),
-        .decided = decided, .sbuf = sbuf, .rbuf = rbuf, COLL_GPU_ONE_TYPE(dtype, rcount),
-        .op = op, .comm = comm});
-}
-
-/* MPI_Reduce_scatter_block once the ranks agreed: the composition (rank i's block: rcount
- * elements at element offset i x rcount) where every rank passes device memory inside one
- * node, else staged. */
-static int reduce_scatter_block_device(const void *sbuf, void *rbuf, int rcount,
-                                       struct ompi_datatype_t *dtype, struct ompi_op_t *op,
-                                       struct ompi_communicator_t *comm,
-                                       mca_coll_gpu_module_t *m, bool all_device)
-{
-    int n = ompi_comm_size(comm), me = ompi_comm_rank(comm);
-    size_t total = (size_t) rcount * (size_t) n, bytes = mca_coll_gpu_call_bytes(dtype, total);
-    const char *why = reduce_scatter_staged_why(m, comm, all_device, total, bytes, dtype, op);
-
+    bytes = mca_coll_gpu_call_bytes(dtype, total);
+    why = reduce_scatter_staged_why(c->gpu, comm, all_device, total, bytes, dtype, c->op);
     if (NULL != why) {
-        mca_coll_gpu_log_call(rsb_name, comm, bytes, dtype, op, why);
-        return reduce_scatter_block_staged(sbuf, rbuf, rcount, dtype, op, comm, &m->super, true);
+        mca_coll_gpu_log_call(c->what, comm, bytes, dtype, c->op, why);
+        c->decided = true;
+        return mca_coll_gpu_staged(c);
     }
-    return reduce_scatter_run(rsb_name, "block", sbuf, rbuf, total,
-                              (size_t) me * (size_t) rcount, rcount, dtype, op, comm, m);
+    return reduce_run(c->what, "a reduce-scatter on the node team, each rank reducing its own",
+                      (NULL != c->rcounts)
+                          ? "an allreduce into a device scratch, then this rank's piece"
+                          : "an allreduce into a device scratch, then this rank's block",
+                      c->sbuf, c->rbuf, total, before, mine, dtype, c->op, comm, c->gpu);
 }
 
-int mca_coll_gpu_reduce_scatter_block(const void *sbuf, void *rbuf, int rcount,
-                                      struct ompi_datatype_t *dtype, struct ompi_op_t *op,
-                                      struct ompi_communicator_t *comm,
-                                      mca_coll_base_module_t *module)
-{
-    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
-    coll_gpu_kinds_call_t call;
-    bool host, all_device;
-    size_t total;
-    int rc;
+/* nonblocking and persistent: the team's reduce-scatter step where every rank takes it
+ * (coll_gpu_exchange.c), else staged */
+COLL_GPU_ENTRIES(reduce_scatter, REDUCE_SCATTER, reduce_scatter_blocking,
+                 mca_coll_gpu_exchange_async,
+                 (const void *sbuf, void *rbuf, const int *rcounts,
+                  struct ompi_datatype_t *dtype, struct ompi_op_t *op),
+                 (.sbuf = sbuf, .rbuf = rbuf, COLL_GPU_ONE_TYPE(dtype, 0), .scounts = rcounts,
+                  .rcounts = rcounts, .op = op))
 
-    if (m->inter || m->in_agreed_call) {
-        return reduce_scatter_block_staged(sbuf, rbuf, rcount, dtype, op, comm, module, false);
-    }
-    /* agreed per call as MPI_Allreduce is (coll_gpu_kinds.c): host ranks note their kind and go
-     * below at once.  The whole input, n x rcount elements, may pass INT_MAX. */
-    total = (size_t) rcount * (size_t) ompi_comm_size(comm);
-    host = (MPI_IN_PLACE == sbuf || mca_coll_gpu_data_host_c(sbuf, dtype, total))
-           && (MPI_IN_PLACE == sbuf ? mca_coll_gpu_data_host_c(rbuf, dtype, total)
-                                    : mca_coll_gpu_data_host(rbuf, dtype, rcount));
-    if (mca_coll_gpu_host_noted(m, host)) { /* the hot path: a note, no wait */
-        return m->prev_reduce_scatter_block.fn(sbuf, rbuf, rcount, dtype, op, comm,
-                                               m->prev_reduce_scatter_block.module);
-    }
-    call = (coll_gpu_kinds_call_t){.coll = COLL_GPU_KINDS_REDUCE_SCATTER,
-                                   .device = !host,
-                                   .bytes = mca_coll_gpu_call_bytes(dtype, (size_t) rcount),
-                                   .op = op};
-    if (!host) {
-        mca_coll_gpu_kinds_reduction(&call, dtype, (size_t) rcount, op);
-    }
-    rc = mca_coll_gpu_kinds_agree(m, comm, rsb_name, &call, &all_device);
-    if (OMPI_SUCCESS != rc) {
-        return rc;
-    }
-    if (host && !all_device) {
-        return m->prev_reduce_scatter_block.fn(sbuf, rbuf, rcount, dtype, op, comm,
-                                               m->prev_reduce_scatter_block.module);
-    }
-    return reduce_scatter_block_device(sbuf, rbuf, rcount, dtype, op, comm, m, all_device);
-}
+COLL_GPU_ENTRIES(reduce_scatter_block, REDUCE_SCATTER_BLOCK, reduce_scatter_blocking,
+                 mca_coll_gpu_exchange_async,
+                 (const void *sbuf, void *rbuf, int rcount, struct ompi_datatype_t *dtype,
+                  struct ompi_op_t *op),
+                 (.sbuf = sbuf, .rbuf = rbuf, COLL_GPU_ONE_TYPE(dtype, rcount), .op = op))
 
-int mca_coll_gpu_ireduce_scatter_block(const void *sbuf, void *rbuf, int rcount,
-                                       struct ompi_datatype_t *dtype, struct ompi_op_t *op,
-                                       struct ompi_communicator_t *comm, ompi_request_t **request,
-                                       mca_coll_base_module_t *module)
-{
-    return mca_coll_gpu_exchange_async(&(coll_gpu_staged_call_t){
-        COLL_GPU_STAGED(module, REDUCE_SCATTER_BLOCK, NONBLOCKING, ireduce_scatter_block),
-        .sbuf = sbuf, .rbuf = rbuf, COLL_GPU_ONE_TYPE(dtype, rcount), .op = op, .comm = comm,
-        .request = request});
-}
+/* ---- MPI_Scan, MPI_Exscan (staged; their buffers are those of MPI_Allreduce) ---------------- */
 
-int mca_coll_gpu_reduce_scatter_block_init(const void *sbuf, void *rbuf, int rcount,
-                                           struct ompi_datatype_t *dtype, struct ompi_op_t *op,
-                                           struct ompi_communicator_t *comm,
-                                           struct ompi_info_t *info, ompi_request_t **request,
-                                           mca_coll_base_module_t *module)
-{
-    return mca_coll_gpu_exchange_async(&(coll_gpu_staged_call_t){
-        COLL_GPU_STAGED(module, REDUCE_SCATTER_BLOCK, PERSISTENT, reduce_scatter_block_init),
-        .sbuf = sbuf, .rbuf = rbuf, COLL_GPU_ONE_TYPE(dtype, rcount), .op = op, .comm = comm,
-        .info = info, .request = request});
-}
-
-int mca_coll_gpu_scan(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
-                      struct ompi_op_t *op, struct ompi_communicator_t *comm,
-                      mca_coll_base_module_t *module)
-{
-    return mca_coll_gpu_staged(
-        &(coll_gpu_staged_call_t){COLL_GPU_STAGED(module, ALLREDUCE, BLOCKING, scan), .sbuf = sbuf,
-                           .rbuf = rbuf, COLL_GPU_ONE_TYPE(dtype, count), .op = op, .comm = comm});
-}
-
-int mca_coll_gpu_iscan(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
-                       struct ompi_op_t *op, struct ompi_communicator_t *comm,
-                       ompi_request_t **request, mca_coll_base_module_t *module)
-{
-    return mca_coll_gpu_staged(&(coll_gpu_staged_call_t){
-        COLL_GPU_STAGED(module, ALLREDUCE, NONBLOCKING, iscan), .sbuf = sbuf, .rbuf = rbuf,
-        COLL_GPU_ONE_TYPE(dtype, count), .op = op, .comm = comm, .request = request});
-}
-
-int mca_coll_gpu_scan_init(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
-                           struct ompi_op_t *op, struct ompi_communicator_t *comm,
-                           struct ompi_info_t *info, ompi_request_t **request,
-                           mca_coll_base_module_t *module)
-{
-    return mca_coll_gpu_staged(&(coll_gpu_staged_call_t){
-        COLL_GPU_STAGED(module, ALLREDUCE, PERSISTENT, scan_init), .sbuf = sbuf, .rbuf = rbuf,
-        COLL_GPU_ONE_TYPE(dtype, count), .op = op, .comm = comm, .info = info, .request = request});
-}
+COLL_GPU_ENTRIES(scan, ALLREDUCE, mca_coll_gpu_staged, mca_coll_gpu_staged,
+                 (const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
+                  struct ompi_op_t *op),
+                 (.sbuf = sbuf, .rbuf = rbuf, COLL_GPU_ONE_TYPE(dtype, count), .op = op))
 
 int mca_coll_gpu_exscan(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
                         struct ompi_op_t *op, struct ompi_communicator_t *comm,
@@ -629,24 +381,10 @@ int mca_coll_gpu_exscan(const void *sbuf, void *rbuf, int count, struct ompi_dat
         COLL_GPU_ONE_TYPE(dtype, count), .op = op, .comm = comm});
 }
 
-int mca_coll_gpu_iexscan(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
-                         struct ompi_op_t *op, struct ompi_communicator_t *comm,
-                         ompi_request_t **request, mca_coll_base_module_t *module)
-{
-    return mca_coll_gpu_staged(&(coll_gpu_staged_call_t){
-        COLL_GPU_STAGED(module, ALLREDUCE, NONBLOCKING, iexscan), .sbuf = sbuf, .rbuf = rbuf,
-        COLL_GPU_ONE_TYPE(dtype, count), .op = op, .comm = comm, .request = request});
-}
-
-int mca_coll_gpu_exscan_init(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
-                             struct ompi_op_t *op, struct ompi_communicator_t *comm,
-                             struct ompi_info_t *info, ompi_request_t **request,
-                             mca_coll_base_module_t *module)
-{
-    return mca_coll_gpu_staged(&(coll_gpu_staged_call_t){
-        COLL_GPU_STAGED(module, ALLREDUCE, PERSISTENT, exscan_init), .sbuf = sbuf, .rbuf = rbuf,
-        COLL_GPU_ONE_TYPE(dtype, count), .op = op, .comm = comm, .info = info, .request = request});
-}
+COLL_GPU_ENTRIES_ASYNC(exscan, ALLREDUCE, mca_coll_gpu_staged,
+                       (const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
+                        struct ompi_op_t *op),
+                       (.sbuf = sbuf, .rbuf = rbuf, COLL_GPU_ONE_TYPE(dtype, count), .op = op))
 
 /* MPI_Reduce_local (inoutbuf = inbuf op inoutbuf), which Open MPI routes through
  * MPI_COMM_SELF's table: host buffers to the saved function, anything else staged.  A local

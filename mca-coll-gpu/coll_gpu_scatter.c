@@ -13,71 +13,16 @@
 #include "ompi_config.h"
 
 #include "coll_gpu.h"
-#include "coll_gpu_persistent.h"
 
-int mca_coll_gpu_scatter(const void *sbuf, int scount, struct ompi_datatype_t *sdtype, void *rbuf,
-                         int rcount, struct ompi_datatype_t *rdtype, int root,
-                         struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
-{
-    return mca_coll_gpu_staged(
-        &(coll_gpu_staged_call_t){COLL_GPU_STAGED(module, SCATTER, BLOCKING, scatter), .sbuf = sbuf,
-                                  .scount = scount, .sdtype = sdtype, .rbuf = rbuf,
-                                  .rcount = rcount, .rdtype = rdtype, .root = root, .comm = comm});
-}
+COLL_GPU_ENTRIES(scatter, SCATTER, mca_coll_gpu_staged, mca_coll_gpu_staged,
+                 (const void *sbuf, int scount, struct ompi_datatype_t *sdtype, void *rbuf,
+                  int rcount, struct ompi_datatype_t *rdtype, int root),
+                 (.sbuf = sbuf, .scount = scount, .sdtype = sdtype, .rbuf = rbuf,
+                  .rcount = rcount, .rdtype = rdtype, .root = root))
 
-int mca_coll_gpu_iscatter(const void *sbuf, int scount, struct ompi_datatype_t *sdtype, void *rbuf,
-                          int rcount, struct ompi_datatype_t *rdtype, int root,
-                          struct ompi_communicator_t *comm, ompi_request_t **request,
-                          mca_coll_base_module_t *module)
-{
-    return mca_coll_gpu_staged(&(coll_gpu_staged_call_t){
-        COLL_GPU_STAGED(module, SCATTER, NONBLOCKING, iscatter), .sbuf = sbuf, .scount = scount,
-        .sdtype = sdtype, .rbuf = rbuf, .rcount = rcount, .rdtype = rdtype, .root = root,
-        .comm = comm, .request = request});
-}
-
-int mca_coll_gpu_scatter_init(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
-                              void *rbuf, int rcount, struct ompi_datatype_t *rdtype, int root,
-                              struct ompi_communicator_t *comm, struct ompi_info_t *info,
-                              ompi_request_t **request, mca_coll_base_module_t *module)
-{
-    return mca_coll_gpu_staged(&(coll_gpu_staged_call_t){
-        COLL_GPU_STAGED(module, SCATTER, PERSISTENT, scatter_init), .sbuf = sbuf, .scount = scount,
-        .sdtype = sdtype, .rbuf = rbuf, .rcount = rcount, .rdtype = rdtype, .root = root,
-        .comm = comm, .info = info, .request = request});
-}
-
-int mca_coll_gpu_scatterv(const void *sbuf, const int *scounts, const int *disps,
-                          struct ompi_datatype_t *sdtype, void *rbuf, int rcount,
-                          struct ompi_datatype_t *rdtype, int root,
-                          struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
-{
-    return mca_coll_gpu_staged(&(coll_gpu_staged_call_t){
-        COLL_GPU_STAGED(module, SCATTERV, BLOCKING, scatterv), .sbuf = sbuf, .scounts = scounts,
-        .sdispls = disps, .sdtype = sdtype, .rbuf = rbuf, .rcount = rcount, .rdtype = rdtype,
-        .root = root, .comm = comm});
-}
-
-int mca_coll_gpu_iscatterv(const void *sbuf, const int *scounts, const int *disps,
-                           struct ompi_datatype_t *sdtype, void *rbuf, int rcount,
-                           struct ompi_datatype_t *rdtype, int root,
-                           struct ompi_communicator_t *comm, ompi_request_t **request,
-                           mca_coll_base_module_t *module)
-{
-    return mca_coll_gpu_staged(&(coll_gpu_staged_call_t){
-        COLL_GPU_STAGED(module, SCATTERV, NONBLOCKING, iscatterv), .sbuf = sbuf, .scounts = scounts,
-        .sdispls = disps, .sdtype = sdtype, .rbuf = rbuf, .rcount = rcount, .rdtype = rdtype,
-        .root = root, .comm = comm, .request = request});
-}
-
-int mca_coll_gpu_scatterv_init(const void *sbuf, const int *scounts, const int *disps,
-                               struct ompi_datatype_t *sdtype, void *rbuf, int rcount,
-                               struct ompi_datatype_t *rdtype, int root,
-                               struct ompi_communicator_t *comm, struct ompi_info_t *info,
-                               ompi_request_t **request, mca_coll_base_module_t *module)
-{
-    return mca_coll_gpu_staged(&(coll_gpu_staged_call_t){
-        COLL_GPU_STAGED(module, SCATTERV, PERSISTENT, scatterv_init), .sbuf = sbuf,
-        .scounts = scounts, .sdispls = disps, .sdtype = sdtype, .rbuf = rbuf, .rcount = rcount,
-        .rdtype = rdtype, .root = root, .comm = comm, .info = info, .request = request});
-}
+COLL_GPU_ENTRIES(scatterv, SCATTERV, mca_coll_gpu_staged, mca_coll_gpu_staged,
+                 (const void *sbuf, const int *scounts, const int *disps,
+                  struct ompi_datatype_t *sdtype, void *rbuf, int rcount,
+                  struct ompi_datatype_t *rdtype, int root),
+                 (.sbuf = sbuf, .scounts = scounts, .sdispls = disps, .sdtype = sdtype,
+                  .rbuf = rbuf, .rcount = rcount, .rdtype = rdtype, .root = root))
