@@ -54,7 +54,7 @@ typedef mca_coll_base_component_2_4_0_t coll_gpu_base_component_t;
 #error "coll/gpu supports the Open MPI 4.1 and 5.0 series (see configure)"
 #endif
 
-/* The persistent collectives coll/gpu takes (coll_gpu_persistent.h): MPI-4's MPI_<coll>_init
+/* The persistent collectives coll/gpu takes (declared in coll_gpu.h from these lists): MPI-4's MPI_<coll>_init
  * on 5.0, and 4.1's MPIX_<coll>_init (its pcollreq extension, <mpi-ext.h>), which fill the
  * same slots with the same function types.  On an intercommunicator all but the scans, which
  * MPI defines on intracommunicators only. */

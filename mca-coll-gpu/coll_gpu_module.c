@@ -36,7 +36,6 @@
 #include "ompi/mca/coll/base/base.h"
 
 #include "coll_gpu.h"
-#include "coll_gpu_persistent.h"
 
 /* The priority comm_query hands out: coll_gpu_priority, raised by gpu_settle_priority. */
 static int gpu_priority = -1;
