@@ -1150,9 +1150,10 @@ int mca_coll_gpu_exchange_async(coll_gpu_staged_call_t *c);
 /* The engine's side of it (coll_gpu_engine.c): *taken when the call is the team's; the
  * decision uses only what is the same on every rank of the call. */
 int mca_coll_gpu_async_xcall(const coll_gpu_staged_call_t *c, bool *taken);
-/* A blocking exchange (allgather(v), alltoall(v)) agreed for team t, run by the engine with the
- * layout and the schedule of the nonblocking one, through the module's device temporaries
- * where a rank's buffers need them. */
+/* A blocking exchange (allgather(v), alltoall(v)), reduce-scatter or reduce agreed for team t
+ * (a reduction: of a type and op the kernels take), run by the engine with the layout and the
+ * schedule of the nonblocking one, through the module's device temporaries where a rank's
+ * buffers need them. */
 int mca_coll_gpu_team_xcall(coll_gpu_team_t *t, const coll_gpu_staged_call_t *c);
 /* Are all the bytes an exchange or reduce-scatter c touches on this rank host memory
  * (MPI_IN_PLACE is)? */

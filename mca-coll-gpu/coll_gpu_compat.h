@@ -54,10 +54,10 @@ typedef mca_coll_base_component_2_4_0_t coll_gpu_base_component_t;
 #error "coll/gpu supports the Open MPI 4.1 and 5.0 series (see configure)"
 #endif
 
-/* The persistent collectives coll/gpu takes (declared in coll_gpu.h from these lists): MPI-4's MPI_<coll>_init
- * on 5.0, and 4.1's MPIX_<coll>_init (its pcollreq extension, <mpi-ext.h>), which fill the
- * same slots with the same function types.  On an intercommunicator all but the scans, which
- * MPI defines on intracommunicators only. */
+/* The persistent collectives coll/gpu takes (declared in coll_gpu.h from these lists): MPI-4's
+ * MPI_<coll>_init on 5.0, and 4.1's MPIX_<coll>_init (its pcollreq extension, <mpi-ext.h>),
+ * which fill the same slots with the same function types.  On an intercommunicator all but the
+ * scans, which MPI defines on intracommunicators only. */
 #define COLL_GPU_FOREACH_INTER_INIT(X)                                                 \
     X(allgather_init) X(allgatherv_init) X(allreduce_init) X(alltoall_init)            \
     X(alltoallv_init) X(alltoallw_init) X(bcast_init) X(gather_init) X(gatherv_init)   \

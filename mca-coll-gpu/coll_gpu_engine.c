@@ -2664,13 +2664,20 @@ int mca_coll_gpu_async_xcall(const coll_gpu_staged_call_t *c, bool *taken)
 
 int mca_coll_gpu_team_xcall(coll_gpu_team_t *t, const coll_gpu_staged_call_t *c)
 {
+    dev_dtype_t dt = DEV_T_UINT8;
+    dev_op_t dop = DEV_OP_SUM;
+    size_t before, mine, total, nelems = 0;
     coll_gpu_async_t r;
 
+    if (xcall_is_rs(c)) { /* the caller chose the step: the kernels take the type and op */
+        xcall_counts(c, t->size, t->rank, &before, &mine, &total);
+        (void) mca_coll_gpu_map_reduction(c->rdtype, total, c->op, &dt, &dop, &nelems);
+    }
     OBJ_CONSTRUCT(&r, coll_gpu_async_t);
     async_init(&r, t, c->comm, c->what, false);
     r.module = c->gpu;
     r.blocking = true; /* the module's temporaries (xcall_slot) */
-    xcall_layout(&r, c, DEV_T_UINT8, DEV_OP_SUM, 0);
+    xcall_layout(&r, c, dt, dop, nelems);
     xcall_begin(&r);
     return async_run(&r);
 }

@@ -29,86 +29,30 @@
 
 /*
  * The node team on which a reduction of total elements of dtype with op (a reduce-scatter's
- * whole input, a reduce's count) runs as the team's reduce-scatter step, or NULL where that step
- * cannot serve: a type or op the kernels do not take (user-defined ops), an allreduce algorithm
- * forced (coll_gpu_allreduce_algorithm), no team or no team plan for the call's bytes.  Decided
- * from what every rank of the call shares alone: the signature and op (compared by the
- * agreement), total, the parameters, the communicator.  *dt, *dop: the kernels' type and op;
- * *per: elements of *dt per element of dtype.  Not across nodes (the callers ask before).
+ * whole input, a reduce's count) runs as the team's reduce-scatter step
+ * (mca_coll_gpu_team_xcall: each rank reduces its own piece of every rank's input with one
+ * kernel; a reduce's one piece, the whole input, is the root's), or NULL where that step cannot
+ * serve: a type or op the kernels do not take (user-defined ops), an allreduce algorithm forced
+ * (coll_gpu_allreduce_algorithm), no team or no team plan for the call's bytes.  Decided from
+ * what every rank of the call shares alone: the signature and op (compared by the agreement),
+ * total, the parameters, the communicator.  Not across nodes (the callers ask before).
  */
 static coll_gpu_team_t *reduce_step_team(mca_coll_gpu_module_t *m,
                                          struct ompi_communicator_t *comm, size_t total,
-                                         struct ompi_datatype_t *dtype, struct ompi_op_t *op,
-                                         dev_dtype_t *dt, dev_op_t *dop, size_t *per)
+                                         struct ompi_datatype_t *dtype, struct ompi_op_t *op)
 {
+    dev_dtype_t dt;
+    dev_op_t dop;
     size_t nelems = 0;
     topo_plan_t plan;
 
     if (TOPO_AR_AUTO != mca_coll_gpu_component.allreduce_algorithm
-        || NULL != mca_coll_gpu_map_reduction(dtype, total, op, dt, dop, &nelems)
+        || NULL != mca_coll_gpu_map_reduction(dtype, total, op, &dt, &dop, &nelems)
         || 0 == nelems || 0 != nelems % total) {
         return NULL;
     }
-    *per = nelems / total;
     return mca_coll_gpu_select(m, comm, TOPO_COLL_ALLREDUCE,
                                mca_coll_gpu_call_bytes(dtype, total), NULL, &plan);
-}
-
-/*
- * The team's reduce-scatter step (coll_gpu_xstep_t) on team t, which reduce_step_team chose:
- * every rank lends its whole input (total elements) and reduces its own piece (mine elements at
- * element offset before) from every rank's, one kernel, nothing else moved.  A reduce-scatter's
- * pieces tile the input; a reduce's piece is the whole input at the root (before 0, mine the
- * count) and empty elsewhere, so the root reads every rank's input and the others only lend
- * theirs.  A rank adapts its own buffers (coll_gpu_adapt.c): an input the team cannot lend as it
- * is goes through a device temporary, and so does a piece that is not dense device memory.  In
- * place the input is rbuf, which peers read until the call ends: the piece is reduced into the
- * module's scratch and copied to the start of rbuf afterwards.  per: elements of the kernels'
- * type per element of dtype.
- */
-static int reduce_scatter_native(const char *what, coll_gpu_team_t *t, const void *sbuf,
-                                 void *rbuf, size_t total, size_t before, int mine,
-                                 struct ompi_datatype_t *dtype, dev_dtype_t dt, dev_op_t dop,
-                                 size_t per, struct ompi_communicator_t *comm,
-                                 mca_coll_gpu_module_t *m)
-{
-    bool in_place = (MPI_IN_PLACE == sbuf);
-    size_t esize = dev_dtype_size(dt) * per, pbytes = (size_t) mine * esize;
-    coll_gpu_adapt_t in, out;
-    void *dst = NULL;
-    int rc, local_rc = (DEV_OK == dev_default_stream_settle()) ? OMPI_SUCCESS : OMPI_ERROR;
-
-    memset(&in, 0, sizeof(in));
-    memset(&out, 0, sizeof(out));
-    if (OMPI_SUCCESS == local_rc) {
-        local_rc = mca_coll_gpu_adapt_in(m, comm, what, in_place ? 1 : 0, in_place ? rbuf : sbuf,
-                                         (int) total, dtype, true, true, &in);
-    }
-    if (OMPI_SUCCESS == local_rc) {
-        local_rc = in_place ? mca_coll_gpu_adapt_scratch(m, comm, what, pbytes, &dst)
-                            : mca_coll_gpu_adapt_in(m, comm, what, 1, rbuf, mine, dtype, false,
-                                                    false, &out);
-        dst = in_place ? dst : out.dev;
-    }
-    rc = mca_coll_gpu_team_xstep(t, comm, what,
-                                 &(coll_gpu_xstep_t){.reduce = true, .src = in.dev,
-                                                     .src_bytes = total * esize,
-                                                     .off = before * esize,
-                                                     .count = (size_t) mine * per,
-                                                     .dst = {dst}, .dt = dt, .op = dop,
-                                                     .local_rc = local_rc});
-    if (OMPI_SUCCESS != rc || 0 == pbytes) {
-        return rc;
-    }
-    if (!in_place) {
-        return mca_coll_gpu_adapt_out(m, comm, what, &out, true);
-    }
-    if (DEV_OK != dev_memcpy(in.dev, dst, pbytes)) {
-        mca_coll_gpu_report_failure(what, comm, "copy of %zu B from the scratch: %s", pbytes,
-                                    dev_error_string());
-        return OMPI_ERROR;
-    }
-    return mca_coll_gpu_adapt_out(m, comm, what, &in, true);
 }
 
 /*
@@ -154,30 +98,27 @@ static int reduce_composed(const char *what, const void *sbuf, void *rbuf, size_
  * rank shares: the signature and op (compared by the agreement), the whole input's size, the
  * parameters.
  */
-static int reduce_run(const char *what, const char *on_step, const char *composed,
-                      const void *sbuf, void *rbuf, size_t total, size_t before, int mine,
-                      struct ompi_datatype_t *dtype, struct ompi_op_t *op,
-                      struct ompi_communicator_t *comm, mca_coll_gpu_module_t *m)
+static int reduce_run(const coll_gpu_staged_call_t *c, const char *on_step, const char *composed,
+                      size_t total, size_t before, int mine)
 {
-    size_t bytes = mca_coll_gpu_call_bytes(dtype, total), per = 1;
+    struct ompi_datatype_t *dtype = c->sdtype;
+    size_t bytes = mca_coll_gpu_call_bytes(dtype, total);
     coll_gpu_team_t *team;
-    dev_dtype_t dt = DEV_T_UINT8;
-    dev_op_t dop = DEV_OP_SUM;
 
     /* across nodes: the callers let through only what the hierarchical allreduce takes
      * (coll_gpu_hier_exchange.c) */
-    if (mca_coll_gpu_hier_usable(m, comm, TOPO_COLL_ALLREDUCE)) {
-        return mca_coll_gpu_hier_reduce_scatter(m, comm, what, sbuf, rbuf, total, before, mine,
-                                                dtype, op);
+    if (mca_coll_gpu_hier_usable(c->gpu, c->comm, TOPO_COLL_ALLREDUCE)) {
+        return mca_coll_gpu_hier_reduce_scatter(c->gpu, c->comm, c->what, c->sbuf, c->rbuf,
+                                                total, before, mine, dtype, c->op);
     }
-    team = reduce_step_team(m, comm, total, dtype, op, &dt, &dop, &per);
+    team = reduce_step_team(c->gpu, c->comm, total, dtype, c->op);
     if (NULL != team) {
-        mca_coll_gpu_log_call(what, comm, bytes, dtype, op, on_step);
-        return reduce_scatter_native(what, team, sbuf, rbuf, total, before, mine, dtype, dt, dop,
-                                     per, comm, m);
+        mca_coll_gpu_log_call(c->what, c->comm, bytes, dtype, c->op, on_step);
+        return mca_coll_gpu_team_xcall(team, c);
     }
-    mca_coll_gpu_log_call(what, comm, bytes, dtype, op, composed);
-    return reduce_composed(what, sbuf, rbuf, total, before, mine, dtype, op, comm, m);
+    mca_coll_gpu_log_call(c->what, c->comm, bytes, dtype, c->op, composed);
+    return reduce_composed(c->what, c->sbuf, c->rbuf, total, before, mine, dtype, c->op, c->comm,
+                           c->gpu);
 }
 
 /* ---- MPI_Reduce ------------------------------------------------------------------------------ */
@@ -210,10 +151,9 @@ static int reduce_device(coll_gpu_staged_call_t *c, bool all_device)
                                             "under coll_gpu_uniform_buffers)");
         return mca_coll_gpu_staged(c);
     }
-    return reduce_run(c->what, "a reduce on the node team, the root reading every rank's input",
-                      "an allreduce on the node team (the root keeps the result)", c->sbuf,
-                      c->rbuf, (size_t) c->scount, 0, is_root ? c->scount : 0, c->sdtype, c->op,
-                      comm, m);
+    return reduce_run(c, "a reduce on the node team, the root reading every rank's input",
+                      "an allreduce on the node team (the root keeps the result)",
+                      (size_t) c->scount, 0, is_root ? c->scount : 0);
 }
 
 /* MPI_Reduce: on an intracommunicator agreed per call as MPI_Allreduce is (coll_gpu_kinds.c),
@@ -338,11 +278,11 @@ static int reduce_scatter_blocking(coll_gpu_staged_call_t *c)
         c->decided = true;
         return mca_coll_gpu_staged(c);
     }
-    return reduce_run(c->what, "a reduce-scatter on the node team, each rank reducing its own",
+    return reduce_run(c, "a reduce-scatter on the node team, each rank reducing its own",
                       (NULL != c->rcounts)
                           ? "an allreduce into a device scratch, then this rank's piece"
                           : "an allreduce into a device scratch, then this rank's block",
-                      c->sbuf, c->rbuf, total, before, mine, dtype, c->op, comm, c->gpu);
+                      total, before, mine);
 }
 
 /* nonblocking and persistent: the team's reduce-scatter step where every rank takes it
