@@ -107,19 +107,20 @@ int mca_coll_gpu_entry_agree(mca_coll_gpu_module_t *m, struct ompi_communicator_
                              const char *what, int coll, bool host, struct ompi_datatype_t *dtype,
                              size_t count, struct ompi_op_t *op, int root, bool *all_device)
 {
-    coll_gpu_kinds_call_t call = {.coll = coll,
-                                  .device = !host,
-                                  .bytes = mca_coll_gpu_call_bytes(dtype, count),
-                                  .op = op,
-                                  .root = root};
+    coll_gpu_kinds_call_t call;
 
     *all_device = false;
     /* nothing to agree on an intercommunicator (no team spans its groups) or inside an
      * agreement (the saved module's own calls on our communicator, on host memory); the hot
-     * path: a note, no wait */
+     * path: a note, no wait, before anything else */
     if (m->inter || m->in_agreed_call || mca_coll_gpu_host_noted(m, host)) {
         return OMPI_SUCCESS;
     }
+    call = (coll_gpu_kinds_call_t){.coll = coll,
+                                   .device = !host,
+                                   .bytes = mca_coll_gpu_call_bytes(dtype, count),
+                                   .op = op,
+                                   .root = root};
     if (!host && NULL != op) {
         mca_coll_gpu_kinds_reduction(&call, dtype, count, op);
     }

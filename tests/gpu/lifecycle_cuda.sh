@@ -37,5 +37,6 @@ run 24 "rank 1 without a device, uniform_buffers=false" \
     "$RUN_MPI" 4 "$MPI_TESTS/test_lifecycle" mixed
 run 9 "rank 2's staging fails" \
     env COLL_GPU_TEST_FAIL_STAGE=2 OMPI_MCA_coll_gpu_allreduce_algorithm=staged \
-    OMPI_MCA_coll_gpu_bcast_algorithm=staged "$RUN_MPI" 4 "$MPI_TESTS/test_lifecycle" stagefail
+    OMPI_MCA_coll_gpu_bcast_algorithm=staged OMPI_MCA_coll_gpu_exchange_algorithm=staged \
+    "$RUN_MPI" 4 "$MPI_TESTS/test_lifecycle" stagefail
 t_done
