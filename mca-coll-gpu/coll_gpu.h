@@ -427,9 +427,6 @@ int mca_coll_gpu_nvl_xstep_open(coll_gpu_team_t *t, uint64_t seq, const coll_gpu
 int mca_coll_gpu_nvl_xstep_move(coll_gpu_team_t *t, uint64_t seq, const coll_gpu_xstep_t *x,
                                 const char *what, struct ompi_communicator_t *comm,
                                 dev_stream_t **streams, int *nstreams);
-/* A blocking call's step, run as mca_coll_gpu_team_allreduce is (coll_gpu_engine.c). */
-int mca_coll_gpu_team_xstep(coll_gpu_team_t *t, struct ompi_communicator_t *comm,
-                            const char *what, const coll_gpu_xstep_t *x);
 /* The device side's own state of a team (streams, events, mapped words, staging memory), made
  * on first use; released with the team (coll_gpu_team.c). */
 void mca_coll_gpu_nvl_release(coll_gpu_team_t *t);

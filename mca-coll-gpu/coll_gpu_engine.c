@@ -5,7 +5,7 @@
  * (arrive, done, step, the calls' records), a stream or the fused kernel's done word:
  *
  *   blocking call      post the request, step it on this thread until it ends
- *                      (mca_coll_gpu_team_allreduce, _bcast, _xstep: async_run)
+ *                      (mca_coll_gpu_team_allreduce, _bcast, _xcall: async_run)
  *   MPI_Ixxx           post the request; the head starts at once (export, arrive, the fused
  *                      kernel's launch on cuda); progress carries it on (opal_progress, hence
  *                      MPI_Wait, MPI_Test and every blocking wait)
@@ -2435,18 +2435,6 @@ int mca_coll_gpu_team_bcast(coll_gpu_team_t *t, struct ompi_communicator_t *comm
     r.plan = r.first_plan;
     r.local_rc = local_rc; /* sat out once the root's plan is known (step_agree) */
     r.alg = r.first_alg;
-    return async_run(&r);
-}
-
-int mca_coll_gpu_team_xstep(coll_gpu_team_t *t, struct ompi_communicator_t *comm,
-                            const char *what, const coll_gpu_xstep_t *x)
-{
-    coll_gpu_async_t r;
-
-    OBJ_CONSTRUCT(&r, coll_gpu_async_t);
-    async_init(&r, t, comm, what, false);
-    r.x = *x;
-    r.alg = r.first_alg = ALG_XSTEP;
     return async_run(&r);
 }
 
