@@ -164,13 +164,6 @@ static uint16_t kinds_op_id(struct ompi_op_t *op)
     return 0 == format ? 0xffff : (uint16_t) (0x8000 | format << 8 | kinds_op_id(base));
 }
 
-static double kinds_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double) ts.tv_sec + 1e-9 * (double) ts.tv_nsec;
-}
-
 /* ---- the promise of mpi_assert_memory_alloc_kinds -------------------------------------- */
 
 /*
@@ -368,7 +361,7 @@ static int kinds_wait(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm
         if (0 != (spins & 63) || (0 >= c->hang_warn_seconds && 0 >= c->hang_error_seconds)) {
             continue;
         }
-        double now = kinds_now();
+        double now = mca_coll_gpu_now();
         if (0.0 == start) {
             start = now;
             continue;

@@ -261,15 +261,6 @@ static int host_allreduce_max(struct ompi_communicator_t *comm, const int *in, i
                                         comm->c_coll->coll_allreduce_module);
 }
 
-/* Seconds on a monotonic clock (teardown may run when MPI is half finalized). */
-static double now_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double) ts.tv_sec + 1e-9 * (double) ts.tv_nsec;
-}
-
 /* The process' endpoint to the worker at addr (len bytes): the one made before, else a new one
  * (counted in *made) kept until finalize.  Under ucx_lock.  A linear search: it runs once per
  * peer when a communicator first goes across nodes, among as many entries as peer leaders. */
@@ -428,7 +419,7 @@ static ucs_status_t wait_bounded(void *req, double end)
     if (NULL == req || UCS_PTR_IS_ERR(req)) {
         return UCS_PTR_STATUS(req);
     }
-    while (UCS_INPROGRESS == (st = ucp_request_check_status(req)) && now_s() < end) {
+    while (UCS_INPROGRESS == (st = ucp_request_check_status(req)) && mca_coll_gpu_now() < end) {
         (void) ucp_worker_progress(ucx_worker);
     }
     if (UCS_INPROGRESS == st) {
@@ -510,7 +501,7 @@ void mca_coll_gpu_ucx_abandon(coll_gpu_ucx_req_t *r)
     if (0 < r->expect) {
         ucp_request_cancel(ucx_worker, r->req);
     }
-    (void) wait_bounded(r->req, now_s() + 10.0);
+    (void) wait_bounded(r->req, mca_coll_gpu_now() + 10.0);
     r->req = NULL;
 }
 
@@ -520,7 +511,7 @@ void mca_coll_gpu_ucx_abandon(coll_gpu_ucx_req_t *r)
 static void close_peers(void)
 {
     ucp_request_param_t p = {.op_attr_mask = 0};
-    double end = now_s() + 10.0;
+    double end = mca_coll_gpu_now() + 10.0;
 
     for (size_t i = 0; i < ucx_npeers; ++i) {
         free(ucx_peers[i].addr);
