@@ -358,20 +358,23 @@ void mca_coll_gpu_hier_release(mca_coll_gpu_module_t *m);
 /* ---- the node team's calls, run by the engine (coll_gpu_engine.c) ---- */
 /* A blocking call on the team: posted to the team's queue behind its nonblocking calls and run
  * to its end on this thread, with the schedule a nonblocking call of the same plan runs.
- * local_rc: OMPI_SUCCESS, or what failed on this rank before the call (its buffers could not be
- * prepared): then the rank takes part without data, so that its peers fail instead of waiting,
- * and returns local_rc.  Allreduce: counts, ops, element types or uses of MPI_IN_PLACE that
- * differ across ranks make every rank return MPI_ERR_COUNT, MPI_ERR_OP, MPI_ERR_OTHER or
- * MPI_ERR_BUFFER without moving data.  Bcast: bytes is this rank's count x type size; the
- * root's plan and byte count are the call's, and a rank whose byte count differs from the
- * root's returns MPI_ERR_TRUNCATE without moving data (the root then too).  Buffers are dense
- * device memory (coll_gpu_adapt.c made them so). */
-int mca_coll_gpu_team_allreduce(coll_gpu_team_t *t, struct ompi_communicator_t *comm,
-                                const topo_plan_t *plan, const void *sbuf, void *rbuf,
-                                size_t count, dev_dtype_t dt, dev_op_t op, int local_rc);
-int mca_coll_gpu_team_bcast(coll_gpu_team_t *t, struct ompi_communicator_t *comm,
-                            const topo_plan_t *plan, void *buf, size_t bytes, int root,
-                            int local_rc);
+ * local_rc: OMPI_SUCCESS, or what failed on this rank before the call: then the rank takes
+ * part without data, so that its peers fail instead of waiting, and returns local_rc.  The
+ * user's buffers (count x dtype; nelems kernel elements of dt for an allreduce) go through the
+ * module's device temporaries where the team cannot use them in place, as a nonblocking call's
+ * go through its own (coll_gpu_adapt.c).  Allreduce: counts, ops, element types or uses of
+ * MPI_IN_PLACE that differ across ranks make every rank return MPI_ERR_COUNT, MPI_ERR_OP,
+ * MPI_ERR_OTHER or MPI_ERR_BUFFER without moving data.  Bcast: the root's plan and byte count
+ * are the call's, and a rank whose byte count differs from the root's returns
+ * MPI_ERR_TRUNCATE without moving data (the root then too). */
+int mca_coll_gpu_team_allreduce(coll_gpu_team_t *t, mca_coll_gpu_module_t *m,
+                                struct ompi_communicator_t *comm, const topo_plan_t *plan,
+                                const void *sbuf, void *rbuf, int count,
+                                struct ompi_datatype_t *dtype, size_t nelems, dev_dtype_t dt,
+                                dev_op_t op, int local_rc);
+int mca_coll_gpu_team_bcast(coll_gpu_team_t *t, mca_coll_gpu_module_t *m,
+                            struct ompi_communicator_t *comm, const topo_plan_t *plan, void *buf,
+                            int count, struct ompi_datatype_t *dtype, int root, int local_rc);
 /* The allreduce's agreement (coll_gpu_nvl.c): publish this rank's record of call seq (before
  * waiting for anyone); once every rank's is there, compare them: OMPI_SUCCESS, or the error of
  * the call on every rank (one line names the difference). */

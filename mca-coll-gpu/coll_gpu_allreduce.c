@@ -49,19 +49,12 @@ int mca_coll_gpu_allreduce_device(const void *sbuf, void *rbuf, int count,
     size_t bytes = mca_coll_gpu_call_bytes(dtype, (size_t) count);
     bool in_place = (MPI_IN_PLACE == sbuf);
     const char *not_capable = "memory kind: host memory on some rank";
-    coll_gpu_adapt_t s, r;
     coll_gpu_team_t *team;
     topo_plan_t plan;
     size_t nelems = 0;
     dev_dtype_t dt = DEV_T_UINT8;
     dev_op_t dop = DEV_OP_SUM;
-    int rc, local_rc;
-
-    /* the program's copies into our buffers on the default stream must have ended before the
-     * team (its streams, its peers) reads them (dev.h) */
-    int settled = (OMPI_SUCCESS != prior_rc)                  ? prior_rc
-                  : (DEV_OK == dev_default_stream_settle()) ? OMPI_SUCCESS
-                                                            : OMPI_ERROR;
+    int rc;
 
     if (all_device) {
         not_capable = mca_coll_gpu_map_reduction(dtype, (size_t) count, op, &dt, &dop, &nelems);
@@ -82,24 +75,8 @@ int mca_coll_gpu_allreduce_device(const void *sbuf, void *rbuf, int count,
         rc = allreduce_staged(sbuf, rbuf, count, dtype, op, comm, m);
         return (OMPI_SUCCESS != prior_rc) ? prior_rc : rc;
     }
-    /* in place, the receive buffer is the input too; peers map the send buffer in one-shot
-     * (but in place) and two-shot, the receive buffer in two-shot and ring (coll_gpu_engine.c) */
-    memset(&r, 0, sizeof(r)); /* a rank that could not settle takes part without data */
-    local_rc = (OMPI_SUCCESS != settled)
-                   ? settled
-                   : mca_coll_gpu_adapt_in(m, comm, allreduce_name, 1, rbuf, count, dtype,
-                                           in_place,
-                                           TOPO_AR_TWOSHOT == plan.alg || TOPO_AR_RING == plan.alg,
-                                           &r);
-    s.dev = (void *) sbuf;
-    if (OMPI_SUCCESS == local_rc && !in_place) {
-        local_rc = mca_coll_gpu_adapt_in(m, comm, allreduce_name, 0, sbuf, count, dtype, true,
-                                         TOPO_AR_RING != plan.alg, &s);
-    }
-    rc = mca_coll_gpu_team_allreduce(team, comm, &plan, s.dev, r.dev, nelems, dt, dop, local_rc);
-    if (OMPI_SUCCESS == rc) {
-        rc = mca_coll_gpu_adapt_out(m, comm, allreduce_name, &r, true);
-    }
+    rc = mca_coll_gpu_team_allreduce(team, m, comm, &plan, sbuf, rbuf, count, dtype, nelems, dt,
+                                     dop, prior_rc);
     return (OMPI_SUCCESS != prior_rc) ? prior_rc : rc;
 }
 

@@ -47,14 +47,8 @@ static int bcast_device(void *buf, int count, struct ompi_datatype_t *dtype, int
                         bool all_device)
 {
     size_t bytes = mca_coll_gpu_call_bytes(dtype, (size_t) count);
-    bool is_root = (ompi_comm_rank(comm) == root);
     coll_gpu_team_t *team;
-    coll_gpu_adapt_t a;
     topo_plan_t plan;
-    /* the program's copies to or from our buffer on the default stream must have ended before
-     * the team (its streams, its peers) touches it (dev.h) */
-    int settled = (DEV_OK == dev_default_stream_settle()) ? OMPI_SUCCESS : OMPI_ERROR;
-    int rc, local_rc;
 
     /* a communicator across nodes: the node team inside each node, UCX between them */
     if (all_device && mca_coll_gpu_hier_usable(m, comm, TOPO_COLL_BCAST)) {
@@ -67,19 +61,8 @@ static int bcast_device(void *buf, int count, struct ompi_datatype_t *dtype, int
     if (NULL == team) {
         return bcast_staged(buf, count, dtype, root, comm, m);
     }
-    /* a rank that cannot prepare its buffer still takes part (its peers fail, not wait); the
-     * root's plan is the call's, and a push root's buffer is only read, never mapped by peers
-     * (its IPC capability, a driver query, is not asked) */
-    memset(&a, 0, sizeof(a)); /* a rank that could not settle takes part without data */
-    local_rc = (OMPI_SUCCESS != settled)
-                   ? settled
-                   : mca_coll_gpu_adapt_in(m, comm, bcast_name, 0, buf, count, dtype, is_root,
-                                           !(is_root && TOPO_BC_PUSH == plan.alg), &a);
-    rc = mca_coll_gpu_team_bcast(team, comm, &plan, a.dev, bytes, root, local_rc);
-    if (OMPI_SUCCESS == rc) {
-        rc = mca_coll_gpu_adapt_out(m, comm, bcast_name, &a, !is_root);
-    }
-    return rc;
+    /* a rank that cannot prepare its buffer still takes part (its peers fail, not wait) */
+    return mca_coll_gpu_team_bcast(team, m, comm, &plan, buf, count, dtype, root, OMPI_SUCCESS);
 }
 
 int mca_coll_gpu_bcast(void *buf, int count, struct ompi_datatype_t *dtype, int root,

@@ -1378,8 +1378,8 @@ static int step_xstep(coll_gpu_async_t *r)
 
 /* ---- calls decided on the queue ------------------------------------------------------------ */
 
-static void allreduce_begin(coll_gpu_async_t *r);
-static void bcast_begin(coll_gpu_async_t *r);
+static void allreduce_begin(coll_gpu_async_t *r, int prior_rc);
+static void bcast_begin(coll_gpu_async_t *r, int prior_rc);
 
 /* The allreduce algorithm of a plan; false when the plan has no form here (staged). */
 static bool allreduce_alg(topo_plan_t *plan, bool in_place, dev_dtype_t dt, async_alg_t *alg)
@@ -1489,9 +1489,9 @@ static int step_defer(coll_gpu_async_t *r)
         && (r->bcast || allreduce_alg(&plan, r->in_place, r->dt, &alg))) {
         async_take_plan(r, alg, &plan, bytes, r->user_dtype);
         if (r->bcast) {
-            bcast_begin(r);
+            bcast_begin(r, OMPI_SUCCESS);
         } else {
-            allreduce_begin(r);
+            allreduce_begin(r, OMPI_SUCCESS);
         }
         return ASYNC_AGAIN;
     }
@@ -1583,6 +1583,15 @@ static int buf_in(coll_gpu_async_t *r, coll_gpu_adapt_t *b, int slot, const void
 {
     return mca_coll_gpu_adapt_in(r->module, r->comm, r->what, slot, user, count, dtype, copy_in,
                                  exported, b);
+}
+
+/* The module's temporary slot of a role for a blocking call (kept between calls, so that peers
+ * map it once: 0 send, 1 receive, 2 a whole result or a lent copy; the blocking calls of a
+ * communicator come one at a time), else one of the request's own (nonblocking calls
+ * overlap). */
+static int buf_slot(const coll_gpu_async_t *r, int role)
+{
+    return r->blocking ? role : COLL_GPU_ADAPT_OWN;
 }
 
 /* After the call: the temporary back into the user's layout (copy_out), and freed. */
@@ -2056,7 +2065,7 @@ static void allreduce_pieces(coll_gpu_async_t *r)
 /* A nonblocking or persistent allreduce call's buffers (the user's, or device temporaries of
  * the request: buf_in), and, when this rank cannot take part with data, the way it sits the
  * call out (through the finish, after the agreement). */
-static void allreduce_begin(coll_gpu_async_t *r)
+static void allreduce_begin(coll_gpu_async_t *r, int prior_rc)
 {
     async_alg_t alg = r->first_alg;
     int rc;
@@ -2064,22 +2073,24 @@ static void allreduce_begin(coll_gpu_async_t *r)
     async_reset(r);
     /* the program's copies into our buffers on the default stream end before the team reads
      * them (dev.h); a rank that cannot wait for them takes part without data */
-    rc = (DEV_OK == dev_default_stream_settle()) ? OMPI_SUCCESS : OMPI_ERROR;
+    rc = (OMPI_SUCCESS != prior_rc)                  ? prior_rc
+         : (DEV_OK == dev_default_stream_settle()) ? OMPI_SUCCESS
+                                                     : OMPI_ERROR;
     /* the receive buffer is mapped by peers in the two-shots and ring, the send buffer in
      * one-shot (not in place) and the two-shots; the fused kernel only reads and writes our
      * own */
     if (OMPI_SUCCESS == rc) {
-        rc = buf_in(r, &r->r, COLL_GPU_ADAPT_OWN, r->user_rbuf, r->user_count, r->user_dtype,
+        rc = buf_in(r, &r->r, buf_slot(r, 1), r->user_rbuf, r->user_count, r->user_dtype,
                     r->in_place, ALG_TWOSHOT == alg || ALG_TWOSHOT_CE == alg || ALG_RING == alg);
     }
     if (OMPI_SUCCESS == rc && !r->in_place) {
-        rc = buf_in(r, &r->s, COLL_GPU_ADAPT_OWN, r->user_sbuf, r->user_count, r->user_dtype, true,
+        rc = buf_in(r, &r->s, buf_slot(r, 0), r->user_sbuf, r->user_count, r->user_dtype, true,
                     ALG_FUSED != alg && ALG_RING != alg);
     } else if (OMPI_SUCCESS == rc) {
         r->s = r->r;
         r->s.slot = -1; /* one temporary, owned by r->r */
     }
-    if (OMPI_SUCCESS == rc && async_fail_injected()) {
+    if (OMPI_SUCCESS == rc && !r->blocking && async_fail_injected()) {
         mca_coll_gpu_report_failure(r->what, r->comm, "COLL_GPU_TEST_FAIL_ASYNC (test only): "
                                     "taking part without data");
         rc = OMPI_ERROR;
@@ -2091,7 +2102,7 @@ static void allreduce_begin(coll_gpu_async_t *r)
 
 /* A bcast call's buffer; a local failure is kept for the agreement step (step_agree), which
  * sits the call out with it once the root's plan is known. */
-static void bcast_begin(coll_gpu_async_t *r)
+static void bcast_begin(coll_gpu_async_t *r, int prior_rc)
 {
     bool is_root = (ompi_comm_rank(r->comm) == r->root);
     int rc;
@@ -2100,12 +2111,14 @@ static void bcast_begin(coll_gpu_async_t *r)
     /* the program's copies to or from our buffer on the default stream end before the team
      * touches it (dev.h); a push root's buffer is only read, never mapped (its IPC capability
      * is not asked) */
-    rc = (DEV_OK == dev_default_stream_settle()) ? OMPI_SUCCESS : OMPI_ERROR;
+    rc = (OMPI_SUCCESS != prior_rc)                  ? prior_rc
+         : (DEV_OK == dev_default_stream_settle()) ? OMPI_SUCCESS
+                                                     : OMPI_ERROR;
     if (OMPI_SUCCESS == rc) {
-        rc = buf_in(r, &r->r, COLL_GPU_ADAPT_OWN, r->user_rbuf, r->user_count, r->user_dtype,
+        rc = buf_in(r, &r->r, buf_slot(r, 0), r->user_rbuf, r->user_count, r->user_dtype,
                     is_root, !(is_root && TOPO_BC_PUSH == r->first_plan.alg));
     }
-    if (OMPI_SUCCESS == rc && async_fail_injected()) {
+    if (OMPI_SUCCESS == rc && !r->blocking && async_fail_injected()) {
         mca_coll_gpu_report_failure(r->what, r->comm, "COLL_GPU_TEST_FAIL_ASYNC (test only): "
                                     "taking part without data");
         rc = OMPI_ERROR;
@@ -2127,13 +2140,6 @@ static bool xcall_direct(const char *buf, bool dense, const int64_t *at, const u
         }
     }
     return dense;
-}
-
-/* The module's temporary slot of a role for a blocking call (coll_gpu_adapt.c: 0 send, 1
- * receive, 2 a whole result or a lent copy), else one of the request's own. */
-static int xcall_slot(const coll_gpu_async_t *r, int role)
-{
-    return r->blocking ? role : COLL_GPU_ADAPT_OWN;
 }
 
 /* What an exchanging rank lends (xcall_begin): its own received block (allgather(v) in
@@ -2168,15 +2174,15 @@ static void xcall_begin(coll_gpu_async_t *r)
         x->off = r->xpiece_off;
         x->count = r->xpiece_count;
         if (OMPI_SUCCESS == rc) { /* the input: sbuf, or rbuf in place */
-            rc = buf_in(r, &r->s, xcall_slot(r, 0), in_place ? rbuf : sbuf, r->xscount,
+            rc = buf_in(r, &r->s, buf_slot(r, 0), in_place ? rbuf : sbuf, r->xscount,
                         r->xsdtype, true, true);
         }
         if (OMPI_SUCCESS == rc && in_place && 0 < r->xpiece) {
-            rc = mca_coll_gpu_adapt_tmp(r->module, r->comm, r->what, xcall_slot(r, 2),
+            rc = mca_coll_gpu_adapt_tmp(r->module, r->comm, r->what, buf_slot(r, 2),
                                         r->xpiece, &r->xresult);
         }
         if (OMPI_SUCCESS == rc && !in_place) {
-            rc = buf_in(r, &r->r, xcall_slot(r, 1), rbuf, r->xrcount, r->xrdtype, false,
+            rc = buf_in(r, &r->r, buf_slot(r, 1), rbuf, r->xrcount, r->xrdtype, false,
                         false);
         }
         x->src = r->s.dev;
@@ -2188,7 +2194,7 @@ static void xcall_begin(coll_gpu_async_t *r)
      * it starts with the buffer's contents: the own block stays, and allgather(v) lends it) */
     if (!xcall_direct(rbuf, r->xrdense, r->xrat, r->xrlen, n, r->xlend_recv)
         && OMPI_SUCCESS == rc) {
-        rc = buf_in(r, &r->r, xcall_slot(r, 1), rbuf, r->xrcount, r->xrdtype, in_place,
+        rc = buf_in(r, &r->r, buf_slot(r, 1), rbuf, r->xrcount, r->xrdtype, in_place,
                     r->xlend_recv);
     }
     for (int p = 0; p < n; ++p) {
@@ -2201,7 +2207,7 @@ static void xcall_begin(coll_gpu_async_t *r)
          : xcall_direct(sbuf, r->xsdense, r->xsat, r->xslen, nsend, true) ? XLEND_DIRECT
                                                                            : XLEND_PACKED;
     if (XLEND_COPY == lend) {
-        r->s = (coll_gpu_adapt_t){.bytes = r->xsbytes, .slot = xcall_slot(r, 2)};
+        r->s = (coll_gpu_adapt_t){.bytes = r->xsbytes, .slot = buf_slot(r, 2)};
         if (OMPI_SUCCESS == rc && 0 < r->s.bytes) {
             rc = mca_coll_gpu_adapt_tmp(r->module, r->comm, r->what, r->s.slot, r->s.bytes,
                                         &r->s.dev);
@@ -2216,7 +2222,7 @@ static void xcall_begin(coll_gpu_async_t *r)
             }
         }
     } else if (XLEND_PACKED == lend && OMPI_SUCCESS == rc) {
-        rc = buf_in(r, &r->s, xcall_slot(r, 0), sbuf, r->xscount, r->xsdtype, true, true);
+        rc = buf_in(r, &r->s, buf_slot(r, 0), sbuf, r->xscount, r->xsdtype, true, true);
     }
     for (int q = 0; q < nsend && XLEND_DIRECT == lend; ++q) {
         char *b = sbuf + r->xsat[q];
@@ -2270,9 +2276,9 @@ static int async_pers_start(size_t count, ompi_request_t **requests)
         } else if (ALG_XSTEP == r->first_alg) {
             xcall_begin(r);
         } else if (r->bcast) {
-            bcast_begin(r);
+            bcast_begin(r, OMPI_SUCCESS);
         } else {
-            allreduce_begin(r);
+            allreduce_begin(r, OMPI_SUCCESS);
         }
         async_start(r, &requests[i]);
     }
@@ -2300,9 +2306,9 @@ static void async_issue(coll_gpu_async_t *r, const void *sbuf, void *rbuf, int c
         return;
     }
     if (r->bcast) {
-        bcast_begin(r);
+        bcast_begin(r, OMPI_SUCCESS);
     } else {
-        allreduce_begin(r);
+        allreduce_begin(r, OMPI_SUCCESS);
     }
     async_start(r, request);
 }
@@ -2396,9 +2402,11 @@ static int async_run(coll_gpu_async_t *r)
     return rc;
 }
 
-int mca_coll_gpu_team_allreduce(coll_gpu_team_t *t, struct ompi_communicator_t *comm,
-                                const topo_plan_t *plan, const void *sbuf, void *rbuf,
-                                size_t count, dev_dtype_t dt, dev_op_t op, int local_rc)
+int mca_coll_gpu_team_allreduce(coll_gpu_team_t *t, mca_coll_gpu_module_t *m,
+                                struct ompi_communicator_t *comm, const topo_plan_t *plan,
+                                const void *sbuf, void *rbuf, int count,
+                                struct ompi_datatype_t *dtype, size_t nelems, dev_dtype_t dt,
+                                dev_op_t op, int local_rc)
 {
     coll_gpu_async_t r;
     topo_plan_t p = *plan;
@@ -2406,35 +2414,38 @@ int mca_coll_gpu_team_allreduce(coll_gpu_team_t *t, struct ompi_communicator_t *
 
     OBJ_CONSTRUCT(&r, coll_gpu_async_t);
     async_init(&r, t, comm, "allreduce", false);
-    allreduce_call(&r, MPI_IN_PLACE == sbuf, count, dt, op);
-    r.r.dev = rbuf;
-    r.s.dev = r.in_place ? rbuf : (void *) sbuf;
+    r.module = m;
+    r.blocking = true; /* the module's temporaries (buf_slot) */
+    allreduce_call(&r, MPI_IN_PLACE == sbuf, nelems, dt, op);
     if (!allreduce_alg(&p, r.in_place, dt, &alg)) {
         /* no plan of the team's: the call fails on every rank */
         local_rc = (OMPI_SUCCESS == local_rc) ? OMPI_ERR_NOT_SUPPORTED : local_rc;
     }
     async_set_plan(&r, alg, &p);
-    r.plan = r.first_plan;
-    allreduce_pieces(&r);
-    r.local_rc = local_rc; /* sat out after the agreement (step_ar_agree) */
-    r.alg = ALG_AR_AGREE;
+    r.user_sbuf = sbuf;
+    r.user_rbuf = rbuf;
+    r.user_count = count;
+    r.user_dtype = dtype;
+    allreduce_begin(&r, local_rc);
     return async_run(&r);
 }
 
-int mca_coll_gpu_team_bcast(coll_gpu_team_t *t, struct ompi_communicator_t *comm,
-                            const topo_plan_t *plan, void *buf, size_t bytes, int root,
-                            int local_rc)
+int mca_coll_gpu_team_bcast(coll_gpu_team_t *t, mca_coll_gpu_module_t *m,
+                            struct ompi_communicator_t *comm, const topo_plan_t *plan, void *buf,
+                            int count, struct ompi_datatype_t *dtype, int root, int local_rc)
 {
     coll_gpu_async_t r;
 
     OBJ_CONSTRUCT(&r, coll_gpu_async_t);
     async_init(&r, t, comm, "bcast", false);
-    bcast_call(&r, bytes, root);
-    r.r.dev = buf;
+    r.module = m;
+    r.blocking = true; /* the module's temporary (buf_slot) */
+    bcast_call(&r, mca_coll_gpu_call_bytes(dtype, (size_t) count), root);
     async_set_plan(&r, ALG_BC_AGREE, plan);
-    r.plan = r.first_plan;
-    r.local_rc = local_rc; /* sat out once the root's plan is known (step_agree) */
-    r.alg = r.first_alg;
+    r.user_rbuf = buf;
+    r.user_count = count;
+    r.user_dtype = dtype;
+    bcast_begin(&r, local_rc); /* sat out once the root's plan is known (step_agree) */
     return async_run(&r);
 }
 
