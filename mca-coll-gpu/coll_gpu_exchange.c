@@ -26,34 +26,29 @@
 
 #include "coll_gpu.h"
 
-/* What the ranks compare: the block size where every rank's must be equal (allgather,
- * alltoall), the whole receive size of allgatherv; nothing for alltoallv, whose pieces the
- * exchange checks one by one. */
-static void call_record(const coll_gpu_staged_call_t *c, int n, bool host,
-                        coll_gpu_kinds_call_t *call)
+/* What the ranks compare, in elements of the receive type: the block where every rank's must
+ * be equal (allgather, alltoall), the whole receive side of allgatherv; nothing for alltoallv,
+ * whose pieces the exchange checks one by one.  The agreement's code of the collective. */
+static size_t call_compared(const coll_gpu_staged_call_t *c, int n, int *coll)
 {
-    size_t dsize, total = 0;
+    size_t total = 0;
 
-    ompi_datatype_type_size(c->rdtype, &dsize);
-    *call = (coll_gpu_kinds_call_t){.device = !host, .bytes = dsize * (size_t) c->rcount};
     switch (c->coll) {
     case COLL_GPU_SC_ALLGATHERV:
         for (int i = 0; i < n; ++i) {
             total += (size_t) c->rcounts[i];
         }
-        call->coll = COLL_GPU_KINDS_ALLGATHERV;
-        call->bytes = dsize * total;
-        break;
+        *coll = COLL_GPU_KINDS_ALLGATHERV;
+        return total;
     case COLL_GPU_SC_ALLTOALL:
-        call->coll = COLL_GPU_KINDS_ALLTOALL;
-        break;
+        *coll = COLL_GPU_KINDS_ALLTOALL;
+        return (size_t) c->rcount;
     case COLL_GPU_SC_ALLTOALLV:
-        call->coll = COLL_GPU_KINDS_ALLTOALLV;
-        call->bytes = 0;
-        break;
+        *coll = COLL_GPU_KINDS_ALLTOALLV;
+        return 0;
     default:
-        call->coll = COLL_GPU_KINDS_ALLGATHER;
-        break;
+        *coll = COLL_GPU_KINDS_ALLGATHER;
+        return (size_t) c->rcount;
     }
 }
 
@@ -61,11 +56,10 @@ int mca_coll_gpu_exchange(coll_gpu_staged_call_t *c)
 {
     mca_coll_gpu_module_t *m = c->gpu;
     struct ompi_communicator_t *comm = c->comm;
-    int n = ompi_comm_size(comm), rc;
-    coll_gpu_kinds_call_t call;
+    int n = ompi_comm_size(comm), coll, rc;
     coll_gpu_team_t *team = NULL;
     bool host, all_device, spans;
-    size_t total = 0, dsize;
+    size_t total = 0, dsize, compared;
 
     /* an intercommunicator (no team spans its groups), or a call the saved module makes on
      * our communicator from inside one of ours */
@@ -73,12 +67,9 @@ int mca_coll_gpu_exchange(coll_gpu_staged_call_t *c)
         return mca_coll_gpu_staged(c);
     }
     host = mca_coll_gpu_xcall_host(c);
-    if (mca_coll_gpu_host_noted(m, host)) { /* the hot path: a note, no wait */
-        c->host = true;
-        return mca_coll_gpu_staged(c);
-    }
-    call_record(c, n, host, &call);
-    rc = mca_coll_gpu_kinds_agree(m, comm, c->what, &call, &all_device);
+    compared = call_compared(c, n, &coll);
+    rc = mca_coll_gpu_entry_agree(m, comm, c->what, coll, host, c->rdtype, compared, NULL, 0,
+                                  &all_device);
     if (OMPI_SUCCESS != rc) {
         return rc;
     }
