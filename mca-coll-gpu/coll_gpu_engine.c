@@ -1912,7 +1912,9 @@ static coll_gpu_team_t *select_nb(mca_coll_gpu_module_t *m, struct ompi_communic
         snprintf(plan->reason, sizeof(plan->reason), "the node team's setup decides");
         return t;
     }
-    mca_coll_gpu_select_no_team(plan);
+    if (COLL_GPU_TEAM_READY != t->state) {
+        mca_coll_gpu_select_no_team(plan); /* a ready team's staged plan says why itself */
+    }
     return NULL;
 }
 

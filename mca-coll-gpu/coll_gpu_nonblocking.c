@@ -24,10 +24,10 @@ static int allreduce_async(coll_gpu_staged_call_t *c)
     bool taken = false;
     int rc;
 
-    /* device buffers on every rank (coll_gpu_uniform_buffers, unless the communicator's first
-     * blocking allreduce or bcast found kinds mixed): the node team's algorithms, when the plan
-     * has a nonblocking form (coll_gpu_engine.c decides); persistent: each MPI_Start runs
-     * one MPI_Iallreduce's worth on the team */
+    /* once some blocking allreduce, bcast or reduce of the communicator had device memory on
+     * every rank (mca_coll_gpu_nb_team_path): the node team's algorithms, when the plan has a
+     * nonblocking form (coll_gpu_engine.c decides); persistent: each MPI_Start runs one
+     * MPI_Iallreduce's worth on the team */
     rc = mca_coll_gpu_async_allreduce(c->gpu, c->sbuf, c->rbuf, c->scount, c->sdtype, c->op,
                                       c->comm, COLL_GPU_PERSISTENT == c->mode, c->request,
                                       &taken);
