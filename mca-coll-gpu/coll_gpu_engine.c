@@ -2054,6 +2054,29 @@ static void async_reset(coll_gpu_async_t *r)
     r->s = r->r = (coll_gpu_adapt_t){.slot = -1}; /* no temporary */
 }
 
+/* Where a call's buffers start: a failure before the call (prior_rc), or else the program's
+ * copies into or out of them on the default stream must have ended before the team touches
+ * them (dev.h); a rank that cannot wait for them takes part without data. */
+static int begin_settled(int prior_rc)
+{
+    if (OMPI_SUCCESS != prior_rc) {
+        return prior_rc;
+    }
+    return (DEV_OK == dev_default_stream_settle()) ? OMPI_SUCCESS : OMPI_ERROR;
+}
+
+/* The end of a nonblocking or persistent call's begin: COLL_GPU_TEST_FAIL_ASYNC (test only)
+ * makes it take part without data; a blocking call, posted the same way, is no such call. */
+static int begin_injected(coll_gpu_async_t *r, int rc)
+{
+    if (OMPI_SUCCESS == rc && !r->blocking && async_fail_injected()) {
+        mca_coll_gpu_report_failure(r->what, r->comm, "COLL_GPU_TEST_FAIL_ASYNC (test only): "
+                                    "taking part without data");
+        return OMPI_ERROR;
+    }
+    return rc;
+}
+
 /* The fused allreduce's pieces: a slot's share each, one seq each. */
 static void allreduce_pieces(coll_gpu_async_t *r)
 {
@@ -2073,11 +2096,7 @@ static void allreduce_begin(coll_gpu_async_t *r, int prior_rc)
     int rc;
 
     async_reset(r);
-    /* the program's copies into our buffers on the default stream end before the team reads
-     * them (dev.h); a rank that cannot wait for them takes part without data */
-    rc = (OMPI_SUCCESS != prior_rc)                  ? prior_rc
-         : (DEV_OK == dev_default_stream_settle()) ? OMPI_SUCCESS
-                                                     : OMPI_ERROR;
+    rc = begin_settled(prior_rc);
     /* the receive buffer is mapped by peers in the two-shots and ring, the send buffer in
      * one-shot (not in place) and the two-shots; the fused kernel only reads and writes our
      * own */
@@ -2092,11 +2111,7 @@ static void allreduce_begin(coll_gpu_async_t *r, int prior_rc)
         r->s = r->r;
         r->s.slot = -1; /* one temporary, owned by r->r */
     }
-    if (OMPI_SUCCESS == rc && !r->blocking && async_fail_injected()) {
-        mca_coll_gpu_report_failure(r->what, r->comm, "COLL_GPU_TEST_FAIL_ASYNC (test only): "
-                                    "taking part without data");
-        rc = OMPI_ERROR;
-    }
+    rc = begin_injected(r, rc);
     allreduce_pieces(r);
     r->local_rc = rc; /* sat out after the agreement (step_ar_agree) */
     r->alg = ALG_AR_AGREE;
@@ -2110,21 +2125,13 @@ static void bcast_begin(coll_gpu_async_t *r, int prior_rc)
     int rc;
 
     async_reset(r);
-    /* the program's copies to or from our buffer on the default stream end before the team
-     * touches it (dev.h); a push root's buffer is only read, never mapped (its IPC capability
-     * is not asked) */
-    rc = (OMPI_SUCCESS != prior_rc)                  ? prior_rc
-         : (DEV_OK == dev_default_stream_settle()) ? OMPI_SUCCESS
-                                                     : OMPI_ERROR;
+    rc = begin_settled(prior_rc);
+    /* a push root's buffer is only read, never mapped (its IPC capability is not asked) */
     if (OMPI_SUCCESS == rc) {
         rc = buf_in(r, &r->r, buf_slot(r, 0), r->user_rbuf, r->user_count, r->user_dtype,
                     is_root, !(is_root && TOPO_BC_PUSH == r->first_plan.alg));
     }
-    if (OMPI_SUCCESS == rc && !r->blocking && async_fail_injected()) {
-        mca_coll_gpu_report_failure(r->what, r->comm, "COLL_GPU_TEST_FAIL_ASYNC (test only): "
-                                    "taking part without data");
-        rc = OMPI_ERROR;
-    }
+    rc = begin_injected(r, rc);
     r->local_rc = rc;
 }
 
@@ -2166,9 +2173,7 @@ static void xcall_begin(coll_gpu_async_t *r)
     async_reset(r);
     memset(x, 0, sizeof(*x));
     r->alg = ALG_XSTEP;
-    rc = (OMPI_SUCCESS != r->xrc)                        ? r->xrc
-         : (DEV_OK == dev_default_stream_settle()) ? OMPI_SUCCESS
-                                                     : OMPI_ERROR;
+    rc = begin_settled(r->xrc);
     if (r->xreduce) {
         x->reduce = true;
         x->dt = r->dt;
@@ -2248,11 +2253,7 @@ static void xcall_begin(coll_gpu_async_t *r)
         x->offer_len[me] = x->want_len[me] = 0;
     }
 out:
-    if (OMPI_SUCCESS == rc && async_fail_injected()) {
-        mca_coll_gpu_report_failure(r->what, r->comm, "COLL_GPU_TEST_FAIL_ASYNC (test only): "
-                                    "taking part without data");
-        rc = OMPI_ERROR;
-    }
+    rc = begin_injected(r, rc);
     x->local_rc = rc;
 }
 

@@ -627,6 +627,45 @@ static void case_fail(MPI_Comm dup)
                   "fail: MPI_Iallgather and MPI_Ialltoall on the team return an error on every "
                   "rank");
     }
+    /* a blocking exchange runs on the engine's requests too, but it is no nonblocking call:
+     * the switch leaves it alone, and its result is right */
+    {
+        const int n = 1021;
+        void *d = NULL, *e = NULL;
+        int32_t *hd = malloc((size_t) n * sizeof(int32_t));
+        int32_t *he = malloc((size_t) n * size * sizeof(int32_t));
+        int bad = -1;
+
+        rc = MPI_ERR_OTHER;
+        ok = NULL != hd && NULL != he
+             && DEV_OK == dev_mem_alloc(&d, (size_t) n * sizeof(int32_t))
+             && DEV_OK == dev_mem_alloc(&e, (size_t) n * size * sizeof(int32_t));
+        for (int i = 0; ok && i < n; ++i) {
+            hd[i] = 7 * i + 1000 * rank + 1;
+        }
+        ok = ok && DEV_OK == dev_memcpy(d, hd, (size_t) n * sizeof(int32_t))
+             && DEV_OK == dev_memset(e, 0x5a, (size_t) n * size * sizeof(int32_t));
+        if (ok) {
+            rc = MPI_Allgather(d, n, MPI_INT32_T, e, n, MPI_INT32_T, MPI_COMM_WORLD);
+        }
+        if (MPI_SUCCESS == rc
+            && DEV_OK == dev_memcpy(he, e, (size_t) n * size * sizeof(int32_t))) {
+            bad = 0;
+            for (int p = 0; p < size; ++p) {
+                for (int i = 0; i < n; ++i) {
+                    bad += (he[(size_t) p * n + i] != 7 * i + 1000 * p + 1);
+                }
+            }
+        }
+        (void) dev_mem_free(d);
+        (void) dev_mem_free(e);
+        free(hd);
+        free(he);
+        snprintf(msg, sizeof(msg), "MPI_Allgather returned %d, %d wrong elements", rc, bad);
+        check_all(MPI_SUCCESS == rc && 0 == bad, msg,
+                  "fail: a blocking MPI_Allgather on the team is untouched by the switch and "
+                  "right");
+    }
     {
         int one = 1, sum = 0;
         rc = MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
