@@ -190,6 +190,26 @@ DEV_API int dev_device_can_access_peer(int ordinal, int peer_ordinal, bool *can)
  * the cache on, plain host pages are answered from it in a few nanoseconds, everything else
  * is asked of the driver (dev_classify.c says why that is never stale). */
 DEV_API dev_mem_kind_t dev_mem_classify(const void *ptr);
+#ifndef __cplusplus
+/* The cache's table, for dev_mem_cached_host: 256 direct-mapped slots of one word,
+ * (page << 1) | 1 for a remembered plain host page (dev_classify.c). */
+#define DEV_CLS_PAGE_SHIFT 12
+#define DEV_CLS_SLOTS 256 /* power of two */
+DEV_API extern _Atomic uint64_t dev_cls_pages[DEV_CLS_SLOTS];
+static inline unsigned dev_cls_slot(uint64_t page)
+{
+    return (unsigned) ((page * 0x9e3779b97f4a7c15ull) >> 56) & (DEV_CLS_SLOTS - 1);
+}
+/* Is ptr on a plain host page the cache remembers?  dev_mem_classify's hit, inline: a caller
+ * on a hot path (every MPI call on host memory) pays a load and a compare and no call into
+ * the library; false means "ask dev_mem_classify", never "not host". */
+static inline bool dev_mem_cached_host(const void *ptr)
+{
+    uint64_t page = (uint64_t) (uintptr_t) ptr >> DEV_CLS_PAGE_SHIFT;
+    return ((page << 1) | 1)
+           == __atomic_load_n(&dev_cls_pages[dev_cls_slot(page)], __ATOMIC_RELAXED);
+}
+#endif
 /* Forget every cached classification. */
 DEV_API void dev_mem_classify_flush(void);
 /* [base, base + len) is about to leave the address space (munmap, mremap, brk shrinking,

@@ -51,11 +51,12 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#define CLS_PAGE_SHIFT 12
-#define CLS_SLOTS 256 /* power of two */
+#define CLS_PAGE_SHIFT DEV_CLS_PAGE_SHIFT
+#define CLS_SLOTS DEV_CLS_SLOTS
 
-/* (page << 1) | 1 for a cached plain-host page; 0 for an empty slot. */
-static _Atomic uint64_t cls_pages[CLS_SLOTS];
+/* (page << 1) | 1 for a cached plain-host page; 0 for an empty slot.  Exported: the hit is
+ * read inline by callers too (dev_mem_cached_host in dev.h). */
+DEV_API _Atomic uint64_t dev_cls_pages[CLS_SLOTS];
 /* Bumped by every release and by turning the cache off. */
 static _Atomic uint64_t cls_generation;
 static atomic_bool cls_enabled;
@@ -66,11 +67,6 @@ static _Atomic uint64_t cls_stat_forgets;
 
 static void (*_Atomic cls_test_hook)(const void *ptr, void *arg);
 static void *_Atomic cls_test_hook_arg;
-
-static inline unsigned cls_slot(uint64_t page)
-{
-    return (unsigned) ((page * 0x9e3779b97f4a7c15ull) >> 56) & (CLS_SLOTS - 1);
-}
 
 /* Can host code read the byte at p?  process_vm_readv on our own process reports EFAULT for
  * an address that is not mapped or not readable, without a signal.  Our own pid each time:
@@ -105,12 +101,12 @@ static dev_mem_kind_t classify_miss(const dev_backend_ops_t *ops, const void *pt
         || !host_readable(ptr)) {
         return kind;
     }
-    slot = cls_slot(page);
-    atomic_store(&cls_pages[slot], word);
+    slot = dev_cls_slot(page);
+    atomic_store(&dev_cls_pages[slot], word);
     if (gen != atomic_load(&cls_generation)) {
         /* a release (or the cache turned off) came in between: take the answer back */
         uint64_t expect = word;
-        atomic_compare_exchange_strong(&cls_pages[slot], &expect, 0);
+        atomic_compare_exchange_strong(&dev_cls_pages[slot], &expect, 0);
     } else {
         atomic_fetch_add_explicit(&cls_stat_stores, 1, memory_order_relaxed);
     }
@@ -120,13 +116,11 @@ static dev_mem_kind_t classify_miss(const dev_backend_ops_t *ops, const void *pt
 DEV_API dev_mem_kind_t dev_mem_classify(const void *ptr)
 {
     const dev_backend_ops_t *ops = atomic_load_explicit(&dev_ops, memory_order_acquire);
-    uint64_t page = (uint64_t) (uintptr_t) ptr >> CLS_PAGE_SHIFT;
 
     if (NULL == ops || NULL == ptr) {
         return DEV_MEM_HOST;
     }
-    if (((page << 1) | 1)
-        == atomic_load_explicit(&cls_pages[cls_slot(page)], memory_order_relaxed)) {
+    if (dev_mem_cached_host(ptr)) {
         return DEV_MEM_HOST;
     }
     return classify_miss(ops, ptr);
@@ -138,9 +132,9 @@ static void forget_pages(uint64_t first, uint64_t last)
 {
     atomic_fetch_add(&cls_generation, 1);
     for (int i = 0; i < CLS_SLOTS; ++i) {
-        uint64_t w = atomic_load(&cls_pages[i]);
+        uint64_t w = atomic_load(&dev_cls_pages[i]);
         if (0 != w && (w >> 1) >= first && (w >> 1) <= last) {
-            atomic_compare_exchange_strong(&cls_pages[i], &w, 0);
+            atomic_compare_exchange_strong(&dev_cls_pages[i], &w, 0);
         }
     }
 }

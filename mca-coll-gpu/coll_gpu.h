@@ -200,6 +200,7 @@ typedef enum {
 /* The shared block of the per-call agreement (coll_gpu_kinds.c). */
 typedef struct coll_gpu_kinds_board_t coll_gpu_kinds_board_t;
 #define COLL_GPU_KINDS_RING 64 /* calls a rank's record keeps (coll_gpu_kinds.c) */
+#define COLL_GPU_KINDS_SLOT_WORDS 8 /* a call's slot: one cache line of 8 words */
 
 typedef struct mca_coll_gpu_module_t {
     mca_coll_base_module_t super;
@@ -232,6 +233,9 @@ typedef struct mca_coll_gpu_module_t {
     coll_gpu_kinds_board_t *board;
     int board_rank;
     uint64_t kinds_seq;
+    /* this rank's call words on the board: slot i's word at kinds_words[i *
+     * COLL_GPU_KINDS_SLOT_WORDS] (the host path's one store, mca_coll_gpu_kinds_publish) */
+    _Atomic uint64_t *kinds_words;
     bool nb_device;
 
     coll_gpu_bounce_t bounce[2];
@@ -593,8 +597,15 @@ void mca_coll_gpu_kinds_reduction(coll_gpu_kinds_call_t *call, struct ompi_datat
 int mca_coll_gpu_kinds_agree(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
                              const char *what, const coll_gpu_kinds_call_t *call,
                              bool *all_device);
-/* The host-memory rank's part of it on a board (the hot path: one store, no wait). */
-void mca_coll_gpu_kinds_publish_host(mca_coll_gpu_module_t *m);
+/* Store this rank's word of call u, (u << 8) | flags: from now on its peers may read it (and
+ * the details stored before it).  A host-memory rank's whole part of a call on a board (the
+ * hot path: one store, no wait) is this with flags 0 for its next call. */
+static inline void mca_coll_gpu_kinds_publish(mca_coll_gpu_module_t *m, uint64_t u,
+                                              unsigned flags)
+{
+    atomic_store_explicit(&m->kinds_words[(u % COLL_GPU_KINDS_RING) * COLL_GPU_KINDS_SLOT_WORDS],
+                          (u << 8) | flags, memory_order_release);
+}
 /* The first step of every blocking collective that agrees per call, in one place: a rank whose
  * buffers are all host memory (host), on a communicator agreeing through its board (no
  * promise), notes its kind and goes to the component below at once: true.  Otherwise false: the
@@ -602,10 +613,20 @@ void mca_coll_gpu_kinds_publish_host(mca_coll_gpu_module_t *m);
 static inline bool mca_coll_gpu_host_noted(mca_coll_gpu_module_t *m, bool host)
 {
     if (host && COLL_GPU_KMODE_BOARD == m->kmode && !mca_coll_gpu_component.uniform_buffers) {
-        mca_coll_gpu_kinds_publish_host(m);
+        mca_coll_gpu_kinds_publish(m, ++m->kinds_seq, 0);
         return true;
     }
     return false;
+}
+/* The hot path of the blocking entries that agree per call: this rank's buffers are all host
+ * memory (host), and there is nothing to agree (an intercommunicator; a call nested in an
+ * agreement) or the note is this rank's whole part (mca_coll_gpu_host_noted): true, and the
+ * entry goes to the component below at once.  Inline, with the rest of the entry out of line,
+ * so that a host call runs a few loads, one store and a tail call: the budget is 50 ns over
+ * the component below, and a call or a stack frame more shows end to end. */
+static inline bool mca_coll_gpu_host_pass(mca_coll_gpu_module_t *m, bool host)
+{
+    return host && (m->inter || m->in_agreed_call || mca_coll_gpu_host_noted(m, true));
 }
 void mca_coll_gpu_kinds_release(mca_coll_gpu_module_t *m);
 /* Map a POSIX shared memory block of len bytes by name (coll_gpu_team.c); with create, make it
@@ -867,7 +888,8 @@ static inline bool mca_coll_gpu_is_host(dev_mem_kind_t kind)
  * device layer, which the application may share, would say. */
 static inline dev_mem_kind_t mca_coll_gpu_classify(const void *ptr)
 {
-    if (MPI_IN_PLACE == ptr || NULL == ptr || !mca_coll_gpu_component.dev_opened) {
+    if (MPI_IN_PLACE == ptr || NULL == ptr || !mca_coll_gpu_component.dev_opened
+        || dev_mem_cached_host(ptr)) {
         return DEV_MEM_HOST;
     }
     return dev_mem_classify(ptr);

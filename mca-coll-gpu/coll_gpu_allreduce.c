@@ -104,15 +104,14 @@ int mca_coll_gpu_entry_agree(mca_coll_gpu_module_t *m, struct ompi_communicator_
     return mca_coll_gpu_kinds_agree(m, comm, what, &call, all_device);
 }
 
-int mca_coll_gpu_allreduce(const void *sbuf, void *rbuf, int count,
-                           struct ompi_datatype_t *dtype, struct ompi_op_t *op,
-                           struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
+/* The entry past its hot path: an intercommunicator's device rank, the agreement, then the
+ * component below or the device path. */
+static __attribute__((noinline)) int allreduce_agreed(const void *sbuf, void *rbuf, int count,
+                                                      struct ompi_datatype_t *dtype,
+                                                      struct ompi_op_t *op,
+                                                      struct ompi_communicator_t *comm,
+                                                      mca_coll_gpu_module_t *m, bool host)
 {
-    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
-    /* the kind of the memory the elements occupy, not of the pointers (which may lie outside);
-     * a rank with a device block anywhere in a buffer is a device rank */
-    bool host = mca_coll_gpu_data_host(sbuf, dtype, count)
-                && mca_coll_gpu_data_host(rbuf, dtype, count);
     bool all_device;
     int rc;
 
@@ -136,4 +135,20 @@ int mca_coll_gpu_allreduce(const void *sbuf, void *rbuf, int count,
     }
     return mca_coll_gpu_allreduce_device(sbuf, rbuf, count, dtype, op, comm, m, all_device,
                                          OMPI_SUCCESS);
+}
+
+int mca_coll_gpu_allreduce(const void *sbuf, void *rbuf, int count,
+                           struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                           struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
+{
+    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    /* the kind of the memory the elements occupy, not of the pointers (which may lie outside);
+     * a rank with a device block anywhere in a buffer is a device rank */
+    bool host = mca_coll_gpu_data_host(sbuf, dtype, count)
+                && mca_coll_gpu_data_host(rbuf, dtype, count);
+
+    if (mca_coll_gpu_host_pass(m, host)) {
+        return m->prev_allreduce.fn(sbuf, rbuf, count, dtype, op, comm, m->prev_allreduce.module);
+    }
+    return allreduce_agreed(sbuf, rbuf, count, dtype, op, comm, m, host);
 }

@@ -65,14 +65,12 @@ static int bcast_device(void *buf, int count, struct ompi_datatype_t *dtype, int
     return mca_coll_gpu_team_bcast(team, m, comm, &plan, buf, count, dtype, root, OMPI_SUCCESS);
 }
 
-int mca_coll_gpu_bcast(void *buf, int count, struct ompi_datatype_t *dtype, int root,
-                       struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
+/* The entry past its hot path (as allreduce_agreed). */
+static __attribute__((noinline)) int bcast_agreed(void *buf, int count,
+                                                  struct ompi_datatype_t *dtype, int root,
+                                                  struct ompi_communicator_t *comm,
+                                                  mca_coll_gpu_module_t *m, bool host)
 {
-    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
-    /* the kind of the memory the elements occupy, not of buf (which may lie outside it); a
-     * device block anywhere makes this a device rank */
-    bool host = (m->inter && mca_coll_gpu_is_idle(root))
-                || mca_coll_gpu_data_host(buf, dtype, count);
     bool all_device;
     int rc;
 
@@ -91,4 +89,19 @@ int mca_coll_gpu_bcast(void *buf, int count, struct ompi_datatype_t *dtype, int 
         return m->prev_bcast.fn(buf, count, dtype, root, comm, m->prev_bcast.module);
     }
     return bcast_device(buf, count, dtype, root, comm, m, all_device);
+}
+
+int mca_coll_gpu_bcast(void *buf, int count, struct ompi_datatype_t *dtype, int root,
+                       struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
+{
+    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    /* the kind of the memory the elements occupy, not of buf (which may lie outside it); a
+     * device block anywhere makes this a device rank */
+    bool host = (m->inter && mca_coll_gpu_is_idle(root))
+                || mca_coll_gpu_data_host(buf, dtype, count);
+
+    if (mca_coll_gpu_host_pass(m, host)) {
+        return m->prev_bcast.fn(buf, count, dtype, root, comm, m->prev_bcast.module);
+    }
+    return bcast_agreed(buf, count, dtype, root, comm, m, host);
 }

@@ -115,6 +115,8 @@ typedef struct coll_gpu_kinds_rank_t {
     _Atomic uint64_t abandoned __attribute__((aligned(64))); /* gave up in this call; 0: none */
 } __attribute__((aligned(KINDS_PAGE))) coll_gpu_kinds_rank_t;
 _Static_assert(64 == sizeof(coll_gpu_kinds_slot_t), "a slot is one cache line");
+_Static_assert(COLL_GPU_KINDS_SLOT_WORDS * sizeof(uint64_t) == sizeof(coll_gpu_kinds_slot_t),
+               "mca_coll_gpu_kinds_publish steps from word to word by whole slots");
 
 struct coll_gpu_kinds_board_t {
     uint64_t magic;
@@ -301,6 +303,7 @@ static int kinds_setup(mca_coll_gpu_module_t *m, struct ompi_communicator_t *com
     }
     m->board = b;
     m->board_rank = rank;
+    m->kinds_words = (NULL != b) ? &b->rank[rank].slot[0].word : NULL;
     m->kmode = (1 == out[1])   ? COLL_GPU_KMODE_PROMISE_DEVICE
                : (1 == out[2]) ? COLL_GPU_KMODE_PROMISE_HOST
                : (NULL != b)   ? COLL_GPU_KMODE_BOARD
@@ -315,6 +318,7 @@ void mca_coll_gpu_kinds_release(mca_coll_gpu_module_t *m)
     if (NULL != m->board) {
         munmap(m->board, board_bytes(m->board->nranks));
         m->board = NULL;
+        m->kinds_words = NULL;
     }
 }
 
@@ -392,18 +396,6 @@ static int kinds_wait(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm
             return OMPI_ERROR;
         }
     }
-}
-
-/* Store this rank's word of call u: from now on its peers may read it (and its details). */
-static inline void kinds_publish(mca_coll_gpu_module_t *m, uint64_t u, unsigned flags)
-{
-    atomic_store_explicit(&m->board->rank[m->board_rank].slot[u % COLL_GPU_KINDS_RING].word,
-                          (u << 8) | flags, memory_order_release);
-}
-
-void mca_coll_gpu_kinds_publish_host(mca_coll_gpu_module_t *m)
-{
-    kinds_publish(m, ++m->kinds_seq, 0);
 }
 
 /* ---- the device ranks' decision ---------------------------------------------------------- */
@@ -581,7 +573,7 @@ static int kinds_board_device(mca_coll_gpu_module_t *m, struct ompi_communicator
     e->root = call->root;
     e->op = kinds_op_id(call->op);
     e->dt = (uint8_t) call->dt;
-    kinds_publish(m, u, KINDS_DEVICE);
+    mca_coll_gpu_kinds_publish(m, u, KINDS_DEVICE);
     *all_device = false;
     rc = kinds_wait(m, comm, what, u);
     if (OMPI_SUCCESS != rc) {
@@ -637,7 +629,7 @@ static int kinds_agree(mca_coll_gpu_module_t *m, struct ompi_communicator_t *com
         if (call->device) {
             return kinds_board_device(m, comm, what, call, all_device);
         }
-        mca_coll_gpu_kinds_publish_host(m);
+        mca_coll_gpu_kinds_publish(m, ++m->kinds_seq, 0);
         *all_device = false;
         return OMPI_SUCCESS;
     default:
