@@ -149,6 +149,7 @@ static int reduce_device(coll_gpu_staged_call_t *c, bool all_device)
                               !all_device ? "staged (memory kind: host memory on some rank)"
                                           : "staged (across nodes, empty, no such root, or "
                                             "under coll_gpu_uniform_buffers)");
+        c->decided = true; /* logged: the staged path logs nothing more */
         return mca_coll_gpu_staged(c);
     }
     return reduce_run(c, "a reduce on the node team, the root reading every rank's input",
