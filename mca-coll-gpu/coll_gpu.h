@@ -370,7 +370,9 @@ void mca_coll_gpu_hier_release(mca_coll_gpu_module_t *m);
  * MPI_IN_PLACE that differ across ranks make every rank return MPI_ERR_COUNT, MPI_ERR_OP,
  * MPI_ERR_OTHER or MPI_ERR_BUFFER without moving data.  Bcast: the root's plan and byte count
  * are the call's, and a rank whose byte count differs from the root's returns
- * MPI_ERR_TRUNCATE without moving data (the root then too). */
+ * MPI_ERR_TRUNCATE without moving data (the root then too); agreed: this call's agreement
+ * compared every rank's byte count and root already (mca_coll_gpu_kinds_compared), so no rank
+ * waits for the root's. */
 int mca_coll_gpu_team_allreduce(coll_gpu_team_t *t, mca_coll_gpu_module_t *m,
                                 struct ompi_communicator_t *comm, const topo_plan_t *plan,
                                 const void *sbuf, void *rbuf, int count,
@@ -378,7 +380,8 @@ int mca_coll_gpu_team_allreduce(coll_gpu_team_t *t, mca_coll_gpu_module_t *m,
                                 dev_op_t op, int local_rc);
 int mca_coll_gpu_team_bcast(coll_gpu_team_t *t, mca_coll_gpu_module_t *m,
                             struct ompi_communicator_t *comm, const topo_plan_t *plan, void *buf,
-                            int count, struct ompi_datatype_t *dtype, int root, int local_rc);
+                            int count, struct ompi_datatype_t *dtype, int root, int local_rc,
+                            bool agreed);
 /* The allreduce's agreement (coll_gpu_nvl.c): publish this rank's record of call seq (before
  * waiting for anyone); once every rank's is there, compare them: OMPI_SUCCESS, or the error of
  * the call on every rank (one line names the difference). */
@@ -617,6 +620,13 @@ static inline bool mca_coll_gpu_host_noted(mca_coll_gpu_module_t *m, bool host)
         return true;
     }
     return false;
+}
+/* Did the agreement of a call that put every rank on the device path compare the ranks'
+ * records (byte counts, roots, ops, element types: kinds_compare)?  On the board, yes; under a
+ * promise or across hosts it only knows the kinds. */
+static inline bool mca_coll_gpu_kinds_compared(const mca_coll_gpu_module_t *m)
+{
+    return COLL_GPU_KMODE_BOARD == m->kmode && !mca_coll_gpu_component.uniform_buffers;
 }
 /* The hot path of the blocking entries that agree per call: this rank's buffers are all host
  * memory (host), and there is nothing to agree (an intercommunicator; a call nested in an

@@ -62,7 +62,8 @@ static int bcast_device(void *buf, int count, struct ompi_datatype_t *dtype, int
         return bcast_staged(buf, count, dtype, root, comm, m);
     }
     /* a rank that cannot prepare its buffer still takes part (its peers fail, not wait) */
-    return mca_coll_gpu_team_bcast(team, m, comm, &plan, buf, count, dtype, root, OMPI_SUCCESS);
+    return mca_coll_gpu_team_bcast(team, m, comm, &plan, buf, count, dtype, root, OMPI_SUCCESS,
+                                   mca_coll_gpu_kinds_compared(m));
 }
 
 /* The entry past its hot path (as allreduce_agreed). */

@@ -253,6 +253,9 @@ typedef struct coll_gpu_async_t {
     async_alg_t alg;
     bool bcast;
     bool blocking;                      /* a blocking call's (async_run) */
+    /* a bcast whose ranks' byte counts and root the memory-kinds agreement compared for this
+     * call (a blocking call agreed on the board): no rank waits for the root's record */
+    bool agreed;
     async_phase_t phase;
     uint64_t seq;
     int rc;
@@ -1239,7 +1242,10 @@ static int step_agree(coll_gpu_async_t *r)
         atomic_store_explicit(&mine->seq, seq, memory_order_release);
         r->phase = PH_ARRIVE;
     }
-    if (t->rank != r->root) {
+    /* after the agreement on the board every rank's byte count is the root's, and so is its
+     * plan (picked from the byte count and parameters that hold one value on every process,
+     * MCA_BASE_VAR_SCOPE_ALL_EQ): a second wait for the root would only add its latency */
+    if (t->rank != r->root && !r->agreed) {
         if (seq != atomic_load_explicit(&at_root->seq, memory_order_acquire)) {
             /* the root has not entered the call yet */
             r->seq = seq; /* for the hang reports (and their give-up) */
@@ -1984,6 +1990,7 @@ static void async_init(coll_gpu_async_t *r, coll_gpu_team_t *t, struct ompi_comm
         r->super.super.req_state = OMPI_REQUEST_ACTIVE;
     }
     r->persistent = persistent;
+    r->agreed = false;
     r->user_dtype = NULL;
     r->super.super.req_free = async_req_free;
     r->super.super.req_cancel = async_req_cancel;
@@ -2435,12 +2442,14 @@ int mca_coll_gpu_team_allreduce(coll_gpu_team_t *t, mca_coll_gpu_module_t *m,
 
 int mca_coll_gpu_team_bcast(coll_gpu_team_t *t, mca_coll_gpu_module_t *m,
                             struct ompi_communicator_t *comm, const topo_plan_t *plan, void *buf,
-                            int count, struct ompi_datatype_t *dtype, int root, int local_rc)
+                            int count, struct ompi_datatype_t *dtype, int root, int local_rc,
+                            bool agreed)
 {
     coll_gpu_async_t r;
 
     OBJ_CONSTRUCT(&r, coll_gpu_async_t);
     async_init(&r, t, comm, "bcast", false);
+    r.agreed = agreed;
     r.module = m;
     r.blocking = true; /* the module's temporary (buf_slot) */
     bcast_call(&r, mca_coll_gpu_call_bytes(dtype, (size_t) count), root);
