@@ -489,8 +489,6 @@ coll_gpu_team_t *mca_coll_gpu_select(mca_coll_gpu_module_t *m, struct ompi_commu
                                      topo_plan_t *plan);
 /* Module teardown: the team's calls end, then the team goes. */
 void mca_coll_gpu_async_destroy_team(mca_coll_gpu_module_t *m);
-/* From the waits of ours: move every team's queued calls (cheap when none are queued). */
-void mca_coll_gpu_async_poll(void);
 /* One turn of a wait of ours outside the engine (the hierarchical path's): every team's queued
  * calls move, the rest of Open MPI now and then, and the core is yielded once the wait has
  * spun a while (the ranks of a node may outnumber its cores). */

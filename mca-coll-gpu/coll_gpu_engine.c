@@ -167,6 +167,7 @@
 
 #include <inttypes.h>
 #include <sched.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -211,15 +212,8 @@
 #define ASYNC_READY 3   /* stream_poll: the stream's work ended */
 
 typedef enum {
-    ALG_FUSED,
-    ALG_ONESHOT,
-    ALG_TWOSHOT,
-    ALG_TWOSHOT_CE,
-    ALG_RING,
-    ALG_BC_PUSH,
-    ALG_BC_PULL,
-    ALG_BC_CHAIN,
-    ALG_BC_TREE,
+    ALG_FUSED, ALG_ONESHOT, ALG_TWOSHOT, ALG_TWOSHOT_CE, ALG_RING,
+    ALG_BC_PUSH, ALG_BC_PULL, ALG_BC_CHAIN, ALG_BC_TREE,
     ALG_BC_AGREE,  /* bcast before the root's plan is known */
     ALG_AR_AGREE,  /* allreduce before every rank's record is read (then first_alg) */
     ALG_BC_EMPTY,  /* bcast of 0 bytes: arrive, wait for all */
@@ -238,12 +232,14 @@ typedef enum {
     PH_ARRIVE,     /* waiting for the peers' arrive (or the root's record, or the parent's) */
     PH_MOVE,       /* issuing and polling the data movement */
     PH_STREAM,     /* waiting for our stream */
+    PH_XSTREAMS,   /* waiting for the streams in r->xstreams */
     PH_FINISH,     /* the end: done(seq) given, waiting for the others' */
     PH_OWN_DONE,   /* push bcast: the end without the others' done */
 } async_phase_t;
 
 /* The request is a coll/base nonblocking request: Open MPI's MPI_I... bindings keep derived
- * datatypes alive in its fields (ompi_coll_base_retain_datatypes), whatever the component. */
+ * datatypes alive in its fields (ompi_coll_base_retain_datatypes), whatever the component.
+ * async_init zeroes the fields from next up to xsoff. */
 typedef struct coll_gpu_async_t {
     ompi_coll_base_nbc_request_t super;
     struct coll_gpu_async_t *next;      /* in the team's queue */
@@ -281,11 +277,9 @@ typedef struct coll_gpu_async_t {
     uint64_t nchunks, issued, complete; /* chain, tree; ring: complete is the step */
     size_t chunk;
     int parent;
-    bool has_child;
     unsigned polls;
     coll_gpu_wait_t wait;               /* the hang watch's view of the current wait */
-    /* the call as given, for allreduce_begin and bcast_begin (again at every MPI_Start of a
-     * persistent request) */
+    /* the call as given (again at every MPI_Start of a persistent request) */
     const void *user_sbuf;
     void *user_rbuf;
     int user_count;
@@ -298,11 +292,6 @@ typedef struct coll_gpu_async_t {
     struct ompi_op_t *mpi_op;
     bool setup_reported;                /* a long wait for the setup was reported */
     coll_gpu_fallback_t fb;
-    /* an exchange or a reduce-scatter: the step; the streams its move (or the copy-engine
-     * two-shot) queued on, which the call waits for */
-    coll_gpu_xstep_t x;
-    dev_stream_t *xstreams[COLL_GPU_XSTEP_STREAMS];
-    int nxstreams;
     int final_rc;                       /* the call's result, as async_complete gave it */
     /* an exchange or a reduce-scatter on the team (xcall_layout), laid out once (the same at
      * every start): each side of this rank's buffers as a view of count x type (a v layout as
@@ -317,14 +306,19 @@ typedef struct coll_gpu_async_t {
     bool xsdense, xrdense;              /* the side's element type is dense */
     struct ompi_datatype_t *xsdtype, *xrdtype; /* retained, or made here; released at the end */
     int xscount, xrcount;
-    uint64_t xsoff[COLL_GPU_TEAM_MAX], xslen[COLL_GPU_TEAM_MAX];
-    uint64_t xroff[COLL_GPU_TEAM_MAX], xrlen[COLL_GPU_TEAM_MAX];
-    int64_t xsat[COLL_GPU_TEAM_MAX], xrat[COLL_GPU_TEAM_MAX];
     size_t xsbytes;                     /* alltoall(v) in place: the copy's bytes */
     size_t xpiece_off, xpiece_count;
     int xrc;                            /* the layout could not be made: no data at any start */
     void *xresult;
     size_t xpiece;
+    uint64_t xsoff[COLL_GPU_TEAM_MAX], xslen[COLL_GPU_TEAM_MAX];
+    uint64_t xroff[COLL_GPU_TEAM_MAX], xrlen[COLL_GPU_TEAM_MAX];
+    int64_t xsat[COLL_GPU_TEAM_MAX], xrat[COLL_GPU_TEAM_MAX];
+    /* the step; the streams its move (or the copy-engine two-shot) queued on, which the call
+     * waits for */
+    coll_gpu_xstep_t x;
+    dev_stream_t *xstreams[COLL_GPU_XSTEP_STREAMS];
+    int nxstreams;
 } coll_gpu_async_t;
 
 static void async_destruct(coll_gpu_async_t *r)
@@ -400,41 +394,27 @@ static bool all_reached(coll_gpu_async_t *r, bool done)
     return true;
 }
 
-static bool all_arrived(coll_gpu_async_t *r)
+/* Only the end is left (ALG_FINISH): after a failure rc (the call's result unless it had one),
+ * or after the ring's last step (rc OMPI_SUCCESS). */
+static int async_to_finish(coll_gpu_async_t *r, int rc)
 {
-    return all_reached(r, false);
+    if (OMPI_SUCCESS == r->rc) {
+        r->rc = rc;
+    }
+    r->alg = ALG_FINISH;
+    r->phase = PH_START;
+    return ASYNC_AGAIN;
 }
 
-static bool all_done(coll_gpu_async_t *r)
+/* Enter the finish after a failure of this rank (or a peer's, seen in the flags). */
+static int async_fail(coll_gpu_async_t *r)
 {
-    return all_reached(r, true);
-}
-
-/* Our stream's work: ASYNC_READY when it ended, ASYNC_PENDING while it runs; a failure is
- * reported and fails the call (ASYNC_AGAIN: the request now runs the finish). */
-static int async_fail(coll_gpu_async_t *r);
-static int stream_poll(coll_gpu_async_t *r)
-{
-    int q = dev_stream_query(r->team->stream);
-    if (1 == q) {
-        return ASYNC_PENDING;
+    mca_coll_gpu_team_fail(r->team, r->seq);
+    if (ALG_FUSED == r->alg && 0 != r->seq) {
+        /* our kernel may never push: release the peers' kernels (coll_gpu.h) */
+        (void) mca_coll_gpu_nvl_fused_release_peers(r->team, r->seq);
     }
-    if (DEV_OK != q) {
-        mca_coll_gpu_report_failure(r->what, r->comm, "the team's stream: %s",
-                                    dev_error_string());
-        return async_fail(r);
-    }
-    return ASYNC_READY;
-}
-
-/* Every rank arrived (ASYNC_READY), or not yet (ASYNC_PENDING); a failure anywhere (or a rank we
- * gave up on) sends the call to its finish (async_fail's ASYNC_AGAIN). */
-static int arrived_ok(coll_gpu_async_t *r)
-{
-    if (!all_arrived(r)) {
-        return ASYNC_PENDING;
-    }
-    return mca_coll_gpu_team_any_failed(r->team, r->seq) ? async_fail(r) : ASYNC_READY;
+    return async_to_finish(r, OMPI_ERROR);
 }
 
 /* Checked device call inside a step: on failure report it, fail the call through the team's
@@ -449,34 +429,94 @@ static int arrived_ok(coll_gpu_async_t *r)
         }                                                                                  \
     } while (0)
 
-/* Enter the finish after a failure of this rank (or a peer's, seen in the flags). */
-static int async_fail(coll_gpu_async_t *r)
+/* Our stream's work: ASYNC_READY when it ended, ASYNC_PENDING while it runs; a failure is
+ * reported and fails the call (ASYNC_AGAIN: the request now runs the finish). */
+static int stream_poll(coll_gpu_async_t *r)
 {
-    mca_coll_gpu_team_fail(r->team, r->seq);
-    if (ALG_FUSED == r->alg && 0 != r->seq) {
-        /* our kernel may never push: release the peers' kernels (coll_gpu.h) */
-        (void) mca_coll_gpu_nvl_fused_release_peers(r->team, r->seq);
+    int q = dev_stream_query(r->team->stream);
+    if (1 == q) {
+        return ASYNC_PENDING;
     }
-    if (OMPI_SUCCESS == r->rc) {
-        r->rc = OMPI_ERROR;
+    if (DEV_OK != q) {
+        mca_coll_gpu_report_failure(r->what, r->comm, "the team's stream: %s",
+                                    dev_error_string());
+        return async_fail(r);
     }
-    r->alg = ALG_FINISH;
-    r->phase = PH_START;
-    return ASYNC_AGAIN;
+    return ASYNC_READY;
 }
 
-/* The end every algorithm but the fused and the push bcast shares: arrive if a failure came
- * first, drain our own copies and
- * kernels after a failure (nothing of ours may touch peer memory once we are done), give our
- * done, wait for everybody's; the call fails on every rank when any rank failed. */
-static int async_finish(coll_gpu_async_t *r)
+/* The same for every stream the call queued its last work on (r->xstreams); a failure drains
+ * the others. */
+static int xstreams_poll(coll_gpu_async_t *r)
+{
+    for (int i = 0; i < r->nxstreams; ++i) {
+        int q = dev_stream_query(r->xstreams[i]);
+        if (1 == q) {
+            return ASYNC_PENDING;
+        }
+        if (DEV_OK != q) {
+            mca_coll_gpu_report_failure(r->what, r->comm, "the copies on the team's streams: %s",
+                                        dev_error_string());
+            for (int j = 0; j < r->nxstreams; ++j) {
+                (void) dev_stream_sync(r->xstreams[j]);
+            }
+            return async_fail(r);
+        }
+    }
+    return ASYNC_READY;
+}
+
+/* Every rank arrived (ASYNC_READY), or not yet (ASYNC_PENDING); a failure anywhere (or a rank we
+ * gave up on) sends the call to its finish (async_fail's ASYNC_AGAIN). */
+static int arrived_ok(coll_gpu_async_t *r)
+{
+    if (!all_reached(r, false)) {
+        return ASYNC_PENDING;
+    }
+    return mca_coll_gpu_team_any_failed(r->team, r->seq) ? async_fail(r) : ASYNC_READY;
+}
+
+/* Peer p arrived (ASYNC_READY), or not yet; a failure of p fails the call. */
+static int peer_arrived(coll_gpu_async_t *r, int p)
 {
     coll_gpu_team_t *t = r->team;
 
+    if (!mca_coll_gpu_team_reached(t, &t->ctl->rank[p].arrive, p, r->seq)) {
+        async_waiting(r, COLL_GPU_WAIT_ARRIVE, p, 0);
+        return ASYNC_PENDING;
+    }
+    return mca_coll_gpu_team_failed(t, p, r->seq) ? async_fail(r) : ASYNC_READY;
+}
+
+static void async_arrive(coll_gpu_async_t *r)
+{
+    mca_coll_gpu_team_arrive(r->team, r->seq);
+    r->arrived = true;
+}
+
+/* A call this rank sits out: it takes the next seq and fails it. */
+static void async_seq_failed(coll_gpu_async_t *r)
+{
+    r->seq = ++r->team->seq;
+    mca_coll_gpu_team_fail(r->team, r->seq);
+}
+
+/* The finish (schedule at the top of the file), once the streams the call's work went on have
+ * ended (PH_STREAM, PH_XSTREAMS); after a failure our own copies and kernels drain first:
+ * nothing of ours may touch peer memory once we are done. */
+static int async_finish(coll_gpu_async_t *r)
+{
+    coll_gpu_team_t *t = r->team;
+    int s = (PH_STREAM == r->phase)     ? stream_poll(r)
+            : (PH_XSTREAMS == r->phase) ? xstreams_poll(r)
+                                        : ASYNC_READY;
+
+    if (ASYNC_READY != s) {
+        return s;
+    }
     if (PH_FINISH != r->phase) {
         if (!r->arrived) {
-            mca_coll_gpu_team_arrive(t, r->seq);
-            r->arrived = true;
+            async_arrive(r);
         }
         if (OMPI_SUCCESS != r->rc) {
             mca_coll_gpu_nvl_drain(t);
@@ -484,7 +524,7 @@ static int async_finish(coll_gpu_async_t *r)
         mca_coll_gpu_team_done(t, r->seq);
         r->phase = PH_FINISH;
     }
-    if (!all_done(r)) {
+    if (!all_reached(r, true)) {
         return ASYNC_PENDING;
     }
     if (OMPI_SUCCESS == r->rc && mca_coll_gpu_team_any_failed(t, r->seq)) {
@@ -499,10 +539,11 @@ static int async_finish(coll_gpu_async_t *r)
  * (a peer may wait for one of them before it launches), the wait is watched as every wait of
  * ours is (async_waiting: a rank that gives up fails the call), and a failure anywhere
  * releases it. */
+static int async_progress(void);
 static bool fused_abandon(void *ctx)
 {
     coll_gpu_async_t *r = ctx;
-    mca_coll_gpu_async_poll();
+    (void) async_progress();
     async_waiting(r, COLL_GPU_WAIT_FUSED, -1, 0);
     return mca_coll_gpu_team_any_failed(r->team, r->seq);
 }
@@ -517,8 +558,7 @@ static int step_fused(coll_gpu_async_t *r)
         r->seq = ++t->seq;
         r->released = false;
         r->polls = 0;
-        mca_coll_gpu_team_arrive(t, r->seq);
-        r->arrived = true;
+        async_arrive(r);
         r->phase = PH_ARRIVE;
         /* fall through */
     case PH_ARRIVE: {
@@ -565,9 +605,7 @@ static int step_fused(coll_gpu_async_t *r)
         async_waited(r);
         if (mca_coll_gpu_team_any_failed(t, r->seq)) {
             r->rc = OMPI_ERROR;
-            return ASYNC_END;
-        }
-        if (r->off < r->count) {
+        } else if (r->off < r->count) {
             r->phase = PH_START; /* the next piece, its own seq */
             return ASYNC_AGAIN;
         }
@@ -577,50 +615,7 @@ static int step_fused(coll_gpu_async_t *r)
     }
 }
 
-static int step_oneshot(coll_gpu_async_t *r)
-{
-    int s;
-    coll_gpu_team_t *t = r->team;
-    coll_gpu_ctl_rank_t *me;
-    const void *srcs[COLL_GPU_TEAM_MAX];
-    void *dst;
-
-    switch (r->phase) {
-    case PH_START:
-        r->seq = ++t->seq;
-        me = &t->ctl->rank[t->rank];
-        ASYNC_CHECK(r, mca_coll_gpu_team_export(t, r->s.dev, r->count * r->esize, &me->sbuf));
-        mca_coll_gpu_team_arrive(t, r->seq);
-        r->arrived = true;
-        r->phase = PH_ARRIVE;
-        /* fall through */
-    case PH_ARRIVE:
-        if (ASYNC_READY != (s = arrived_ok(r))) {
-            return s;
-        }
-        for (int p = 0; p < t->size; ++p) {
-            void *s = r->s.dev;
-            if (p != t->rank) {
-                ASYNC_CHECK(r, mca_coll_gpu_team_import(t, p, &t->ctl->rank[p].sbuf,
-                                                        r->count * r->esize, &s));
-            }
-            srcs[p] = s;
-        }
-        dst = r->r.dev;
-        ASYNC_CHECK(r, dev_reduce_multi(&dst, 1, srcs, t->size, r->count, r->dt, r->op,
-                                        &r->launch, t->stream));
-        r->phase = PH_STREAM;
-        /* fall through */
-    case PH_STREAM:
-        s = stream_poll(r);
-        return (ASYNC_READY == s) ? async_finish(r) : s;
-    default:
-        return async_finish(r);
-    }
-}
-
-/* The elements [*lo, *hi) rank r owns in a two-shot of count elements over n ranks (and the
- * ring's chunk r). */
+/* The elements [*lo, *hi) rank r owns in a two-shot (and the ring's chunk r). */
 static void chunk_of(size_t count, int n, int r, size_t *lo, size_t *hi)
 {
     size_t base = count / (size_t) n, extra = count % (size_t) n;
@@ -628,102 +623,82 @@ static void chunk_of(size_t count, int n, int r, size_t *lo, size_t *hi)
     *hi = *lo + base + ((size_t) r < extra ? 1 : 0);
 }
 
-/* The opening of both two-shots: lend our send and receive buffers for call seq, arrive. */
-static int lend_pair(coll_gpu_async_t *r)
+/* Lend the send buffer (pair: and the receive buffer) for call seq, arrive. */
+static int lend_bufs(coll_gpu_async_t *r, bool pair)
 {
     coll_gpu_team_t *t = r->team;
     coll_gpu_ctl_rank_t *me = &t->ctl->rank[t->rank];
     int rc = mca_coll_gpu_team_export(t, r->s.dev, r->count * r->esize, &me->sbuf);
 
-    if (DEV_OK == rc) {
+    if (DEV_OK == rc && pair) {
         rc = mca_coll_gpu_team_export(t, r->r.dev, r->count * r->esize, &me->rbuf);
     }
     if (DEV_OK == rc) {
-        mca_coll_gpu_team_arrive(t, r->seq);
-        r->arrived = true;
+        async_arrive(r);
     }
     return rc;
 }
 
-/* Every rank's lent pair mapped (ours as it is) into ps[] and pr[], once all arrived. */
-static int map_pairs(coll_gpu_async_t *r, void **ps, void **pr)
+/* Every rank's lent buffers mapped (ours as they are) into ps[] and pr[] (unless NULL). */
+static int map_bufs(coll_gpu_async_t *r, void **ps, void **pr)
 {
     coll_gpu_team_t *t = r->team;
+    size_t len = r->count * r->esize;
     int rc = DEV_OK;
 
     for (int p = 0; p < t->size && DEV_OK == rc; ++p) {
         ps[p] = r->s.dev;
-        pr[p] = r->r.dev;
+        if (NULL != pr) {
+            pr[p] = r->r.dev;
+        }
         if (p != t->rank) {
-            rc = mca_coll_gpu_team_import(t, p, &t->ctl->rank[p].sbuf, r->count * r->esize,
-                                          &ps[p]);
-            if (DEV_OK == rc) {
-                rc = mca_coll_gpu_team_import(t, p, &t->ctl->rank[p].rbuf,
-                                              r->count * r->esize, &pr[p]);
+            rc = mca_coll_gpu_team_import(t, p, &t->ctl->rank[p].sbuf, len, &ps[p]);
+            if (DEV_OK == rc && NULL != pr) {
+                rc = mca_coll_gpu_team_import(t, p, &t->ctl->rank[p].rbuf, len, &pr[p]);
             }
         }
     }
     return rc;
 }
 
-static int step_twoshot(coll_gpu_async_t *r)
+/* One-shot reduces every rank's send buffer into its own receive buffer, two-shot its chunk
+ * of every rank's into every rank's (schedules at the top of the file). */
+static int step_shot(coll_gpu_async_t *r)
 {
-    int s;
     coll_gpu_team_t *t = r->team;
-    void *ps[COLL_GPU_TEAM_MAX], *pr[COLL_GPU_TEAM_MAX];
+    bool two = (ALG_TWOSHOT == r->alg);
+    void *ps[COLL_GPU_TEAM_MAX], *pr[COLL_GPU_TEAM_MAX], *dsts[COLL_GPU_TEAM_MAX];
     const void *srcs[COLL_GPU_TEAM_MAX];
-    void *dsts[COLL_GPU_TEAM_MAX];
-    size_t lo, hi;
+    size_t lo = 0, hi = r->count;
+    int s;
 
     switch (r->phase) {
     case PH_START:
         r->seq = ++t->seq;
-        ASYNC_CHECK(r, lend_pair(r));
+        ASYNC_CHECK(r, lend_bufs(r, two));
         r->phase = PH_ARRIVE;
         /* fall through */
     case PH_ARRIVE:
         if (ASYNC_READY != (s = arrived_ok(r))) {
             return s;
         }
-        ASYNC_CHECK(r, map_pairs(r, ps, pr));
-        chunk_of(r->count, t->size, t->rank, &lo, &hi);
+        ASYNC_CHECK(r, map_bufs(r, ps, two ? pr : NULL));
+        if (two) {
+            chunk_of(r->count, t->size, t->rank, &lo, &hi);
+        }
         for (int p = 0; p < t->size; ++p) {
             srcs[p] = (const char *) ps[p] + lo * r->esize;
-            dsts[p] = (char *) pr[p] + lo * r->esize;
+            dsts[p] = two ? (char *) pr[p] + lo * r->esize : r->r.dev;
         }
         if (hi > lo) {
-            ASYNC_CHECK(r, dev_reduce_multi(dsts, t->size, srcs, t->size, hi - lo, r->dt, r->op,
-                                            &r->launch, t->stream));
+            ASYNC_CHECK(r, dev_reduce_multi(dsts, two ? t->size : 1, srcs, t->size, hi - lo,
+                                            r->dt, r->op, &r->launch, t->stream));
         }
         r->phase = PH_STREAM;
         /* fall through */
-    case PH_STREAM:
-        s = stream_poll(r);
-        return (ASYNC_READY == s) ? async_finish(r) : s;
     default:
         return async_finish(r);
     }
-}
-
-/* Every stream the call queued its last work on (r->xstreams): ASYNC_READY once all ended; a
- * failure drains the others and fails the call. */
-static int xstreams_poll(coll_gpu_async_t *r)
-{
-    for (int i = 0; i < r->nxstreams; ++i) {
-        int q = dev_stream_query(r->xstreams[i]);
-        if (1 == q) {
-            return ASYNC_PENDING;
-        }
-        if (DEV_OK != q) {
-            mca_coll_gpu_report_failure(r->what, r->comm, "the copies on the team's streams: %s",
-                                        dev_error_string());
-            for (int j = 0; j < r->nxstreams; ++j) {
-                (void) dev_stream_sync(r->xstreams[j]);
-            }
-            return async_fail(r);
-        }
-    }
-    return ASYNC_READY;
 }
 
 /* Copy-engine two-shot (schedule at the top of the file): the pieces of this rank's shard,
@@ -756,7 +731,7 @@ static int step_twoshot_ce(coll_gpu_async_t *r)
         want = (want < 4096) ? 4096 : want;
         ASYNC_CHECK(r, mca_coll_gpu_nvl_ce(t, want * COLL_GPU_CE_DEPTH * (size_t) (n - 1), &ce));
         r->per = piece / r->esize;
-        ASYNC_CHECK(r, lend_pair(r));
+        ASYNC_CHECK(r, lend_bufs(r, true));
         r->phase = PH_ARRIVE;
     }
         /* fall through */
@@ -767,7 +742,7 @@ static int step_twoshot_ce(coll_gpu_async_t *r)
             return s;
         }
         ASYNC_CHECK(r, mca_coll_gpu_nvl_ce(t, 0, &ce));
-        ASYNC_CHECK(r, map_pairs(r, ps, pr));
+        ASYNC_CHECK(r, map_bufs(r, ps, pr));
         COLL_GPU_VERBOSE(COLL_GPU_LOG_CALL,
                          "coll:gpu:%s (cid %d): rank %d: twoshot_ce, shard of %zu B in %zu "
                          "piece(s) of %zu B",
@@ -813,12 +788,9 @@ static int step_twoshot_ce(coll_gpu_async_t *r)
         /* the pushes waited for the reduces, which waited for the pulls */
         r->xstreams[0] = ce->push;
         r->nxstreams = 1;
-        r->phase = PH_STREAM;
+        r->phase = PH_XSTREAMS;
     }
         /* fall through */
-    case PH_STREAM:
-        s = xstreams_poll(r);
-        return (ASYNC_READY == s) ? async_finish(r) : s;
     default:
         return async_finish(r);
     }
@@ -845,18 +817,25 @@ static int step_ring(coll_gpu_async_t *r)
         }
         r->phase = PH_COPY;
         /* fall through */
-    case PH_COPY: {
+    case PH_COPY:
+    case PH_STREAM: { /* the copy rbuf = sbuf, or step k's work */
         int q = dev_stream_query(t->stream);
         if (1 == q) {
             return ASYNC_PENDING;
         }
         ASYNC_CHECK(r, q);
-        ASYNC_CHECK(r, mca_coll_gpu_team_export(t, r->r.dev, r->count * r->esize,
-                                                &t->ctl->rank[t->rank].rbuf));
-        mca_coll_gpu_team_arrive(t, r->seq);
-        mca_coll_gpu_team_step(t, r->seq, 0);
-        r->arrived = true;
-        r->complete = 0;
+        if (PH_COPY == r->phase) {
+            ASYNC_CHECK(r, mca_coll_gpu_team_export(t, r->r.dev, r->count * r->esize,
+                                                    &t->ctl->rank[t->rank].rbuf));
+            async_arrive(r);
+            mca_coll_gpu_team_step(t, r->seq, 0);
+            r->complete = 0;
+        } else {
+            mca_coll_gpu_team_step(t, r->seq, ++r->complete);
+            if (r->complete >= (uint64_t) (2 * n - 2)) {
+                return async_to_finish(r, OMPI_SUCCESS);
+            }
+        }
         r->phase = PH_MOVE;
     }
         /* fall through */
@@ -897,35 +876,17 @@ static int step_ring(coll_gpu_async_t *r)
             }
         }
         r->phase = PH_STREAM;
-        /* fall through */
-    case PH_STREAM: {
-        int q = dev_stream_query(t->stream);
-        if (1 == q) {
-            return ASYNC_PENDING;
-        }
-        ASYNC_CHECK(r, q);
-        mca_coll_gpu_team_step(t, r->seq, ++r->complete);
-        if (r->complete < (uint64_t) (2 * n - 2)) {
-            r->phase = PH_MOVE;
-            return ASYNC_AGAIN;
-        }
-        r->phase = PH_START; /* the finish, entered afresh */
-        r->alg = ALG_FINISH;
         return ASYNC_AGAIN;
-    }
     default:
         return async_finish(r);
     }
 }
 
-/* Before anything moves, every rank publishes its byte count, element type, op and use of
- * MPI_IN_PLACE, and reads every rank's.  They agree: the algorithm (first_alg) starts, or this
- * rank's failure before the call (local_rc) is sat out; they differ (or a rank gave up on the
- * call): every rank takes the finish without data and returns the same error, whichever
- * algorithm each rank's plan named (plans follow the byte count, which may be what differs).
- * Without the agreement such a call could take a peer's exported buffer for one it is not, run
- * different algorithms on different ranks, or leave a fused kernel waiting for pieces that
- * never come. */
+/* The allreduce agreement (schedule at the top of the file): records that differ (or a rank
+ * that gave up on the call) send every rank to the finish with the same error, whichever
+ * algorithm its plan named (plans follow the byte count, which may be what differs).  Without
+ * it such a call could take a peer's exported buffer for one it is not, run different
+ * algorithms on different ranks, or leave a fused kernel waiting for pieces that never come. */
 static int step_ar_agree(coll_gpu_async_t *r)
 {
     coll_gpu_team_t *t = r->team;
@@ -959,17 +920,13 @@ static int step_ar_agree(coll_gpu_async_t *r)
     }
     async_waited(r);
     rc = gave_up ? OMPI_ERROR : mca_coll_gpu_nvl_allreduce_check(t, seq, r->what, r->comm);
-    r->phase = PH_START;
-    if (OMPI_SUCCESS != rc) {
-        r->rc = rc;
-        r->alg = ALG_FINISH; /* takes seq, fails it, arrives, waits for everybody's done */
-        return ASYNC_AGAIN;
+    if (OMPI_SUCCESS != rc || OMPI_SUCCESS != r->local_rc) {
+        /* takes seq, fails it, arrives, waits for everybody's done */
+        return async_to_finish(r, (OMPI_SUCCESS != rc) ? rc : r->local_rc);
     }
+    r->phase = PH_START;
     r->alg = r->first_alg;
-    if (OMPI_SUCCESS != r->local_rc) {
-        r->rc = r->local_rc;
-        r->alg = ALG_FINISH;
-    } else if (ALG_FUSED == r->alg) {
+    if (ALG_FUSED == r->alg) {
         COLL_GPU_VERBOSE(COLL_GPU_LOG_CALL,
                          "coll:gpu:%s (cid %d): rank %d: fused, %zu piece(s) of up to %zu B",
                          r->what, t->cid, t->rank, (r->count + r->per - 1) / r->per,
@@ -987,7 +944,7 @@ static int push_end(coll_gpu_async_t *r)
     coll_gpu_team_t *t = r->team;
 
     if (t->rank == r->root) {
-        if (!all_arrived(r)) {
+        if (!all_reached(r, false)) {
             return ASYNC_PENDING;
         }
     } else if (!mca_coll_gpu_team_reached(t, &t->ctl->rank[r->root].done, r->root, r->seq)) {
@@ -1000,6 +957,18 @@ static int push_end(coll_gpu_async_t *r)
         r->rc = OMPI_ERROR;
     }
     return ASYNC_END;
+}
+
+/* A push root's failure: its copies issued end (sync) before its done. */
+static int push_failed(coll_gpu_async_t *r, bool sync)
+{
+    mca_coll_gpu_team_fail(r->team, r->seq);
+    r->rc = OMPI_ERROR;
+    if (sync) {
+        (void) dev_stream_sync(r->team->stream);
+    }
+    r->phase = PH_OWN_DONE;
+    return ASYNC_AGAIN;
 }
 
 static int step_push(coll_gpu_async_t *r)
@@ -1019,16 +988,14 @@ static int step_push(coll_gpu_async_t *r)
             mca_coll_gpu_team_fail(t, r->seq);
             r->rc = OMPI_ERROR;
         }
-        mca_coll_gpu_team_arrive(t, r->seq);
-        r->arrived = true;
+        async_arrive(r);
         r->phase = PH_OWN_DONE;
         return push_end(r);
     }
     switch (r->phase) {
     case PH_START:
         r->seq = ++t->seq;
-        mca_coll_gpu_team_arrive(t, r->seq);
-        r->arrived = true;
+        async_arrive(r);
         r->next_peer = 0;
         r->phase = PH_MOVE;
         /* fall through */
@@ -1052,11 +1019,7 @@ static int step_push(coll_gpu_async_t *r)
                     mca_coll_gpu_report_failure(r->what, r->comm, "copy to rank %d: %s", p,
                                                 dev_error_string());
                 }
-                mca_coll_gpu_team_fail(t, r->seq);
-                r->rc = OMPI_ERROR;
-                (void) dev_stream_sync(t->stream); /* copies issued end before done */
-                r->phase = PH_OWN_DONE;
-                return ASYNC_AGAIN;
+                return push_failed(r, true);
             }
         }
         async_waited(r);
@@ -1070,10 +1033,7 @@ static int step_push(coll_gpu_async_t *r)
         if (DEV_OK != q) {
             mca_coll_gpu_report_failure(r->what, r->comm, "copies to the peers: %s",
                                         dev_error_string());
-            mca_coll_gpu_team_fail(t, r->seq);
-            r->rc = OMPI_ERROR;
-            r->phase = PH_OWN_DONE;
-            return ASYNC_AGAIN;
+            return push_failed(r, false);
         }
         mca_coll_gpu_team_done(t, r->seq);
         return ASYNC_END;
@@ -1094,30 +1054,21 @@ static int step_pull(coll_gpu_async_t *r)
         if (t->rank == r->root) {
             ASYNC_CHECK(r, mca_coll_gpu_team_export(t, r->r.dev, r->bytes,
                                                     &t->ctl->rank[t->rank].rbuf));
-            mca_coll_gpu_team_arrive(t, r->seq);
-            r->arrived = true;
+            async_arrive(r);
             return async_finish(r);
         }
-        mca_coll_gpu_team_arrive(t, r->seq);
-        r->arrived = true;
+        async_arrive(r);
         r->phase = PH_ARRIVE;
         /* fall through */
     case PH_ARRIVE:
-        if (!mca_coll_gpu_team_reached(t, &t->ctl->rank[r->root].arrive, r->root, r->seq)) {
-            async_waiting(r, COLL_GPU_WAIT_ARRIVE, r->root, 0);
-            return ASYNC_PENDING;
-        }
-        if (mca_coll_gpu_team_failed(t, r->root, r->seq)) {
-            return async_fail(r);
+        if (ASYNC_READY != (s = peer_arrived(r, r->root))) {
+            return s;
         }
         ASYNC_CHECK(r, mca_coll_gpu_team_import(t, r->root, &t->ctl->rank[r->root].rbuf,
                                                 r->bytes, &r->peer_buf));
         ASYNC_CHECK(r, dev_memcpy_async(r->r.dev, r->peer_buf, r->bytes, t->stream));
         r->phase = PH_STREAM;
         /* fall through */
-    case PH_STREAM:
-        s = stream_poll(r);
-        return (ASYNC_READY == s) ? async_finish(r) : s;
     default:
         return async_finish(r);
     }
@@ -1127,16 +1078,14 @@ static int step_pull(coll_gpu_async_t *r)
 static int step_pipelined(coll_gpu_async_t *r)
 {
     coll_gpu_team_t *t = r->team;
-    bool tree = (ALG_BC_TREE == r->alg);
-    int n = t->size, root_pos, at, parent_at;
+    bool tree = (ALG_BC_TREE == r->alg), moved = false;
+    int n = t->size, root_pos = t->ring_pos[r->root], at, parent_at, s;
 
     switch (r->phase) {
     case PH_START:
         r->seq = ++t->seq;
-        root_pos = t->ring_pos[r->root];
         at = (t->ring_pos[t->rank] - root_pos + n) % n;
         parent_at = tree ? (at - 1) / 2 : at - 1;
-        r->has_child = tree ? (2 * at + 1 < n) : (at < n - 1);
         r->parent = (0 == at) ? -1 : t->ring_rank[(parent_at + root_pos) % n];
         r->chunk = (0 == r->plan.chunk_bytes) ? ASYNC_DEFAULT_CHUNK : r->plan.chunk_bytes;
         if ((r->bytes + r->chunk - 1) / r->chunk > COLL_GPU_STEP_FAILED - 1) {
@@ -1149,12 +1098,11 @@ static int step_pipelined(coll_gpu_async_t *r)
                          "%d, %" PRIu64 " chunk(s) of %zu B%s",
                          r->what, t->cid, t->rank, tree ? "tree" : "chain", at, r->root,
                          r->parent, r->nchunks, r->chunk, r->blocking ? "" : " (nonblocking)");
-        if (r->has_child) {
+        if (tree ? (2 * at + 1 < n) : (at < n - 1)) { /* a child maps our buffer */
             ASYNC_CHECK(r, mca_coll_gpu_team_export(t, r->r.dev, r->bytes,
                                                     &t->ctl->rank[t->rank].rbuf));
         }
-        mca_coll_gpu_team_arrive(t, r->seq);
-        r->arrived = true;
+        async_arrive(r);
         if (r->parent < 0) {
             mca_coll_gpu_team_step(t, r->seq, r->nchunks); /* the root's data is all there */
             return async_finish(r);
@@ -1163,19 +1111,14 @@ static int step_pipelined(coll_gpu_async_t *r)
         r->phase = PH_ARRIVE;
         /* fall through */
     case PH_ARRIVE:
-        if (!mca_coll_gpu_team_reached(t, &t->ctl->rank[r->parent].arrive, r->parent, r->seq)) {
-            async_waiting(r, COLL_GPU_WAIT_ARRIVE, r->parent, 0);
-            return ASYNC_PENDING;
-        }
-        if (mca_coll_gpu_team_failed(t, r->parent, r->seq)) {
-            return async_fail(r);
+        if (ASYNC_READY != (s = peer_arrived(r, r->parent))) {
+            return s;
         }
         ASYNC_CHECK(r, mca_coll_gpu_team_import(t, r->parent, &t->ctl->rank[r->parent].rbuf,
                                                 r->bytes, &r->peer_buf));
         r->phase = PH_MOVE;
         /* fall through */
-    case PH_MOVE: {
-        bool moved = false;
+    case PH_MOVE:
         /* enqueue every chunk the parent has finished, up to the depth */
         while (r->issued < r->nchunks && r->issued - r->complete < COLL_GPU_CHAIN_DEPTH
                && mca_coll_gpu_team_step_reached(t, r->parent, r->seq, r->issued + 1)) {
@@ -1203,30 +1146,28 @@ static int step_pipelined(coll_gpu_async_t *r)
             moved = true;
         }
         if (r->complete < r->nchunks) {
-            if (!moved) {
-                /* a parent that failed jumps its step past the call (seen above); one that
-                 * hangs is given up on here */
-                if (0 != t->abandoned) {
-                    return async_fail(r);
-                }
-                async_waiting(r, COLL_GPU_WAIT_STEP, r->parent, r->issued + 1);
-            } else {
+            if (moved) {
                 async_waited(r);
+                return ASYNC_AGAIN;
             }
-            return moved ? ASYNC_AGAIN : ASYNC_PENDING;
+            /* a parent that failed jumps its step past the call (seen above); one that hangs
+             * is given up on here */
+            if (0 != t->abandoned) {
+                return async_fail(r);
+            }
+            async_waiting(r, COLL_GPU_WAIT_STEP, r->parent, r->issued + 1);
+            return ASYNC_PENDING;
         }
-        return async_finish(r);
-    }
+        /* fall through */
     default:
         return async_finish(r);
     }
 }
 
-/* Before anything moves, every rank publishes its byte count and plan, and every non-root
- * waits for the root's: the root's plan is the call's (the byte count picked it, and the counts
- * of an erroneous call differ); a byte count other than the root's sits the call out with
- * MPI_ERR_TRUNCATE, so that the root never writes past a buffer and no rank waits for chunks
- * that will not come (the root returns MPI_ERR_TRUNCATE too: async_complete). */
+/* The bcast agreement (schedule at the top of the file): the root's plan is the call's (the
+ * byte count picked it, and the counts of an erroneous call differ); MPI_ERR_TRUNCATE keeps the
+ * root from writing past a buffer and every rank from waiting for chunks that will not come
+ * (the root returns it too: async_complete). */
 static int step_agree(coll_gpu_async_t *r)
 {
     coll_gpu_team_t *t = r->team;
@@ -1257,10 +1198,8 @@ static int step_agree(coll_gpu_async_t *r)
             /* gave up on a root that never came (coll_gpu_hang_error_seconds): its plan is
              * unknown, so take part as every plan's peers expect of a failed rank (failed,
              * arrived, done); the root, when it comes, sees the failure and touches nothing */
-            r->seq = ++t->seq;
-            mca_coll_gpu_team_fail(t, r->seq);
-            mca_coll_gpu_team_arrive(t, r->seq);
-            r->arrived = true;
+            async_seq_failed(r);
+            async_arrive(r);
             mca_coll_gpu_team_done(t, r->seq);
             r->rc = OMPI_ERROR;
             return ASYNC_END;
@@ -1282,18 +1221,13 @@ static int step_agree(coll_gpu_async_t *r)
     r->phase = PH_START;
     if (OMPI_SUCCESS != r->local_rc) {
         r->rc = r->local_rc;
+        async_seq_failed(r);
+        r->alg = ALG_FINISH;
         if (TOPO_BC_PUSH == r->plan.alg) {
-            r->seq = ++t->seq;
-            mca_coll_gpu_team_fail(t, r->seq);
-            mca_coll_gpu_team_arrive(t, r->seq);
-            r->arrived = true;
+            async_arrive(r);
             r->alg = ALG_BC_PUSH;
             r->phase = PH_OWN_DONE;
-            return ASYNC_AGAIN;
         }
-        r->seq = ++t->seq;
-        mca_coll_gpu_team_fail(t, r->seq);
-        r->alg = ALG_FINISH;
         return ASYNC_AGAIN;
     }
     if (0 == r->bytes) {
@@ -1316,11 +1250,10 @@ static int step_empty(coll_gpu_async_t *r)
 {
     if (PH_START == r->phase) {
         r->seq = ++r->team->seq;
-        mca_coll_gpu_team_arrive(r->team, r->seq);
-        r->arrived = true;
+        async_arrive(r);
         r->phase = PH_ARRIVE;
     }
-    if (!all_arrived(r)) {
+    if (!all_reached(r, false)) {
         return ASYNC_PENDING;
     }
     mca_coll_gpu_team_done(r->team, r->seq);
@@ -1354,9 +1287,7 @@ static int step_xstep(coll_gpu_async_t *r)
         rc = mca_coll_gpu_nvl_xstep_open(t, r->seq, &r->x, r->what, r->comm);
         r->arrived = true;
         if (OMPI_SUCCESS != rc) {
-            r->rc = rc; /* taking part without data: the finish */
-            r->alg = ALG_FINISH;
-            return ASYNC_AGAIN;
+            return async_to_finish(r, rc); /* taking part without data */
         }
         r->phase = PH_ARRIVE;
         /* fall through */
@@ -1367,16 +1298,10 @@ static int step_xstep(coll_gpu_async_t *r)
         rc = mca_coll_gpu_nvl_xstep_move(t, r->seq, &r->x, r->what, r->comm, r->xstreams,
                                          &r->nxstreams);
         if (OMPI_SUCCESS != rc) {
-            r->rc = rc;
-            r->alg = ALG_FINISH;
-            r->phase = PH_START;
-            return ASYNC_AGAIN;
+            return async_to_finish(r, rc);
         }
-        r->phase = PH_STREAM;
+        r->phase = PH_XSTREAMS;
         /* fall through */
-    case PH_STREAM:
-        s = xstreams_poll(r);
-        return (ASYNC_READY == s) ? async_finish(r) : s;
     default:
         return async_finish(r);
     }
@@ -1384,12 +1309,17 @@ static int step_xstep(coll_gpu_async_t *r)
 
 /* ---- calls decided on the queue ------------------------------------------------------------ */
 
-static void allreduce_begin(coll_gpu_async_t *r, int prior_rc);
-static void bcast_begin(coll_gpu_async_t *r, int prior_rc);
+static void async_begin(coll_gpu_async_t *r);
 
-/* The allreduce algorithm of a plan; false when the plan has no form here (staged). */
-static bool allreduce_alg(topo_plan_t *plan, bool in_place, dev_dtype_t dt, async_alg_t *alg)
+/* The algorithm of a call with a plan (a bcast: its agreement, then the root's plan); false
+ * when the plan has no form here (staged). */
+static bool call_alg(bool bcast, topo_plan_t *plan, bool in_place, dev_dtype_t dt,
+                     async_alg_t *alg)
 {
+    if (bcast) {
+        *alg = ALG_BC_AGREE;
+        return true;
+    }
     mca_coll_gpu_plan_for_call(plan, in_place, dt);
     if (TOPO_AR_FUSED == plan->alg) {
         *alg = ALG_FUSED;
@@ -1408,7 +1338,6 @@ static bool allreduce_alg(topo_plan_t *plan, bool in_place, dev_dtype_t dt, asyn
     return true;
 }
 
-/* The call runs alg (allreduce) or the bcast agreement with plan. */
 static void async_set_plan(coll_gpu_async_t *r, async_alg_t alg, const topo_plan_t *plan)
 {
     r->first_alg = r->bcast ? ALG_BC_AGREE : alg;
@@ -1420,16 +1349,20 @@ static void async_set_plan(coll_gpu_async_t *r, async_alg_t alg, const topo_plan
 }
 
 /* async_set_plan for a call decided now: at the call, or on the queue once the team's setup
- * has ended (step_defer); the log line says so. */
+ * has ended (step_defer); the log line says so.  ALG_DEFER: decided on the queue. */
 static void async_take_plan(coll_gpu_async_t *r, async_alg_t alg, const topo_plan_t *plan,
                             size_t bytes, struct ompi_datatype_t *dtype)
 {
+    if (ALG_DEFER == alg) {
+        r->first_alg = ALG_DEFER;
+        return;
+    }
     mca_coll_gpu_log_plan(r->what, r->comm, bytes, dtype, r->mpi_op,
                           r->bcast ? TOPO_COLL_BCAST : TOPO_COLL_ALLREDUCE, r->team, plan);
     async_set_plan(r, alg, plan);
 }
 
-/* An allreduce request's call: count elements of the kernels' type dt reduced with op. */
+/* count elements of the kernels' type dt reduced with op */
 static void allreduce_call(coll_gpu_async_t *r, bool in_place, size_t count, dev_dtype_t dt,
                            dev_op_t op)
 {
@@ -1440,7 +1373,6 @@ static void allreduce_call(coll_gpu_async_t *r, bool in_place, size_t count, dev
     r->esize = dev_dtype_size(dt);
 }
 
-/* A bcast request's call: this rank's byte count, the root. */
 static void bcast_call(coll_gpu_async_t *r, size_t bytes, int root)
 {
     r->bcast = true;
@@ -1482,7 +1414,7 @@ static int step_defer(coll_gpu_async_t *r)
                                                                  (size_t) r->user_count);
     coll_gpu_team_state_t state = mca_coll_gpu_team_setup_step(t);
     topo_plan_t plan;
-    async_alg_t alg = ALG_BC_AGREE; /* a bcast's; an allreduce's comes from its plan */
+    async_alg_t alg = ALG_FINISH;
     int rc;
 
     if (COLL_GPU_TEAM_PENDING == state) {
@@ -1492,13 +1424,9 @@ static int step_defer(coll_gpu_async_t *r)
     async_waited(r);
     memset(&plan, 0, sizeof(plan));
     if (COLL_GPU_TEAM_READY == state && mca_coll_gpu_select_plan(t, coll, bytes, &plan)
-        && (r->bcast || allreduce_alg(&plan, r->in_place, r->dt, &alg))) {
+        && call_alg(r->bcast, &plan, r->in_place, r->dt, &alg)) {
         async_take_plan(r, alg, &plan, bytes, r->user_dtype);
-        if (r->bcast) {
-            bcast_begin(r, OMPI_SUCCESS);
-        } else {
-            allreduce_begin(r, OMPI_SUCCESS);
-        }
+        async_begin(r);
         return ASYNC_AGAIN;
     }
     plan.alg = TOPO_AR_STAGED; /* == TOPO_BC_STAGED */
@@ -1531,53 +1459,30 @@ static int step_fallback(coll_gpu_async_t *r)
     return ASYNC_END;
 }
 
-/* One step of a request; ASYNC_END when it is over. */
-static int async_step(coll_gpu_async_t *r)
+static int step_finish(coll_gpu_async_t *r)
 {
-    switch (r->alg) {
-    case ALG_FUSED:
-        return step_fused(r);
-    case ALG_ONESHOT:
-        return step_oneshot(r);
-    case ALG_TWOSHOT:
-        return step_twoshot(r);
-    case ALG_TWOSHOT_CE:
-        return step_twoshot_ce(r);
-    case ALG_RING:
-        return step_ring(r);
-    case ALG_AR_AGREE:
-        return step_ar_agree(r);
-    case ALG_BC_AGREE:
-        return step_agree(r);
-    case ALG_BC_EMPTY:
-        return step_empty(r);
-    case ALG_DEFER:
-        return step_defer(r);
-    case ALG_FALLBACK:
-        return step_fallback(r);
-    case ALG_XSTEP:
-        return step_xstep(r);
-    case ALG_BC_PUSH:
-        return step_push(r);
-    case ALG_BC_PULL:
-        return step_pull(r);
-    case ALG_BC_CHAIN:
-    case ALG_BC_TREE:
-        return step_pipelined(r);
-    case ALG_FINISH:
-    default:
-        if (PH_START == r->phase && 0 == r->seq) {
-            /* failed before the call took a seq: take one and fail it; a fused
-             * call's peers' kernels are released from here too (their hosts may not poll) */
-            r->seq = ++r->team->seq;
-            mca_coll_gpu_team_fail(r->team, r->seq);
-            if (ALG_FUSED == r->first_alg) {
-                (void) mca_coll_gpu_nvl_fused_release_peers(r->team, r->seq);
-            }
+    if (PH_START == r->phase && 0 == r->seq) {
+        /* failed before the call took a seq: take one and fail it; a fused call's peers'
+         * kernels are released from here too (their hosts may not poll) */
+        async_seq_failed(r);
+        if (ALG_FUSED == r->first_alg) {
+            (void) mca_coll_gpu_nvl_fused_release_peers(r->team, r->seq);
         }
-        return async_finish(r);
     }
+    return async_finish(r);
 }
+
+/* One step of a request, by its algorithm; ASYNC_END when it is over. */
+static int (*const async_steps[])(coll_gpu_async_t *) = {
+    [ALG_FUSED] = step_fused,       [ALG_ONESHOT] = step_shot,
+    [ALG_TWOSHOT] = step_shot,      [ALG_TWOSHOT_CE] = step_twoshot_ce,
+    [ALG_RING] = step_ring,         [ALG_BC_PUSH] = step_push,
+    [ALG_BC_PULL] = step_pull,      [ALG_BC_CHAIN] = step_pipelined,
+    [ALG_BC_TREE] = step_pipelined, [ALG_BC_AGREE] = step_agree,
+    [ALG_AR_AGREE] = step_ar_agree, [ALG_BC_EMPTY] = step_empty,
+    [ALG_DEFER] = step_defer,       [ALG_FALLBACK] = step_fallback,
+    [ALG_XSTEP] = step_xstep,       [ALG_FINISH] = step_finish,
+};
 
 /* ---- buffers ------------------------------------------------------------------------------- */
 
@@ -1702,7 +1607,7 @@ static int team_progress(coll_gpu_team_t *t)
     t->async_busy = true;
     while (NULL != t->async_head) {
         coll_gpu_async_t *r = t->async_head;
-        int s = async_step(r);
+        int s = async_steps[r->alg](r);
         if (ASYNC_PENDING == s) {
             break;
         }
@@ -1722,7 +1627,6 @@ static int team_progress(coll_gpu_team_t *t)
     return completed;
 }
 
-/* Unlink the teams whose queue is empty. */
 static void teams_prune(void)
 {
     coll_gpu_team_t **pp = &async_teams;
@@ -1786,11 +1690,6 @@ static int async_progress(void)
     }
     async_leave();
     return completed;
-}
-
-void mca_coll_gpu_async_poll(void)
-{
-    (void) async_progress();
 }
 
 void mca_coll_gpu_async_pause(unsigned *spins)
@@ -1889,16 +1788,17 @@ coll_gpu_team_t *mca_coll_gpu_select(mca_coll_gpu_module_t *m, struct ompi_commu
 }
 
 /* The same for a nonblocking call, which never waits for the team's setup: NULL when the call
- * is staged now (rc: an error that fails the call); else the team, with the plan, or with
- * deferred set: the call waits on the team's queue until the setup has ended and decides then
- * (step_defer).  Every rank makes the same choice for the same call. */
+ * is staged now (rc: an error that fails the call); else the team, with the plan and the
+ * call's algorithm (call_alg), or ALG_DEFER: the call waits on the team's queue until the
+ * setup has ended and decides then (step_defer).  Every rank makes the same choice for the
+ * same call. */
 static coll_gpu_team_t *select_nb(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
                                   topo_coll_t coll, size_t bytes, const char *not_capable,
-                                  topo_plan_t *plan, bool *deferred, int *rc)
+                                  bool in_place, dev_dtype_t dt, topo_plan_t *plan,
+                                  async_alg_t *alg, int *rc)
 {
     coll_gpu_team_t *t;
 
-    *deferred = false;
     *rc = OMPI_SUCCESS;
     if (!mca_coll_gpu_select_needs_team(m, comm, coll, bytes, not_capable, plan)) {
         return NULL;
@@ -1909,12 +1809,22 @@ static coll_gpu_team_t *select_nb(mca_coll_gpu_module_t *m, struct ompi_communic
         return NULL;
     }
     if (COLL_GPU_TEAM_READY == t->state && mca_coll_gpu_select_plan(t, coll, bytes, plan)) {
+        /* the plan is the same on every rank: so is what follows (a plan without a
+         * nonblocking form is staged; on a team a nonblocking call set up, through its
+         * queue) */
+        if (call_alg(TOPO_COLL_BCAST == coll, plan, in_place, dt, alg)) {
+            return t;
+        }
+        if (!t->async_setup) {
+            return NULL;
+        }
+        *alg = ALG_DEFER;
         return t;
     }
     /* a setup in flight, or one a nonblocking call began whose outcome (or plan) is no team:
      * the call waits on the team's queue (a staged plan there runs through the host) */
     if (COLL_GPU_TEAM_PENDING == t->state || t->async_setup) {
-        *deferred = true; /* decided on the team's queue, once the setup has ended */
+        *alg = ALG_DEFER; /* decided on the team's queue, once the setup has ended */
         snprintf(plan->reason, sizeof(plan->reason), "the node team's setup decides");
         return t;
     }
@@ -1979,64 +1889,64 @@ static int async_pers_start(size_t count, ompi_request_t **requests);
 
 /* A request of the team's path: an active one for a nonblocking call, an inactive persistent
  * one (complete, as Open MPI's persistent requests are until started) for an _init. */
-static void async_init(coll_gpu_async_t *r, coll_gpu_team_t *t, struct ompi_communicator_t *comm,
-                       const char *what, bool persistent)
+static void async_init(coll_gpu_async_t *r, coll_gpu_team_t *t, mca_coll_gpu_module_t *m,
+                       struct ompi_communicator_t *comm, const char *what, bool persistent)
 {
-    OMPI_REQUEST_INIT(&r->super.super, persistent);
-    r->super.super.req_type = OMPI_REQUEST_COLL;
+    ompi_request_t *req = &r->super.super;
+
+    OMPI_REQUEST_INIT(req, persistent);
+    req->req_type = OMPI_REQUEST_COLL;
     if (persistent) {
-        r->super.super.req_start = async_pers_start;
+        req->req_start = async_pers_start;
     } else {
-        r->super.super.req_state = OMPI_REQUEST_ACTIVE;
+        req->req_state = OMPI_REQUEST_ACTIVE;
     }
-    r->persistent = persistent;
-    r->agreed = false;
-    r->user_dtype = NULL;
-    r->super.super.req_free = async_req_free;
-    r->super.super.req_cancel = async_req_cancel;
-    r->super.super.req_mpi_object.comm = comm;
-    r->super.super.req_status.MPI_SOURCE = MPI_ANY_SOURCE;
-    r->super.super.req_status.MPI_TAG = MPI_ANY_TAG;
-    r->super.super.req_status.MPI_ERROR = MPI_SUCCESS;
-    r->super.super.req_status._cancelled = 0;
-    r->super.super.req_status._ucount = 0;
-    r->next = NULL;
+    req->req_free = async_req_free;
+    req->req_cancel = async_req_cancel;
+    req->req_mpi_object.comm = comm;
+    req->req_status.MPI_SOURCE = MPI_ANY_SOURCE;
+    req->req_status.MPI_TAG = MPI_ANY_TAG;
+    req->req_status.MPI_ERROR = MPI_SUCCESS;
+    req->req_status._cancelled = 0;
+    req->req_status._ucount = 0;
+    memset(&r->next, 0, offsetof(coll_gpu_async_t, xsoff) - offsetof(coll_gpu_async_t, next));
     r->team = t;
+    r->module = m;
     r->comm = comm;
     OBJ_RETAIN(comm); /* until the request is freed (async_req_destroy) */
     r->what = what;
-    r->phase = PH_START;
-    r->seq = 0;
-    r->rc = OMPI_SUCCESS;
-    r->local_rc = OMPI_SUCCESS;
-    r->arrived = r->released = r->bcast = false;
+    r->persistent = persistent;
     /* an inactive persistent request is freed at once: were it RUNNING, its free would wait
      * for an end that never comes and keep the communicator, its team, scratch and mappings */
     atomic_init(&r->end_state, persistent ? ASYNC_ENDED : ASYNC_RUNNING);
-    r->polls = 0;
-    async_waited(r);
     r->s = r->r = (coll_gpu_adapt_t){.slot = -1}; /* no temporary */
-    r->module = NULL;
-    r->mpi_op = NULL;
-    r->setup_reported = false;
-    memset(&r->fb, 0, sizeof(r->fb));
-    r->xsdtype = r->xrdtype = NULL;
-    r->xresult = NULL;
-    r->xpiece = 0;
-    r->xreduce = r->xlend_recv = r->xcopy_send = r->xsingle = false;
-    r->xrc = OMPI_SUCCESS;
-    r->blocking = false;
 }
 
-static coll_gpu_async_t *async_new(coll_gpu_team_t *t, struct ompi_communicator_t *comm,
-                                   const char *what, bool persistent)
+/* A nonblocking or persistent call's request, taken; NULL: nowhere to keep the call.  No rank
+ * can take part without a request, so the others would wait: this is as fatal as the request
+ * allocation of any component. */
+static coll_gpu_async_t *async_new(coll_gpu_team_t *t, mca_coll_gpu_module_t *m,
+                                   struct ompi_communicator_t *comm, const char *what,
+                                   bool persistent, bool *taken)
 {
     coll_gpu_async_t *r = OBJ_NEW(coll_gpu_async_t);
 
-    if (NULL != r) {
-        async_init(r, t, comm, what, persistent);
+    if (NULL == r) {
+        mca_coll_gpu_report_failure(what, comm, "out of host memory for a request");
+        return NULL;
     }
+    async_init(r, t, m, comm, what, persistent);
+    *taken = true;
     return r;
+}
+
+/* A blocking call's request, on the caller's stack (async_run). */
+static void async_blocking(coll_gpu_async_t *r, coll_gpu_team_t *t, mca_coll_gpu_module_t *m,
+                           struct ompi_communicator_t *comm, const char *what)
+{
+    OBJ_CONSTRUCT(r, coll_gpu_async_t);
+    async_init(r, t, m, comm, what, false);
+    r->blocking = true; /* the module's temporaries (buf_slot) */
 }
 
 /* ---- entries ------------------------------------------------------------------------------- */
@@ -2058,14 +1968,16 @@ static void async_reset(coll_gpu_async_t *r)
     r->peer_buf = NULL;
     r->off = 0;
     r->issued = r->complete = 0;
+    r->nxstreams = 0;
     r->s = r->r = (coll_gpu_adapt_t){.slot = -1}; /* no temporary */
 }
 
-/* Where a call's buffers start: a failure before the call (prior_rc), or else the program's
- * copies into or out of them on the default stream must have ended before the team touches
- * them (dev.h); a rank that cannot wait for them takes part without data. */
-static int begin_settled(int prior_rc)
+/* The start of a call's begin (async_reset): a failure before the call (prior_rc), or else the
+ * program's copies into or out of its buffers on the default stream must have ended before the
+ * team touches them (dev.h); a rank that cannot wait for them takes part without data. */
+static int begin_settled(coll_gpu_async_t *r, int prior_rc)
 {
+    async_reset(r);
     if (OMPI_SUCCESS != prior_rc) {
         return prior_rc;
     }
@@ -2084,26 +1996,13 @@ static int begin_injected(coll_gpu_async_t *r, int rc)
     return rc;
 }
 
-/* The fused allreduce's pieces: a slot's share each, one seq each. */
-static void allreduce_pieces(coll_gpu_async_t *r)
-{
-    if (ALG_FUSED == r->first_alg) {
-        r->cap = mca_coll_gpu_nvl_fused_cap(r->team);
-        r->per = r->cap / r->esize;
-        r->off = 0;
-    }
-}
-
-/* A nonblocking or persistent allreduce call's buffers (the user's, or device temporaries of
- * the request: buf_in), and, when this rank cannot take part with data, the way it sits the
- * call out (through the finish, after the agreement). */
+/* An allreduce call's buffers (buf_in); a rank that cannot take part with data sits the call
+ * out after the agreement. */
 static void allreduce_begin(coll_gpu_async_t *r, int prior_rc)
 {
     async_alg_t alg = r->first_alg;
-    int rc;
+    int rc = begin_settled(r, prior_rc);
 
-    async_reset(r);
-    rc = begin_settled(prior_rc);
     /* the receive buffer is mapped by peers in the two-shots and ring, the send buffer in
      * one-shot (not in place) and the two-shots; the fused kernel only reads and writes our
      * own */
@@ -2118,9 +2017,11 @@ static void allreduce_begin(coll_gpu_async_t *r, int prior_rc)
         r->s = r->r;
         r->s.slot = -1; /* one temporary, owned by r->r */
     }
-    rc = begin_injected(r, rc);
-    allreduce_pieces(r);
-    r->local_rc = rc; /* sat out after the agreement (step_ar_agree) */
+    r->local_rc = begin_injected(r, rc); /* sat out after the agreement (step_ar_agree) */
+    if (ALG_FUSED == alg) { /* pieces of a slot's share, one seq each */
+        r->cap = mca_coll_gpu_nvl_fused_cap(r->team);
+        r->per = r->cap / r->esize;
+    }
     r->alg = ALG_AR_AGREE;
 }
 
@@ -2129,17 +2030,14 @@ static void allreduce_begin(coll_gpu_async_t *r, int prior_rc)
 static void bcast_begin(coll_gpu_async_t *r, int prior_rc)
 {
     bool is_root = (ompi_comm_rank(r->comm) == r->root);
-    int rc;
+    int rc = begin_settled(r, prior_rc);
 
-    async_reset(r);
-    rc = begin_settled(prior_rc);
     /* a push root's buffer is only read, never mapped (its IPC capability is not asked) */
     if (OMPI_SUCCESS == rc) {
         rc = buf_in(r, &r->r, buf_slot(r, 0), r->user_rbuf, r->user_count, r->user_dtype,
                     is_root, !(is_root && TOPO_BC_PUSH == r->first_plan.alg));
     }
-    rc = begin_injected(r, rc);
-    r->local_rc = rc;
+    r->local_rc = begin_injected(r, rc);
 }
 
 /* A side of an exchange used where it is: its element type is dense and each of its nblocks
@@ -2163,11 +2061,9 @@ static bool xcall_direct(const char *buf, bool dense, const int64_t *at, const u
  * read them), its send blocks where they are (one span of its buffer), or packed. */
 typedef enum { XLEND_RECV, XLEND_COPY, XLEND_DIRECT, XLEND_PACKED } xlend_t;
 
-/* An exchange or reduce-scatter call's buffers as the team step sees them and its step
- * (coll_gpu_xstep_t), from the layout xcall_layout made: a side whose blocks are dense device
- * memory is used where it is (xcall_direct), any other through its view in a temporary (the
- * module's for a blocking call, the request's own else).  A local failure makes the rank take
- * part without data. */
+/* An exchange or reduce-scatter call's buffers and its step (coll_gpu_xstep_t), from the
+ * layout xcall_layout made: a side is used where it is (xcall_direct) or through its view in a
+ * temporary.  A local failure makes the rank take part without data. */
 static void xcall_begin(coll_gpu_async_t *r)
 {
     coll_gpu_team_t *t = r->team;
@@ -2177,10 +2073,8 @@ static void xcall_begin(coll_gpu_async_t *r)
     char *rbuf = r->user_rbuf, *sbuf = (char *) r->user_sbuf, *lo = NULL, *hi = NULL;
     xlend_t lend;
 
-    async_reset(r);
     memset(x, 0, sizeof(*x));
-    r->alg = ALG_XSTEP;
-    rc = begin_settled(r->xrc);
+    rc = begin_settled(r, r->xrc);
     if (r->xreduce) {
         x->reduce = true;
         x->dt = r->dt;
@@ -2260,8 +2154,21 @@ static void xcall_begin(coll_gpu_async_t *r)
         x->offer_len[me] = x->want_len[me] = 0;
     }
 out:
-    rc = begin_injected(r, rc);
-    x->local_rc = rc;
+    x->local_rc = begin_injected(r, rc);
+}
+
+/* A call's begin, by its kind; a deferred one is begun once decided (step_defer). */
+static void async_begin(coll_gpu_async_t *r)
+{
+    if (ALG_DEFER == r->first_alg) {
+        async_reset(r);
+    } else if (ALG_XSTEP == r->first_alg) {
+        xcall_begin(r);
+    } else if (r->bcast) {
+        bcast_begin(r, OMPI_SUCCESS);
+    } else {
+        allreduce_begin(r, OMPI_SUCCESS);
+    }
 }
 
 /* MPI_Start and MPI_Startall (runs of requests with this start function): each start is one
@@ -2281,46 +2188,43 @@ static int async_pers_start(size_t count, ompi_request_t **requests)
         req->req_complete = REQUEST_PENDING;
         req->req_status.MPI_ERROR = MPI_SUCCESS;
         req->req_status._cancelled = 0;
-        if (ALG_DEFER == r->first_alg) {
-            async_reset(r); /* decided on the queue (step_defer), begun there */
-        } else if (ALG_XSTEP == r->first_alg) {
-            xcall_begin(r);
-        } else if (r->bcast) {
-            bcast_begin(r, OMPI_SUCCESS);
-        } else {
-            allreduce_begin(r, OMPI_SUCCESS);
-        }
+        async_begin(r);
         async_start(r, &requests[i]);
     }
     return OMPI_SUCCESS;
 }
 
-/* The last of an entry: keep the call (a persistent request holds its datatype, which the
- * application may free before it frees the request), then start it unless it waits for
- * MPI_Start. */
-static void async_issue(coll_gpu_async_t *r, const void *sbuf, void *rbuf, int count,
-                        struct ompi_datatype_t *dtype, ompi_request_t **request)
+/* The last of an entry: begin and start the call, unless it waits for MPI_Start. */
+static void async_post(coll_gpu_async_t *r, ompi_request_t **request)
+{
+    if (r->persistent) {
+        *request = &r->super.super; /* inactive until async_pers_start */
+        return;
+    }
+    async_begin(r);
+    async_start(r, request);
+}
+
+/* The call as given (allreduce_begin and bcast_begin read it at every begin). */
+static void async_keep(coll_gpu_async_t *r, const void *sbuf, void *rbuf, int count,
+                       struct ompi_datatype_t *dtype)
 {
     r->user_sbuf = sbuf;
     r->user_rbuf = rbuf;
     r->user_count = count;
     r->user_dtype = dtype;
+}
+
+/* async_post for an allreduce or a bcast; a persistent request holds its datatype, which the
+ * application may free before it frees the request. */
+static void async_issue(coll_gpu_async_t *r, const void *sbuf, void *rbuf, int count,
+                        struct ompi_datatype_t *dtype, ompi_request_t **request)
+{
+    async_keep(r, sbuf, rbuf, count, dtype);
     if (r->persistent) {
         OBJ_RETAIN(dtype);
-        *request = &r->super.super; /* inactive until async_pers_start */
-        return;
     }
-    if (ALG_DEFER == r->first_alg) {
-        async_reset(r); /* begun once decided (step_defer) */
-        async_start(r, request);
-        return;
-    }
-    if (r->bcast) {
-        bcast_begin(r, OMPI_SUCCESS);
-    } else {
-        allreduce_begin(r, OMPI_SUCCESS);
-    }
-    async_start(r, request);
+    async_post(r, request);
 }
 
 int mca_coll_gpu_async_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, void *rbuf,
@@ -2339,8 +2243,7 @@ int mca_coll_gpu_async_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, voi
     dev_op_t dop = DEV_OP_SUM;
     size_t nelems = 0;
     async_alg_t alg = ALG_FINISH;
-    bool deferred = false;
-    int rc = OMPI_SUCCESS;
+    int rc;
 
     *taken = false;
     /* the team's path once a blocking allreduce, bcast or reduce had device memory on
@@ -2353,37 +2256,17 @@ int mca_coll_gpu_async_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, voi
     not_capable = mca_coll_gpu_map_reduction(dtype, (size_t) count, op, &dt, &dop, &nelems);
     /* an _init may not wait for the other ranks either (MPI-4: local and nonblocking, in the
      * order of the nonblocking calls) */
-    t = select_nb(m, comm, TOPO_COLL_ALLREDUCE, bytes, not_capable, &plan, &deferred, &rc);
-    if (OMPI_SUCCESS != rc) {
+    t = select_nb(m, comm, TOPO_COLL_ALLREDUCE, bytes, not_capable, in_place, dt, &plan, &alg,
+                  &rc);
+    if (NULL == t) {
         return rc;
     }
-    if (NULL == t) {
-        return OMPI_SUCCESS;
-    }
-    /* the plan is the same on every rank: so is what follows (a plan without a nonblocking
-     * form is staged; on a team a nonblocking call set up, through its queue) */
-    if (!deferred && !allreduce_alg(&plan, in_place, dt, &alg)) {
-        if (!t->async_setup) {
-            return OMPI_SUCCESS;
-        }
-        deferred = true;
-    }
-    r = async_new(t, comm, name, persistent);
-    if (NULL == r) {
-        /* nowhere to keep the call: no rank can take part without a request, so the others
-         * would wait; this is as fatal as the request allocation of any component */
-        mca_coll_gpu_report_failure(name, comm, "out of host memory for a request");
+    if (NULL == (r = async_new(t, m, comm, name, persistent, taken))) {
         return OMPI_ERR_OUT_OF_RESOURCE;
     }
-    *taken = true;
-    r->module = m;
     r->mpi_op = op;
     allreduce_call(r, in_place, nelems, dt, dop);
-    if (deferred) {
-        r->first_alg = ALG_DEFER;
-    } else {
-        async_take_plan(r, alg, &plan, bytes, dtype);
-    }
+    async_take_plan(r, alg, &plan, bytes, dtype);
     async_issue(r, sbuf, rbuf, count, dtype, request);
     return OMPI_SUCCESS;
 }
@@ -2400,7 +2283,6 @@ static int async_run(coll_gpu_async_t *r)
     unsigned spins = 0;
     int rc;
 
-    r->blocking = true;
     async_start(r, &req);
     while (ASYNC_ENDED != atomic_load_explicit(&r->end_state, memory_order_acquire)) {
         mca_coll_gpu_async_pause(&spins);
@@ -2422,20 +2304,14 @@ int mca_coll_gpu_team_allreduce(coll_gpu_team_t *t, mca_coll_gpu_module_t *m,
     topo_plan_t p = *plan;
     async_alg_t alg = ALG_FINISH;
 
-    OBJ_CONSTRUCT(&r, coll_gpu_async_t);
-    async_init(&r, t, comm, "allreduce", false);
-    r.module = m;
-    r.blocking = true; /* the module's temporaries (buf_slot) */
+    async_blocking(&r, t, m, comm, "allreduce");
     allreduce_call(&r, MPI_IN_PLACE == sbuf, nelems, dt, op);
-    if (!allreduce_alg(&p, r.in_place, dt, &alg)) {
+    if (!call_alg(false, &p, r.in_place, dt, &alg)) {
         /* no plan of the team's: the call fails on every rank */
         local_rc = (OMPI_SUCCESS == local_rc) ? OMPI_ERR_NOT_SUPPORTED : local_rc;
     }
     async_set_plan(&r, alg, &p);
-    r.user_sbuf = sbuf;
-    r.user_rbuf = rbuf;
-    r.user_count = count;
-    r.user_dtype = dtype;
+    async_keep(&r, sbuf, rbuf, count, dtype);
     allreduce_begin(&r, local_rc);
     return async_run(&r);
 }
@@ -2447,16 +2323,11 @@ int mca_coll_gpu_team_bcast(coll_gpu_team_t *t, mca_coll_gpu_module_t *m,
 {
     coll_gpu_async_t r;
 
-    OBJ_CONSTRUCT(&r, coll_gpu_async_t);
-    async_init(&r, t, comm, "bcast", false);
+    async_blocking(&r, t, m, comm, "bcast");
     r.agreed = agreed;
-    r.module = m;
-    r.blocking = true; /* the module's temporary (buf_slot) */
     bcast_call(&r, mca_coll_gpu_call_bytes(dtype, (size_t) count), root);
     async_set_plan(&r, ALG_BC_AGREE, plan);
-    r.user_rbuf = buf;
-    r.user_count = count;
-    r.user_dtype = dtype;
+    async_keep(&r, NULL, buf, count, dtype);
     bcast_begin(&r, local_rc); /* sat out once the root's plan is known (step_agree) */
     return async_run(&r);
 }
@@ -2650,13 +2521,9 @@ int mca_coll_gpu_async_xcall(const coll_gpu_staged_call_t *c, bool *taken)
     if (!mca_coll_gpu_nb_team_path(m, !mca_coll_gpu_xcall_host(c))) {
         return OMPI_SUCCESS;
     }
-    r = async_new(t, comm, c->what, COLL_GPU_PERSISTENT == c->mode);
-    if (NULL == r) {
-        mca_coll_gpu_report_failure(c->what, comm, "out of host memory for a request");
+    if (NULL == (r = async_new(t, m, comm, c->what, COLL_GPU_PERSISTENT == c->mode, taken))) {
         return OMPI_ERR_OUT_OF_RESOURCE;
     }
-    *taken = true;
-    r->module = m;
     ompi_datatype_type_size(c->rdtype, &dsize);
     mca_coll_gpu_log_call(c->what, comm, dsize * rtotal, c->rdtype, c->op,
                           reduce ? "a reduce on the node team, the root reading every rank's "
@@ -2664,12 +2531,7 @@ int mca_coll_gpu_async_xcall(const coll_gpu_staged_call_t *c, bool *taken)
                           : rs     ? "a reduce-scatter on the node team, each rank reducing its own"
                                    : "exchange on the node team");
     xcall_layout(r, c, dt, dop, nelems);
-    if (r->persistent) {
-        *c->request = &r->super.super; /* inactive until async_pers_start */
-        return OMPI_SUCCESS;
-    }
-    xcall_begin(r);
-    async_start(r, c->request);
+    async_post(r, c->request);
     return OMPI_SUCCESS;
 }
 
@@ -2684,10 +2546,7 @@ int mca_coll_gpu_team_xcall(coll_gpu_team_t *t, const coll_gpu_staged_call_t *c)
         xcall_counts(c, t->size, t->rank, &before, &mine, &total);
         (void) mca_coll_gpu_map_reduction(c->rdtype, total, c->op, &dt, &dop, &nelems);
     }
-    OBJ_CONSTRUCT(&r, coll_gpu_async_t);
-    async_init(&r, t, c->comm, c->what, false);
-    r.module = c->gpu;
-    r.blocking = true; /* the module's temporaries (xcall_slot) */
+    async_blocking(&r, t, c->gpu, c->comm, c->what);
     xcall_layout(&r, c, dt, dop, nelems);
     xcall_begin(&r);
     return async_run(&r);
@@ -2703,8 +2562,8 @@ int mca_coll_gpu_async_bcast(mca_coll_gpu_module_t *m, void *buf, int count,
     coll_gpu_async_t *r;
     coll_gpu_team_t *t;
     topo_plan_t plan;
-    bool deferred = false;
-    int rc = OMPI_SUCCESS;
+    async_alg_t alg = ALG_BC_AGREE;
+    int rc;
 
     *taken = false;
     /* the caller asked mca_coll_gpu_nb_team_path; intercommunicators (whose idle ranks pass
@@ -2712,26 +2571,15 @@ int mca_coll_gpu_async_bcast(mca_coll_gpu_module_t *m, void *buf, int count,
     if (m->inter) {
         return OMPI_SUCCESS;
     }
-    t = select_nb(m, comm, TOPO_COLL_BCAST, bytes, NULL, &plan, &deferred, &rc);
-    if (OMPI_SUCCESS != rc) {
+    t = select_nb(m, comm, TOPO_COLL_BCAST, bytes, NULL, false, DEV_T_UINT8, &plan, &alg, &rc);
+    if (NULL == t) {
         return rc;
     }
-    if (NULL == t) {
-        return OMPI_SUCCESS;
-    }
-    r = async_new(t, comm, name, persistent);
-    if (NULL == r) {
-        mca_coll_gpu_report_failure(name, comm, "out of host memory for a request");
+    if (NULL == (r = async_new(t, m, comm, name, persistent, taken))) {
         return OMPI_ERR_OUT_OF_RESOURCE;
     }
-    *taken = true;
-    r->module = m;
     bcast_call(r, bytes, root);
-    if (deferred) {
-        r->first_alg = ALG_DEFER;
-    } else {
-        async_take_plan(r, ALG_BC_AGREE, &plan, bytes, dtype);
-    }
+    async_take_plan(r, alg, &plan, bytes, dtype);
     async_issue(r, NULL, buf, count, dtype, request);
     return OMPI_SUCCESS;
 }
