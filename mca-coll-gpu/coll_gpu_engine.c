@@ -485,6 +485,7 @@ static int peer_arrived(coll_gpu_async_t *r, int p)
         async_waiting(r, COLL_GPU_WAIT_ARRIVE, p, 0);
         return ASYNC_PENDING;
     }
+    async_waited(r); /* a later wait (the finish's) must not count from this one's start */
     return mca_coll_gpu_team_failed(t, p, r->seq) ? async_fail(r) : ASYNC_READY;
 }
 
