@@ -1062,7 +1062,7 @@ static void shard_of(size_t n, int rails, int r, size_t *lo, size_t *len)
 static int hier_allreduce_rails(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
                                 const void *sbuf, void *rbuf, int count,
                                 struct ompi_datatype_t *dtype, struct ompi_op_t *op,
-                                dev_dtype_t dt, dev_op_t dop, size_t nelems)
+                                dev_dtype_t dt, dev_op_t dop, size_t nelems, int node_rc)
 {
     static const char *const what = "allreduce";
     coll_gpu_hier_t *h = m->hier;
@@ -1073,8 +1073,10 @@ static int hier_allreduce_rails(mca_coll_gpu_module_t *m, struct ompi_communicat
 
     mca_coll_gpu_hier_log(what, comm, nelems * esize, dtype, op, h, NULL);
     /* 1. inside the node: coll/gpu's allreduce on the node communicator (its team) */
-    rc = h->node_comm->c_coll->coll_allreduce(sbuf, rbuf, count, dtype, op, h->node_comm,
-                                              h->node_comm->c_coll->coll_allreduce_module);
+    rc = (OMPI_SUCCESS != node_rc)
+             ? node_rc
+             : h->node_comm->c_coll->coll_allreduce(sbuf, rbuf, count, dtype, op, h->node_comm,
+                                                    h->node_comm->c_coll->coll_allreduce_module);
     /* the dense result in device memory on every rank (the user's buffer when it is that):
      * a rail's rank reduces its shard in it, and every rank receives the other shards in it */
     local_rc = rc;
@@ -1105,7 +1107,7 @@ static int hier_allreduce_rails(mca_coll_gpu_module_t *m, struct ompi_communicat
 int mca_coll_gpu_hier_allreduce(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
                                 const void *sbuf, void *rbuf, int count,
                                 struct ompi_datatype_t *dtype, struct ompi_op_t *op,
-                                dev_dtype_t dt, dev_op_t dop, size_t nelems)
+                                dev_dtype_t dt, dev_op_t dop, size_t nelems, int node_rc)
 {
     static const char *const what = "allreduce";
     coll_gpu_hier_t *h = m->hier;
@@ -1119,7 +1121,8 @@ int mca_coll_gpu_hier_allreduce(mca_coll_gpu_module_t *m, struct ompi_communicat
     /* the rails: from the membership (every node has 2 ranks or more), the signature's bytes
      * and an ALL_EQ parameter, so the same on every rank; their setup agrees too */
     if (2 <= h->rails && 0 < rail_min && bytes >= rail_min && rails_ready(m, comm, what)) {
-        return hier_allreduce_rails(m, comm, sbuf, rbuf, count, dtype, op, dt, dop, nelems);
+        return hier_allreduce_rails(m, comm, sbuf, rbuf, count, dtype, op, dt, dop, nelems,
+                                    node_rc);
     }
     mca_coll_gpu_hier_log(what, comm, bytes, dtype, op, h, "node step");
     /* 1. inside the node: coll/gpu's allreduce on the node communicator (its team); a node of
@@ -1129,7 +1132,9 @@ int mca_coll_gpu_hier_allreduce(mca_coll_gpu_module_t *m, struct ompi_communicat
     ompi_datatype_type_size(dtype, &size);
     dense = ompi_datatype_is_contiguous_memory_layout(dtype, count) && 0 == lb
             && (size_t) extent == size;
-    if (1 < ompi_comm_size(h->node_comm) || (MPI_IN_PLACE != sbuf && !dense)) {
+    if (OMPI_SUCCESS != node_rc) {
+        rc = node_rc; /* the whole node skips its step (the caller's agreement) */
+    } else if (1 < ompi_comm_size(h->node_comm) || (MPI_IN_PLACE != sbuf && !dense)) {
         rc = h->node_comm->c_coll->coll_allreduce(sbuf, rbuf, count, dtype, op, h->node_comm,
                                                   h->node_comm->c_coll->coll_allreduce_module);
     } else if (MPI_IN_PLACE != sbuf && DEV_OK != dev_memcpy(rbuf, sbuf, size * (size_t) count)) {

@@ -190,44 +190,58 @@ int mca_coll_gpu_hier_allgather(coll_gpu_staged_call_t *c)
  * elements after before others) into rbuf.  The caller checked that the kernels take dtype and
  * op for total elements and that total is at most INT_MAX.  A rank without the device scratch
  * reduces into host memory instead (the node steps of its node then stage that call): slower,
- * still right.
+ * still right.  A rank without either still takes part, without data: its node learns it in
+ * one host allreduce of an int (its ranks then skip their node step together), and the step
+ * between nodes fails the call on every rank.
  */
 int mca_coll_gpu_hier_reduce_scatter(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
                                      const char *what, const void *sbuf, void *rbuf,
                                      size_t total, size_t before, int mine,
                                      struct ompi_datatype_t *dtype, struct ompi_op_t *op)
 {
+    struct ompi_communicator_t *node = m->hier->node_comm;
     size_t bytes = mca_coll_gpu_call_bytes(dtype, total), nelems = 0, len;
+    bool fail = mca_coll_gpu_test_fail_alloc("hier_scratch");
     dev_dtype_t dt = DEV_T_UINT8;
     dev_op_t dop = DEV_OP_SUM;
     ptrdiff_t lb, extent, lo;
     char *scratch = NULL, *host = NULL;
-    int rc;
+    int rc = OMPI_SUCCESS, local_rc = OMPI_SUCCESS, failed = 0;
 
     (void) mca_coll_gpu_map_reduction(dtype, total, op, &dt, &dop, &nelems);
     mca_coll_gpu_hier_log(what, comm, bytes, dtype, op, m->hier,
              "an allreduce into a device scratch, then this rank's piece; node steps");
     ompi_datatype_get_extent(dtype, &lb, &extent);
     mca_coll_gpu_span(dtype, total, &lo, &len);
-    if (OMPI_SUCCESS != mca_coll_gpu_adapt_scratch(m, comm, what, len, (void **) &scratch)) {
-        host = malloc(0 < len ? len : 1);
+    if (fail
+        || OMPI_SUCCESS != mca_coll_gpu_adapt_scratch(m, comm, what, len, (void **) &scratch)) {
+        scratch = host = fail ? NULL : malloc(0 < len ? len : 1);
         if (NULL == host) {
-            /* neither device nor host memory for the whole input: nothing to take part with */
             mca_coll_gpu_report_failure(what, comm, "no memory for the %zu B the reduction "
-                                        "across nodes needs", len);
-            return OMPI_ERR_OUT_OF_RESOURCE;
+                                        "across nodes needs%s", len,
+                                        fail ? " (coll_gpu_test_fail_alloc, test only)" : "");
+            local_rc = OMPI_ERR_OUT_OF_RESOURCE;
+        } else {
+            COLL_GPU_VERBOSE(COLL_GPU_LOG_ERROR, "coll:gpu:%s (cid %d): rank %d: the reduction "
+                             "across nodes goes into host memory (no device scratch)", what,
+                             coll_gpu_comm_cid(comm), ompi_comm_rank(comm));
         }
-        COLL_GPU_VERBOSE(COLL_GPU_LOG_ERROR, "coll:gpu:%s (cid %d): rank %d: the reduction "
-                         "across nodes goes into host memory (no device scratch)", what,
-                         coll_gpu_comm_cid(comm), ompi_comm_rank(comm));
-        scratch = host;
     }
-    rc = mca_coll_gpu_hier_allreduce(m, comm, MPI_IN_PLACE == sbuf ? rbuf : sbuf, scratch - lo,
-                                     (int) total, dtype, op, dt, dop, nelems);
+    if (1 < ompi_comm_size(node)) {
+        int mine_failed = (OMPI_SUCCESS != local_rc);
+
+        rc = node->c_coll->coll_allreduce(&mine_failed, &failed, 1, MPI_INT, MPI_MAX, node,
+                                          node->c_coll->coll_allreduce_module);
+    }
+    rc = mca_coll_gpu_first_error(rc, (failed || OMPI_SUCCESS != local_rc) ? OMPI_ERROR
+                                                                            : OMPI_SUCCESS);
+    rc = mca_coll_gpu_hier_allreduce(m, comm, MPI_IN_PLACE == sbuf ? rbuf : sbuf,
+                                     (NULL == scratch) ? NULL : scratch - lo, (int) total, dtype,
+                                     op, dt, dop, nelems, rc);
     if (OMPI_SUCCESS == rc) {
         rc = mca_coll_gpu_adapt_copy(m, comm, what, scratch - lo + (ptrdiff_t) before * extent,
                                      mine, dtype, rbuf, mine, dtype);
     }
     free(host);
-    return rc;
+    return mca_coll_gpu_first_error(local_rc, rc);
 }
