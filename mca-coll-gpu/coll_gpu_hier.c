@@ -993,7 +993,7 @@ static int chain_allreduce(mca_coll_gpu_module_t *m, struct ompi_communicator_t 
     if (0 < nelems && h->ucx_broken) {
         net_rc = OMPI_ERR_NOT_AVAILABLE; /* out keeps the node's result for the staged step */
     } else if (0 < nelems) {
-        int pos = ompi_comm_rank(chain), nl = ompi_comm_size(chain);
+        int pos = ompi_comm_rank(chain), nl = ompi_comm_size(chain), prior_rc = *local_rc;
 
         if (OMPI_SUCCESS == *local_rc && h->saved_bytes < bytes) {
             (void) dev_mem_free(h->saved);
@@ -1008,7 +1008,8 @@ static int chain_allreduce(mca_coll_gpu_module_t *m, struct ompi_communicator_t 
         if (OMPI_SUCCESS == *local_rc && DEV_OK != dev_memcpy(h->saved, out, bytes)) {
             *local_rc = OMPI_ERROR;
         }
-        if (OMPI_SUCCESS != *local_rc) {
+        /* a failure before this one (the node step's, adapt_in's) was reported where it was */
+        if (OMPI_SUCCESS == prior_rc && OMPI_SUCCESS != *local_rc) {
             mca_coll_gpu_report_failure(what, comm, "the node's result could not be prepared "
                                         "for the exchange between nodes (%s)",
                                         dev_error_string());
@@ -1245,12 +1246,9 @@ int mca_coll_gpu_hier_bcast(mca_coll_gpu_module_t *m, struct ompi_communicator_t
 
         a.dev = NULL;
         if (OMPI_SUCCESS == local_rc) {
+            /* reports its own failure, as the node step did */
             local_rc = mca_coll_gpu_adapt_in(m, comm, what, 0, buf, count, dtype, root_node,
                                              false, &a);
-        }
-        if (OMPI_SUCCESS != local_rc) {
-            mca_coll_gpu_report_failure(what, comm, "the buffer could not be prepared for the "
-                                        "leaders' exchange (%s)", dev_error_string());
         }
         rc = mca_coll_gpu_hier_leaders_bcast(m, comm, what, a.dev, bytes, whole, 1, root_leader,
                                              &local_rc);
