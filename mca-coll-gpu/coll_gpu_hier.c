@@ -453,55 +453,30 @@ typedef struct {
     step_buf_t buf;
 } step_t;
 
-/* A chain position's program (steps and their number); PROG of a static step array. */
-typedef struct {
-    const step_t *steps;
-    int nsteps;
-} prog_t;
-#define PROG(a) {(a), (int) (sizeof(a) / sizeof((a)[0]))}
-
-/* The allreduce chain (the file's header), through the slots' pinned host memory */
-static const step_t ar_first[] = {{DEV_LOAD, NET_NONE, BUF_HOST},
-                                  {DEV_NONE, NET_SEND_NEXT, BUF_HOST},
-                                  {DEV_NONE, NET_RECV_NEXT, BUF_HOST},
-                                  {DEV_STORE, NET_NONE, BUF_HOST}};
-static const step_t ar_middle[] = {{DEV_NONE, NET_RECV_PREV, BUF_HOST},
-                                   {DEV_COMBINE, NET_NONE, BUF_HOST},
-                                   {DEV_NONE, NET_SEND_NEXT, BUF_HOST},
-                                   {DEV_NONE, NET_RECV_NEXT, BUF_HOST},
-                                   {DEV_STORE, NET_SEND_PREV, BUF_HOST}};
-static const step_t ar_last[] = {{DEV_NONE, NET_RECV_PREV, BUF_HOST},
-                                 {DEV_COMBINE, NET_NONE, BUF_HOST},
-                                 {DEV_NONE, NET_SEND_PREV, BUF_HOST}};
-/* ... and direct: messages from and to device memory, no host copies */
-static const step_t ar_first_d[] = {{DEV_NONE, NET_SEND_NEXT, BUF_SRC},
-                                    {DEV_NONE, NET_RECV_NEXT, BUF_OUT}};
-static const step_t ar_middle_d[] = {{DEV_NONE, NET_RECV_PREV, BUF_DTMP},
-                                     {DEV_REDUCE, NET_NONE, BUF_HOST},
-                                     {DEV_NONE, NET_SEND_NEXT, BUF_OUT},
-                                     {DEV_NONE, NET_RECV_NEXT, BUF_OUT},
-                                     {DEV_NONE, NET_SEND_PREV, BUF_OUT}};
-static const step_t ar_last_d[] = {{DEV_NONE, NET_RECV_PREV, BUF_DTMP},
-                                   {DEV_REDUCE, NET_NONE, BUF_HOST},
-                                   {DEV_NONE, NET_SEND_PREV, BUF_OUT}};
-/* The bcast chain (MPI_Bcast's leaders' step and the allgather's chains), the same two ways */
-static const step_t bc_first[] = {{DEV_LOAD, NET_NONE, BUF_HOST},
-                                  {DEV_NONE, NET_SEND_NEXT, BUF_HOST}};
-static const step_t bc_middle[] = {{DEV_NONE, NET_RECV_PREV, BUF_HOST},
-                                   {DEV_STORE, NET_SEND_NEXT, BUF_HOST}};
-static const step_t bc_last[] = {{DEV_NONE, NET_RECV_PREV, BUF_HOST},
-                                 {DEV_STORE, NET_NONE, BUF_HOST}};
-static const step_t bc_first_d[] = {{DEV_NONE, NET_SEND_NEXT, BUF_OUT}};
-static const step_t bc_middle_d[] = {{DEV_NONE, NET_RECV_PREV, BUF_OUT},
-                                     {DEV_NONE, NET_SEND_NEXT, BUF_OUT}};
-static const step_t bc_last_d[] = {{DEV_NONE, NET_RECV_PREV, BUF_OUT}};
-
-/* [bcast][direct][first, middle, last rank of the chain] */
-static const prog_t chain_progs[2][2][3] = {
-    {{PROG(ar_first), PROG(ar_middle), PROG(ar_last)},
-     {PROG(ar_first_d), PROG(ar_middle_d), PROG(ar_last_d)}},
-    {{PROG(bc_first), PROG(bc_middle), PROG(bc_last)},
-     {PROG(bc_first_d), PROG(bc_middle_d), PROG(bc_last_d)}}};
+/* A chain position's program: its steps, ended by one that does nothing (all zero). */
+#define STEPS_MAX 6
+#define S(d, n, b) {DEV_##d, NET_##n, BUF_##b}
+/* [bcast][direct][first, middle, last rank of the chain]: the allreduce chain (the file's
+ * header) through the slots' pinned host memory, then direct (messages from and to device
+ * memory, no host copies); the bcast chain (MPI_Bcast's leaders' step and the allgather's
+ * chains), the same two ways */
+static const step_t chain_progs[2][2][3][STEPS_MAX] = {
+    {{{S(LOAD, NONE, HOST), S(NONE, SEND_NEXT, HOST), S(NONE, RECV_NEXT, HOST),
+       S(STORE, NONE, HOST)},
+      {S(NONE, RECV_PREV, HOST), S(COMBINE, NONE, HOST), S(NONE, SEND_NEXT, HOST),
+       S(NONE, RECV_NEXT, HOST), S(STORE, SEND_PREV, HOST)},
+      {S(NONE, RECV_PREV, HOST), S(COMBINE, NONE, HOST), S(NONE, SEND_PREV, HOST)}},
+     {{S(NONE, SEND_NEXT, SRC), S(NONE, RECV_NEXT, OUT)},
+      {S(NONE, RECV_PREV, DTMP), S(REDUCE, NONE, HOST), S(NONE, SEND_NEXT, OUT),
+       S(NONE, RECV_NEXT, OUT), S(NONE, SEND_PREV, OUT)},
+      {S(NONE, RECV_PREV, DTMP), S(REDUCE, NONE, HOST), S(NONE, SEND_PREV, OUT)}}},
+    {{{S(LOAD, NONE, HOST), S(NONE, SEND_NEXT, HOST)},
+      {S(NONE, RECV_PREV, HOST), S(STORE, SEND_NEXT, HOST)},
+      {S(NONE, RECV_PREV, HOST), S(STORE, NONE, HOST)}},
+     {{S(NONE, SEND_NEXT, OUT)},
+      {S(NONE, RECV_PREV, OUT), S(NONE, SEND_NEXT, OUT)},
+      {S(NONE, RECV_PREV, OUT)}}}};
+#undef S
 
 /* The phases of the tags: up and down the allreduce chain, down the bcast chain */
 enum { PHASE_UP = 0, PHASE_DOWN = 1, PHASE_BCAST = 2 };
@@ -509,11 +484,11 @@ enum { PHASE_UP = 0, PHASE_DOWN = 1, PHASE_BCAST = 2 };
 typedef struct {
     coll_gpu_hier_t *h;
     struct ompi_communicator_t *chain; /* the chain's communicator (leaders, or a rail) */
-    uint32_t cid, cid_prev, cid_next; /* the tag ids of comm in this process and its neighbours */
+    uint32_t cid, peer_cid[2];  /* the tag ids of comm in this process, its prev and next */
     uint64_t seq;
-    int prev, next;             /* ranks in chain, -1 at the ends */
+    int peer[2];                /* prev and next: ranks in chain, -1 at the ends */
     int phase_fwd;              /* the phase of messages sent to next (PHASE_UP or _BCAST) */
-    const prog_t *prog;
+    const step_t *prog;         /* chain_progs' program of this rank's position */
     const char *src;            /* DEV_LOAD and DEV_COMBINE's P: device memory */
     char *out;                  /* DEV_COMBINE and DEV_STORE's R: device memory */
     size_t bytes, esize;
@@ -547,15 +522,15 @@ static uint32_t chain_tag_cid(const coll_gpu_hier_t *h, struct ompi_communicator
 static int step_start(pipe_t *pp, int s, slot_t *sl)
 {
     coll_gpu_hier_t *h = pp->h;
-    const step_t *st = &pp->prog->steps[sl->step];
+    const step_t *st = &pp->prog[sl->step];
     size_t off = (size_t) sl->chunk * h->chunk;
     size_t len = (pp->bytes - off < h->chunk) ? pp->bytes - off : h->chunk;
     char *hs = h->host + (size_t) s * h->chunk;
     char *ds = h->dtmp + (size_t) s * h->chunk;
     dev_stream_t *q = h->stream[s];
     bool fwd = (NET_RECV_PREV == st->net || NET_SEND_NEXT == st->net), dev;
-    uint64_t tag;
-    int rc = DEV_OK;
+    bool send = (NET_SEND_NEXT == st->net || NET_SEND_PREV == st->net);
+    int rc = DEV_OK, side = (NET_SEND_NEXT == st->net);
     char *buf;
 
     sl->dev_pending = false;
@@ -598,15 +573,11 @@ static int step_start(pipe_t *pp, int s, slot_t *sl)
           : (BUF_SRC == st->buf)  ? (char *) pp->src + off
                                   : pp->out + off;
     /* a message carries its receiver's id; forward ones the call's phase, the rest PHASE_DOWN */
-    tag = mca_coll_gpu_ucx_tag(NET_SEND_NEXT == st->net   ? pp->cid_next
-                               : NET_SEND_PREV == st->net ? pp->cid_prev
-                                                          : pp->cid,
-                               pp->seq, fwd ? pp->phase_fwd : PHASE_DOWN, sl->chunk);
-    return mca_coll_gpu_ucx_start(pp->h->ucx,
-                                  NET_SEND_NEXT == st->net   ? pp->next
-                                  : NET_SEND_PREV == st->net ? pp->prev
-                                                             : -1,
-                                  buf, len, tag, dev, &sl->net);
+    return mca_coll_gpu_ucx_start(
+        h->ucx, send ? pp->peer[side] : -1, buf, len,
+        mca_coll_gpu_ucx_tag(send ? pp->peer_cid[side] : pp->cid, pp->seq,
+                             fwd ? pp->phase_fwd : PHASE_DOWN, sl->chunk),
+        dev, &sl->net);
 }
 
 /* 0: the step is done; 1: in flight; < 0: a UCX failure. */
@@ -700,12 +671,13 @@ static int pipe_run(pipe_t *pp)
             moved = true;
             if (!sl->busy) {
                 *sl = (slot_t) {.busy = true, .chunk = next++};
-            } else if (++sl->step == pp->prog->nsteps) {
+            } else if (DEV_NONE == pp->prog[++sl->step].dev
+                       && NET_NONE == pp->prog[sl->step].net) {
                 sl->busy = false;
                 ++done;
                 continue;
-            } else if (fail_sends && (NET_SEND_NEXT == pp->prog->steps[sl->step].net
-                                      || NET_SEND_PREV == pp->prog->steps[sl->step].net)) {
+            } else if (fail_sends && (NET_SEND_NEXT == pp->prog[sl->step].net
+                                      || NET_SEND_PREV == pp->prog[sl->step].net)) {
                 COLL_GPU_VERBOSE(COLL_GPU_LOG_ERROR, "coll:gpu:hier: coll_gpu_test_fail_ucx: "
                                  "this rank's UCX sends fail from now on");
                 rc = OMPI_ERR_UNREACH;
@@ -771,26 +743,14 @@ static int chain_run(coll_gpu_hier_t *h, struct ompi_communicator_t *comm,
                      int next, const char *src, char *out, size_t bytes, dev_dtype_t dt,
                      dev_op_t op, int *local_rc)
 {
-    pipe_t pp = {
-        .h = h,
-        .chain = chain,
-        .cid = (uint32_t) h->tag_cid_of[ompi_comm_rank(comm)], /* tag_cid(comm), from setup */
-        .cid_prev = chain_tag_cid(h, comm, prev),
-        .cid_next = chain_tag_cid(h, comm, next),
-        .seq = h->seq++,
-        .prev = prev,
-        .next = next,
-        .phase_fwd = bcast ? PHASE_BCAST : PHASE_UP,
-        .prog = &chain_progs[bcast][direct][(-1 == prev) ? 0 : (-1 == next) ? 2 : 1],
-        .src = src,
-        .out = out,
-        .bytes = bytes,
-        .esize = dev_dtype_size(dt), /* a bcast's: DEV_T_UINT8 */
-        .dt = dt,
-        .op = op,
-        .degraded = (OMPI_SUCCESS != *local_rc),
-        .direct = direct,
-    };
+    /* cid: tag_cid(comm), from setup; esize: a bcast's is DEV_T_UINT8's */
+    pipe_t pp = {.h = h, .chain = chain, .cid = (uint32_t) h->tag_cid_of[ompi_comm_rank(comm)],
+                 .peer_cid = {chain_tag_cid(h, comm, prev), chain_tag_cid(h, comm, next)},
+                 .seq = h->seq++, .peer = {prev, next},
+                 .phase_fwd = bcast ? PHASE_BCAST : PHASE_UP,
+                 .prog = chain_progs[bcast][direct][(-1 == prev) ? 0 : (-1 == next) ? 2 : 1],
+                 .src = src, .out = out, .bytes = bytes, .esize = dev_dtype_size(dt), .dt = dt,
+                 .op = op, .degraded = (OMPI_SUCCESS != *local_rc), .direct = direct};
     int rc = (0 < bytes) ? pipe_run(&pp) : OMPI_SUCCESS;
 
     if (pp.degraded && OMPI_SUCCESS == *local_rc) {
@@ -799,53 +759,43 @@ static int chain_run(coll_gpu_hier_t *h, struct ompi_communicator_t *comm,
     return rc;
 }
 
-/* The MPI datatype of the dense elements the pipeline reduces (the fallback's host allreduce). */
+/* The MPI datatype of the dense elements the pipeline reduces (the fallback's host allreduce;
+ * the 16-bit floats' op, libcollgpu's, reads the format: 16-bit carriers); NULL for others. */
 static struct ompi_datatype_t *mpi_type_of(dev_dtype_t dt)
 {
-    switch (dt) {
-    case DEV_T_INT8: return MPI_INT8_T;
-    case DEV_T_UINT8: return MPI_UINT8_T;
-    case DEV_T_INT16: return MPI_INT16_T;
-    case DEV_T_UINT16: return MPI_UINT16_T;
-    case DEV_T_FLOAT16: /* the call's op (libcollgpu's) reads the format: 16-bit carriers */
-    case DEV_T_BFLOAT16: return MPI_UINT16_T;
-    case DEV_T_INT32: return MPI_INT32_T;
-    case DEV_T_UINT32: return MPI_UINT32_T;
-    case DEV_T_INT64: return MPI_INT64_T;
-    case DEV_T_UINT64: return MPI_UINT64_T;
-    case DEV_T_FLOAT: return MPI_FLOAT;
-    case DEV_T_DOUBLE: return MPI_DOUBLE;
-    case DEV_T_CFLOAT: return MPI_C_FLOAT_COMPLEX;
-    case DEV_T_CDOUBLE: return MPI_C_DOUBLE_COMPLEX;
-    case DEV_T_BOOL: return MPI_C_BOOL;
-    case DEV_T_2INT: return MPI_2INT;
-    case DEV_T_FLOAT_INT: return MPI_FLOAT_INT;
-    default: return NULL;
-    }
+    static struct ompi_datatype_t *const types[DEV_T_COUNT] = {
+        [DEV_T_INT8] = MPI_INT8_T, [DEV_T_UINT8] = MPI_UINT8_T, [DEV_T_INT16] = MPI_INT16_T,
+        [DEV_T_UINT16] = MPI_UINT16_T, [DEV_T_FLOAT16] = MPI_UINT16_T,
+        [DEV_T_BFLOAT16] = MPI_UINT16_T, [DEV_T_INT32] = MPI_INT32_T,
+        [DEV_T_UINT32] = MPI_UINT32_T, [DEV_T_INT64] = MPI_INT64_T, [DEV_T_UINT64] = MPI_UINT64_T,
+        [DEV_T_FLOAT] = MPI_FLOAT, [DEV_T_DOUBLE] = MPI_DOUBLE,
+        [DEV_T_CFLOAT] = MPI_C_FLOAT_COMPLEX, [DEV_T_CDOUBLE] = MPI_C_DOUBLE_COMPLEX,
+        [DEV_T_BOOL] = MPI_C_BOOL, [DEV_T_2INT] = MPI_2INT, [DEV_T_FLOAT_INT] = MPI_FLOAT_INT};
+
+    return ((unsigned) dt < DEV_T_COUNT) ? types[dt] : NULL;
 }
 
 /*
- * Did every rank have its data (*data_ok) and complete its UCX transfers (*net_ok)?  One host
+ * Did every rank have its data (data_rc) and complete its UCX transfers (net_rc)?  One host
  * allreduce (MIN) over the leaders (their communicator's own module) or, on the rails, every
- * rank of comm (the module below coll/gpu).  A UCX failure anywhere switches UCX off on this
- * communicator for good.
+ * rank of comm (the module below coll/gpu).  Returns an error on every rank when one had no
+ * data; else *redo when a UCX transfer failed anywhere (the step is redone through the host).
+ * A UCX failure anywhere switches UCX off on this communicator for good.
  */
 static int chain_agree(mca_coll_gpu_module_t *m, const char *what,
-                       struct ompi_communicator_t *comm, bool rails, bool *data_ok, bool *net_ok)
+                       struct ompi_communicator_t *comm, bool rails, int data_rc, int net_rc,
+                       bool *redo)
 {
     coll_gpu_hier_t *h = m->hier;
     struct ompi_communicator_t *over = rails ? comm : h->leader_comm;
-    int in[2] = {*data_ok ? 1 : 0, *net_ok ? 1 : 0}, out[2] = {0, 0}, rc;
+    int in[2] = {OMPI_SUCCESS == data_rc, OMPI_SUCCESS == net_rc}, out[2] = {0, 0};
+    int rc = rails ? m->prev_allreduce.fn(in, out, 2, MPI_INT, MPI_MIN, comm,
+                                          m->prev_allreduce.module)
+                   : over->c_coll->coll_allreduce(in, out, 2, MPI_INT, MPI_MIN, over,
+                                                  over->c_coll->coll_allreduce_module);
 
-    if (rails) {
-        rc = m->prev_allreduce.fn(in, out, 2, MPI_INT, MPI_MIN, comm, m->prev_allreduce.module);
-    } else {
-        rc = over->c_coll->coll_allreduce(in, out, 2, MPI_INT, MPI_MIN, over,
-                                          over->c_coll->coll_allreduce_module);
-    }
-    *data_ok = (OMPI_SUCCESS == rc && 1 == out[0]);
-    *net_ok = (OMPI_SUCCESS == rc && 1 == out[1]);
-    if (OMPI_SUCCESS == rc && !*net_ok && !h->ucx_broken) {
+    *redo = (OMPI_SUCCESS == rc && 1 == out[0] && 1 != out[1]);
+    if (OMPI_SUCCESS == rc && 1 != out[1] && !h->ucx_broken) {
         h->ucx_broken = true;
         if (0 == ompi_comm_rank(over)) {
             opal_output(0, "coll:gpu:%s (cid %d): the UCX transfer between %s failed "
@@ -856,7 +806,7 @@ static int chain_agree(mca_coll_gpu_module_t *m, const char *what,
                         rails ? "ranks of each rail" : "leaders");
         }
     }
-    return rc;
+    return (OMPI_SUCCESS == rc && 1 != out[0]) ? OMPI_ERROR : rc; /* no data somewhere */
 }
 
 bool mca_coll_gpu_hier_node_status(coll_gpu_hier_t *h, int *rc)
@@ -875,16 +825,21 @@ bool mca_coll_gpu_hier_node_status(coll_gpu_hier_t *h, int *rc)
     return 0 == failed;
 }
 
-/* A bcast of bytes at buf from root over comm's own module, in pieces of at most INT_MAX bytes
- * (MPI counts are ints; a message may be larger). */
-static int bcast_bytes(struct ompi_communicator_t *comm, char *buf, size_t bytes, int root)
+/* A host bcast (op NULL: from root) or in-place allreduce of n elements of type (esize bytes
+ * each) at buf over comm's own module, in pieces of at most INT_MAX elements (MPI counts are
+ * ints; a message may be larger). */
+static int host_pieces(struct ompi_communicator_t *comm, char *buf, size_t n, size_t esize,
+                       struct ompi_datatype_t *type, struct ompi_op_t *op, int root)
 {
     int rc = OMPI_SUCCESS;
 
-    for (size_t done = 0, n; OMPI_SUCCESS == rc && done < bytes; done += n) {
-        n = (bytes - done > (size_t) INT_MAX) ? (size_t) INT_MAX : bytes - done;
-        rc = comm->c_coll->coll_bcast(buf + done, (int) n, MPI_BYTE, root, comm,
-                                      comm->c_coll->coll_bcast_module);
+    for (size_t done = 0, k; OMPI_SUCCESS == rc && done < n; done += k) {
+        k = (n - done > (size_t) INT_MAX) ? (size_t) INT_MAX : n - done;
+        rc = (NULL == op) ? comm->c_coll->coll_bcast(buf + done * esize, (int) k, type, root, comm,
+                                                     comm->c_coll->coll_bcast_module)
+                          : comm->c_coll->coll_allreduce(MPI_IN_PLACE, buf + done * esize,
+                                                         (int) k, type, op, comm,
+                                                         comm->c_coll->coll_allreduce_module);
     }
     return rc;
 }
@@ -898,27 +853,17 @@ static int chain_staged(mca_coll_gpu_module_t *m, struct ompi_communicator_t *co
                         size_t bytes, size_t nelems, dev_dtype_t dt, struct ompi_op_t *op,
                         int root_leader)
 {
-    bool reduce = (NULL != op);
-    bool is_root = (ompi_comm_rank(chain) == root_leader);
+    bool reduce = (NULL != op), is_root = (ompi_comm_rank(chain) == root_leader);
     coll_gpu_staged_t st;
-    int rc;
+    int rc = mca_coll_gpu_stage_in(m, -1, buf, DEV_MEM_DEVICE, 0, bytes, reduce || is_root, comm,
+                                   what, &st);
 
-    rc = mca_coll_gpu_stage_in(m, -1, buf, DEV_MEM_DEVICE, 0, bytes, reduce || is_root, comm,
-                               what, &st);
     if (OMPI_SUCCESS != rc) {
         return rc;
     }
-    if (!reduce) {
-        rc = bcast_bytes(chain, mca_coll_gpu_view(&st), bytes, root_leader);
-    }
-    /* in pieces of at most INT_MAX elements, as bcast_bytes */
-    for (size_t done = 0, n; reduce && OMPI_SUCCESS == rc && done < nelems; done += n) {
-        char *at = (char *) mca_coll_gpu_view(&st) + done * (bytes / nelems);
-
-        n = (nelems - done > (size_t) INT_MAX) ? (size_t) INT_MAX : nelems - done;
-        rc = chain->c_coll->coll_allreduce(MPI_IN_PLACE, at, (int) n, mpi_type_of(dt), op, chain,
-                                           chain->c_coll->coll_allreduce_module);
-    }
+    rc = host_pieces(chain, mca_coll_gpu_view(&st), reduce ? nelems : bytes,
+                     reduce ? bytes / nelems : 1, reduce ? mpi_type_of(dt) : MPI_BYTE, op,
+                     root_leader);
     return mca_coll_gpu_unstage(m, &st, rc,
                                 (reduce || !is_root) ? COLL_GPU_WRITE : COLL_GPU_NONE, comm,
                                 what);
@@ -988,7 +933,7 @@ static int chain_allreduce(mca_coll_gpu_module_t *m, struct ompi_communicator_t 
     struct ompi_communicator_t *chain = h->chain_comm;
     size_t bytes = nelems * dev_dtype_size(dt);
     int net_rc = OMPI_SUCCESS, staged_rc = OMPI_SUCCESS, rc;
-    bool data_ok, net_ok;
+    bool redo;
 
     if (0 < nelems && h->ucx_broken) {
         net_rc = OMPI_ERR_NOT_AVAILABLE; /* out keeps the node's result for the staged step */
@@ -1018,14 +963,9 @@ static int chain_allreduce(mca_coll_gpu_module_t *m, struct ompi_communicator_t 
                            (pos + 1 < nl) ? pos + 1 : -1, h->saved, out, bytes, dt, dop,
                            local_rc);
     }
-    data_ok = (OMPI_SUCCESS == *local_rc);
-    net_ok = (OMPI_SUCCESS == net_rc);
-    rc = chain_agree(m, what, comm, rails, &data_ok, &net_ok);
-    if (OMPI_SUCCESS != rc || !data_ok) {
-        return (OMPI_SUCCESS == rc) ? OMPI_ERROR : rc; /* some rank had no data: all fail */
-    }
-    if (net_ok) {
-        return OMPI_SUCCESS;
+    rc = chain_agree(m, what, comm, rails, *local_rc, net_rc, &redo);
+    if (OMPI_SUCCESS != rc || !redo) {
+        return rc;
     }
     /* again through the host, from the node's result kept when the pipeline ran */
     if (0 < nelems) {
@@ -1042,10 +982,8 @@ static int chain_allreduce(mca_coll_gpu_module_t *m, struct ompi_communicator_t 
         return staged_rc;
     }
     /* the shards are spread only when all of them made it */
-    data_ok = (OMPI_SUCCESS == staged_rc && OMPI_SUCCESS == *local_rc);
-    net_ok = true;
-    rc = chain_agree(m, what, comm, true, &data_ok, &net_ok);
-    return (OMPI_SUCCESS == rc && !data_ok) ? OMPI_ERROR : rc;
+    return chain_agree(m, what, comm, true, mca_coll_gpu_first_error(staged_rc, *local_rc),
+                       OMPI_SUCCESS, &redo);
 }
 
 /* Shard r of n elements on rails rails: whole elements, the first n % rails shards one longer
@@ -1058,53 +996,6 @@ static void shard_of(size_t n, int rails, int r, size_t *lo, size_t *len)
     *len = base + ((ur < extra) ? 1 : 0);
 }
 
-/* The allreduce on the rails (the file's header).  Every rank of comm takes part in the
- * agreements, so that a failure on any rail is known to all before the shards are spread. */
-static int hier_allreduce_rails(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
-                                const void *sbuf, void *rbuf, int count,
-                                struct ompi_datatype_t *dtype, struct ompi_op_t *op,
-                                dev_dtype_t dt, dev_op_t dop, size_t nelems, int node_rc)
-{
-    static const char *const what = "allreduce";
-    coll_gpu_hier_t *h = m->hier;
-    size_t esize = dev_dtype_size(dt), lo = 0, n = 0;
-    bool member = (h->node_rank < h->rails);
-    int rc, local_rc;
-    coll_gpu_adapt_t a;
-
-    mca_coll_gpu_hier_log(what, comm, nelems * esize, dtype, op, h, NULL);
-    /* 1. inside the node: coll/gpu's allreduce on the node communicator (its team) */
-    rc = (OMPI_SUCCESS != node_rc)
-             ? node_rc
-             : h->node_comm->c_coll->coll_allreduce(sbuf, rbuf, count, dtype, op, h->node_comm,
-                                                    h->node_comm->c_coll->coll_allreduce_module);
-    /* the dense result in device memory on every rank (the user's buffer when it is that):
-     * a rail's rank reduces its shard in it, and every rank receives the other shards in it */
-    local_rc = rc;
-    a.dev = NULL;
-    if (OMPI_SUCCESS == local_rc) {
-        local_rc = mca_coll_gpu_adapt_in(m, comm, what, 1, rbuf, count, dtype, member, false,
-                                         &a);
-    }
-    /* 2. and 3. between nodes: shard r along rail r, and the agreements */
-    if (member) {
-        shard_of(nelems, h->rails, h->node_rank, &lo, &n);
-    }
-    rc = chain_allreduce(m, comm, what, true, (NULL != a.dev) ? (char *) a.dev + lo * esize : NULL,
-                         n, dt, dop, op, &local_rc);
-    /* 4. every shard from its rail's rank to the rest of its node (the team's bcast) */
-    for (int r = 0; OMPI_SUCCESS == rc && r < h->rails; ++r) {
-        size_t rlo, rn;
-
-        shard_of(nelems, h->rails, r, &rlo, &rn);
-        rc = bcast_bytes(h->node_comm, (char *) a.dev + rlo * esize, rn * esize, r);
-    }
-    if (OMPI_SUCCESS == rc) {
-        rc = mca_coll_gpu_adapt_out(m, comm, what, &a, true);
-    }
-    return rc;
-}
-
 int mca_coll_gpu_hier_allreduce(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
                                 const void *sbuf, void *rbuf, int count,
                                 struct ompi_datatype_t *dtype, struct ompi_op_t *op,
@@ -1112,56 +1003,67 @@ int mca_coll_gpu_hier_allreduce(mca_coll_gpu_module_t *m, struct ompi_communicat
 {
     static const char *const what = "allreduce";
     coll_gpu_hier_t *h = m->hier;
-    size_t bytes = nelems * dev_dtype_size(dt);
+    size_t esize = dev_dtype_size(dt), bytes = nelems * esize, lo = 0, n = nelems, size;
     size_t rail_min = mca_coll_gpu_component.hier_rail_min_bytes;
-    ptrdiff_t lb, extent;
-    size_t size;
-    bool dense;
-    int rc = OMPI_SUCCESS;
-
     /* the rails: from the membership (every node has 2 ranks or more), the signature's bytes
      * and an ALL_EQ parameter, so the same on every rank; their setup agrees too */
-    if (2 <= h->rails && 0 < rail_min && bytes >= rail_min && rails_ready(m, comm, what)) {
-        return hier_allreduce_rails(m, comm, sbuf, rbuf, count, dtype, op, dt, dop, nelems,
-                                    node_rc);
-    }
-    mca_coll_gpu_hier_log(what, comm, bytes, dtype, op, h, "node step");
+    bool rails = 2 <= h->rails && 0 < rail_min && bytes >= rail_min && rails_ready(m, comm, what);
+    bool member = rails ? (h->node_rank < h->rails) : (NULL != h->leader_comm), dense;
+    int rc = node_rc, local_rc;
+    ptrdiff_t lb, extent;
+    coll_gpu_adapt_t a;
+
+    mca_coll_gpu_hier_log(what, comm, bytes, dtype, op, h, rails ? NULL : "node step");
     /* 1. inside the node: coll/gpu's allreduce on the node communicator (its team); a node of
-     * one rank only copies a dense input (a local matter: no peer is involved; the node
-     * communicator's own path handles any other layout) */
+     * one rank (never on the rails) only copies a dense input (a local matter: no peer is
+     * involved; the node communicator's own path handles any other layout); node_rc: the whole
+     * node skips its step (the caller's agreement) */
     ompi_datatype_get_extent(dtype, &lb, &extent);
     ompi_datatype_type_size(dtype, &size);
     dense = ompi_datatype_is_contiguous_memory_layout(dtype, count) && 0 == lb
             && (size_t) extent == size;
-    if (OMPI_SUCCESS != node_rc) {
-        rc = node_rc; /* the whole node skips its step (the caller's agreement) */
-    } else if (1 < ompi_comm_size(h->node_comm) || (MPI_IN_PLACE != sbuf && !dense)) {
+    if (OMPI_SUCCESS == node_rc
+        && (1 < ompi_comm_size(h->node_comm) || (MPI_IN_PLACE != sbuf && !dense))) {
         rc = h->node_comm->c_coll->coll_allreduce(sbuf, rbuf, count, dtype, op, h->node_comm,
                                                   h->node_comm->c_coll->coll_allreduce_module);
-    } else if (MPI_IN_PLACE != sbuf && DEV_OK != dev_memcpy(rbuf, sbuf, size * (size_t) count)) {
+    } else if (OMPI_SUCCESS == node_rc && MPI_IN_PLACE != sbuf
+               && DEV_OK != dev_memcpy(rbuf, sbuf, size * (size_t) count)) {
         mca_coll_gpu_report_failure(what, comm, "a device copy of the input failed (%s)",
                                     dev_error_string());
         rc = OMPI_ERROR;
     }
-    /* 2. and 3. between the leaders: the dense result of the node in device memory (the
-     * user's buffer when it is that already) */
-    if (NULL != h->leader_comm) {
-        int local_rc = rc;
-        coll_gpu_adapt_t a;
-
+    /* 2. and 3. between nodes, on the leaders' chain or shard r along rail r: the node's dense
+     * result in device memory (the user's buffer when it is that already).  On the rails every
+     * rank of comm takes part in the agreements, so that a failure on any rail is known to all
+     * before the shards are spread, and receives the other shards in it. */
+    if (rails || member) {
+        local_rc = rc;
         a.dev = NULL;
         if (OMPI_SUCCESS == local_rc) {
-            local_rc = mca_coll_gpu_adapt_in(m, comm, what, 1, rbuf, count, dtype, true, false,
+            local_rc = mca_coll_gpu_adapt_in(m, comm, what, 1, rbuf, count, dtype, member, false,
                                              &a);
         }
-        rc = chain_allreduce(m, comm, what, false, a.dev, nelems, dt, dop, op, &local_rc);
+        if (rails) {
+            n = 0;
+            if (member) {
+                shard_of(nelems, h->rails, h->node_rank, &lo, &n);
+            }
+        }
+        rc = chain_allreduce(m, comm, what, rails, (NULL != a.dev) ? a.dev + lo * esize : NULL,
+                             n, dt, dop, op, &local_rc);
+        /* 4. (rails) every shard from its rail's rank to the rest of its node (team bcasts) */
+        for (int r = 0; rails && OMPI_SUCCESS == rc && r < h->rails; ++r) {
+            shard_of(nelems, h->rails, r, &lo, &n);
+            rc = host_pieces(h->node_comm, a.dev + lo * esize, n * esize, 1, MPI_BYTE, NULL, r);
+        }
         if (OMPI_SUCCESS == rc && OMPI_SUCCESS == local_rc) {
             rc = mca_coll_gpu_adapt_out(m, comm, what, &a, true);
         }
-        rc = mca_coll_gpu_first_error(local_rc, rc);
+        /* the rails' outcome is the agreed one */
+        rc = rails ? rc : mca_coll_gpu_first_error(local_rc, rc);
     }
     /* 4. the outcome, then the result, from the leader to its node */
-    if (1 == ompi_comm_size(h->node_comm) || !mca_coll_gpu_hier_node_status(h, &rc)) {
+    if (rails || 1 == ompi_comm_size(h->node_comm) || !mca_coll_gpu_hier_node_status(h, &rc)) {
         return rc;
     }
     return h->node_comm->c_coll->coll_bcast(rbuf, count, dtype, 0, h->node_comm,
@@ -1181,7 +1083,7 @@ int mca_coll_gpu_hier_leaders_bcast(mca_coll_gpu_module_t *m, struct ompi_commun
     coll_gpu_hier_t *h = m->hier;
     int pos = ompi_comm_rank(h->leader_comm), nl = ompi_comm_size(h->leader_comm), rc;
     int net_rc = h->ucx_broken ? OMPI_ERR_NOT_AVAILABLE : OMPI_SUCCESS;
-    bool data_ok, net_ok;
+    bool redo;
 
     for (int j = 0; j < nchains && !h->ucx_broken; ++j) {
         char *at = (NULL != buf) ? buf + (size_t) first[j] * block : NULL;
@@ -1196,13 +1098,8 @@ int mca_coll_gpu_hier_leaders_bcast(mca_coll_gpu_module_t *m, struct ompi_commun
                            at, at, (size_t) (first[j + 1] - first[j]) * block, DEV_T_UINT8,
                            DEV_OP_SUM, local_rc);
     }
-    data_ok = (OMPI_SUCCESS == *local_rc);
-    net_ok = (OMPI_SUCCESS == net_rc);
-    rc = chain_agree(m, what, comm, false, &data_ok, &net_ok);
-    if (OMPI_SUCCESS == rc && !data_ok) {
-        return OMPI_ERROR; /* some leader had no data: the call fails on every rank */
-    }
-    if (OMPI_SUCCESS == rc && !net_ok) {
+    rc = chain_agree(m, what, comm, false, *local_rc, net_rc, &redo);
+    if (redo) {
         /* every chain's first leader still has its data (every leader takes part in every
          * chain, whatever became of the one before) */
         for (int j = 0; j < nchains; ++j) {
