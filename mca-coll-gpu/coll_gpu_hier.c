@@ -809,20 +809,24 @@ static int chain_agree(mca_coll_gpu_module_t *m, const char *what,
     return (OMPI_SUCCESS == rc && 1 != out[0]) ? OMPI_ERROR : rc; /* no data somewhere */
 }
 
-bool mca_coll_gpu_hier_node_status(coll_gpu_hier_t *h, int *rc)
+int mca_coll_gpu_hier_node_finish(coll_gpu_hier_t *h, int rc, bool data, void *buf, int count,
+                                  struct ompi_datatype_t *dtype)
 {
-    int failed = (OMPI_SUCCESS == *rc) ? 0 : 1;
-    int brc = h->node_comm->c_coll->coll_bcast(&failed, 1, MPI_INT, 0, h->node_comm,
-                                               h->node_comm->c_coll->coll_bcast_module);
+    struct ompi_communicator_t *node = h->node_comm;
+    int failed = (OMPI_SUCCESS != rc), brc;
 
-    if (OMPI_SUCCESS != brc) {
-        *rc = mca_coll_gpu_first_error(*rc, brc);
-        return false;
+    if (1 == ompi_comm_size(node)) {
+        return rc;
     }
-    if (failed && OMPI_SUCCESS == *rc) {
-        *rc = OMPI_ERROR; /* our leader (or another node's) failed: the result is not there */
+    brc = node->c_coll->coll_bcast(&failed, 1, MPI_INT, 0, node, node->c_coll->coll_bcast_module);
+    if (OMPI_SUCCESS != brc || failed) {
+        /* our leader (or another node's) failed: the result is not there */
+        return mca_coll_gpu_first_error(rc, (OMPI_SUCCESS != brc) ? brc : OMPI_ERROR);
     }
-    return 0 == failed;
+    return !data ? rc
+                 : mca_coll_gpu_first_error(rc, node->c_coll->coll_bcast(
+                                                    buf, count, dtype, 0, node,
+                                                    node->c_coll->coll_bcast_module));
 }
 
 /* A host bcast (op NULL: from root) or in-place allreduce of n elements of type (esize bytes
@@ -878,9 +882,7 @@ static void log_staged(const char *what, struct ompi_communicator_t *comm, const
                      ompi_comm_rank(comm), chain, fallback ? " (fallback)" : "");
 }
 
-/* The log line of a hierarchical call: its steps (NULL: on the rails) and how this rank's chain
- * moves its data, via UCX or staged once UCX broke.  Only here is UCX asked for the transports
- * of this rank's endpoints. */
+/* Only here is UCX asked for the transports of this rank's endpoints. */
 void mca_coll_gpu_hier_log(const char *what, struct ompi_communicator_t *comm, size_t bytes,
                            struct ompi_datatype_t *dtype, struct ompi_op_t *op, coll_gpu_hier_t *h,
                            const char *steps)
@@ -918,29 +920,38 @@ void mca_coll_gpu_hier_log(const char *what, struct ompi_communicator_t *comm, s
     mca_coll_gpu_log_call(what, comm, bytes, dtype, op, path);
 }
 
+/* One chain of one block: an allreduce's, MPI_Bcast's. */
+static const int whole[2] = {0, 1};
+
 /*
- * Steps 2 and 3 of an allreduce (the file's header) on this rank's chain, the leaders' or
- * (rails) its rail's: nelems elements of dt at out (dense device memory), the node's result or
- * this rank's shard of it, become every node's; nelems 0: no chain, only the agreements.  The
- * fallback redoes every chain through the host from the copy kept in h->saved; on the rails
- * every rank of comm then agrees again.  Returns the outcome, the same on every rank.
+ * The step between nodes on this rank's chain (chain_comm: the leaders', or on the rails its
+ * rail's; none: only the agreements): chain j over blocks first[j] .. first[j + 1] - 1 of block
+ * bytes of buf (dense device memory) from chain rank root + j, in the same order on every rank
+ * with the same sequence numbers (one whose transfers failed counts the chains it no longer
+ * runs, and its notice stops its peers' waits).  op NULL: bcasts (coll_gpu_hier.h's leaders'
+ * chains); else steps 2 and 3 of an allreduce (the file's header), one chain from rank 0 whose
+ * buf, the node's result or (rails) this rank's shard of it, becomes every node's (0 bytes: no
+ * chain).  Then one agreement, and when a transfer failed anywhere every chain again through
+ * the host (an allreduce's from the copy kept in h->saved); on the rails every rank of comm
+ * then agrees again.  Returns the outcome, the same on every rank.
  */
-static int chain_allreduce(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
-                           const char *what, bool rails, char *out, size_t nelems,
-                           dev_dtype_t dt, dev_op_t dop, struct ompi_op_t *op, int *local_rc)
+static int chain_step(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                      const char *what, bool rails, char *buf, size_t block, const int *first,
+                      int nchains, int root, dev_dtype_t dt, dev_op_t dop, struct ompi_op_t *op,
+                      int *local_rc)
 {
     coll_gpu_hier_t *h = m->hier;
     struct ompi_communicator_t *chain = h->chain_comm;
-    size_t bytes = nelems * dev_dtype_size(dt);
-    int net_rc = OMPI_SUCCESS, staged_rc = OMPI_SUCCESS, rc;
-    bool redo;
+    size_t bytes = (size_t) first[nchains] * block, esize = dev_dtype_size(dt);
+    bool reduce = (NULL != op), run = !reduce || 0 < bytes, redo;
+    int net_rc = OMPI_SUCCESS, prior_rc = *local_rc, rc;
 
-    if (0 < nelems && h->ucx_broken) {
-        net_rc = OMPI_ERR_NOT_AVAILABLE; /* out keeps the node's result for the staged step */
-    } else if (0 < nelems) {
-        int pos = ompi_comm_rank(chain), nl = ompi_comm_size(chain), prior_rc = *local_rc;
+    if (run && h->ucx_broken) {
+        net_rc = OMPI_ERR_NOT_AVAILABLE; /* buf keeps its data for the staged step */
+    } else if (run) {
+        int pos = ompi_comm_rank(chain), nl = ompi_comm_size(chain);
 
-        if (OMPI_SUCCESS == *local_rc && h->saved_bytes < bytes) {
+        if (reduce && OMPI_SUCCESS == *local_rc && h->saved_bytes < bytes) {
             (void) dev_mem_free(h->saved);
             h->saved_bytes = 0;
             if (DEV_OK != dev_mem_alloc(&h->saved, bytes)) {
@@ -950,7 +961,7 @@ static int chain_allreduce(mca_coll_gpu_module_t *m, struct ompi_communicator_t 
                 h->saved_bytes = bytes;
             }
         }
-        if (OMPI_SUCCESS == *local_rc && DEV_OK != dev_memcpy(h->saved, out, bytes)) {
+        if (reduce && OMPI_SUCCESS == *local_rc && DEV_OK != dev_memcpy(h->saved, buf, bytes)) {
             *local_rc = OMPI_ERROR;
         }
         /* a failure before this one (the node step's, adapt_in's) was reported where it was */
@@ -959,31 +970,47 @@ static int chain_allreduce(mca_coll_gpu_module_t *m, struct ompi_communicator_t 
                                         "for the exchange between nodes (%s)",
                                         dev_error_string());
         }
-        net_rc = chain_run(h, comm, chain, rails ? h->rails_direct : h->direct, false, pos - 1,
-                           (pos + 1 < nl) ? pos + 1 : -1, h->saved, out, bytes, dt, dop,
-                           local_rc);
+        for (int j = 0; j < nchains; ++j) {
+            char *at = (NULL != buf) ? buf + (size_t) first[j] * block : NULL;
+            int q = (pos - root - j + 2 * nl) % nl;
+
+            if (OMPI_SUCCESS != net_rc) {
+                ++h->seq; /* the chain this rank no longer runs keeps its number */
+                continue;
+            }
+            net_rc = chain_run(h, comm, chain, rails ? h->rails_direct : h->direct, !reduce,
+                               (0 == q) ? -1 : (pos - 1 + nl) % nl,
+                               (nl - 1 == q) ? -1 : (pos + 1) % nl, reduce ? h->saved : at, at,
+                               (size_t) (first[j + 1] - first[j]) * block, dt, dop, local_rc);
+        }
     }
     rc = chain_agree(m, what, comm, rails, *local_rc, net_rc, &redo);
     if (OMPI_SUCCESS != rc || !redo) {
         return rc;
     }
-    /* again through the host, from the node's result kept when the pipeline ran */
-    if (0 < nelems) {
-        if (OMPI_ERR_NOT_AVAILABLE != net_rc && DEV_OK != dev_memcpy(out, h->saved, bytes)) {
-            *local_rc = OMPI_ERROR;
-        }
-        staged_rc = chain_staged(m, comm, what, chain, out, bytes, nelems, dt, op, -1);
-        if (OMPI_SUCCESS == staged_rc) {
-            log_staged(what, comm, (chain == h->leader_comm) ? "leaders'" : "rail's",
-                       OMPI_ERR_NOT_AVAILABLE != net_rc);
+    /* again through the host: every chain's first rank still has its data (every rank takes
+     * part in every chain, whatever became of the one before), an allreduce's in h->saved */
+    if (run && reduce && OMPI_ERR_NOT_AVAILABLE != net_rc
+        && DEV_OK != dev_memcpy(buf, h->saved, bytes)) {
+        *local_rc = OMPI_ERROR;
+    }
+    for (int j = 0; run && j < nchains; ++j) {
+        size_t len = (size_t) (first[j + 1] - first[j]) * block;
+
+        if (0 < len) {
+            rc = mca_coll_gpu_first_error(
+                rc, chain_staged(m, comm, what, chain, buf + (size_t) first[j] * block, len,
+                                 len / esize, dt, op, reduce ? -1 : root + j));
         }
     }
-    if (!rails) {
-        return staged_rc;
+    if (run && OMPI_SUCCESS == rc) {
+        log_staged(what, comm, (chain == h->leader_comm) ? "leaders'" : "rail's",
+                   OMPI_ERR_NOT_AVAILABLE != net_rc);
     }
     /* the shards are spread only when all of them made it */
-    return chain_agree(m, what, comm, true, mca_coll_gpu_first_error(staged_rc, *local_rc),
-                       OMPI_SUCCESS, &redo);
+    return !rails ? rc
+                  : chain_agree(m, what, comm, true, mca_coll_gpu_first_error(rc, *local_rc),
+                                OMPI_SUCCESS, &redo);
 }
 
 /* Shard r of n elements on rails rails: whole elements, the first n % rails shards one longer
@@ -1049,8 +1076,8 @@ int mca_coll_gpu_hier_allreduce(mca_coll_gpu_module_t *m, struct ompi_communicat
                 shard_of(nelems, h->rails, h->node_rank, &lo, &n);
             }
         }
-        rc = chain_allreduce(m, comm, what, rails, (NULL != a.dev) ? a.dev + lo * esize : NULL,
-                             n, dt, dop, op, &local_rc);
+        rc = chain_step(m, comm, what, rails, (NULL != a.dev) ? a.dev + lo * esize : NULL,
+                        n * esize, whole, 1, 0, dt, dop, op, &local_rc);
         /* 4. (rails) every shard from its rail's rank to the rest of its node (team bcasts) */
         for (int r = 0; rails && OMPI_SUCCESS == rc && r < h->rails; ++r) {
             shard_of(nelems, h->rails, r, &lo, &n);
@@ -1063,67 +1090,21 @@ int mca_coll_gpu_hier_allreduce(mca_coll_gpu_module_t *m, struct ompi_communicat
         rc = rails ? rc : mca_coll_gpu_first_error(local_rc, rc);
     }
     /* 4. the outcome, then the result, from the leader to its node */
-    if (rails || 1 == ompi_comm_size(h->node_comm) || !mca_coll_gpu_hier_node_status(h, &rc)) {
-        return rc;
-    }
-    return h->node_comm->c_coll->coll_bcast(rbuf, count, dtype, 0, h->node_comm,
-                                            h->node_comm->c_coll->coll_bcast_module);
+    return rails ? rc : mca_coll_gpu_hier_node_finish(h, rc, true, rbuf, count, dtype);
 }
 
-/*
- * The leaders' chain bcasts (coll_gpu_hier.h): chain j down from leader root + j, in the same
- * order on every leader with the same sequence numbers (a leader whose transfers failed counts
- * the chains it no longer runs, and its notice stops its peers' waits); then one agreement for
- * all of them, and each one again through the host when a transfer failed anywhere.
- */
 int mca_coll_gpu_hier_leaders_bcast(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
                                     const char *what, char *buf, size_t block, const int *first,
                                     int nchains, int root, int *local_rc)
 {
-    coll_gpu_hier_t *h = m->hier;
-    int pos = ompi_comm_rank(h->leader_comm), nl = ompi_comm_size(h->leader_comm), rc;
-    int net_rc = h->ucx_broken ? OMPI_ERR_NOT_AVAILABLE : OMPI_SUCCESS;
-    bool redo;
-
-    for (int j = 0; j < nchains && !h->ucx_broken; ++j) {
-        char *at = (NULL != buf) ? buf + (size_t) first[j] * block : NULL;
-        int q = (pos - root - j + 2 * nl) % nl;
-
-        if (OMPI_SUCCESS != net_rc) {
-            ++h->seq; /* the chain this leader no longer runs keeps its number */
-            continue;
-        }
-        net_rc = chain_run(h, comm, h->leader_comm, h->direct, true,
-                           (0 == q) ? -1 : (pos - 1 + nl) % nl, (nl - 1 == q) ? -1 : (pos + 1) % nl,
-                           at, at, (size_t) (first[j + 1] - first[j]) * block, DEV_T_UINT8,
-                           DEV_OP_SUM, local_rc);
-    }
-    rc = chain_agree(m, what, comm, false, *local_rc, net_rc, &redo);
-    if (redo) {
-        /* every chain's first leader still has its data (every leader takes part in every
-         * chain, whatever became of the one before) */
-        for (int j = 0; j < nchains; ++j) {
-            size_t len = (size_t) (first[j + 1] - first[j]) * block;
-
-            if (0 < len) {
-                rc = mca_coll_gpu_first_error(
-                    rc, chain_staged(m, comm, what, h->leader_comm,
-                                     buf + (size_t) first[j] * block, len, 0, DEV_T_UINT8, NULL,
-                                     root + j));
-            }
-        }
-        if (OMPI_SUCCESS == rc) {
-            log_staged(what, comm, "leaders'", OMPI_ERR_NOT_AVAILABLE != net_rc);
-        }
-    }
-    return rc;
+    return chain_step(m, comm, what, false, buf, block, first, nchains, root, DEV_T_UINT8,
+                      DEV_OP_SUM, NULL, local_rc);
 }
 
 int mca_coll_gpu_hier_bcast(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm, void *buf,
                             int count, struct ompi_datatype_t *dtype, int root)
 {
     static const char *const what = "bcast";
-    static const int whole[2] = {0, 1};
     coll_gpu_hier_t *h = m->hier;
     size_t bytes = mca_coll_gpu_call_bytes(dtype, (size_t) count);
     int rc = OMPI_SUCCESS, root_leader = h->leader_of[root];
@@ -1155,9 +1136,5 @@ int mca_coll_gpu_hier_bcast(mca_coll_gpu_module_t *m, struct ompi_communicator_t
         rc = mca_coll_gpu_first_error(local_rc, rc);
     }
     /* 3. the outcome to every node, and the data to every other node, from its leader */
-    if (1 < ompi_comm_size(h->node_comm) && mca_coll_gpu_hier_node_status(h, &rc) && !root_node) {
-        rc = h->node_comm->c_coll->coll_bcast(buf, count, dtype, 0, h->node_comm,
-                                              h->node_comm->c_coll->coll_bcast_module);
-    }
-    return rc;
+    return mca_coll_gpu_hier_node_finish(h, rc, !root_node, buf, count, dtype);
 }
