@@ -351,10 +351,13 @@ void mca_coll_gpu_ipcmap_finalize(void);
  * sub-communicators and the UCX endpoints)?  The same answer on every rank. */
 bool mca_coll_gpu_hier_usable(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
                               topo_coll_t coll);
+/* node_rc: an error that every rank of this rank's node passes alike (their agreement) when
+ * one of them cannot take part with data: the node skips its node step, the call fails on every
+ * rank. */
 int mca_coll_gpu_hier_allreduce(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
                                 const void *sbuf, void *rbuf, int count,
                                 struct ompi_datatype_t *dtype, struct ompi_op_t *op,
-                                dev_dtype_t dt, dev_op_t dop, size_t nelems);
+                                dev_dtype_t dt, dev_op_t dop, size_t nelems, int node_rc);
 int mca_coll_gpu_hier_bcast(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm, void *buf,
                             int count, struct ompi_datatype_t *dtype, int root);
 void mca_coll_gpu_hier_release(mca_coll_gpu_module_t *m);

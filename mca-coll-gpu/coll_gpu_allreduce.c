@@ -63,7 +63,7 @@ int mca_coll_gpu_allreduce_device(const void *sbuf, void *rbuf, int count,
     if (NULL == not_capable && 0 < nelems
         && mca_coll_gpu_hier_usable(m, comm, TOPO_COLL_ALLREDUCE)) {
         return mca_coll_gpu_hier_allreduce(m, comm, sbuf, rbuf, count, dtype, op, dt, dop,
-                                           nelems);
+                                           nelems, OMPI_SUCCESS);
     }
     team = mca_coll_gpu_select(m, comm, TOPO_COLL_ALLREDUCE, bytes, not_capable, &plan);
     if (NULL != team) {

@@ -232,8 +232,9 @@ static gpu_param_t gpu_params[] = {
              "bounce memory of staged calls, pinned and plain), team (the node team's setup "
              "state), fallback (rank 0's gather buffer in the linear host fallback of "
              "nonblocking calls queued on a failed team), hier_state and hier (the state and the "
-             "tables of the hierarchical path's setup), ucx (the worker address tables of the "
-             "UCX setup)"},
+             "tables of the hierarchical path's setup), hier_scratch (both the device scratch "
+             "and the host memory of a reduce-scatter across nodes), ucx (the worker address "
+             "tables of the UCX setup)"},
     /* across nodes: coll_gpu_hier.c and coll_gpu_ucx.c */
     {GPU_PARAM(emulate_nodes, INT, 5, ALL_EQ), GPU_RANGE(0, 1024, false, "1024 emulated nodes"),
      .help = "Split the ranks of one host into this many nodes (blocks of MPI_COMM_WORLD ranks: "

@@ -453,55 +453,30 @@ typedef struct {
     step_buf_t buf;
 } step_t;
 
-/* A chain position's program (steps and their number); PROG of a static step array. */
-typedef struct {
-    const step_t *steps;
-    int nsteps;
-} prog_t;
-#define PROG(a) {(a), (int) (sizeof(a) / sizeof((a)[0]))}
-
-/* The allreduce chain (the file's header), through the slots' pinned host memory */
-static const step_t ar_first[] = {{DEV_LOAD, NET_NONE, BUF_HOST},
-                                  {DEV_NONE, NET_SEND_NEXT, BUF_HOST},
-                                  {DEV_NONE, NET_RECV_NEXT, BUF_HOST},
-                                  {DEV_STORE, NET_NONE, BUF_HOST}};
-static const step_t ar_middle[] = {{DEV_NONE, NET_RECV_PREV, BUF_HOST},
-                                   {DEV_COMBINE, NET_NONE, BUF_HOST},
-                                   {DEV_NONE, NET_SEND_NEXT, BUF_HOST},
-                                   {DEV_NONE, NET_RECV_NEXT, BUF_HOST},
-                                   {DEV_STORE, NET_SEND_PREV, BUF_HOST}};
-static const step_t ar_last[] = {{DEV_NONE, NET_RECV_PREV, BUF_HOST},
-                                 {DEV_COMBINE, NET_NONE, BUF_HOST},
-                                 {DEV_NONE, NET_SEND_PREV, BUF_HOST}};
-/* ... and direct: messages from and to device memory, no host copies */
-static const step_t ar_first_d[] = {{DEV_NONE, NET_SEND_NEXT, BUF_SRC},
-                                    {DEV_NONE, NET_RECV_NEXT, BUF_OUT}};
-static const step_t ar_middle_d[] = {{DEV_NONE, NET_RECV_PREV, BUF_DTMP},
-                                     {DEV_REDUCE, NET_NONE, BUF_HOST},
-                                     {DEV_NONE, NET_SEND_NEXT, BUF_OUT},
-                                     {DEV_NONE, NET_RECV_NEXT, BUF_OUT},
-                                     {DEV_NONE, NET_SEND_PREV, BUF_OUT}};
-static const step_t ar_last_d[] = {{DEV_NONE, NET_RECV_PREV, BUF_DTMP},
-                                   {DEV_REDUCE, NET_NONE, BUF_HOST},
-                                   {DEV_NONE, NET_SEND_PREV, BUF_OUT}};
-/* The bcast chain (MPI_Bcast's leaders' step and the allgather's chains), the same two ways */
-static const step_t bc_first[] = {{DEV_LOAD, NET_NONE, BUF_HOST},
-                                  {DEV_NONE, NET_SEND_NEXT, BUF_HOST}};
-static const step_t bc_middle[] = {{DEV_NONE, NET_RECV_PREV, BUF_HOST},
-                                   {DEV_STORE, NET_SEND_NEXT, BUF_HOST}};
-static const step_t bc_last[] = {{DEV_NONE, NET_RECV_PREV, BUF_HOST},
-                                 {DEV_STORE, NET_NONE, BUF_HOST}};
-static const step_t bc_first_d[] = {{DEV_NONE, NET_SEND_NEXT, BUF_OUT}};
-static const step_t bc_middle_d[] = {{DEV_NONE, NET_RECV_PREV, BUF_OUT},
-                                     {DEV_NONE, NET_SEND_NEXT, BUF_OUT}};
-static const step_t bc_last_d[] = {{DEV_NONE, NET_RECV_PREV, BUF_OUT}};
-
-/* [bcast][direct][first, middle, last rank of the chain] */
-static const prog_t chain_progs[2][2][3] = {
-    {{PROG(ar_first), PROG(ar_middle), PROG(ar_last)},
-     {PROG(ar_first_d), PROG(ar_middle_d), PROG(ar_last_d)}},
-    {{PROG(bc_first), PROG(bc_middle), PROG(bc_last)},
-     {PROG(bc_first_d), PROG(bc_middle_d), PROG(bc_last_d)}}};
+/* A chain position's program: its steps, ended by one that does nothing (all zero). */
+#define STEPS_MAX 6
+#define S(d, n, b) {DEV_##d, NET_##n, BUF_##b}
+/* [bcast][direct][first, middle, last rank of the chain]: the allreduce chain (the file's
+ * header) through the slots' pinned host memory, then direct (messages from and to device
+ * memory, no host copies); the bcast chain (MPI_Bcast's leaders' step and the allgather's
+ * chains), the same two ways */
+static const step_t chain_progs[2][2][3][STEPS_MAX] = {
+    {{{S(LOAD, NONE, HOST), S(NONE, SEND_NEXT, HOST), S(NONE, RECV_NEXT, HOST),
+       S(STORE, NONE, HOST)},
+      {S(NONE, RECV_PREV, HOST), S(COMBINE, NONE, HOST), S(NONE, SEND_NEXT, HOST),
+       S(NONE, RECV_NEXT, HOST), S(STORE, SEND_PREV, HOST)},
+      {S(NONE, RECV_PREV, HOST), S(COMBINE, NONE, HOST), S(NONE, SEND_PREV, HOST)}},
+     {{S(NONE, SEND_NEXT, SRC), S(NONE, RECV_NEXT, OUT)},
+      {S(NONE, RECV_PREV, DTMP), S(REDUCE, NONE, HOST), S(NONE, SEND_NEXT, OUT),
+       S(NONE, RECV_NEXT, OUT), S(NONE, SEND_PREV, OUT)},
+      {S(NONE, RECV_PREV, DTMP), S(REDUCE, NONE, HOST), S(NONE, SEND_PREV, OUT)}}},
+    {{{S(LOAD, NONE, HOST), S(NONE, SEND_NEXT, HOST)},
+      {S(NONE, RECV_PREV, HOST), S(STORE, SEND_NEXT, HOST)},
+      {S(NONE, RECV_PREV, HOST), S(STORE, NONE, HOST)}},
+     {{S(NONE, SEND_NEXT, OUT)},
+      {S(NONE, RECV_PREV, OUT), S(NONE, SEND_NEXT, OUT)},
+      {S(NONE, RECV_PREV, OUT)}}}};
+#undef S
 
 /* The phases of the tags: up and down the allreduce chain, down the bcast chain */
 enum { PHASE_UP = 0, PHASE_DOWN = 1, PHASE_BCAST = 2 };
@@ -509,11 +484,11 @@ enum { PHASE_UP = 0, PHASE_DOWN = 1, PHASE_BCAST = 2 };
 typedef struct {
     coll_gpu_hier_t *h;
     struct ompi_communicator_t *chain; /* the chain's communicator (leaders, or a rail) */
-    uint32_t cid, cid_prev, cid_next; /* the tag ids of comm in this process and its neighbours */
+    uint32_t cid, peer_cid[2];  /* the tag ids of comm in this process, its prev and next */
     uint64_t seq;
-    int prev, next;             /* ranks in chain, -1 at the ends */
+    int peer[2];                /* prev and next: ranks in chain, -1 at the ends */
     int phase_fwd;              /* the phase of messages sent to next (PHASE_UP or _BCAST) */
-    const prog_t *prog;
+    const step_t *prog;         /* chain_progs' program of this rank's position */
     const char *src;            /* DEV_LOAD and DEV_COMBINE's P: device memory */
     char *out;                  /* DEV_COMBINE and DEV_STORE's R: device memory */
     size_t bytes, esize;
@@ -547,15 +522,15 @@ static uint32_t chain_tag_cid(const coll_gpu_hier_t *h, struct ompi_communicator
 static int step_start(pipe_t *pp, int s, slot_t *sl)
 {
     coll_gpu_hier_t *h = pp->h;
-    const step_t *st = &pp->prog->steps[sl->step];
+    const step_t *st = &pp->prog[sl->step];
     size_t off = (size_t) sl->chunk * h->chunk;
     size_t len = (pp->bytes - off < h->chunk) ? pp->bytes - off : h->chunk;
     char *hs = h->host + (size_t) s * h->chunk;
     char *ds = h->dtmp + (size_t) s * h->chunk;
     dev_stream_t *q = h->stream[s];
     bool fwd = (NET_RECV_PREV == st->net || NET_SEND_NEXT == st->net), dev;
-    uint64_t tag;
-    int rc = DEV_OK;
+    bool send = (NET_SEND_NEXT == st->net || NET_SEND_PREV == st->net);
+    int rc = DEV_OK, side = (NET_SEND_NEXT == st->net);
     char *buf;
 
     sl->dev_pending = false;
@@ -598,15 +573,11 @@ static int step_start(pipe_t *pp, int s, slot_t *sl)
           : (BUF_SRC == st->buf)  ? (char *) pp->src + off
                                   : pp->out + off;
     /* a message carries its receiver's id; forward ones the call's phase, the rest PHASE_DOWN */
-    tag = mca_coll_gpu_ucx_tag(NET_SEND_NEXT == st->net   ? pp->cid_next
-                               : NET_SEND_PREV == st->net ? pp->cid_prev
-                                                          : pp->cid,
-                               pp->seq, fwd ? pp->phase_fwd : PHASE_DOWN, sl->chunk);
-    return mca_coll_gpu_ucx_start(pp->h->ucx,
-                                  NET_SEND_NEXT == st->net   ? pp->next
-                                  : NET_SEND_PREV == st->net ? pp->prev
-                                                             : -1,
-                                  buf, len, tag, dev, &sl->net);
+    return mca_coll_gpu_ucx_start(
+        h->ucx, send ? pp->peer[side] : -1, buf, len,
+        mca_coll_gpu_ucx_tag(send ? pp->peer_cid[side] : pp->cid, pp->seq,
+                             fwd ? pp->phase_fwd : PHASE_DOWN, sl->chunk),
+        dev, &sl->net);
 }
 
 /* 0: the step is done; 1: in flight; < 0: a UCX failure. */
@@ -700,12 +671,13 @@ static int pipe_run(pipe_t *pp)
             moved = true;
             if (!sl->busy) {
                 *sl = (slot_t) {.busy = true, .chunk = next++};
-            } else if (++sl->step == pp->prog->nsteps) {
+            } else if (DEV_NONE == pp->prog[++sl->step].dev
+                       && NET_NONE == pp->prog[sl->step].net) {
                 sl->busy = false;
                 ++done;
                 continue;
-            } else if (fail_sends && (NET_SEND_NEXT == pp->prog->steps[sl->step].net
-                                      || NET_SEND_PREV == pp->prog->steps[sl->step].net)) {
+            } else if (fail_sends && (NET_SEND_NEXT == pp->prog[sl->step].net
+                                      || NET_SEND_PREV == pp->prog[sl->step].net)) {
                 COLL_GPU_VERBOSE(COLL_GPU_LOG_ERROR, "coll:gpu:hier: coll_gpu_test_fail_ucx: "
                                  "this rank's UCX sends fail from now on");
                 rc = OMPI_ERR_UNREACH;
@@ -771,26 +743,14 @@ static int chain_run(coll_gpu_hier_t *h, struct ompi_communicator_t *comm,
                      int next, const char *src, char *out, size_t bytes, dev_dtype_t dt,
                      dev_op_t op, int *local_rc)
 {
-    pipe_t pp = {
-        .h = h,
-        .chain = chain,
-        .cid = (uint32_t) h->tag_cid_of[ompi_comm_rank(comm)], /* tag_cid(comm), from setup */
-        .cid_prev = chain_tag_cid(h, comm, prev),
-        .cid_next = chain_tag_cid(h, comm, next),
-        .seq = h->seq++,
-        .prev = prev,
-        .next = next,
-        .phase_fwd = bcast ? PHASE_BCAST : PHASE_UP,
-        .prog = &chain_progs[bcast][direct][(-1 == prev) ? 0 : (-1 == next) ? 2 : 1],
-        .src = src,
-        .out = out,
-        .bytes = bytes,
-        .esize = dev_dtype_size(dt), /* a bcast's: DEV_T_UINT8 */
-        .dt = dt,
-        .op = op,
-        .degraded = (OMPI_SUCCESS != *local_rc),
-        .direct = direct,
-    };
+    /* cid: tag_cid(comm), from setup; esize: a bcast's is DEV_T_UINT8's */
+    pipe_t pp = {.h = h, .chain = chain, .cid = (uint32_t) h->tag_cid_of[ompi_comm_rank(comm)],
+                 .peer_cid = {chain_tag_cid(h, comm, prev), chain_tag_cid(h, comm, next)},
+                 .seq = h->seq++, .peer = {prev, next},
+                 .phase_fwd = bcast ? PHASE_BCAST : PHASE_UP,
+                 .prog = chain_progs[bcast][direct][(-1 == prev) ? 0 : (-1 == next) ? 2 : 1],
+                 .src = src, .out = out, .bytes = bytes, .esize = dev_dtype_size(dt), .dt = dt,
+                 .op = op, .degraded = (OMPI_SUCCESS != *local_rc), .direct = direct};
     int rc = (0 < bytes) ? pipe_run(&pp) : OMPI_SUCCESS;
 
     if (pp.degraded && OMPI_SUCCESS == *local_rc) {
@@ -799,53 +759,43 @@ static int chain_run(coll_gpu_hier_t *h, struct ompi_communicator_t *comm,
     return rc;
 }
 
-/* The MPI datatype of the dense elements the pipeline reduces (the fallback's host allreduce). */
+/* The MPI datatype of the dense elements the pipeline reduces (the fallback's host allreduce;
+ * the 16-bit floats' op, libcollgpu's, reads the format: 16-bit carriers); NULL for others. */
 static struct ompi_datatype_t *mpi_type_of(dev_dtype_t dt)
 {
-    switch (dt) {
-    case DEV_T_INT8: return MPI_INT8_T;
-    case DEV_T_UINT8: return MPI_UINT8_T;
-    case DEV_T_INT16: return MPI_INT16_T;
-    case DEV_T_UINT16: return MPI_UINT16_T;
-    case DEV_T_FLOAT16: /* the call's op (libcollgpu's) reads the format: 16-bit carriers */
-    case DEV_T_BFLOAT16: return MPI_UINT16_T;
-    case DEV_T_INT32: return MPI_INT32_T;
-    case DEV_T_UINT32: return MPI_UINT32_T;
-    case DEV_T_INT64: return MPI_INT64_T;
-    case DEV_T_UINT64: return MPI_UINT64_T;
-    case DEV_T_FLOAT: return MPI_FLOAT;
-    case DEV_T_DOUBLE: return MPI_DOUBLE;
-    case DEV_T_CFLOAT: return MPI_C_FLOAT_COMPLEX;
-    case DEV_T_CDOUBLE: return MPI_C_DOUBLE_COMPLEX;
-    case DEV_T_BOOL: return MPI_C_BOOL;
-    case DEV_T_2INT: return MPI_2INT;
-    case DEV_T_FLOAT_INT: return MPI_FLOAT_INT;
-    default: return NULL;
-    }
+    static struct ompi_datatype_t *const types[DEV_T_COUNT] = {
+        [DEV_T_INT8] = MPI_INT8_T, [DEV_T_UINT8] = MPI_UINT8_T, [DEV_T_INT16] = MPI_INT16_T,
+        [DEV_T_UINT16] = MPI_UINT16_T, [DEV_T_FLOAT16] = MPI_UINT16_T,
+        [DEV_T_BFLOAT16] = MPI_UINT16_T, [DEV_T_INT32] = MPI_INT32_T,
+        [DEV_T_UINT32] = MPI_UINT32_T, [DEV_T_INT64] = MPI_INT64_T, [DEV_T_UINT64] = MPI_UINT64_T,
+        [DEV_T_FLOAT] = MPI_FLOAT, [DEV_T_DOUBLE] = MPI_DOUBLE,
+        [DEV_T_CFLOAT] = MPI_C_FLOAT_COMPLEX, [DEV_T_CDOUBLE] = MPI_C_DOUBLE_COMPLEX,
+        [DEV_T_BOOL] = MPI_C_BOOL, [DEV_T_2INT] = MPI_2INT, [DEV_T_FLOAT_INT] = MPI_FLOAT_INT};
+
+    return ((unsigned) dt < DEV_T_COUNT) ? types[dt] : NULL;
 }
 
 /*
- * Did every rank have its data (*data_ok) and complete its UCX transfers (*net_ok)?  One host
+ * Did every rank have its data (data_rc) and complete its UCX transfers (net_rc)?  One host
  * allreduce (MIN) over the leaders (their communicator's own module) or, on the rails, every
- * rank of comm (the module below coll/gpu).  A UCX failure anywhere switches UCX off on this
- * communicator for good.
+ * rank of comm (the module below coll/gpu).  Returns an error on every rank when one had no
+ * data; else *redo when a UCX transfer failed anywhere (the step is redone through the host).
+ * A UCX failure anywhere switches UCX off on this communicator for good.
  */
 static int chain_agree(mca_coll_gpu_module_t *m, const char *what,
-                       struct ompi_communicator_t *comm, bool rails, bool *data_ok, bool *net_ok)
+                       struct ompi_communicator_t *comm, bool rails, int data_rc, int net_rc,
+                       bool *redo)
 {
     coll_gpu_hier_t *h = m->hier;
     struct ompi_communicator_t *over = rails ? comm : h->leader_comm;
-    int in[2] = {*data_ok ? 1 : 0, *net_ok ? 1 : 0}, out[2] = {0, 0}, rc;
+    int in[2] = {OMPI_SUCCESS == data_rc, OMPI_SUCCESS == net_rc}, out[2] = {0, 0};
+    int rc = rails ? m->prev_allreduce.fn(in, out, 2, MPI_INT, MPI_MIN, comm,
+                                          m->prev_allreduce.module)
+                   : over->c_coll->coll_allreduce(in, out, 2, MPI_INT, MPI_MIN, over,
+                                                  over->c_coll->coll_allreduce_module);
 
-    if (rails) {
-        rc = m->prev_allreduce.fn(in, out, 2, MPI_INT, MPI_MIN, comm, m->prev_allreduce.module);
-    } else {
-        rc = over->c_coll->coll_allreduce(in, out, 2, MPI_INT, MPI_MIN, over,
-                                          over->c_coll->coll_allreduce_module);
-    }
-    *data_ok = (OMPI_SUCCESS == rc && 1 == out[0]);
-    *net_ok = (OMPI_SUCCESS == rc && 1 == out[1]);
-    if (OMPI_SUCCESS == rc && !*net_ok && !h->ucx_broken) {
+    *redo = (OMPI_SUCCESS == rc && 1 == out[0] && 1 != out[1]);
+    if (OMPI_SUCCESS == rc && 1 != out[1] && !h->ucx_broken) {
         h->ucx_broken = true;
         if (0 == ompi_comm_rank(over)) {
             opal_output(0, "coll:gpu:%s (cid %d): the UCX transfer between %s failed "
@@ -856,35 +806,44 @@ static int chain_agree(mca_coll_gpu_module_t *m, const char *what,
                         rails ? "ranks of each rail" : "leaders");
         }
     }
-    return rc;
+    return (OMPI_SUCCESS == rc && 1 != out[0]) ? OMPI_ERROR : rc; /* no data somewhere */
 }
 
-bool mca_coll_gpu_hier_node_status(coll_gpu_hier_t *h, int *rc)
+int mca_coll_gpu_hier_node_finish(coll_gpu_hier_t *h, int rc, bool data, void *buf, int count,
+                                  struct ompi_datatype_t *dtype)
 {
-    int failed = (OMPI_SUCCESS == *rc) ? 0 : 1;
-    int brc = h->node_comm->c_coll->coll_bcast(&failed, 1, MPI_INT, 0, h->node_comm,
-                                               h->node_comm->c_coll->coll_bcast_module);
+    struct ompi_communicator_t *node = h->node_comm;
+    int failed = (OMPI_SUCCESS != rc), brc;
 
-    if (OMPI_SUCCESS != brc) {
-        *rc = mca_coll_gpu_first_error(*rc, brc);
-        return false;
+    if (1 == ompi_comm_size(node)) {
+        return rc;
     }
-    if (failed && OMPI_SUCCESS == *rc) {
-        *rc = OMPI_ERROR; /* our leader (or another node's) failed: the result is not there */
+    brc = node->c_coll->coll_bcast(&failed, 1, MPI_INT, 0, node, node->c_coll->coll_bcast_module);
+    if (OMPI_SUCCESS != brc || failed) {
+        /* our leader (or another node's) failed: the result is not there */
+        return mca_coll_gpu_first_error(rc, (OMPI_SUCCESS != brc) ? brc : OMPI_ERROR);
     }
-    return 0 == failed;
+    return !data ? rc
+                 : mca_coll_gpu_first_error(rc, node->c_coll->coll_bcast(
+                                                    buf, count, dtype, 0, node,
+                                                    node->c_coll->coll_bcast_module));
 }
 
-/* A bcast of bytes at buf from root over comm's own module, in pieces of at most INT_MAX bytes
- * (MPI counts are ints; a message may be larger). */
-static int bcast_bytes(struct ompi_communicator_t *comm, char *buf, size_t bytes, int root)
+/* A host bcast (op NULL: from root) or in-place allreduce of n elements of type (esize bytes
+ * each) at buf over comm's own module, in pieces of at most INT_MAX elements (MPI counts are
+ * ints; a message may be larger). */
+static int host_pieces(struct ompi_communicator_t *comm, char *buf, size_t n, size_t esize,
+                       struct ompi_datatype_t *type, struct ompi_op_t *op, int root)
 {
     int rc = OMPI_SUCCESS;
 
-    for (size_t done = 0, n; OMPI_SUCCESS == rc && done < bytes; done += n) {
-        n = (bytes - done > (size_t) INT_MAX) ? (size_t) INT_MAX : bytes - done;
-        rc = comm->c_coll->coll_bcast(buf + done, (int) n, MPI_BYTE, root, comm,
-                                      comm->c_coll->coll_bcast_module);
+    for (size_t done = 0, k; OMPI_SUCCESS == rc && done < n; done += k) {
+        k = (n - done > (size_t) INT_MAX) ? (size_t) INT_MAX : n - done;
+        rc = (NULL == op) ? comm->c_coll->coll_bcast(buf + done * esize, (int) k, type, root, comm,
+                                                     comm->c_coll->coll_bcast_module)
+                          : comm->c_coll->coll_allreduce(MPI_IN_PLACE, buf + done * esize,
+                                                         (int) k, type, op, comm,
+                                                         comm->c_coll->coll_allreduce_module);
     }
     return rc;
 }
@@ -898,27 +857,17 @@ static int chain_staged(mca_coll_gpu_module_t *m, struct ompi_communicator_t *co
                         size_t bytes, size_t nelems, dev_dtype_t dt, struct ompi_op_t *op,
                         int root_leader)
 {
-    bool reduce = (NULL != op);
-    bool is_root = (ompi_comm_rank(chain) == root_leader);
+    bool reduce = (NULL != op), is_root = (ompi_comm_rank(chain) == root_leader);
     coll_gpu_staged_t st;
-    int rc;
+    int rc = mca_coll_gpu_stage_in(m, -1, buf, DEV_MEM_DEVICE, 0, bytes, reduce || is_root, comm,
+                                   what, &st);
 
-    rc = mca_coll_gpu_stage_in(m, -1, buf, DEV_MEM_DEVICE, 0, bytes, reduce || is_root, comm,
-                               what, &st);
     if (OMPI_SUCCESS != rc) {
         return rc;
     }
-    if (!reduce) {
-        rc = bcast_bytes(chain, mca_coll_gpu_view(&st), bytes, root_leader);
-    }
-    /* in pieces of at most INT_MAX elements, as bcast_bytes */
-    for (size_t done = 0, n; reduce && OMPI_SUCCESS == rc && done < nelems; done += n) {
-        char *at = (char *) mca_coll_gpu_view(&st) + done * (bytes / nelems);
-
-        n = (nelems - done > (size_t) INT_MAX) ? (size_t) INT_MAX : nelems - done;
-        rc = chain->c_coll->coll_allreduce(MPI_IN_PLACE, at, (int) n, mpi_type_of(dt), op, chain,
-                                           chain->c_coll->coll_allreduce_module);
-    }
+    rc = host_pieces(chain, mca_coll_gpu_view(&st), reduce ? nelems : bytes,
+                     reduce ? bytes / nelems : 1, reduce ? mpi_type_of(dt) : MPI_BYTE, op,
+                     root_leader);
     return mca_coll_gpu_unstage(m, &st, rc,
                                 (reduce || !is_root) ? COLL_GPU_WRITE : COLL_GPU_NONE, comm,
                                 what);
@@ -933,9 +882,7 @@ static void log_staged(const char *what, struct ompi_communicator_t *comm, const
                      ompi_comm_rank(comm), chain, fallback ? " (fallback)" : "");
 }
 
-/* The log line of a hierarchical call: its steps (NULL: on the rails) and how this rank's chain
- * moves its data, via UCX or staged once UCX broke.  Only here is UCX asked for the transports
- * of this rank's endpoints. */
+/* Only here is UCX asked for the transports of this rank's endpoints. */
 void mca_coll_gpu_hier_log(const char *what, struct ompi_communicator_t *comm, size_t bytes,
                            struct ompi_datatype_t *dtype, struct ompi_op_t *op, coll_gpu_hier_t *h,
                            const char *steps)
@@ -973,29 +920,38 @@ void mca_coll_gpu_hier_log(const char *what, struct ompi_communicator_t *comm, s
     mca_coll_gpu_log_call(what, comm, bytes, dtype, op, path);
 }
 
+/* One chain of one block: an allreduce's, MPI_Bcast's. */
+static const int whole[2] = {0, 1};
+
 /*
- * Steps 2 and 3 of an allreduce (the file's header) on this rank's chain, the leaders' or
- * (rails) its rail's: nelems elements of dt at out (dense device memory), the node's result or
- * this rank's shard of it, become every node's; nelems 0: no chain, only the agreements.  The
- * fallback redoes every chain through the host from the copy kept in h->saved; on the rails
- * every rank of comm then agrees again.  Returns the outcome, the same on every rank.
+ * The step between nodes on this rank's chain (chain_comm: the leaders', or on the rails its
+ * rail's; none: only the agreements): chain j over blocks first[j] .. first[j + 1] - 1 of block
+ * bytes of buf (dense device memory) from chain rank root + j, in the same order on every rank
+ * with the same sequence numbers (one whose transfers failed counts the chains it no longer
+ * runs, and its notice stops its peers' waits).  op NULL: bcasts (coll_gpu_hier.h's leaders'
+ * chains); else steps 2 and 3 of an allreduce (the file's header), one chain from rank 0 whose
+ * buf, the node's result or (rails) this rank's shard of it, becomes every node's (0 bytes: no
+ * chain).  Then one agreement, and when a transfer failed anywhere every chain again through
+ * the host (an allreduce's from the copy kept in h->saved); on the rails every rank of comm
+ * then agrees again.  Returns the outcome, the same on every rank.
  */
-static int chain_allreduce(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
-                           const char *what, bool rails, char *out, size_t nelems,
-                           dev_dtype_t dt, dev_op_t dop, struct ompi_op_t *op, int *local_rc)
+static int chain_step(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                      const char *what, bool rails, char *buf, size_t block, const int *first,
+                      int nchains, int root, dev_dtype_t dt, dev_op_t dop, struct ompi_op_t *op,
+                      int *local_rc)
 {
     coll_gpu_hier_t *h = m->hier;
     struct ompi_communicator_t *chain = h->chain_comm;
-    size_t bytes = nelems * dev_dtype_size(dt);
-    int net_rc = OMPI_SUCCESS, staged_rc = OMPI_SUCCESS, rc;
-    bool data_ok, net_ok;
+    size_t bytes = (size_t) first[nchains] * block, esize = dev_dtype_size(dt);
+    bool reduce = (NULL != op), run = !reduce || 0 < bytes, redo;
+    int net_rc = OMPI_SUCCESS, prior_rc = *local_rc, rc;
 
-    if (0 < nelems && h->ucx_broken) {
-        net_rc = OMPI_ERR_NOT_AVAILABLE; /* out keeps the node's result for the staged step */
-    } else if (0 < nelems) {
+    if (run && h->ucx_broken) {
+        net_rc = OMPI_ERR_NOT_AVAILABLE; /* buf keeps its data for the staged step */
+    } else if (run) {
         int pos = ompi_comm_rank(chain), nl = ompi_comm_size(chain);
 
-        if (OMPI_SUCCESS == *local_rc && h->saved_bytes < bytes) {
+        if (reduce && OMPI_SUCCESS == *local_rc && h->saved_bytes < bytes) {
             (void) dev_mem_free(h->saved);
             h->saved_bytes = 0;
             if (DEV_OK != dev_mem_alloc(&h->saved, bytes)) {
@@ -1005,46 +961,56 @@ static int chain_allreduce(mca_coll_gpu_module_t *m, struct ompi_communicator_t 
                 h->saved_bytes = bytes;
             }
         }
-        if (OMPI_SUCCESS == *local_rc && DEV_OK != dev_memcpy(h->saved, out, bytes)) {
+        if (reduce && OMPI_SUCCESS == *local_rc && DEV_OK != dev_memcpy(h->saved, buf, bytes)) {
             *local_rc = OMPI_ERROR;
         }
-        if (OMPI_SUCCESS != *local_rc) {
+        /* a failure before this one (the node step's, adapt_in's) was reported where it was */
+        if (OMPI_SUCCESS == prior_rc && OMPI_SUCCESS != *local_rc) {
             mca_coll_gpu_report_failure(what, comm, "the node's result could not be prepared "
                                         "for the exchange between nodes (%s)",
                                         dev_error_string());
         }
-        net_rc = chain_run(h, comm, chain, rails ? h->rails_direct : h->direct, false, pos - 1,
-                           (pos + 1 < nl) ? pos + 1 : -1, h->saved, out, bytes, dt, dop,
-                           local_rc);
-    }
-    data_ok = (OMPI_SUCCESS == *local_rc);
-    net_ok = (OMPI_SUCCESS == net_rc);
-    rc = chain_agree(m, what, comm, rails, &data_ok, &net_ok);
-    if (OMPI_SUCCESS != rc || !data_ok) {
-        return (OMPI_SUCCESS == rc) ? OMPI_ERROR : rc; /* some rank had no data: all fail */
-    }
-    if (net_ok) {
-        return OMPI_SUCCESS;
-    }
-    /* again through the host, from the node's result kept when the pipeline ran */
-    if (0 < nelems) {
-        if (OMPI_ERR_NOT_AVAILABLE != net_rc && DEV_OK != dev_memcpy(out, h->saved, bytes)) {
-            *local_rc = OMPI_ERROR;
-        }
-        staged_rc = chain_staged(m, comm, what, chain, out, bytes, nelems, dt, op, -1);
-        if (OMPI_SUCCESS == staged_rc) {
-            log_staged(what, comm, (chain == h->leader_comm) ? "leaders'" : "rail's",
-                       OMPI_ERR_NOT_AVAILABLE != net_rc);
+        for (int j = 0; j < nchains; ++j) {
+            char *at = (NULL != buf) ? buf + (size_t) first[j] * block : NULL;
+            int q = (pos - root - j + 2 * nl) % nl;
+
+            if (OMPI_SUCCESS != net_rc) {
+                ++h->seq; /* the chain this rank no longer runs keeps its number */
+                continue;
+            }
+            net_rc = chain_run(h, comm, chain, rails ? h->rails_direct : h->direct, !reduce,
+                               (0 == q) ? -1 : (pos - 1 + nl) % nl,
+                               (nl - 1 == q) ? -1 : (pos + 1) % nl, reduce ? h->saved : at, at,
+                               (size_t) (first[j + 1] - first[j]) * block, dt, dop, local_rc);
         }
     }
-    if (!rails) {
-        return staged_rc;
+    rc = chain_agree(m, what, comm, rails, *local_rc, net_rc, &redo);
+    if (OMPI_SUCCESS != rc || !redo) {
+        return rc;
+    }
+    /* again through the host: every chain's first rank still has its data (every rank takes
+     * part in every chain, whatever became of the one before), an allreduce's in h->saved */
+    if (run && reduce && OMPI_ERR_NOT_AVAILABLE != net_rc
+        && DEV_OK != dev_memcpy(buf, h->saved, bytes)) {
+        *local_rc = OMPI_ERROR;
+    }
+    for (int j = 0; run && j < nchains; ++j) {
+        size_t len = (size_t) (first[j + 1] - first[j]) * block;
+
+        if (0 < len) {
+            rc = mca_coll_gpu_first_error(
+                rc, chain_staged(m, comm, what, chain, buf + (size_t) first[j] * block, len,
+                                 len / esize, dt, op, reduce ? -1 : root + j));
+        }
+    }
+    if (run && OMPI_SUCCESS == rc) {
+        log_staged(what, comm, (chain == h->leader_comm) ? "leaders'" : "rail's",
+                   OMPI_ERR_NOT_AVAILABLE != net_rc);
     }
     /* the shards are spread only when all of them made it */
-    data_ok = (OMPI_SUCCESS == staged_rc && OMPI_SUCCESS == *local_rc);
-    net_ok = true;
-    rc = chain_agree(m, what, comm, true, &data_ok, &net_ok);
-    return (OMPI_SUCCESS == rc && !data_ok) ? OMPI_ERROR : rc;
+    return !rails ? rc
+                  : chain_agree(m, what, comm, true, mca_coll_gpu_first_error(rc, *local_rc),
+                                OMPI_SUCCESS, &redo);
 }
 
 /* Shard r of n elements on rails rails: whole elements, the first n % rails shards one longer
@@ -1057,170 +1023,88 @@ static void shard_of(size_t n, int rails, int r, size_t *lo, size_t *len)
     *len = base + ((ur < extra) ? 1 : 0);
 }
 
-/* The allreduce on the rails (the file's header).  Every rank of comm takes part in the
- * agreements, so that a failure on any rail is known to all before the shards are spread. */
-static int hier_allreduce_rails(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
-                                const void *sbuf, void *rbuf, int count,
-                                struct ompi_datatype_t *dtype, struct ompi_op_t *op,
-                                dev_dtype_t dt, dev_op_t dop, size_t nelems)
-{
-    static const char *const what = "allreduce";
-    coll_gpu_hier_t *h = m->hier;
-    size_t esize = dev_dtype_size(dt), lo = 0, n = 0;
-    bool member = (h->node_rank < h->rails);
-    int rc, local_rc;
-    coll_gpu_adapt_t a;
-
-    mca_coll_gpu_hier_log(what, comm, nelems * esize, dtype, op, h, NULL);
-    /* 1. inside the node: coll/gpu's allreduce on the node communicator (its team) */
-    rc = h->node_comm->c_coll->coll_allreduce(sbuf, rbuf, count, dtype, op, h->node_comm,
-                                              h->node_comm->c_coll->coll_allreduce_module);
-    /* the dense result in device memory on every rank (the user's buffer when it is that):
-     * a rail's rank reduces its shard in it, and every rank receives the other shards in it */
-    local_rc = rc;
-    a.dev = NULL;
-    if (OMPI_SUCCESS == local_rc) {
-        local_rc = mca_coll_gpu_adapt_in(m, comm, what, 1, rbuf, count, dtype, member, false,
-                                         &a);
-    }
-    /* 2. and 3. between nodes: shard r along rail r, and the agreements */
-    if (member) {
-        shard_of(nelems, h->rails, h->node_rank, &lo, &n);
-    }
-    rc = chain_allreduce(m, comm, what, true, (NULL != a.dev) ? (char *) a.dev + lo * esize : NULL,
-                         n, dt, dop, op, &local_rc);
-    /* 4. every shard from its rail's rank to the rest of its node (the team's bcast) */
-    for (int r = 0; OMPI_SUCCESS == rc && r < h->rails; ++r) {
-        size_t rlo, rn;
-
-        shard_of(nelems, h->rails, r, &rlo, &rn);
-        rc = bcast_bytes(h->node_comm, (char *) a.dev + rlo * esize, rn * esize, r);
-    }
-    if (OMPI_SUCCESS == rc) {
-        rc = mca_coll_gpu_adapt_out(m, comm, what, &a, true);
-    }
-    return rc;
-}
-
 int mca_coll_gpu_hier_allreduce(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
                                 const void *sbuf, void *rbuf, int count,
                                 struct ompi_datatype_t *dtype, struct ompi_op_t *op,
-                                dev_dtype_t dt, dev_op_t dop, size_t nelems)
+                                dev_dtype_t dt, dev_op_t dop, size_t nelems, int node_rc)
 {
     static const char *const what = "allreduce";
     coll_gpu_hier_t *h = m->hier;
-    size_t bytes = nelems * dev_dtype_size(dt);
+    size_t esize = dev_dtype_size(dt), bytes = nelems * esize, lo = 0, n = nelems, size;
     size_t rail_min = mca_coll_gpu_component.hier_rail_min_bytes;
-    ptrdiff_t lb, extent;
-    size_t size;
-    bool dense;
-    int rc = OMPI_SUCCESS;
-
     /* the rails: from the membership (every node has 2 ranks or more), the signature's bytes
      * and an ALL_EQ parameter, so the same on every rank; their setup agrees too */
-    if (2 <= h->rails && 0 < rail_min && bytes >= rail_min && rails_ready(m, comm, what)) {
-        return hier_allreduce_rails(m, comm, sbuf, rbuf, count, dtype, op, dt, dop, nelems);
-    }
-    mca_coll_gpu_hier_log(what, comm, bytes, dtype, op, h, "node step");
+    bool rails = 2 <= h->rails && 0 < rail_min && bytes >= rail_min && rails_ready(m, comm, what);
+    bool member = rails ? (h->node_rank < h->rails) : (NULL != h->leader_comm), dense;
+    int rc = node_rc, local_rc;
+    ptrdiff_t lb, extent;
+    coll_gpu_adapt_t a;
+
+    mca_coll_gpu_hier_log(what, comm, bytes, dtype, op, h, rails ? NULL : "node step");
     /* 1. inside the node: coll/gpu's allreduce on the node communicator (its team); a node of
-     * one rank only copies a dense input (a local matter: no peer is involved; the node
-     * communicator's own path handles any other layout) */
+     * one rank (never on the rails) only copies a dense input (a local matter: no peer is
+     * involved; the node communicator's own path handles any other layout); node_rc: the whole
+     * node skips its step (the caller's agreement) */
     ompi_datatype_get_extent(dtype, &lb, &extent);
     ompi_datatype_type_size(dtype, &size);
     dense = ompi_datatype_is_contiguous_memory_layout(dtype, count) && 0 == lb
             && (size_t) extent == size;
-    if (1 < ompi_comm_size(h->node_comm) || (MPI_IN_PLACE != sbuf && !dense)) {
+    if (OMPI_SUCCESS == node_rc
+        && (1 < ompi_comm_size(h->node_comm) || (MPI_IN_PLACE != sbuf && !dense))) {
         rc = h->node_comm->c_coll->coll_allreduce(sbuf, rbuf, count, dtype, op, h->node_comm,
                                                   h->node_comm->c_coll->coll_allreduce_module);
-    } else if (MPI_IN_PLACE != sbuf && DEV_OK != dev_memcpy(rbuf, sbuf, size * (size_t) count)) {
+    } else if (OMPI_SUCCESS == node_rc && MPI_IN_PLACE != sbuf
+               && DEV_OK != dev_memcpy(rbuf, sbuf, size * (size_t) count)) {
         mca_coll_gpu_report_failure(what, comm, "a device copy of the input failed (%s)",
                                     dev_error_string());
         rc = OMPI_ERROR;
     }
-    /* 2. and 3. between the leaders: the dense result of the node in device memory (the
-     * user's buffer when it is that already) */
-    if (NULL != h->leader_comm) {
-        int local_rc = rc;
-        coll_gpu_adapt_t a;
-
+    /* 2. and 3. between nodes, on the leaders' chain or shard r along rail r: the node's dense
+     * result in device memory (the user's buffer when it is that already).  On the rails every
+     * rank of comm takes part in the agreements, so that a failure on any rail is known to all
+     * before the shards are spread, and receives the other shards in it. */
+    if (rails || member) {
+        local_rc = rc;
         a.dev = NULL;
         if (OMPI_SUCCESS == local_rc) {
-            local_rc = mca_coll_gpu_adapt_in(m, comm, what, 1, rbuf, count, dtype, true, false,
+            local_rc = mca_coll_gpu_adapt_in(m, comm, what, 1, rbuf, count, dtype, member, false,
                                              &a);
         }
-        rc = chain_allreduce(m, comm, what, false, a.dev, nelems, dt, dop, op, &local_rc);
+        if (rails) {
+            n = 0;
+            if (member) {
+                shard_of(nelems, h->rails, h->node_rank, &lo, &n);
+            }
+        }
+        rc = chain_step(m, comm, what, rails, (NULL != a.dev) ? a.dev + lo * esize : NULL,
+                        n * esize, whole, 1, 0, dt, dop, op, &local_rc);
+        /* 4. (rails) every shard from its rail's rank to the rest of its node (team bcasts) */
+        for (int r = 0; rails && OMPI_SUCCESS == rc && r < h->rails; ++r) {
+            shard_of(nelems, h->rails, r, &lo, &n);
+            rc = host_pieces(h->node_comm, a.dev + lo * esize, n * esize, 1, MPI_BYTE, NULL, r);
+        }
         if (OMPI_SUCCESS == rc && OMPI_SUCCESS == local_rc) {
             rc = mca_coll_gpu_adapt_out(m, comm, what, &a, true);
         }
-        rc = mca_coll_gpu_first_error(local_rc, rc);
+        /* the rails' outcome is the agreed one */
+        rc = rails ? rc : mca_coll_gpu_first_error(local_rc, rc);
     }
     /* 4. the outcome, then the result, from the leader to its node */
-    if (1 == ompi_comm_size(h->node_comm) || !mca_coll_gpu_hier_node_status(h, &rc)) {
-        return rc;
-    }
-    return h->node_comm->c_coll->coll_bcast(rbuf, count, dtype, 0, h->node_comm,
-                                            h->node_comm->c_coll->coll_bcast_module);
+    return rails ? rc : mca_coll_gpu_hier_node_finish(h, rc, true, rbuf, count, dtype);
 }
 
-/*
- * The leaders' chain bcasts (coll_gpu_hier.h): chain j down from leader root + j, in the same
- * order on every leader with the same sequence numbers (a leader whose transfers failed counts
- * the chains it no longer runs, and its notice stops its peers' waits); then one agreement for
- * all of them, and each one again through the host when a transfer failed anywhere.
- */
 int mca_coll_gpu_hier_leaders_bcast(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
                                     const char *what, char *buf, size_t block, const int *first,
                                     int nchains, int root, int *local_rc)
 {
-    coll_gpu_hier_t *h = m->hier;
-    int pos = ompi_comm_rank(h->leader_comm), nl = ompi_comm_size(h->leader_comm), rc;
-    int net_rc = h->ucx_broken ? OMPI_ERR_NOT_AVAILABLE : OMPI_SUCCESS;
-    bool data_ok, net_ok;
-
-    for (int j = 0; j < nchains && !h->ucx_broken; ++j) {
-        char *at = (NULL != buf) ? buf + (size_t) first[j] * block : NULL;
-        int q = (pos - root - j + 2 * nl) % nl;
-
-        if (OMPI_SUCCESS != net_rc) {
-            ++h->seq; /* the chain this leader no longer runs keeps its number */
-            continue;
-        }
-        net_rc = chain_run(h, comm, h->leader_comm, h->direct, true,
-                           (0 == q) ? -1 : (pos - 1 + nl) % nl, (nl - 1 == q) ? -1 : (pos + 1) % nl,
-                           at, at, (size_t) (first[j + 1] - first[j]) * block, DEV_T_UINT8,
-                           DEV_OP_SUM, local_rc);
-    }
-    data_ok = (OMPI_SUCCESS == *local_rc);
-    net_ok = (OMPI_SUCCESS == net_rc);
-    rc = chain_agree(m, what, comm, false, &data_ok, &net_ok);
-    if (OMPI_SUCCESS == rc && !data_ok) {
-        return OMPI_ERROR; /* some leader had no data: the call fails on every rank */
-    }
-    if (OMPI_SUCCESS == rc && !net_ok) {
-        /* every chain's first leader still has its data (every leader takes part in every
-         * chain, whatever became of the one before) */
-        for (int j = 0; j < nchains; ++j) {
-            size_t len = (size_t) (first[j + 1] - first[j]) * block;
-
-            if (0 < len) {
-                rc = mca_coll_gpu_first_error(
-                    rc, chain_staged(m, comm, what, h->leader_comm,
-                                     buf + (size_t) first[j] * block, len, 0, DEV_T_UINT8, NULL,
-                                     root + j));
-            }
-        }
-        if (OMPI_SUCCESS == rc) {
-            log_staged(what, comm, "leaders'", OMPI_ERR_NOT_AVAILABLE != net_rc);
-        }
-    }
-    return rc;
+    return chain_step(m, comm, what, false, buf, block, first, nchains, root, DEV_T_UINT8,
+                      DEV_OP_SUM, NULL, local_rc);
 }
 
 int mca_coll_gpu_hier_bcast(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm, void *buf,
                             int count, struct ompi_datatype_t *dtype, int root)
 {
     static const char *const what = "bcast";
-    static const int whole[2] = {0, 1};
     coll_gpu_hier_t *h = m->hier;
     size_t bytes = mca_coll_gpu_call_bytes(dtype, (size_t) count);
     int rc = OMPI_SUCCESS, root_leader = h->leader_of[root];
@@ -1240,12 +1124,9 @@ int mca_coll_gpu_hier_bcast(mca_coll_gpu_module_t *m, struct ompi_communicator_t
 
         a.dev = NULL;
         if (OMPI_SUCCESS == local_rc) {
+            /* reports its own failure, as the node step did */
             local_rc = mca_coll_gpu_adapt_in(m, comm, what, 0, buf, count, dtype, root_node,
                                              false, &a);
-        }
-        if (OMPI_SUCCESS != local_rc) {
-            mca_coll_gpu_report_failure(what, comm, "the buffer could not be prepared for the "
-                                        "leaders' exchange (%s)", dev_error_string());
         }
         rc = mca_coll_gpu_hier_leaders_bcast(m, comm, what, a.dev, bytes, whole, 1, root_leader,
                                              &local_rc);
@@ -1255,9 +1136,5 @@ int mca_coll_gpu_hier_bcast(mca_coll_gpu_module_t *m, struct ompi_communicator_t
         rc = mca_coll_gpu_first_error(local_rc, rc);
     }
     /* 3. the outcome to every node, and the data to every other node, from its leader */
-    if (1 < ompi_comm_size(h->node_comm) && mca_coll_gpu_hier_node_status(h, &rc) && !root_node) {
-        rc = h->node_comm->c_coll->coll_bcast(buf, count, dtype, 0, h->node_comm,
-                                              h->node_comm->c_coll->coll_bcast_module);
-    }
-    return rc;
+    return mca_coll_gpu_hier_node_finish(h, rc, !root_node, buf, count, dtype);
 }

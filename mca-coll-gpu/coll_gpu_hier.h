@@ -72,9 +72,12 @@ int mca_coll_gpu_hier_leaders_bcast(mca_coll_gpu_module_t *m, struct ompi_commun
                                     const char *what, char *buf, size_t block, const int *first,
                                     int nchains, int root, int *local_rc);
 
-/* The leader's outcome to the rest of its node (a host bcast of one int): *rc becomes an error
- * on every rank of a node whose leader failed; true when the node's data step may follow. */
-bool mca_coll_gpu_hier_node_status(coll_gpu_hier_t *h, int *rc);
+/* The last node step: the leader's outcome to the rest of its node (a host bcast of one int:
+ * an error on every rank of a node whose leader failed), then, when it succeeded and data,
+ * count x dtype at buf from the leader (the node communicator's bcast).  Returns this rank's
+ * outcome of the call (rc: so far). */
+int mca_coll_gpu_hier_node_finish(coll_gpu_hier_t *h, int rc, bool data, void *buf, int count,
+                                  struct ompi_datatype_t *dtype);
 
 /* The log line of a hierarchical call (at COLL_GPU_LOG_CALL): "hierarchical: N nodes, <steps>
  * on K rank(s), leaders <how this rank's part of the leaders' step moves its data: via UCX/...,

@@ -84,42 +84,6 @@ static void reorder(coll_gpu_hier_t *h, struct ompi_communicator_t *comm, const 
     }
 }
 
-/* A node leader's step 2 (file header): the receive buffer in dense device memory (a), its
- * node's blocks in node-major order in w (a's own memory when comm is in that order), the
- * leaders' chains, and every block back in place.  *local_rc: this rank's data so far. */
-static int allgather_leader(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
-                            const char *what, void *rbuf, int rcount,
-                            struct ompi_datatype_t *rdtype, size_t block, int *local_rc)
-{
-    coll_gpu_hier_t *h = m->hier;
-    int n = ompi_comm_size(comm), rc;
-    coll_gpu_adapt_t a;
-    char *w = NULL;
-
-    memset(&a, 0, sizeof(a));
-    if (OMPI_SUCCESS == *local_rc) {
-        *local_rc = mca_coll_gpu_adapt_in(m, comm, what, 1, rbuf, n * rcount, rdtype, true,
-                                          false, &a);
-    }
-    if (OMPI_SUCCESS == *local_rc) {
-        w = a.dev;
-        if (!h->node_major) {
-            *local_rc = mca_coll_gpu_adapt_scratch(m, comm, what, (size_t) n * block,
-                                                   (void **) &w);
-            reorder(h, comm, what, a.dev, w, block, true, local_rc);
-        }
-    }
-    rc = mca_coll_gpu_hier_leaders_bcast(m, comm, what, (OMPI_SUCCESS == *local_rc) ? w : NULL,
-                                         block, h->node_first, h->nnodes, 0, local_rc);
-    if (OMPI_SUCCESS == rc && !h->node_major) {
-        reorder(h, comm, what, a.dev, w, block, false, local_rc);
-    }
-    if (OMPI_SUCCESS == rc && OMPI_SUCCESS == *local_rc) {
-        *local_rc = mca_coll_gpu_adapt_out(m, comm, what, &a, true);
-    }
-    return rc;
-}
-
 int mca_coll_gpu_hier_allgather(coll_gpu_staged_call_t *c)
 {
     mca_coll_gpu_module_t *m = c->gpu;
@@ -131,7 +95,7 @@ int mca_coll_gpu_hier_allgather(coll_gpu_staged_call_t *c)
     coll_gpu_hier_t *h;
     ptrdiff_t lb, extent;
     size_t dsize, block;
-    int rc = OMPI_SUCCESS, nk;
+    int rc = OMPI_SUCCESS;
 
     ompi_datatype_type_size(c->rdtype, &dsize);
     ompi_datatype_get_extent(c->rdtype, &lb, &extent);
@@ -143,7 +107,6 @@ int mca_coll_gpu_hier_allgather(coll_gpu_staged_call_t *c)
         return mca_coll_gpu_staged(c);
     }
     h = m->hier;
-    nk = ompi_comm_size(h->node_comm);
     mca_coll_gpu_hier_log(c->what, comm, (size_t) n * block, c->rdtype, NULL, h,
              h->node_major ? "node allgather and bcast"
                            : "node allgather and bcast (nodes not contiguous: blocks reordered)");
@@ -154,7 +117,7 @@ int mca_coll_gpu_hier_allgather(coll_gpu_staged_call_t *c)
             displs[h->node_rank_of[r]] = r * c->rcount;
         }
     }
-    if (1 < nk) {
+    if (1 < ompi_comm_size(h->node_comm)) {
         rc = h->node_comm->c_coll->coll_allgatherv(c->sbuf, c->scount, c->sdtype, c->rbuf,
                                                    counts, displs, c->rdtype, h->node_comm,
                                                    h->node_comm->c_coll->coll_allgatherv_module);
@@ -164,24 +127,42 @@ int mca_coll_gpu_hier_allgather(coll_gpu_staged_call_t *c)
                                      (char *) c->rbuf + (ptrdiff_t) me * c->rcount * extent,
                                      c->rcount, c->rdtype);
     }
-    /* 2. between the leaders */
+    /* 2. a node leader's (file header): the receive buffer in dense device memory (a), its
+     * node's blocks in node-major order in w (a's own memory when comm is in that order), the
+     * leaders' chains, and every block back in place */
     if (NULL != h->leader_comm) {
         int local_rc = rc;
+        coll_gpu_adapt_t a;
+        char *w = NULL;
 
-        rc = allgather_leader(m, comm, c->what, c->rbuf, c->rcount, c->rdtype, block,
-                              &local_rc);
+        memset(&a, 0, sizeof(a));
+        if (OMPI_SUCCESS == local_rc) {
+            local_rc = mca_coll_gpu_adapt_in(m, comm, c->what, 1, c->rbuf, n * c->rcount,
+                                             c->rdtype, true, false, &a);
+        }
+        if (OMPI_SUCCESS == local_rc) {
+            w = a.dev;
+            if (!h->node_major) {
+                local_rc = mca_coll_gpu_adapt_scratch(m, comm, c->what, (size_t) n * block,
+                                                      (void **) &w);
+                reorder(h, comm, c->what, a.dev, w, block, true, &local_rc);
+            }
+        }
+        rc = mca_coll_gpu_hier_leaders_bcast(m, comm, c->what,
+                                             (OMPI_SUCCESS == local_rc) ? w : NULL, block,
+                                             h->node_first, h->nnodes, 0, &local_rc);
+        if (OMPI_SUCCESS == rc && !h->node_major) {
+            reorder(h, comm, c->what, a.dev, w, block, false, &local_rc);
+        }
+        if (OMPI_SUCCESS == rc && OMPI_SUCCESS == local_rc) {
+            local_rc = mca_coll_gpu_adapt_out(m, comm, c->what, &a, true);
+        }
         rc = mca_coll_gpu_first_error(local_rc, rc);
     }
     /* 3. the outcome, then every block, from the leader to its node (its own node's blocks
      * too: one bcast of the whole buffer, whose type may have gaps, rather than one per run of
      * other nodes' blocks) */
-    if (1 < nk && mca_coll_gpu_hier_node_status(h, &rc)) {
-        rc = mca_coll_gpu_first_error(
-            rc, h->node_comm->c_coll->coll_bcast(c->rbuf, n * c->rcount, c->rdtype, 0,
-                                                 h->node_comm,
-                                                 h->node_comm->c_coll->coll_bcast_module));
-    }
-    return rc;
+    return mca_coll_gpu_hier_node_finish(h, rc, true, c->rbuf, n * c->rcount, c->rdtype);
 }
 
 /*
@@ -190,44 +171,58 @@ int mca_coll_gpu_hier_allgather(coll_gpu_staged_call_t *c)
  * elements after before others) into rbuf.  The caller checked that the kernels take dtype and
  * op for total elements and that total is at most INT_MAX.  A rank without the device scratch
  * reduces into host memory instead (the node steps of its node then stage that call): slower,
- * still right.
+ * still right.  A rank without either still takes part, without data: its node learns it in
+ * one host allreduce of an int (its ranks then skip their node step together), and the step
+ * between nodes fails the call on every rank.
  */
 int mca_coll_gpu_hier_reduce_scatter(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
                                      const char *what, const void *sbuf, void *rbuf,
                                      size_t total, size_t before, int mine,
                                      struct ompi_datatype_t *dtype, struct ompi_op_t *op)
 {
+    struct ompi_communicator_t *node = m->hier->node_comm;
     size_t bytes = mca_coll_gpu_call_bytes(dtype, total), nelems = 0, len;
+    bool fail = mca_coll_gpu_test_fail_alloc("hier_scratch");
     dev_dtype_t dt = DEV_T_UINT8;
     dev_op_t dop = DEV_OP_SUM;
     ptrdiff_t lb, extent, lo;
     char *scratch = NULL, *host = NULL;
-    int rc;
+    int rc = OMPI_SUCCESS, local_rc = OMPI_SUCCESS, failed = 0;
 
     (void) mca_coll_gpu_map_reduction(dtype, total, op, &dt, &dop, &nelems);
     mca_coll_gpu_hier_log(what, comm, bytes, dtype, op, m->hier,
              "an allreduce into a device scratch, then this rank's piece; node steps");
     ompi_datatype_get_extent(dtype, &lb, &extent);
     mca_coll_gpu_span(dtype, total, &lo, &len);
-    if (OMPI_SUCCESS != mca_coll_gpu_adapt_scratch(m, comm, what, len, (void **) &scratch)) {
-        host = malloc(0 < len ? len : 1);
+    if (fail
+        || OMPI_SUCCESS != mca_coll_gpu_adapt_scratch(m, comm, what, len, (void **) &scratch)) {
+        scratch = host = fail ? NULL : malloc(0 < len ? len : 1);
         if (NULL == host) {
-            /* neither device nor host memory for the whole input: nothing to take part with */
             mca_coll_gpu_report_failure(what, comm, "no memory for the %zu B the reduction "
-                                        "across nodes needs", len);
-            return OMPI_ERR_OUT_OF_RESOURCE;
+                                        "across nodes needs%s", len,
+                                        fail ? " (coll_gpu_test_fail_alloc, test only)" : "");
+            local_rc = OMPI_ERR_OUT_OF_RESOURCE;
+        } else {
+            COLL_GPU_VERBOSE(COLL_GPU_LOG_ERROR, "coll:gpu:%s (cid %d): rank %d: the reduction "
+                             "across nodes goes into host memory (no device scratch)", what,
+                             coll_gpu_comm_cid(comm), ompi_comm_rank(comm));
         }
-        COLL_GPU_VERBOSE(COLL_GPU_LOG_ERROR, "coll:gpu:%s (cid %d): rank %d: the reduction "
-                         "across nodes goes into host memory (no device scratch)", what,
-                         coll_gpu_comm_cid(comm), ompi_comm_rank(comm));
-        scratch = host;
     }
-    rc = mca_coll_gpu_hier_allreduce(m, comm, MPI_IN_PLACE == sbuf ? rbuf : sbuf, scratch - lo,
-                                     (int) total, dtype, op, dt, dop, nelems);
+    if (1 < ompi_comm_size(node)) {
+        int mine_failed = (OMPI_SUCCESS != local_rc);
+
+        rc = node->c_coll->coll_allreduce(&mine_failed, &failed, 1, MPI_INT, MPI_MAX, node,
+                                          node->c_coll->coll_allreduce_module);
+    }
+    rc = mca_coll_gpu_first_error(rc, (failed || OMPI_SUCCESS != local_rc) ? OMPI_ERROR
+                                                                            : OMPI_SUCCESS);
+    rc = mca_coll_gpu_hier_allreduce(m, comm, MPI_IN_PLACE == sbuf ? rbuf : sbuf,
+                                     (NULL == scratch) ? NULL : scratch - lo, (int) total, dtype,
+                                     op, dt, dop, nelems, rc);
     if (OMPI_SUCCESS == rc) {
         rc = mca_coll_gpu_adapt_copy(m, comm, what, scratch - lo + (ptrdiff_t) before * extent,
                                      mine, dtype, rbuf, mine, dtype);
     }
     free(host);
-    return rc;
+    return mca_coll_gpu_first_error(local_rc, rc);
 }

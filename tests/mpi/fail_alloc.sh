@@ -15,6 +15,12 @@
 #               agreement without it)
 #   hier        rank 1's tables of the hierarchical setup (who leads whom)
 #   ucx         rank 0's (a node leader's) worker address tables in the leaders' UCX setup
+# and test_hier exchange (allgather and reduce-scatters) with rank 1 failing at
+#   hier_scratch  both the device scratch and the host memory of a reduce-scatter across nodes,
+#                 on 2 ranks (rank 1 alone on its node), 3 (rank 1 beside its node's leader)
+#                 and 4 on the rails (rank 1 on rail 1): every case ran, every reduce-scatter
+#                 returned an error on every rank (none hangs, none a wrong result), and every
+#                 allgather is right.
 # A hang fails through COLL_GPU_TEST_TIMEOUT; a crash through the exit status.
 . "$(dirname "$0")/mpitest.sh"
 COLL_GPU_TEST_TIMEOUT=${FAIL_ALLOC_TIMEOUT:-120}
@@ -84,7 +90,31 @@ the failed setup told ($good ok, $bad not ok, $told notices, exit $rc)"
             [ "$st" -eq 0 ] || t_diag "$log" 40
         done
     done
+    for cfg in "2 0 1+1" "3 0 2+1" "4 8 2x2_rails"; do
+        set -- $cfg
+        COLL_GPU_TEST_TIMEOUT=${FAIL_ALLOC_HIER_TIMEOUT:-90} \
+        COLL_GPU_MPIRUN_ARGS="--mca coll_gpu_emulate_nodes 2 --mca coll_gpu_test_fail_alloc 1 \
+--mca coll_gpu_test_fail_alloc_site hier_scratch --mca coll_gpu_hier_rail_min_bytes $2 \
+${COLL_GPU_MPIRUN_ARGS:-}" run_tap "$1" "$MPI_TESTS/test_hier" 4096 0 exchange >"$log" 2>&1
+        rc=$?
+        plan=$(sed -n 's/^1\.\.\([0-9]*\)$/\1/p' "$log" | head -1)
+        ran=$(grep -c '^\(not \)\{0,1\}ok' "$log")
+        rs_bad=$(grep '^not ok' "$log" | grep -c ' - reduce_scatter')
+        other_bad=$(grep '^not ok' "$log" | grep -vc ' - reduce_scatter')
+        rs_ok=$(grep '^ok' "$log" | grep -c ' - reduce_scatter')
+        ag_ok=$(grep '^ok' "$log" | grep -c ' - allgather')
+        errors=$(grep -c '^#  *rank [0-9]*: MPI_Reduce_scatter\(_block\)\{0,1\}: ' "$log")
+        [ -n "$plan" ] && [ "$ran" -eq "$plan" ] && [ "$rs_bad" -gt 0 ] && [ "$rs_ok" -eq 0 ] \
+            && [ "$other_bad" -eq 0 ] && [ "$ag_ok" -gt 0 ] \
+            && [ "$errors" -eq $(( $1 * rs_bad )) ]
+        st=$?
+        t_ok $st "hier_scratch allocation failing on rank 1 of $3 across 2 nodes: every case ran \
+(${ran} of ${plan:-no plan}, exit $rc), every reduce-scatter an error on every rank ($errors \
+errors of $(( $1 * rs_bad )), $rs_ok right), every allgather right ($ag_ok ok, $other_bad other \
+not ok)"
+        [ "$st" -eq 0 ] || t_diag "$log" 40
+    done
 else
-    t_skip "hier_state, hier and ucx sites" "coll/gpu was built without UCX"
+    t_skip "hier_state, hier, ucx and hier_scratch sites" "coll/gpu was built without UCX"
 fi
 t_done
