@@ -610,31 +610,33 @@ static inline void mca_coll_gpu_kinds_publish(mca_coll_gpu_module_t *m, uint64_t
     atomic_store_explicit(&m->kinds_words[(u % COLL_GPU_KINDS_RING) * COLL_GPU_KINDS_SLOT_WORDS],
                           (u << 8) | flags, memory_order_release);
 }
+/* Does this communicator agree on each call through its board (no promise, not across hosts)?
+ * Then a host rank's note is its whole part of a call, and a call the agreement put on the
+ * device path has had every rank's record compared (byte counts, roots, ops, element types:
+ * kinds_compare); under a promise or across hosts the agreement only knows the kinds. */
+static inline bool mca_coll_gpu_kinds_compared(const mca_coll_gpu_module_t *m)
+{
+    return COLL_GPU_KMODE_BOARD == m->kmode && !mca_coll_gpu_component.uniform_buffers;
+}
 /* The first step of every blocking collective that agrees per call, in one place: a rank whose
  * buffers are all host memory (host), on a communicator agreeing through its board (no
  * promise), notes its kind and goes to the component below at once: true.  Otherwise false: the
  * caller fills its coll_gpu_kinds_call_t and agrees (mca_coll_gpu_kinds_agree). */
 static inline bool mca_coll_gpu_host_noted(mca_coll_gpu_module_t *m, bool host)
 {
-    if (host && COLL_GPU_KMODE_BOARD == m->kmode && !mca_coll_gpu_component.uniform_buffers) {
+    if (host && mca_coll_gpu_kinds_compared(m)) {
         mca_coll_gpu_kinds_publish(m, ++m->kinds_seq, 0);
         return true;
     }
     return false;
 }
-/* Did the agreement of a call that put every rank on the device path compare the ranks'
- * records (byte counts, roots, ops, element types: kinds_compare)?  On the board, yes; under a
- * promise or across hosts it only knows the kinds. */
-static inline bool mca_coll_gpu_kinds_compared(const mca_coll_gpu_module_t *m)
-{
-    return COLL_GPU_KMODE_BOARD == m->kmode && !mca_coll_gpu_component.uniform_buffers;
-}
 /* The hot path of the blocking entries that agree per call: this rank's buffers are all host
  * memory (host), and there is nothing to agree (an intercommunicator; a call nested in an
  * agreement) or the note is this rank's whole part (mca_coll_gpu_host_noted): true, and the
- * entry goes to the component below at once.  Inline, with the rest of the entry out of line,
- * so that a host call runs a few loads, one store and a tail call: the budget is 50 ns over
- * the component below, and a call or a stack frame more shows end to end. */
+ * entry goes to the component below at once.  Inline, with the rest of the entry out of line:
+ * a host call runs a few loads, one store and a tail call (the budget is 50 ns over the
+ * component below; what the note still costs MPI_Allreduce is recorded in
+ * tests/bench/results/2026-12-03-h200x1-hostpath-22f7fef). */
 static inline bool mca_coll_gpu_host_pass(mca_coll_gpu_module_t *m, bool host)
 {
     return host && (m->inter || m->in_agreed_call || mca_coll_gpu_host_noted(m, true));

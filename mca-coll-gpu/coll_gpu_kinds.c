@@ -629,7 +629,7 @@ static int kinds_agree(mca_coll_gpu_module_t *m, struct ompi_communicator_t *com
         if (call->device) {
             return kinds_board_device(m, comm, what, call, all_device);
         }
-        mca_coll_gpu_kinds_publish(m, ++m->kinds_seq, 0);
+        (void) mca_coll_gpu_host_noted(m, true); /* the host rank's note, as on the hot path */
         *all_device = false;
         return OMPI_SUCCESS;
     default:
