@@ -873,15 +873,6 @@ static int chain_staged(mca_coll_gpu_module_t *m, struct ompi_communicator_t *co
                                 what);
 }
 
-/* The log line of a staged step between nodes (fallback: after a UCX failure in this call). */
-static void log_staged(const char *what, struct ompi_communicator_t *comm, const char *chain,
-                       bool fallback)
-{
-    COLL_GPU_VERBOSE(COLL_GPU_LOG_CALL, "coll:gpu:%s (cid %d): rank %d: %s step staged "
-                     "through Open MPI's point-to-point layer%s", what, coll_gpu_comm_cid(comm),
-                     ompi_comm_rank(comm), chain, fallback ? " (fallback)" : "");
-}
-
 /* Only here is UCX asked for the transports of this rank's endpoints. */
 void mca_coll_gpu_hier_log(const char *what, struct ompi_communicator_t *comm, size_t bytes,
                            struct ompi_datatype_t *dtype, struct ompi_op_t *op, coll_gpu_hier_t *h,
@@ -925,15 +916,12 @@ static const int whole[2] = {0, 1};
 
 /*
  * The step between nodes on this rank's chain (chain_comm: the leaders', or on the rails its
- * rail's; none: only the agreements): chain j over blocks first[j] .. first[j + 1] - 1 of block
- * bytes of buf (dense device memory) from chain rank root + j, in the same order on every rank
- * with the same sequence numbers (one whose transfers failed counts the chains it no longer
- * runs, and its notice stops its peers' waits).  op NULL: bcasts (coll_gpu_hier.h's leaders'
- * chains); else steps 2 and 3 of an allreduce (the file's header), one chain from rank 0 whose
- * buf, the node's result or (rails) this rank's shard of it, becomes every node's (0 bytes: no
- * chain).  Then one agreement, and when a transfer failed anywhere every chain again through
- * the host (an allreduce's from the copy kept in h->saved); on the rails every rank of comm
- * then agrees again.  Returns the outcome, the same on every rank.
+ * rail's; none: only the agreements).  op NULL: the leaders' bcasts (coll_gpu_hier.h); else
+ * steps 2 and 3 of an allreduce (the file's header), one chain from rank 0 whose buf, the node's
+ * result or (rails) this rank's shard of it, becomes every node's (0 bytes: no chain).  Every
+ * rank runs the chains in the same order with the same sequence numbers; a fallback redoes an
+ * allreduce's from the copy kept in h->saved, and on the rails every rank of comm then agrees
+ * again.  Returns the outcome, the same on every rank.
  */
 static int chain_step(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
                       const char *what, bool rails, char *buf, size_t block, const int *first,
@@ -1003,9 +991,12 @@ static int chain_step(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm
                                  len / esize, dt, op, reduce ? -1 : root + j));
         }
     }
-    if (run && OMPI_SUCCESS == rc) {
-        log_staged(what, comm, (chain == h->leader_comm) ? "leaders'" : "rail's",
-                   OMPI_ERR_NOT_AVAILABLE != net_rc);
+    if (run && OMPI_SUCCESS == rc) { /* a fallback: after a UCX failure in this call */
+        COLL_GPU_VERBOSE(COLL_GPU_LOG_CALL, "coll:gpu:%s (cid %d): rank %d: %s step staged "
+                         "through Open MPI's point-to-point layer%s", what,
+                         coll_gpu_comm_cid(comm), ompi_comm_rank(comm),
+                         (chain == h->leader_comm) ? "leaders'" : "rail's",
+                         (OMPI_ERR_NOT_AVAILABLE != net_rc) ? " (fallback)" : "");
     }
     /* the shards are spread only when all of them made it */
     return !rails ? rc

@@ -398,11 +398,11 @@ static sreq_t *sreq_list_op(ompi_request_t *req, bool take, sreq_t *x)
  * completed, else copy back at completion. */
 static int sreq_attach_nonblocking(sreq_t *x, int rc, ompi_request_t *req)
 {
-    if (OMPI_SUCCESS == rc && NULL != req && MPI_REQUEST_NULL != req && !REQUEST_COMPLETE(req)) {
-        sreq_hook(x, req);
-        return OMPI_SUCCESS;
-    }
     if (OMPI_SUCCESS == rc && NULL != req && MPI_REQUEST_NULL != req) {
+        if (!REQUEST_COMPLETE(req)) {
+            sreq_hook(x, req);
+            return OMPI_SUCCESS;
+        }
         rc = req->req_status.MPI_ERROR;
     }
     rc = mca_coll_gpu_unstage_pair(NULL, x->comm, x->what, rc, &x->s, x->sdir, &x->r, x->rdir);

@@ -18,9 +18,6 @@
  *   nonblocking   the pool, until completion   at the call            at the request's
  *   persistent    the pool, until freed        at every MPI_Start     completion (the requests:
  *                                                                     coll_gpu_stage_async.c)
- *
- * A rank whose copy fails still takes part (its peers are in the collective already) with
- * scratch, copies nothing back, and returns the error or completes the request with it.
  */
 #include "ompi_config.h"
 

@@ -236,10 +236,8 @@ bool mca_coll_gpu_all_on_host(struct ompi_communicator_t *comm)
     int size = ompi_comm_size(comm);
     for (int i = 0; i < size; ++i) {
         ompi_proc_t *proc = ompi_comm_peer_lookup(comm, i);
-        if (NULL == proc) {
-            return false;
-        }
-        if (proc != ompi_proc_local() && !OPAL_PROC_ON_LOCAL_NODE(proc->super.proc_flags)) {
+        if (NULL == proc
+            || (proc != ompi_proc_local() && !OPAL_PROC_ON_LOCAL_NODE(proc->super.proc_flags))) {
             return false;
         }
     }
@@ -257,7 +255,7 @@ static void team_release_call_holds(coll_gpu_team_t *t)
 
 /* What the setup built: peers' scratch mappings, our scratch, events, stream, control block.
  * (A setup that failed gives it back from progress, where the queued calls' own release, in
- * team_release_memory, must not run: it waits for them.) */
+ * mca_coll_gpu_team_destroy, must not run: it waits for them.) */
 static void team_release_built(coll_gpu_team_t *t)
 {
     for (int p = 0; p < COLL_GPU_TEAM_MAX; ++p) {
@@ -289,13 +287,6 @@ static void team_release_built(coll_gpu_team_t *t)
     }
 }
 
-static void team_release_memory(coll_gpu_team_t *t)
-{
-    mca_coll_gpu_nvl_release(t);
-    team_release_call_holds(t);
-    team_release_built(t);
-}
-
 /* What m->team holds once the communicator is known to have no team: one object for all such
  * communicators (never freed), so that a failed setup needs no memory to be remembered. */
 static coll_gpu_team_t team_unavailable = {.state = COLL_GPU_TEAM_FAILED};
@@ -303,21 +294,17 @@ static coll_gpu_team_t team_unavailable = {.state = COLL_GPU_TEAM_FAILED};
 void mca_coll_gpu_team_destroy(mca_coll_gpu_module_t *m)
 {
     coll_gpu_team_t *t = m->team;
-    if (NULL == t) {
-        return;
-    }
-    if (&team_unavailable != t && NULL != t->setup) {
-        /* a setup still in flight (no call waited for it: only a communicator freed by a
-         * program that never completed its calls): its messages may still land in it, so it
-         * stays, and so does the team */
-        m->team = NULL;
-        return;
-    }
-    if (&team_unavailable != t) {
-        team_release_memory(t);
+
+    m->team = NULL;
+    /* a setup still in flight (no call waited for it: only a communicator freed by a program
+     * that never completed its calls): its messages may still land in it, so it stays, and so
+     * does the team */
+    if (NULL != t && &team_unavailable != t && NULL == t->setup) {
+        mca_coll_gpu_nvl_release(t);
+        team_release_call_holds(t);
+        team_release_built(t);
         free(t);
     }
-    m->team = NULL;
 }
 
 /* Names of control blocks team_setup tries before it gives up. */
@@ -376,9 +363,6 @@ void mca_coll_gpu_team_summary(coll_gpu_team_t *t, topo_team_info_t *info, int *
     int idx[COLL_GPU_TEAM_MAX];
     bool known = (NULL != model);
 
-    for (int p = 0; p < t->size; ++p) {
-        ring[p] = p;
-    }
     for (int p = 0; known && p < t->size; ++p) {
         idx[p] = topo_find_gpu_by_uuid(model, t->uuid[p].bytes);
         known = (0 <= idx[p]);
@@ -424,12 +408,10 @@ static bool team_set_ring(coll_gpu_team_t *t, const int *ring)
 
 /* ---- setup --------------------------------------------------------------------------------- */
 
-/* The setup's exchange in flight (coll_gpu_team_t.setup): each round, every rank sends its
- * card to every peer and receives theirs, with point-to-point messages of tags of its own
- * (coll_gpu_team.h), so that it runs beside whatever else the program has started on the
- * communicator and never waits inside a call: a nonblocking call starts it and returns, and
- * progress carries it on (a blocking exchange there hangs programs that start their first
- * nonblocking calls of two communicators in different orders on different ranks). */
+/* The setup's exchange in flight (coll_gpu_team_t.setup; the file's header).  Point-to-point
+ * messages of tags of its own run beside whatever else the program has started on the
+ * communicator; a blocking exchange would hang programs that start their first nonblocking
+ * calls of two communicators in different orders on different ranks. */
 struct coll_gpu_team_setup_t {
     struct ompi_communicator_t *comm;
     const char *what;
@@ -738,46 +720,36 @@ coll_gpu_team_t *mca_coll_gpu_team_begin(mca_coll_gpu_module_t *m,
         free(st); /* testing only: as if out of host memory */
         st = NULL;
     }
-    if (NULL == st) {
+    if (NULL == st || NULL == t) {
         /* the peers wait for this rank's cards: it sends failed ones and ends where they end,
          * with a failed team (one a nonblocking call began keeps its queue, as theirs do, so
-         * that the calls queued there take the host fallback on every rank) */
+         * that the calls queued there take the host fallback on every rank; without the team
+         * itself, a nonblocking call's peers queue it on theirs: not covered) */
         team_say("team-failed", ompi_comm_rank(comm), coll_gpu_comm_cid(comm),
-                 "out of host memory for the setup's state (it took part with failed cards)");
+                 (NULL == st) ? "out of host memory for the setup's state (it took part with "
+                                "failed cards)"
+                              : "out of host memory for the team (it took part in the setup "
+                                "with failed cards)");
+        free(st);
+        st = NULL;
         team_setup_refused(comm);
         if (NULL == t) {
-            /* a nonblocking call's peers queue it on their team: not covered (no memory) */
             m->team = &team_unavailable;
             return m->team;
         }
-        t->state = COLL_GPU_TEAM_FAILED;
-        t->async_setup = async;
-        t->size = ompi_comm_size(comm);
-        t->rank = ompi_comm_rank(comm);
-        t->cid = coll_gpu_comm_cid(comm);
-        for (int p = 0; p < COLL_GPU_TEAM_MAX; ++p) {
-            t->scratch_hold[p].slot = UINT32_MAX;
-        }
-        m->team = t;
-        return t;
-    }
-    if (NULL == t) {
-        /* the setup's state was had, the team's was not: the same, with nothing kept */
-        free(st);
-        team_say("team-failed", ompi_comm_rank(comm), coll_gpu_comm_cid(comm),
-                 "out of host memory for the team (it took part in the setup with failed cards)");
-        team_setup_refused(comm);
-        m->team = &team_unavailable;
-        return m->team;
     }
     for (int p = 0; p < COLL_GPU_TEAM_MAX; ++p) {
         t->scratch_hold[p].slot = UINT32_MAX; /* none (0 would name a slot) */
     }
-    t->state = COLL_GPU_TEAM_PENDING;
+    t->state = (NULL != st) ? COLL_GPU_TEAM_PENDING : COLL_GPU_TEAM_FAILED;
     t->async_setup = async;
     t->size = ompi_comm_size(comm);
     t->rank = ompi_comm_rank(comm);
     t->cid = coll_gpu_comm_cid(comm);
+    m->team = t;
+    if (NULL == st) {
+        return t;
+    }
     t->setup = st;
     st->comm = comm;
     st->what = what;
@@ -785,7 +757,6 @@ coll_gpu_team_t *mca_coll_gpu_team_begin(mca_coll_gpu_module_t *m,
     setup_local(t, st);
     st->round = 1;
     exchange_post(st, COLL_GPU_TAG_SETUP1, &st->mine, st->cards, sizeof(st->mine));
-    m->team = t;
     return t;
 }
 
@@ -803,13 +774,6 @@ void mca_coll_gpu_team_give_up(mca_coll_gpu_module_t *m)
 }
 
 /* ---- signals ------------------------------------------------------------------------------ */
-
-/* Has peer entered call seq (published its arrive)?  Sequentially consistent, as the stores of
- * arrive and abandoned are: see team_give_up. */
-static bool team_peer_arrived(coll_gpu_team_t *t, int peer, uint64_t seq)
-{
-    return atomic_load(&t->ctl->rank[peer].arrive) >= seq;
-}
 
 /* The ranks w is still waiting for, as text: "rank(s) 1 3 to enter the call", ... */
 static void team_wait_text(coll_gpu_team_t *t, const coll_gpu_wait_t *w, char *out, size_t len)
@@ -905,7 +869,9 @@ void mca_coll_gpu_team_watch(coll_gpu_team_t *t, coll_gpu_wait_t *w, const char 
 
 bool mca_coll_gpu_team_gave_up_on(coll_gpu_team_t *t, int peer, uint64_t seq)
 {
-    return 0 != t->abandoned && !team_peer_arrived(t, peer, seq);
+    /* the peer's arrive, sequentially consistent as the stores of arrive and abandoned are:
+     * see team_give_up */
+    return 0 != t->abandoned && atomic_load(&t->ctl->rank[peer].arrive) < seq;
 }
 
 bool mca_coll_gpu_team_reached(coll_gpu_team_t *t, _Atomic uint64_t *word, int peer,
@@ -943,9 +909,7 @@ bool mca_coll_gpu_team_step_reached(coll_gpu_team_t *t, int peer, uint64_t seq, 
 /* ---- registration caches -------------------------------------------------------------------- */
 
 
-/* Publish a user buffer of ours for this call: its allocation's handle (exported once per
- * allocation and kept), its offset, and the call's stamp (coll_gpu_xbuf_t: this call's seq,
- * the bytes it uses).  The record is written before our arrive, which publishes it. */
+/* The record is written before our arrive, which publishes it. */
 int mca_coll_gpu_team_export(coll_gpu_team_t *t, const void *ptr, size_t bytes,
                              coll_gpu_xbuf_t *out)
 {
@@ -993,13 +957,10 @@ int mca_coll_gpu_team_export(coll_gpu_team_t *t, const void *ptr, size_t bytes,
     return DEV_OK;
 }
 
-/* A peer's published buffer, mapped here through the process's table (coll_gpu_ipcmap.c) and
- * held for this call: the holds of the team's previous call go first (the team's calls run one
- * at a time, and the previous one has ended on this rank).  Only a record published for this
- * very call, of at least the need bytes this rank will touch, is mapped: one left from an
- * earlier call (the peer published nothing this time: it runs another algorithm or another
- * count, an erroneous call) names memory the peer may have given another use, and one of fewer
- * bytes ends before what we would write.  The refusal fails the call (the callers' checks). */
+/* The holds of the team's previous call go first (its calls run one at a time, and the previous
+ * one has ended on this rank).  A record left from an earlier call (the peer published nothing
+ * this time: it runs another algorithm or another count, an erroneous call) names memory the
+ * peer may have given another use, and one of fewer bytes ends before what we would write. */
 int mca_coll_gpu_team_import(coll_gpu_team_t *t, int peer, const coll_gpu_xbuf_t *x,
                              size_t need, void **ptr)
 {
