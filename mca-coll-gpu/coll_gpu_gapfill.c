@@ -50,9 +50,8 @@
 static const char *const provider_names[] = {"self", "inter" COLL_GPU_FT_PROVIDERS, "basic",
                                              "libnbc"};
 #define N_PROVIDERS (int) (sizeof(provider_names) / sizeof(provider_names[0]))
-_Static_assert(sizeof(provider_names) / sizeof(provider_names[0])
-                   <= sizeof(((mca_coll_gpu_module_t *) 0)->gap_modules)
-                          / sizeof(((mca_coll_gpu_module_t *) 0)->gap_modules[0]),
+_Static_assert(N_PROVIDERS <= sizeof(((mca_coll_gpu_module_t *) 0)->gap_modules)
+                                 / sizeof(((mca_coll_gpu_module_t *) 0)->gap_modules[0]),
                "one gap_modules entry per provider");
 
 typedef struct gap_provider_t {

@@ -63,11 +63,6 @@ static void slot_close(ipcmap_slot_t *s)
     ++s->gen;
 }
 
-static bool slot_overlaps(const ipcmap_slot_t *s, const coll_gpu_xbuf_t *x)
-{
-    return s->owner == x->owner && s->base < x->base + x->size && x->base < s->base + s->size;
-}
-
 /* Close every mapping of x's owner that overlaps x's allocation but is not it; with all_owner,
  * every unheld mapping of the owner (the driver still refused: something we cannot see). */
 static void close_stale(const coll_gpu_xbuf_t *x, bool all_owner)
@@ -77,8 +72,9 @@ static void close_stale(const coll_gpu_xbuf_t *x, bool all_owner)
         if (NULL == s->mapped || s->owner != x->owner) {
             continue;
         }
+        bool overlaps = s->base < x->base + x->size && x->base < s->base + s->size;
         bool other = s->base != x->base || s->buffer_id != x->buffer_id;
-        if (all_owner ? 0 == s->holds : slot_overlaps(s, x) && other) {
+        if (all_owner ? 0 == s->holds : overlaps && other) {
             COLL_GPU_VERBOSE(COLL_GPU_LOG_CALL,
                              "coll:gpu: closing the mapping of process %" PRIu64 "'s allocation "
                              "0x%" PRIx64 " (+%" PRIu64 " B, buffer %" PRIu64 "): %s",

@@ -27,7 +27,6 @@
 #include "ompi_config.h"
 
 #include <stdlib.h>
-#include <time.h>
 
 #include "coll_gpu.h"
 
@@ -48,14 +47,6 @@ static pool_block_t *pool_head, *pool_tail; /* the pooled blocks, most recent fi
 static pool_block_t *pool_waiting;          /* to be freed outside a completion */
 static size_t pool_kept;                    /* bytes on the list */
 static _Thread_local int pool_in_completion;
-
-static double pool_now(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return (double) ts.tv_sec + 1e-9 * (double) ts.tv_nsec;
-}
 
 /* The size class of len, or -1 when its block would be larger than the pool may keep. */
 static int pool_class(size_t len)
@@ -168,7 +159,7 @@ void mca_coll_gpu_pinned_put(void *ptr, size_t len)
     b->ptr = ptr;
     b->cls = pool_class(len);
     b->size = pool_size(b->cls, len);
-    b->returned = pool_now();
+    b->returned = mca_coll_gpu_now();
     OPAL_THREAD_LOCK(&pool_lock);
     if (0 > b->cls) {
         b->next = pool_waiting;
@@ -188,7 +179,7 @@ void mca_coll_gpu_pinned_put(void *ptr, size_t len)
 
 void mca_coll_gpu_pinned_trim(double idle_seconds)
 {
-    double cutoff = pool_now() - idle_seconds;
+    double cutoff = mca_coll_gpu_now() - idle_seconds;
 
     OPAL_THREAD_LOCK(&pool_lock);
     while (NULL != pool_tail && (0.0 >= idle_seconds || pool_tail->returned <= cutoff)) {
