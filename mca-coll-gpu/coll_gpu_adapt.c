@@ -80,20 +80,12 @@ void mca_coll_gpu_adapt_release(mca_coll_gpu_module_t *m)
     }
 }
 
-/* Test only: COLL_GPU_TEST_FAIL_STAGE=<rank in MPI_COMM_WORLD> fails this process's conversions,
- * as it fails its staging copies (coll_gpu_stage.c). */
-static bool adapt_fail_injected(void)
-{
-    static int target = -2;
-
-    return mca_coll_gpu_test_env_names_me("COLL_GPU_TEST_FAIL_STAGE", &target);
-}
-
 /* Pack (a->dev from the user's layout) or unpack (the other way), through host memory of its
  * own (schedule at the top of the file).  A failure is reported. */
 static int adapt_convert(struct ompi_communicator_t *comm, const char *what,
                          const coll_gpu_adapt_t *a, bool pack)
 {
+    static int fail_target = -2;
     coll_gpu_piece_t *pieces = NULL;
     int npieces = 0;
     ptrdiff_t lo;
@@ -107,7 +99,9 @@ static int adapt_convert(struct ompi_communicator_t *comm, const char *what,
     mca_coll_gpu_span(a->dtype, (size_t) a->count, &lo, &len);
     span = malloc(len);
     dense = malloc(a->bytes);
-    if (adapt_fail_injected()) {
+    /* test only: COLL_GPU_TEST_FAIL_STAGE=<rank in MPI_COMM_WORLD> fails this process's
+     * conversions, as it fails its staging copies (coll_gpu_stage.c) */
+    if (mca_coll_gpu_test_env_names_me("COLL_GPU_TEST_FAIL_STAGE", &fail_target)) {
         mca_coll_gpu_report_failure(what, comm, "staging of %zu B failed: injected by "
                                     "COLL_GPU_TEST_FAIL_STAGE (test only)", len);
         goto out;

@@ -27,9 +27,7 @@
  * the kernels take (coll_gpu_reduce.c checks) comes here; user ops stay staged.
  *
  * Whether a call comes here is decided from what every rank shares (the agreement, the
- * membership, the sizes, the parameters).  Log lines at COLL_GPU_LOG_CALL: "-> hierarchical:
- * ..." for these paths, "-> staged (spans nodes; ...)" where a spanning communicator's call
- * cannot take them.
+ * membership, the sizes, the parameters).
  */
 #include "ompi_config.h"
 

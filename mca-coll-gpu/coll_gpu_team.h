@@ -1,8 +1,8 @@
 /*
  * coll_gpu_team.h - the node team of a communicator: what the NVLink fast path needs.
  *
- * Built lazily on the first device-buffer call that the fast path takes, with two exchanges
- * through the saved host allgather:
+ * Built on the first device-buffer call that the fast path takes (the setup's two rounds:
+ * coll_gpu_team.c):
  *   - a control block in POSIX shared memory (created by rank 0, mapped by all): one
  *     cache-line record per rank with an arrival, a completion and a step counter, and the
  *     exported handles of the user buffers of the current call;
@@ -12,9 +12,6 @@
  *     the ring allreduce and the chain bcast walk;
  *   - a cache of our own exports, keyed by allocation base and buffer id; peers' buffers are
  *     mapped through the process's one table of mappings (coll_gpu_ipcmap.c).
- * A team exists only when every rank of the communicator is on this node and can map every
- * peer's memory; otherwise the calls stay on the staged path, permanently for that
- * communicator.
  */
 #ifndef MCA_COLL_GPU_TEAM_H
 #define MCA_COLL_GPU_TEAM_H

@@ -428,7 +428,6 @@ static ucs_status_t wait_bounded(void *req, double end)
     return st;
 }
 
-/* The endpoints are the process' (closed at finalize): only the communicator's table goes. */
 void mca_coll_gpu_ucx_comm_destroy(coll_gpu_ucx_comm_t *uc)
 {
     if (NULL != uc) {
