@@ -820,11 +820,10 @@ static int step_ring(coll_gpu_async_t *r)
         /* fall through */
     case PH_COPY:
     case PH_STREAM: { /* the copy rbuf = sbuf, or step k's work */
-        int q = dev_stream_query(t->stream);
-        if (1 == q) {
-            return ASYNC_PENDING;
+        int q = stream_poll(r);
+        if (ASYNC_READY != q) {
+            return q;
         }
-        ASYNC_CHECK(r, q);
         if (PH_COPY == r->phase) {
             ASYNC_CHECK(r, mca_coll_gpu_team_export(t, r->r.dev, r->count * r->esize,
                                                     &t->ctl->rank[t->rank].rbuf));
@@ -1141,7 +1140,11 @@ static int step_pipelined(coll_gpu_async_t *r)
             if (1 == q) {
                 break;
             }
-            ASYNC_CHECK(r, q);
+            if (DEV_OK != q) {
+                mca_coll_gpu_report_failure(r->what, r->comm, "a chain copy to this rank: %s",
+                                            dev_error_string());
+                return async_fail(r);
+            }
             ++r->complete;
             mca_coll_gpu_team_step(t, r->seq, r->complete);
             moved = true;
