@@ -16,7 +16,8 @@
 #                    ones pass device memory; -evenmemtype/-oddmemtype), CUDA built in, the cuda
 #                    device backend, under Open MPI's default coll list and under gpu,tuned
 # Environment: LIMIT (seconds a case, default 60), DEADLINE (seconds for the whole run, default
-# 1800: later cases are reported SKIP), CUDA_HOME (default /usr/local/cuda).
+# 1800: later cases are reported SKIP), ONLY (an extended regular expression: only the cases
+# whose line, "COLL np=N TEST ARGS", matches it), CUDA_HOME (default /usr/local/cuda).
 set -u
 src=$(cd "$1" && pwd) build=$(cd "$2" && pwd) out=$3 mode=${4:-kinds}
 mkdir -p "$out/bin/lib" "$out/logs" "$out/include" || exit 2
@@ -80,6 +81,9 @@ start=$(date +%s) n=0 pass=0 fail=0
 one() { # coll np test args...
     local coll=$1 np=$2 t=$3 r
     shift 3
+    if [ -n "${ONLY:-}" ] && ! echo "$coll np=$np $t $*" | grep -qE -- "$ONLY"; then
+        return
+    fi
     n=$((n + 1))
     if [ $(($(date +%s) - start)) -gt "${DEADLINE:-1800}" ]; then
         echo "SKIP (deadline) $coll np=$np $t $*" >>"$out/summary.txt"
