@@ -147,7 +147,10 @@
  * have been on the ready team; on a team a nonblocking call set up, a call without a GPU path
  * (the setup failed, the plan is staged) stays on the queue too and runs through the host with
  * coll/gpu's own messages (coll_gpu_fallback.c): when the setup's outcome becomes known differs
- * between ranks, so such calls must not go anywhere whose order that moment would change.
+ * between ranks, so such calls must not go anywhere whose order that moment would change.  Not
+ * for good: the next blocking call that needs the team waits for the setup's end on every rank
+ * (mca_coll_gpu_team_get), and from that call on, the same on every rank, the team is settled
+ * and such calls are staged as on any team.
  *
  * A persistent request's peer mappings are not held from one start to the next: the team's
  * export cache and the process's peer-mapping table (coll_gpu_ipcmap.c) already serve an
@@ -1761,8 +1764,8 @@ coll_gpu_team_t *mca_coll_gpu_team_get(mca_coll_gpu_module_t *m, struct ompi_com
     if (0 != round) {
         mca_coll_gpu_host_watch_end(&watch);
     }
+    t->settled = true;
     if (COLL_GPU_TEAM_READY == t->state) {
-        t->ready_everywhere = true;
         return t;
     }
     /* failed: a team that no queued call uses is given back now; one that a nonblocking call
@@ -1815,19 +1818,20 @@ static coll_gpu_team_t *select_nb(mca_coll_gpu_module_t *m, struct ompi_communic
     if (COLL_GPU_TEAM_READY == t->state && mca_coll_gpu_select_plan(t, coll, bytes, plan)) {
         /* the plan is the same on every rank: so is what follows (a plan without a
          * nonblocking form is staged; on a team a nonblocking call set up, through its
-         * queue) */
+         * queue, until a blocking call settled the setup on every rank) */
         if (call_alg(TOPO_COLL_BCAST == coll, plan, in_place, dt, alg)) {
             return t;
         }
-        if (!t->async_setup) {
+        if (!t->async_setup || t->settled) {
             return NULL;
         }
         *alg = ALG_DEFER;
         return t;
     }
-    /* a setup in flight, or one a nonblocking call began whose outcome (or plan) is no team:
-     * the call waits on the team's queue (a staged plan there runs through the host) */
-    if (COLL_GPU_TEAM_PENDING == t->state || t->async_setup) {
+    /* a setup in flight, or one a nonblocking call began whose outcome (or plan) is no team
+     * and that no blocking call has settled: the call waits on the team's queue (a staged plan
+     * there runs through the host); settled, it is staged as on any team */
+    if (COLL_GPU_TEAM_PENDING == t->state || (t->async_setup && !t->settled)) {
         *alg = ALG_DEFER; /* decided on the team's queue, once the setup has ended */
         snprintf(plan->reason, sizeof(plan->reason), "the node team's setup decides");
         return t;
@@ -2503,7 +2507,8 @@ int mca_coll_gpu_async_xcall(const coll_gpu_staged_call_t *c, bool *taken)
      * team that a blocking call found ready (then it is on every rank; a setup a nonblocking
      * call began may have ended on one rank and not on another), the communicator, the
      * parameters, and the call's signature, op and counts. */
-    if (m->inter || 2 > n || NULL == t || !t->ready_everywhere || t->size != n
+    if (m->inter || 2 > n || NULL == t || !t->settled || COLL_GPU_TEAM_READY != t->state
+        || t->size != n
         || mca_coll_gpu_spans_nodes(m, comm)) {
         return OMPI_SUCCESS;
     }

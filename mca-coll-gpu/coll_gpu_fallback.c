@@ -16,7 +16,8 @@
  *               receives, and its empty result fails the call on every rank
  *   bcast       the root sends to every other rank
  *
- * Linear: it serves only the calls queued on the rare teams that fail or have no peer access.
+ * Linear: it serves only the calls queued on the rare teams that fail or have no peer access,
+ * until a blocking call settles the team (coll_gpu_engine.c, select_nb).
  */
 #include "ompi_config.h"
 

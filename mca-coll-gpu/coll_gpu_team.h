@@ -201,10 +201,11 @@ typedef struct coll_gpu_team_t {
      * coll_gpu_engine.c), since when the outcome becomes known differs between ranks. */
     coll_gpu_team_setup_t *setup;
     bool async_setup;
-    /* A blocking call found the team ready (mca_coll_gpu_team_get): every rank makes that call
-     * in the same order, so from it on the team is ready on every rank, whoever began the
-     * setup; what a nonblocking call may decide from alone (mca_coll_gpu_async_xcall). */
-    bool ready_everywhere;
+    /* A blocking call waited for the setup's end (mca_coll_gpu_team_get): every rank makes that
+     * call in the same order, so from it on every rank knows the outcome, whoever began the
+     * setup, and a nonblocking call may decide from it alone (select_nb, an exchange's
+     * mca_coll_gpu_async_xcall): no more queueing for a setup a nonblocking call began. */
+    bool settled;
 } coll_gpu_team_t;
 
 #endif /* MCA_COLL_GPU_TEAM_H */

@@ -11,7 +11,7 @@
 # Nonblocking calls started in different orders on two fresh communicators (legal MPI) hung
 # while the first MPI_Iallreduce / MPI_Ibcast on device buffers built its node team with a
 # blocking exchange; they run here on the team's path, and with a setup that fails (every call
-# queued then takes the host fallback).
+# queued then takes the host fallback, until a blocking call settles the setup).
 . "$(dirname "$0")/mpitest.sh"
 : "${COLL_GPU_TEST_TIMEOUT:=300}"
 export COLL_GPU_TEST_TIMEOUT
@@ -97,4 +97,13 @@ for mode in "crossed agreed" "many 300" any; do
     [ "$n" -gt 0 ]
     t_ok $? "3 ranks, rank 1's team setup fails, test_robust $mode: $n calls took the host fallback"
 done
+# ... and not for good: a blocking device allreduce settles the failed setup on every rank, the
+# two calls queued before it took the host fallback, the six after it are staged as on any
+# communicator without a team (before: all eight through the fallback, 24 lines)
+COLL_GPU_MPIRUN_ARGS="--mca coll_gpu_test_fail_team 1 --mca coll_gpu_verbose 10" \
+    run 3 true "auto auto" settled 3
+n=$(grep -ac "through the host with coll/gpu's own messages" "$log")
+s=$(grep -ac "coll:gpu:i[a-z]* (cid [0-9]*): rank [0-9]*: .* -> staged (nonblocking)" "$log")
+t_ok $((n != 6 || s != 18)) "3 ranks, rank 1's team setup fails, test_robust settled 3: the calls \
+before the blocking allreduce through the host fallback ($n of 6 lines), after it staged ($s of 18)"
 t_done

@@ -35,6 +35,10 @@
  *                         buffers), all used twice
  *   test_robust reducefirst  a host MPI_Reduce as a fresh dup's first collective, then device
  *                         MPI_Iallreduce and MPI_Ibcast there (the reduce agrees on the kinds)
+ *   test_robust settled [N]  a fresh dup's first device calls nonblocking (they begin its node
+ *                         team's setup), then a blocking device allreduce (it settles the
+ *                         setup on every rank), then N (default 3) rounds of MPI_Iallreduce and
+ *                         MPI_Ibcast
  *   test_robust stale     names in /dev/shm that a killed process with this process' pid left
  *                         (pids wrap): device allreduce and bcast on world and a dup right
  *   test_robust threads   MPI_THREAD_MULTIPLE: 3 threads, each on its own dup of world, loop
@@ -1127,6 +1131,51 @@ static void case_crossed(bool warm, bool agreed)
     MPI_Comm_free(&ab[1]);
 }
 
+/* ---- settled ------------------------------------------------------------------------------- */
+
+/* A fresh dup's first device calls are nonblocking, so they begin its node team's setup and wait
+ * on its queue (with coll_gpu_uniform_buffers=true they take the team's path from the first
+ * call); then a blocking device allreduce, which waits for the setup's end on every rank; then
+ * rounds more nonblocking calls.  With a setup that fails (robust.sh: coll_gpu_test_fail_team)
+ * the queued calls go through the host with coll/gpu's own messages, and the ones after the
+ * blocking call are staged as on any communicator without a team: robust.sh counts the log's
+ * lines of each.  Every answer right. */
+static void case_settled(int rounds)
+{
+    char diag[MT_DIAG_LEN] = "";
+    call_t c[2], w;
+    MPI_Comm dup;
+    int made, ok;
+
+    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+    mt_set_case("settled: the first device calls nonblocking");
+    made = call_start_at(&c[0], K_ALLREDUCE, dup, 4099, 0, MT_KIND_DEVICE, 700, false);
+    made = call_start_at(&c[1], K_BCAST, dup, 1021, mt_size - 1, MT_KIND_DEVICE, 701, false)
+           && made;
+    wait_all(c, made ? 2 : 0);
+    ok = check_all_calls(c, made ? 2 : 0, diag) && made;
+    mt_check(ok, diag, "settled: a device MPI_Iallreduce and MPI_Ibcast as a dup's first calls: "
+                       "right");
+    mt_set_case("settled: a blocking device allreduce");
+    made = call_start_at(&w, K_ALLREDUCE, dup, 1021, 0, MT_KIND_DEVICE, 702, true);
+    mt_check(made && check_all_calls(&w, made ? 1 : 0, diag), diag,
+             "settled: then a blocking device MPI_Allreduce: right");
+    ok = 1;
+    mt_set_case("settled: nonblocking calls after it");
+    for (int i = 0; i < rounds; ++i) {
+        unsigned k = 710u + 2u * (unsigned) i;
+        made = call_start_at(&c[0], K_ALLREDUCE, dup, 4099, 0, MT_KIND_DEVICE, k, false);
+        made = call_start_at(&c[1], K_BCAST, dup, 1021, i % mt_size, MT_KIND_DEVICE, k + 1,
+                             false)
+               && made;
+        wait_all(c, made ? 2 : 0);
+        ok = check_all_calls(c, made ? 2 : 0, diag) && made && ok;
+    }
+    mt_check(ok, diag, "settled: then %d rounds of a device MPI_Iallreduce and MPI_Ibcast: right",
+             rounds);
+    MPI_Comm_free(&dup);
+}
+
 /* ---- kinds --------------------------------------------------------------------------------- */
 
 typedef enum {
@@ -1361,6 +1410,8 @@ int main(int argc, char **argv)
         case_comms(2 < argc ? atoi(argv[2]) : 300);
     } else if (0 == strcmp(mode, "reducefirst")) {
         case_reduce_first();
+    } else if (0 == strcmp(mode, "settled")) {
+        case_settled((2 < argc) ? atoi(argv[2]) : 3);
     } else if (0 == strcmp(mode, "stale")) {
         case_stale();
     } else if (0 == strcmp(mode, "crossed")) {
