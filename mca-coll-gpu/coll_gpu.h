@@ -254,8 +254,6 @@ typedef struct mca_coll_gpu_module_t {
     int n_gap_modules;
 } mca_coll_gpu_module_t;
 
-OBJ_CLASS_DECLARATION(mca_coll_gpu_module_t);
-
 /* ---- component / module lifecycle (coll_gpu_module.c) ---- */
 int mca_coll_gpu_init_query(bool enable_progress_threads, bool enable_mpi_threads);
 mca_coll_base_module_t *mca_coll_gpu_comm_query(struct ompi_communicator_t *comm, int *priority);
@@ -320,8 +318,6 @@ bool mca_coll_gpu_team_any_failed(coll_gpu_team_t *t, uint64_t seq);
 /* Step counters of the ring allreduce and chain bcast (COLL_GPU_STEP in coll_gpu_team.h). */
 void mca_coll_gpu_team_step(coll_gpu_team_t *t, uint64_t seq, uint64_t step);
 bool mca_coll_gpu_team_step_reached(coll_gpu_team_t *t, int peer, uint64_t seq, uint64_t step);
-/* Summarise the team's GPUs for selection (rank 0, at setup). */
-void mca_coll_gpu_team_summary(coll_gpu_team_t *t, topo_team_info_t *info, int *ring);
 /* Publish a device buffer of this rank to the team (exported once per allocation and kept),
  * stamped with the team's current call and the bytes that call uses from ptr on.
  * A dev_status_t: DEV_ERR_UNSUPPORTED, with no export attempted, for memory the legacy IPC
@@ -783,9 +779,6 @@ int mca_coll_gpu_stage_in(mca_coll_gpu_module_t *module, int slot, const void *u
  * dev_error_string() says which); *failed_len is that copy's length. */
 int mca_coll_gpu_stage_copy(const coll_gpu_staged_t *staged, bool to_bounce, dev_stream_t *stream,
                             int *enqueued, size_t *failed_len);
-/* Copy the bounce range back to device memory (when copy_out) and give the bounce memory back. */
-int mca_coll_gpu_stage_out(mca_coll_gpu_module_t *module, coll_gpu_staged_t *staged,
-                           bool copy_out, struct ompi_communicator_t *comm, const char *what);
 /* Give the bounce memory back without copying (what stage_out does after its copy); inside a
  * completion (mca_coll_gpu_pinned_completion_enter) without a blocking driver call. */
 void mca_coll_gpu_stage_release(coll_gpu_staged_t *staged);
@@ -832,15 +825,6 @@ int mca_coll_gpu_layout_pieces(const void *buf, coll_gpu_layout_t layout, ptrdif
 int mca_coll_gpu_pieces_copy(void *user, char *image, ptrdiff_t lo, size_t len,
                              const coll_gpu_piece_t *pieces, int npieces, bool to_image,
                              size_t *failed_len);
-
-/* Stage a buffer for a host collective.  A WRITE-only buffer is copied in as well when its
- * layout has holes (derived types, v blocks) so that the holes go back unchanged.  A span that
- * crosses allocations or memory kinds is copied in pieces (mca_coll_gpu_layout_pieces); kind is
- * the layout's (mca_coll_gpu_layout_kind). */
-int mca_coll_gpu_stage_buf(mca_coll_gpu_module_t *module, int slot, const void *buf,
-                           dev_mem_kind_t kind, coll_gpu_layout_t layout, coll_gpu_dir_t dir,
-                           struct ompi_communicator_t *comm, const char *what,
-                           coll_gpu_staged_t *out);
 
 /* One buffer of a call as staging takes it: a layout that the call uses as dir says, or (span)
  * the union [lo, lo + len) of per-block types' blocks (the w collectives), copied whole both
@@ -976,29 +960,10 @@ static inline bool mca_coll_gpu_is_idle(int root)
     return MPI_PROC_NULL == root;
 }
 
-/* How many blocks a rank exchanges with "every other rank": the remote group's size on an
- * intercommunicator (allgather, alltoall, a root's gather and scatter), else the size. */
-static inline int mca_coll_gpu_peers(struct ompi_communicator_t *comm)
-{
-    return OMPI_COMM_IS_INTER(comm) ? ompi_comm_remote_size(comm) : ompi_comm_size(comm);
-}
-
 /* The first failure of two. */
 static inline int mca_coll_gpu_first_error(int rc, int rc2)
 {
     return (OMPI_SUCCESS != rc) ? rc : rc2;
-}
-
-/* ---- collectives (one entry file per family) ---- */
-
-/* A buffer the team's zero-copy path can take in place: device memory proper that the legacy
- * IPC can export.  Managed and host memory cannot be exported, nor can stream-ordered pool
- * memory (cudaMallocAsync) and VMM memory (cuMemCreate + cuMemMap).  Exportability is local to
- * a rank, so it never decides the path of a call: on the team path such a rank goes through a
- * device temporary of its own (coll_gpu_adapt.c). */
-static inline bool mca_coll_gpu_team_buffer(const void *ptr)
-{
-    return DEV_MEM_DEVICE == mca_coll_gpu_classify(ptr) && dev_mem_ipc_capable(ptr);
 }
 
 /* Seconds on the monotonic clock (the hang watches, the timeouts). */
