@@ -249,8 +249,8 @@ typedef struct mca_coll_gpu_module_t {
     /* The sub-communicators and UCX endpoints of a communicator spanning nodes. */
     coll_gpu_hier_t *hier;
 
-    /* Modules created to fill slots nothing else provides (see coll_gpu_gapfill.c). */
-    mca_coll_base_module_t *gap_modules[5]; /* one per provider (coll_gpu_gapfill.c) */
+    /* Modules created to fill slots nothing else provides, one per provider (coll_gpu_gapfill.c) */
+    mca_coll_base_module_t *gap_modules[5];
     int n_gap_modules;
 } mca_coll_gpu_module_t;
 
@@ -439,7 +439,6 @@ int mca_coll_gpu_nvl_xstep_move(coll_gpu_team_t *t, uint64_t seq, const coll_gpu
 /* The device side's own state of a team (streams, events, mapped words, staging memory), made
  * on first use; released with the team (coll_gpu_team.c). */
 void mca_coll_gpu_nvl_release(coll_gpu_team_t *t);
-/* Bytes of one rank's piece in the fused allreduce's slot (0: the slot is too small for it). */
 size_t mca_coll_gpu_nvl_fused_cap(const coll_gpu_team_t *t);
 /* The fused allreduce (its schedule: coll_gpu_engine.c): launch one piece of
  * call seq on the team's stream without waiting (abandon: the emulated kernel's callback, dev.h);
@@ -496,9 +495,8 @@ void mca_coll_gpu_async_pause(unsigned *spins);
 void mca_coll_gpu_async_finalize(void);
 
 /* ---- selection (coll_gpu_select.c) ---- */
-/* The device-layer element type, op and element count of a reduction of count elements of
- * dtype, from the type's signature (never its handle or layout); NULL when the kernels take it,
- * else why not (user-defined ops, long double, mixed basic types, padded MINLOC pairs ...). */
+/* NULL when the kernels take count x dtype reduced with op (dt, dop, nelems say how), else why
+ * not (coll_gpu_select.c). */
 const char *mca_coll_gpu_map_reduction(struct ompi_datatype_t *dtype, size_t count,
                                        struct ompi_op_t *op, dev_dtype_t *dt, dev_op_t *dop,
                                        size_t *nelems);
@@ -513,9 +511,6 @@ void mca_coll_gpu_select_no_team(topo_plan_t *plan);
 /* The plan of a call on a ready team; false when it is staged. */
 bool mca_coll_gpu_select_plan(coll_gpu_team_t *t, topo_coll_t coll, size_t bytes,
                               topo_plan_t *plan);
-/* An allreduce plan for this call, from what the table does not see and every rank shares
- * (in place, checked by the team's agreement; the element type): in place, one-shot becomes
- * two-shot, which needs no copy; 16-bit floats get the whole GPU's blocks. */
 void mca_coll_gpu_plan_for_call(topo_plan_t *plan, bool in_place, dev_dtype_t dt);
 
 /* ---- one rank's buffers on the agreed path (coll_gpu_adapt.c) ---- */
@@ -1127,6 +1122,19 @@ typedef struct coll_gpu_staged_call_t {
 /* The type and count of a call with one of each (the reductions, MPI_Bcast). */
 #define COLL_GPU_ONE_TYPE(dt, cnt) .sdtype = (dt), .rdtype = (dt), .scount = (cnt), .rcount = (cnt)
 
+/* The params and fields of COLL_GPU_ENTRIES shared by several calls: one count and type per
+ * side (allgather, alltoall, their neighborhood forms; gather and scatter add a root), and a
+ * reduction of count x dtype (scan, exscan, MPI_Iallreduce; MPI_Reduce adds a root). */
+#define COLL_GPU_P_EACH                                                                      \
+    const void *sbuf, int scount, struct ompi_datatype_t *sdtype, void *rbuf, int rcount,    \
+        struct ompi_datatype_t *rdtype
+#define COLL_GPU_F_EACH                                                                      \
+    .sbuf = sbuf, .scount = scount, .sdtype = sdtype, .rbuf = rbuf, .rcount = rcount,        \
+    .rdtype = rdtype
+#define COLL_GPU_P_REDUCTION \
+    const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype, struct ompi_op_t *op
+#define COLL_GPU_F_REDUCTION .sbuf = sbuf, .rbuf = rbuf, COLL_GPU_ONE_TYPE(dtype, count), .op = op
+
 /* Run a call on the host: straight to the saved function when every buffer that matters on
  * this rank is host memory, else staged through bounce memory and completed in c's mode. */
 int mca_coll_gpu_staged(const coll_gpu_staged_call_t *c);
@@ -1162,9 +1170,7 @@ bool mca_coll_gpu_xcall_host(const coll_gpu_staged_call_t *c);
  * allgather, node leaders over UCX, node bcast where the hierarchical path is set up, else
  * staged (coll_gpu_hier_exchange.c). */
 int mca_coll_gpu_hier_allgather(coll_gpu_staged_call_t *c);
-/* A reduce-scatter on device memory of a communicator on which the hierarchical path is usable
- * (agreed; the kernels take dtype and op for total <= INT_MAX elements): the hierarchical
- * allreduce into a device scratch, then this rank's piece (coll_gpu_hier_exchange.c). */
+/* A reduce-scatter across nodes (coll_gpu_hier_exchange.c). */
 int mca_coll_gpu_hier_reduce_scatter(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
                                      const char *what, const void *sbuf, void *rbuf,
                                      size_t total, size_t before, int mine,
