@@ -1176,7 +1176,6 @@ int mca_coll_gpu_hier_reduce_scatter(mca_coll_gpu_module_t *m, struct ompi_commu
                                      size_t total, size_t before, int mine,
                                      struct ompi_datatype_t *dtype, struct ompi_op_t *op);
 
-/* Log at a verbosity level on the component's stream. */
 #define COLL_GPU_VERBOSE(level, ...) \
     opal_output_verbose((level), mca_coll_gpu_component.output, __VA_ARGS__)
 

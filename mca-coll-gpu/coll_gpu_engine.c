@@ -1234,17 +1234,11 @@ static int step_agree(coll_gpu_async_t *r)
         }
         return ASYNC_AGAIN;
     }
-    if (0 == r->bytes) {
-        r->alg = ALG_BC_EMPTY;
-    } else if (TOPO_BC_PULL == r->plan.alg) {
-        r->alg = ALG_BC_PULL;
-    } else if (TOPO_BC_CHAIN == r->plan.alg) {
-        r->alg = ALG_BC_CHAIN;
-    } else if (TOPO_BC_TREE == r->plan.alg) {
-        r->alg = ALG_BC_TREE;
-    } else {
-        r->alg = ALG_BC_PUSH;
-    }
+    r->alg = (0 == r->bytes)                  ? ALG_BC_EMPTY
+             : (TOPO_BC_PULL == r->plan.alg)  ? ALG_BC_PULL
+             : (TOPO_BC_CHAIN == r->plan.alg) ? ALG_BC_CHAIN
+             : (TOPO_BC_TREE == r->plan.alg)  ? ALG_BC_TREE
+                                              : ALG_BC_PUSH;
     return ASYNC_AGAIN;
 }
 
