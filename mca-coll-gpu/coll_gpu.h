@@ -249,12 +249,10 @@ typedef struct mca_coll_gpu_module_t {
     /* The sub-communicators and UCX endpoints of a communicator spanning nodes. */
     coll_gpu_hier_t *hier;
 
-    /* Modules created to fill slots nothing else provides (see coll_gpu_gapfill.c). */
-    mca_coll_base_module_t *gap_modules[5]; /* one per provider (coll_gpu_gapfill.c) */
+    /* Modules created to fill slots nothing else provides, one per provider (coll_gpu_gapfill.c) */
+    mca_coll_base_module_t *gap_modules[5];
     int n_gap_modules;
 } mca_coll_gpu_module_t;
-
-OBJ_CLASS_DECLARATION(mca_coll_gpu_module_t);
 
 /* ---- component / module lifecycle (coll_gpu_module.c) ---- */
 int mca_coll_gpu_init_query(bool enable_progress_threads, bool enable_mpi_threads);
@@ -320,8 +318,6 @@ bool mca_coll_gpu_team_any_failed(coll_gpu_team_t *t, uint64_t seq);
 /* Step counters of the ring allreduce and chain bcast (COLL_GPU_STEP in coll_gpu_team.h). */
 void mca_coll_gpu_team_step(coll_gpu_team_t *t, uint64_t seq, uint64_t step);
 bool mca_coll_gpu_team_step_reached(coll_gpu_team_t *t, int peer, uint64_t seq, uint64_t step);
-/* Summarise the team's GPUs for selection (rank 0, at setup). */
-void mca_coll_gpu_team_summary(coll_gpu_team_t *t, topo_team_info_t *info, int *ring);
 /* Publish a device buffer of this rank to the team (exported once per allocation and kept),
  * stamped with the team's current call and the bytes that call uses from ptr on.
  * A dev_status_t: DEV_ERR_UNSUPPORTED, with no export attempted, for memory the legacy IPC
@@ -443,7 +439,6 @@ int mca_coll_gpu_nvl_xstep_move(coll_gpu_team_t *t, uint64_t seq, const coll_gpu
 /* The device side's own state of a team (streams, events, mapped words, staging memory), made
  * on first use; released with the team (coll_gpu_team.c). */
 void mca_coll_gpu_nvl_release(coll_gpu_team_t *t);
-/* Bytes of one rank's piece in the fused allreduce's slot (0: the slot is too small for it). */
 size_t mca_coll_gpu_nvl_fused_cap(const coll_gpu_team_t *t);
 /* The fused allreduce (its schedule: coll_gpu_engine.c): launch one piece of
  * call seq on the team's stream without waiting (abandon: the emulated kernel's callback, dev.h);
@@ -500,9 +495,8 @@ void mca_coll_gpu_async_pause(unsigned *spins);
 void mca_coll_gpu_async_finalize(void);
 
 /* ---- selection (coll_gpu_select.c) ---- */
-/* The device-layer element type, op and element count of a reduction of count elements of
- * dtype, from the type's signature (never its handle or layout); NULL when the kernels take it,
- * else why not (user-defined ops, long double, mixed basic types, padded MINLOC pairs ...). */
+/* NULL when the kernels take count x dtype reduced with op (dt, dop, nelems say how), else why
+ * not (coll_gpu_select.c). */
 const char *mca_coll_gpu_map_reduction(struct ompi_datatype_t *dtype, size_t count,
                                        struct ompi_op_t *op, dev_dtype_t *dt, dev_op_t *dop,
                                        size_t *nelems);
@@ -517,9 +511,6 @@ void mca_coll_gpu_select_no_team(topo_plan_t *plan);
 /* The plan of a call on a ready team; false when it is staged. */
 bool mca_coll_gpu_select_plan(coll_gpu_team_t *t, topo_coll_t coll, size_t bytes,
                               topo_plan_t *plan);
-/* An allreduce plan for this call, from what the table does not see and every rank shares
- * (in place, checked by the team's agreement; the element type): in place, one-shot becomes
- * two-shot, which needs no copy; 16-bit floats get the whole GPU's blocks. */
 void mca_coll_gpu_plan_for_call(topo_plan_t *plan, bool in_place, dev_dtype_t dt);
 
 /* ---- one rank's buffers on the agreed path (coll_gpu_adapt.c) ---- */
@@ -783,9 +774,6 @@ int mca_coll_gpu_stage_in(mca_coll_gpu_module_t *module, int slot, const void *u
  * dev_error_string() says which); *failed_len is that copy's length. */
 int mca_coll_gpu_stage_copy(const coll_gpu_staged_t *staged, bool to_bounce, dev_stream_t *stream,
                             int *enqueued, size_t *failed_len);
-/* Copy the bounce range back to device memory (when copy_out) and give the bounce memory back. */
-int mca_coll_gpu_stage_out(mca_coll_gpu_module_t *module, coll_gpu_staged_t *staged,
-                           bool copy_out, struct ompi_communicator_t *comm, const char *what);
 /* Give the bounce memory back without copying (what stage_out does after its copy); inside a
  * completion (mca_coll_gpu_pinned_completion_enter) without a blocking driver call. */
 void mca_coll_gpu_stage_release(coll_gpu_staged_t *staged);
@@ -832,15 +820,6 @@ int mca_coll_gpu_layout_pieces(const void *buf, coll_gpu_layout_t layout, ptrdif
 int mca_coll_gpu_pieces_copy(void *user, char *image, ptrdiff_t lo, size_t len,
                              const coll_gpu_piece_t *pieces, int npieces, bool to_image,
                              size_t *failed_len);
-
-/* Stage a buffer for a host collective.  A WRITE-only buffer is copied in as well when its
- * layout has holes (derived types, v blocks) so that the holes go back unchanged.  A span that
- * crosses allocations or memory kinds is copied in pieces (mca_coll_gpu_layout_pieces); kind is
- * the layout's (mca_coll_gpu_layout_kind). */
-int mca_coll_gpu_stage_buf(mca_coll_gpu_module_t *module, int slot, const void *buf,
-                           dev_mem_kind_t kind, coll_gpu_layout_t layout, coll_gpu_dir_t dir,
-                           struct ompi_communicator_t *comm, const char *what,
-                           coll_gpu_staged_t *out);
 
 /* One buffer of a call as staging takes it: a layout that the call uses as dir says, or (span)
  * the union [lo, lo + len) of per-block types' blocks (the w collectives), copied whole both
@@ -976,29 +955,10 @@ static inline bool mca_coll_gpu_is_idle(int root)
     return MPI_PROC_NULL == root;
 }
 
-/* How many blocks a rank exchanges with "every other rank": the remote group's size on an
- * intercommunicator (allgather, alltoall, a root's gather and scatter), else the size. */
-static inline int mca_coll_gpu_peers(struct ompi_communicator_t *comm)
-{
-    return OMPI_COMM_IS_INTER(comm) ? ompi_comm_remote_size(comm) : ompi_comm_size(comm);
-}
-
 /* The first failure of two. */
 static inline int mca_coll_gpu_first_error(int rc, int rc2)
 {
     return (OMPI_SUCCESS != rc) ? rc : rc2;
-}
-
-/* ---- collectives (one entry file per family) ---- */
-
-/* A buffer the team's zero-copy path can take in place: device memory proper that the legacy
- * IPC can export.  Managed and host memory cannot be exported, nor can stream-ordered pool
- * memory (cudaMallocAsync) and VMM memory (cuMemCreate + cuMemMap).  Exportability is local to
- * a rank, so it never decides the path of a call: on the team path such a rank goes through a
- * device temporary of its own (coll_gpu_adapt.c). */
-static inline bool mca_coll_gpu_team_buffer(const void *ptr)
-{
-    return DEV_MEM_DEVICE == mca_coll_gpu_classify(ptr) && dev_mem_ipc_capable(ptr);
 }
 
 /* Seconds on the monotonic clock (the hang watches, the timeouts). */
@@ -1162,6 +1122,19 @@ typedef struct coll_gpu_staged_call_t {
 /* The type and count of a call with one of each (the reductions, MPI_Bcast). */
 #define COLL_GPU_ONE_TYPE(dt, cnt) .sdtype = (dt), .rdtype = (dt), .scount = (cnt), .rcount = (cnt)
 
+/* The params and fields of COLL_GPU_ENTRIES shared by several calls: one count and type per
+ * side (allgather, alltoall, their neighborhood forms; gather and scatter add a root), and a
+ * reduction of count x dtype (scan, exscan, MPI_Iallreduce; MPI_Reduce adds a root). */
+#define COLL_GPU_P_EACH                                                                      \
+    const void *sbuf, int scount, struct ompi_datatype_t *sdtype, void *rbuf, int rcount,    \
+        struct ompi_datatype_t *rdtype
+#define COLL_GPU_F_EACH                                                                      \
+    .sbuf = sbuf, .scount = scount, .sdtype = sdtype, .rbuf = rbuf, .rcount = rcount,        \
+    .rdtype = rdtype
+#define COLL_GPU_P_REDUCTION \
+    const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype, struct ompi_op_t *op
+#define COLL_GPU_F_REDUCTION .sbuf = sbuf, .rbuf = rbuf, COLL_GPU_ONE_TYPE(dtype, count), .op = op
+
 /* Run a call on the host: straight to the saved function when every buffer that matters on
  * this rank is host memory, else staged through bounce memory and completed in c's mode. */
 int mca_coll_gpu_staged(const coll_gpu_staged_call_t *c);
@@ -1197,15 +1170,12 @@ bool mca_coll_gpu_xcall_host(const coll_gpu_staged_call_t *c);
  * allgather, node leaders over UCX, node bcast where the hierarchical path is set up, else
  * staged (coll_gpu_hier_exchange.c). */
 int mca_coll_gpu_hier_allgather(coll_gpu_staged_call_t *c);
-/* A reduce-scatter on device memory of a communicator on which the hierarchical path is usable
- * (agreed; the kernels take dtype and op for total <= INT_MAX elements): the hierarchical
- * allreduce into a device scratch, then this rank's piece (coll_gpu_hier_exchange.c). */
+/* A reduce-scatter across nodes (coll_gpu_hier_exchange.c). */
 int mca_coll_gpu_hier_reduce_scatter(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
                                      const char *what, const void *sbuf, void *rbuf,
                                      size_t total, size_t before, int mine,
                                      struct ompi_datatype_t *dtype, struct ompi_op_t *op);
 
-/* Log at a verbosity level on the component's stream. */
 #define COLL_GPU_VERBOSE(level, ...) \
     opal_output_verbose((level), mca_coll_gpu_component.output, __VA_ARGS__)
 

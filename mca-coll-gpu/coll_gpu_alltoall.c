@@ -15,10 +15,7 @@
 #include "coll_gpu.h"
 
 COLL_GPU_ENTRIES(alltoall, ALLTOALL, mca_coll_gpu_exchange, mca_coll_gpu_exchange_async,
-                 (const void *sbuf, int scount, struct ompi_datatype_t *sdtype, void *rbuf,
-                  int rcount, struct ompi_datatype_t *rdtype),
-                 (.sbuf = sbuf, .scount = scount, .sdtype = sdtype, .rbuf = rbuf,
-                  .rcount = rcount, .rdtype = rdtype))
+                 (COLL_GPU_P_EACH), (COLL_GPU_F_EACH))
 
 COLL_GPU_ENTRIES(alltoallv, ALLTOALLV, mca_coll_gpu_exchange, mca_coll_gpu_exchange_async,
                  (const void *sbuf, const int *scounts, const int *sdisps,

@@ -1237,17 +1237,11 @@ static int step_agree(coll_gpu_async_t *r)
         }
         return ASYNC_AGAIN;
     }
-    if (0 == r->bytes) {
-        r->alg = ALG_BC_EMPTY;
-    } else if (TOPO_BC_PULL == r->plan.alg) {
-        r->alg = ALG_BC_PULL;
-    } else if (TOPO_BC_CHAIN == r->plan.alg) {
-        r->alg = ALG_BC_CHAIN;
-    } else if (TOPO_BC_TREE == r->plan.alg) {
-        r->alg = ALG_BC_TREE;
-    } else {
-        r->alg = ALG_BC_PUSH;
-    }
+    r->alg = (0 == r->bytes)                  ? ALG_BC_EMPTY
+             : (TOPO_BC_PULL == r->plan.alg)  ? ALG_BC_PULL
+             : (TOPO_BC_CHAIN == r->plan.alg) ? ALG_BC_CHAIN
+             : (TOPO_BC_TREE == r->plan.alg)  ? ALG_BC_TREE
+                                              : ALG_BC_PUSH;
     return ASYNC_AGAIN;
 }
 
@@ -2049,15 +2043,17 @@ static void bcast_begin(coll_gpu_async_t *r, int prior_rc)
 }
 
 /* A side of an exchange used where it is: its element type is dense and each of its nblocks
- * blocks with bytes is device memory (lent: that the team can export), so peers read from or
- * write into the user's buffer directly; else it goes through its view, packed. */
+ * blocks with bytes is device memory (lent: that the legacy IPC can export, which pool, VMM
+ * and managed memory are not), so peers read from or write into the user's buffer directly;
+ * else it goes through its view, packed.  Exportability is local to a rank: it never decides
+ * the path of a call, only whether this rank's side needs a temporary. */
 static bool xcall_direct(const char *buf, bool dense, const int64_t *at, const uint64_t *len,
                          int nblocks, bool lent)
 {
     for (int p = 0; p < nblocks && dense; ++p) {
         const char *b = buf + at[p];
-        if (0 < len[p] && (lent ? !mca_coll_gpu_team_buffer(b)
-                                : DEV_MEM_DEVICE != mca_coll_gpu_classify(b))) {
+        if (0 < len[p] && (DEV_MEM_DEVICE != mca_coll_gpu_classify(b)
+                           || (lent && !dev_mem_ipc_capable(b)))) {
             return false;
         }
     }

@@ -18,10 +18,7 @@
 #include "coll_gpu.h"
 
 COLL_GPU_ENTRIES(gather, GATHER, mca_coll_gpu_staged, mca_coll_gpu_staged,
-                 (const void *sbuf, int scount, struct ompi_datatype_t *sdtype, void *rbuf,
-                  int rcount, struct ompi_datatype_t *rdtype, int root),
-                 (.sbuf = sbuf, .scount = scount, .sdtype = sdtype, .rbuf = rbuf,
-                  .rcount = rcount, .rdtype = rdtype, .root = root))
+                 (COLL_GPU_P_EACH, int root), (COLL_GPU_F_EACH, .root = root))
 
 COLL_GPU_ENTRIES(gatherv, GATHERV, mca_coll_gpu_staged, mca_coll_gpu_staged,
                  (const void *sbuf, int scount, struct ompi_datatype_t *sdtype, void *rbuf,
@@ -30,10 +27,7 @@ COLL_GPU_ENTRIES(gatherv, GATHERV, mca_coll_gpu_staged, mca_coll_gpu_staged,
                   .rcounts = rcounts, .rdispls = disps, .rdtype = rdtype, .root = root))
 
 COLL_GPU_ENTRIES(allgather, ALLGATHER, mca_coll_gpu_exchange, mca_coll_gpu_exchange_async,
-                 (const void *sbuf, int scount, struct ompi_datatype_t *sdtype, void *rbuf,
-                  int rcount, struct ompi_datatype_t *rdtype),
-                 (.sbuf = sbuf, .scount = scount, .sdtype = sdtype, .rbuf = rbuf,
-                  .rcount = rcount, .rdtype = rdtype))
+                 (COLL_GPU_P_EACH), (COLL_GPU_F_EACH))
 
 COLL_GPU_ENTRIES(allgatherv, ALLGATHERV, mca_coll_gpu_exchange, mca_coll_gpu_exchange_async,
                  (const void *sbuf, int scount, struct ompi_datatype_t *sdtype, void *rbuf,

@@ -87,8 +87,8 @@ static void gpu_module_release(mca_coll_gpu_module_t *module)
     mca_coll_gpu_kinds_release(module);
 }
 
-OBJ_CLASS_INSTANCE(mca_coll_gpu_module_t, mca_coll_base_module_t, gpu_module_construct,
-                   gpu_module_release);
+static OBJ_CLASS_INSTANCE(mca_coll_gpu_module_t, mca_coll_base_module_t, gpu_module_construct,
+                          gpu_module_release);
 
 /* Does the test-only switch COLL_GPU_TEST_NO_DEVICE name this process?  mpirun tells each
  * process its rank in MPI_COMM_WORLD through OMPI_COMM_WORLD_RANK before MPI_Init. */

@@ -27,10 +27,7 @@
 #include "coll_gpu.h"
 
 COLL_GPU_ENTRIES(neighbor_allgather, NEIGHBOR_ALLGATHER, mca_coll_gpu_staged, mca_coll_gpu_staged,
-                 (const void *sbuf, int scount, struct ompi_datatype_t *sdtype, void *rbuf,
-                  int rcount, struct ompi_datatype_t *rdtype),
-                 (.sbuf = sbuf, .scount = scount, .sdtype = sdtype, .rbuf = rbuf,
-                  .rcount = rcount, .rdtype = rdtype))
+                 (COLL_GPU_P_EACH), (COLL_GPU_F_EACH))
 
 COLL_GPU_ENTRIES(neighbor_allgatherv, NEIGHBOR_ALLGATHERV, mca_coll_gpu_staged,
                  mca_coll_gpu_staged,
@@ -40,10 +37,7 @@ COLL_GPU_ENTRIES(neighbor_allgatherv, NEIGHBOR_ALLGATHERV, mca_coll_gpu_staged,
                   .rcounts = rcounts, .rdispls = disps, .rdtype = rdtype))
 
 COLL_GPU_ENTRIES(neighbor_alltoall, NEIGHBOR_ALLTOALL, mca_coll_gpu_staged, mca_coll_gpu_staged,
-                 (const void *sbuf, int scount, struct ompi_datatype_t *sdtype, void *rbuf,
-                  int rcount, struct ompi_datatype_t *rdtype),
-                 (.sbuf = sbuf, .scount = scount, .sdtype = sdtype, .rbuf = rbuf,
-                  .rcount = rcount, .rdtype = rdtype))
+                 (COLL_GPU_P_EACH), (COLL_GPU_F_EACH))
 
 COLL_GPU_ENTRIES(neighbor_alltoallv, NEIGHBOR_ALLTOALLV, mca_coll_gpu_staged, mca_coll_gpu_staged,
                  (const void *sbuf, const int *scounts, const int *sdisps,

@@ -61,9 +61,7 @@ static int bcast_async(coll_gpu_staged_call_t *c)
 }
 
 COLL_GPU_ENTRIES_ASYNC(allreduce, ALLREDUCE, allreduce_async,
-                       (const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
-                        struct ompi_op_t *op),
-                       (.sbuf = sbuf, .rbuf = rbuf, COLL_GPU_ONE_TYPE(dtype, count), .op = op))
+                       (COLL_GPU_P_REDUCTION), (COLL_GPU_F_REDUCTION))
 
 COLL_GPU_ENTRIES_ASYNC(bcast, BCAST, bcast_async,
                        (void *buf, int count, struct ompi_datatype_t *dtype, int root),

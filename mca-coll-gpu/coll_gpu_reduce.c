@@ -186,10 +186,7 @@ static int reduce_blocking(coll_gpu_staged_call_t *c)
 /* nonblocking and persistent: the team's reduce step where every rank takes it
  * (coll_gpu_exchange.c), else staged */
 COLL_GPU_ENTRIES(reduce, REDUCE, reduce_blocking, mca_coll_gpu_exchange_async,
-                 (const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
-                  struct ompi_op_t *op, int root),
-                 (.sbuf = sbuf, .rbuf = rbuf, COLL_GPU_ONE_TYPE(dtype, count), .op = op,
-                  .root = root))
+                 (COLL_GPU_P_REDUCTION, int root), (COLL_GPU_F_REDUCTION, .root = root))
 
 /* ---- MPI_Reduce_scatter and MPI_Reduce_scatter_block ------------------------------------- */
 
@@ -304,9 +301,7 @@ COLL_GPU_ENTRIES(reduce_scatter_block, REDUCE_SCATTER_BLOCK, reduce_scatter_bloc
 /* ---- MPI_Scan, MPI_Exscan (staged; their buffers are those of MPI_Allreduce) ---------------- */
 
 COLL_GPU_ENTRIES(scan, ALLREDUCE, mca_coll_gpu_staged, mca_coll_gpu_staged,
-                 (const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
-                  struct ompi_op_t *op),
-                 (.sbuf = sbuf, .rbuf = rbuf, COLL_GPU_ONE_TYPE(dtype, count), .op = op))
+                 (COLL_GPU_P_REDUCTION), (COLL_GPU_F_REDUCTION))
 
 int mca_coll_gpu_exscan(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
                         struct ompi_op_t *op, struct ompi_communicator_t *comm,
@@ -323,9 +318,7 @@ int mca_coll_gpu_exscan(const void *sbuf, void *rbuf, int count, struct ompi_dat
 }
 
 COLL_GPU_ENTRIES_ASYNC(exscan, ALLREDUCE, mca_coll_gpu_staged,
-                       (const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
-                        struct ompi_op_t *op),
-                       (.sbuf = sbuf, .rbuf = rbuf, COLL_GPU_ONE_TYPE(dtype, count), .op = op))
+                       (COLL_GPU_P_REDUCTION), (COLL_GPU_F_REDUCTION))
 
 /* MPI_Reduce_local (inoutbuf = inbuf op inoutbuf), which Open MPI routes through
  * MPI_COMM_SELF's table: host buffers to the saved function, anything else staged.  A local

@@ -15,10 +15,7 @@
 #include "coll_gpu.h"
 
 COLL_GPU_ENTRIES(scatter, SCATTER, mca_coll_gpu_staged, mca_coll_gpu_staged,
-                 (const void *sbuf, int scount, struct ompi_datatype_t *sdtype, void *rbuf,
-                  int rcount, struct ompi_datatype_t *rdtype, int root),
-                 (.sbuf = sbuf, .scount = scount, .sdtype = sdtype, .rbuf = rbuf,
-                  .rcount = rcount, .rdtype = rdtype, .root = root))
+                 (COLL_GPU_P_EACH, int root), (COLL_GPU_F_EACH, .root = root))
 
 COLL_GPU_ENTRIES(scatterv, SCATTERV, mca_coll_gpu_staged, mca_coll_gpu_staged,
                  (const void *sbuf, const int *scounts, const int *disps,

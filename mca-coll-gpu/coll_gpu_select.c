@@ -218,9 +218,6 @@ static int forced_alg(topo_coll_t coll, int *staged)
     return (TOPO_COLL_ALLREDUCE == coll) ? c->allreduce_algorithm : c->bcast_algorithm;
 }
 
-/* What selection decides before it needs the team (the same on every rank: the arguments,
- * the parameters, the membership): false when the call is staged whatever the team (plan says
- * so and why). */
 bool mca_coll_gpu_select_needs_team(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
                                     topo_coll_t coll, size_t bytes, const char *not_capable,
                                     topo_plan_t *plan)

@@ -552,8 +552,9 @@ int mca_coll_gpu_stage_in(mca_coll_gpu_module_t *module, int slot, const void *u
     return stage_range(module, slot, user, kind, lo, len, NULL, 0, copy_in, comm, what, out);
 }
 
-int mca_coll_gpu_stage_out(mca_coll_gpu_module_t *module, coll_gpu_staged_t *staged,
-                           bool copy_out, struct ompi_communicator_t *comm, const char *what)
+/* Copy the bounce range back to device memory (when copy_out) and give the bounce memory back. */
+static int stage_out(mca_coll_gpu_module_t *module, coll_gpu_staged_t *staged, bool copy_out,
+                     struct ompi_communicator_t *comm, const char *what)
 {
     size_t failed_len = 0;
     int ret = OMPI_SUCCESS;
@@ -587,10 +588,11 @@ void mca_coll_gpu_stage_release(coll_gpu_staged_t *staged)
     staged->staged = false;
 }
 
-int mca_coll_gpu_stage_buf(mca_coll_gpu_module_t *module, int slot, const void *buf,
-                           dev_mem_kind_t kind, coll_gpu_layout_t layout, coll_gpu_dir_t dir,
-                           struct ompi_communicator_t *comm, const char *what,
-                           coll_gpu_staged_t *out)
+/* Stage a buffer for a host collective.  A span that crosses allocations or memory kinds is
+ * copied in pieces (mca_coll_gpu_layout_pieces); kind is the layout's. */
+static int stage_buf(mca_coll_gpu_module_t *module, int slot, const void *buf,
+                     dev_mem_kind_t kind, coll_gpu_layout_t layout, coll_gpu_dir_t dir,
+                     struct ompi_communicator_t *comm, const char *what, coll_gpu_staged_t *out)
 {
     coll_gpu_piece_t *pieces = NULL;
     int npieces = 0, prc = OMPI_SUCCESS, rc;
@@ -631,9 +633,8 @@ static int stage_side(mca_coll_gpu_module_t *module, int slot, const coll_gpu_si
         kind = mca_coll_gpu_layout_kind(side->buf, side->layout);
     }
     return mca_coll_gpu_is_host(kind) ? OMPI_SUCCESS
-                                      : mca_coll_gpu_stage_buf(module, slot, side->buf, kind,
-                                                               side->layout, side->dir, comm,
-                                                               what, out);
+                                      : stage_buf(module, slot, side->buf, kind, side->layout,
+                                                  side->dir, comm, what, out);
 }
 
 int mca_coll_gpu_stage_sides(mca_coll_gpu_module_t *module, bool owned, const coll_gpu_side_t *s,
@@ -668,7 +669,7 @@ int mca_coll_gpu_unstage(mca_coll_gpu_module_t *module, coll_gpu_staged_t *stage
 {
     int first = mca_coll_gpu_first_error(staged->fail, rc);
     bool copy_out = (OMPI_SUCCESS == first) && (0 != (dir & COLL_GPU_WRITE));
-    int out_rc = mca_coll_gpu_stage_out(module, staged, copy_out, comm, what);
+    int out_rc = stage_out(module, staged, copy_out, comm, what);
     return mca_coll_gpu_first_error(first, out_rc);
 }
 

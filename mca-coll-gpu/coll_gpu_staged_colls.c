@@ -280,11 +280,11 @@ static bool call_blocks(const coll_gpu_staged_call_t *c, blocks_t blocks, int *n
             || OMPI_SUCCESS != mca_topo_base_neighbor_count(c->comm, &in, &out))) {
         return false;
     }
-    *n = (N_ONE == blocks)     ? 1
-         : (N_PEERS == blocks) ? mca_coll_gpu_peers(c->comm)
-         : (N_SIZE == blocks)  ? ompi_comm_size(c->comm)
-         : (N_IN == blocks)    ? in
-                               : out;
+    *n = (N_ONE == blocks)                                    ? 1
+         : (N_PEERS == blocks && OMPI_COMM_IS_INTER(c->comm)) ? ompi_comm_remote_size(c->comm)
+         : (N_PEERS == blocks || N_SIZE == blocks)            ? ompi_comm_size(c->comm)
+         : (N_IN == blocks)                                   ? in
+                                                              : out;
     return true;
 }
 

@@ -355,7 +355,7 @@ static coll_gpu_ctl_t *ctl_map(const char *name, bool create, int nranks)
  * does not know (the emulated device, unless a topology file names its UUIDs) are taken as
  * what the team proved it can do: every pair mapped the other's memory, over NVLink-class
  * paths; their ring is 0..n-1. */
-void mca_coll_gpu_team_summary(coll_gpu_team_t *t, topo_team_info_t *info, int *ring)
+static void team_summary(coll_gpu_team_t *t, topo_team_info_t *info, int *ring)
 {
     const topo_t *model = mca_coll_gpu_topo();
     mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
@@ -573,7 +573,7 @@ static void setup_map(coll_gpu_team_t *t, coll_gpu_team_setup_t *st)
             }
             t->ngpus += seen ? 0 : 1;
         }
-        mca_coll_gpu_team_summary(t, &mine2->info, mine2->ring);
+        team_summary(t, &mine2->info, mine2->ring);
     }
 }
 
