@@ -1758,7 +1758,10 @@ coll_gpu_team_t *mca_coll_gpu_team_get(mca_coll_gpu_module_t *m, struct ompi_com
     if (0 != round) {
         mca_coll_gpu_host_watch_end(&watch);
     }
-    t->settled = true;
+    /* (not on the shared stand-in of a team that could not be had: it stays as it is) */
+    if (COLL_GPU_TEAM_READY == t->state || t->async_setup) {
+        t->settled = true;
+    }
     if (COLL_GPU_TEAM_READY == t->state) {
         return t;
     }
