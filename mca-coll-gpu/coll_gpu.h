@@ -1166,8 +1166,8 @@ int mca_coll_gpu_team_xcall(coll_gpu_team_t *t, const coll_gpu_staged_call_t *c)
 /* Are all the bytes an exchange or reduce-scatter c touches on this rank host memory
  * (MPI_IN_PLACE is)? */
 bool mca_coll_gpu_xcall_host(const coll_gpu_staged_call_t *c);
-/* MPI_Allgather on device memory of a communicator that spans nodes, agreed on every rank: node
- * allgather, node leaders over UCX, node bcast where the hierarchical path is set up, else
+/* MPI_Allgather(v) on device memory of a communicator that spans nodes, agreed on every rank:
+ * node allgatherv, node leaders over UCX, node bcast where the hierarchical path is set up, else
  * staged (coll_gpu_hier_exchange.c). */
 int mca_coll_gpu_hier_allgather(coll_gpu_staged_call_t *c);
 /* A reduce-scatter across nodes (coll_gpu_hier_exchange.c). */

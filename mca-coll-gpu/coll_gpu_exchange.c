@@ -7,8 +7,8 @@
  *                                       path, coll_gpu_kinds.c)
  *   device buffers, agreed on every  -> the exchange on the node team
  *   rank, one node, a team
- *   MPI_Allgather so, across nodes   -> node steps and the node leaders over UCX
- *                                       (coll_gpu_hier_exchange.c)
+ *   MPI_Allgather(v) so, across      -> node steps and the node leaders over UCX
+ *   nodes                               (coll_gpu_hier_exchange.c)
  *   anything else                    -> staged (coll_gpu_staged_colls.c)
  *
  * The exchange's layout and schedule are the engine's (xcall_layout, xcall_begin in
@@ -83,7 +83,7 @@ int mca_coll_gpu_exchange(coll_gpu_staged_call_t *c)
     }
     spans = all_device && mca_coll_gpu_spans_nodes(m, comm); /* asked only where it matters */
     /* across nodes: node steps and the leaders over UCX (coll_gpu_hier_exchange.c) */
-    if (spans && COLL_GPU_SC_ALLGATHER == c->coll
+    if (spans && (COLL_GPU_SC_ALLGATHER == c->coll || COLL_GPU_SC_ALLGATHERV == c->coll)
         && 0 == mca_coll_gpu_component.exchange_algorithm) {
         return mca_coll_gpu_hier_allgather(c);
     }

@@ -1,5 +1,5 @@
 /*
- * coll_gpu_hier_exchange.c - MPI_Allgather, MPI_Reduce_scatter and MPI_Reduce_scatter_block on
+ * coll_gpu_hier_exchange.c - MPI_Allgather(v), MPI_Reduce_scatter(_block) on
  * device buffers of a communicator that spans nodes: compositions of the node communicator's
  * own collectives (coll/gpu's, on the node team) and the leaders' UCX chains of
  * coll_gpu_hier.c, which also sets them up and owns their agreement and fallback.  The entries
@@ -20,6 +20,12 @@
  * needs dense device bytes.  Node-major order makes the step between nodes MPI_Bcast's, a
  * chain per node, rather than a second pipeline (a ring) of its own.
  *
+ * MPI_Allgatherv: the same three steps, with blocks of their own sizes at their own places.
+ * The leader packs its node's blocks into the module's device scratch in node-major order
+ * (rank r's bytes at off[r], node j's from first[j]: one chain of bytes per node), and unpacks
+ * the other nodes' blocks to their places after the chains; the last node step carries an
+ * indexed view of every block, so that no byte between blocks is written on any rank.
+ *
  * MPI_Reduce_scatter(_block): the hierarchical allreduce of the whole input into the module's
  * device scratch, then this rank's piece copied from it.  The network carries the whole input
  * twice where a reduce-scatter proper would carry each node's share; but it is the allreduce's
@@ -39,23 +45,38 @@
 #include "coll_gpu_hier.h"
 #include "coll_gpu_team.h"
 
-/* Why an allgather on a spanning communicator is staged, or NULL: from what every rank shares
- * (the setup's agreed outcome, the membership, the call's agreed block size and count). */
+/* Why an allgather(v) on a spanning communicator is staged, or NULL: from what every rank
+ * shares (the setup's agreed outcome, the membership, the call's agreed counts).  bytes: the
+ * call's whole receive side. */
 static const char *hier_allgather_staged_why(mca_coll_gpu_module_t *m,
-                                             struct ompi_communicator_t *comm, const char *what,
-                                             size_t block, int rcount)
+                                             const coll_gpu_staged_call_t *c, size_t bytes)
 {
-    if (0 == block) {
+    struct ompi_communicator_t *comm = c->comm;
+    int n = ompi_comm_size(comm);
+
+    if (0 == bytes) {
         return "staged (empty)";
     }
-    if (!mca_coll_gpu_hier_ready(m, comm, what)) {
+    if (!mca_coll_gpu_hier_ready(m, comm, c->what)) {
         return "staged (spans nodes; no hierarchical path on this communicator)";
     }
     if (m->hier->max_node > COLL_GPU_TEAM_MAX) {
         return "staged (spans nodes; a node has more ranks than a node team serves)";
     }
-    if ((size_t) ompi_comm_size(comm) * (size_t) rcount > (size_t) INT_MAX) {
-        return "staged (spans nodes; more than INT_MAX elements in all, not one node bcast)";
+    if (NULL == c->rcounts) {
+        if ((size_t) n * (size_t) c->rcount > (size_t) INT_MAX) {
+            return "staged (spans nodes; more than INT_MAX elements in all, not one node bcast)";
+        }
+        return NULL;
+    }
+    /* allgatherv: the leaders' chains count bytes in ints, and the blocks lie after rbuf */
+    if (bytes > (size_t) INT_MAX) {
+        return "staged (spans nodes; an allgatherv of more than INT_MAX bytes)";
+    }
+    for (int r = 0; r < n; ++r) {
+        if (0 > c->rdispls[r]) {
+            return "staged (spans nodes; an allgatherv block before the receive buffer)";
+        }
     }
     return NULL;
 }
@@ -82,37 +103,124 @@ static void reorder(coll_gpu_hier_t *h, struct ompi_communicator_t *comm, const 
     }
 }
 
+/* MPI_Allgather's step 2 on a node leader (file header): the receive buffer in dense device
+ * memory (a), its node's blocks in node-major order in w (a's own memory when comm is in that
+ * order), the leaders' chains, and every block back in place. */
+static int leaders_allgather(mca_coll_gpu_module_t *m, coll_gpu_staged_call_t *c, size_t block,
+                             int rc)
+{
+    coll_gpu_hier_t *h = m->hier;
+    int n = ompi_comm_size(c->comm), local_rc = rc;
+    coll_gpu_adapt_t a;
+    char *w = NULL;
+
+    memset(&a, 0, sizeof(a));
+    if (OMPI_SUCCESS == local_rc) {
+        local_rc = mca_coll_gpu_adapt_in(m, c->comm, c->what, 1, c->rbuf, n * c->rcount,
+                                         c->rdtype, true, false, &a);
+    }
+    if (OMPI_SUCCESS == local_rc) {
+        w = a.dev;
+        if (!h->node_major) {
+            local_rc = mca_coll_gpu_adapt_scratch(m, c->comm, c->what, (size_t) n * block,
+                                                  (void **) &w);
+            reorder(h, c->comm, c->what, a.dev, w, block, true, &local_rc);
+        }
+    }
+    rc = mca_coll_gpu_hier_leaders_bcast(m, c->comm, c->what,
+                                         (OMPI_SUCCESS == local_rc) ? w : NULL, block,
+                                         h->node_first, h->nnodes, 0, &local_rc);
+    if (OMPI_SUCCESS == rc && !h->node_major) {
+        reorder(h, c->comm, c->what, a.dev, w, block, false, &local_rc);
+    }
+    if (OMPI_SUCCESS == rc && OMPI_SUCCESS == local_rc) {
+        local_rc = mca_coll_gpu_adapt_out(m, c->comm, c->what, &a, true);
+    }
+    return mca_coll_gpu_first_error(local_rc, rc);
+}
+
+/* MPI_Allgatherv's step 2 on a node leader (file header): its node's blocks packed in
+ * node-major order into the module's device scratch (rank r's at off[r] bytes, node j's from
+ * first[j]), one chain of bytes per node, and the other nodes' blocks unpacked to their places
+ * (the receive buffer's holes are never touched). */
+static int leaders_allgatherv(mca_coll_gpu_module_t *m, coll_gpu_staged_call_t *c,
+                              const size_t *off, const int *first, int rc)
+{
+    coll_gpu_hier_t *h = m->hier;
+    int node = h->leader_of[ompi_comm_rank(c->comm)], local_rc = rc;
+    ptrdiff_t lb, extent;
+    size_t dsize;
+    char *w = NULL;
+
+    ompi_datatype_type_size(c->rdtype, &dsize);
+    ompi_datatype_get_extent(c->rdtype, &lb, &extent);
+    if (OMPI_SUCCESS == local_rc) {
+        local_rc = mca_coll_gpu_adapt_scratch(m, c->comm, c->what, (size_t) first[h->nnodes],
+                                              (void **) &w);
+    }
+    /* pack (into) this node's blocks before the chains, unpack the others' after them */
+    for (int into = 1; into >= 0; --into) {
+        for (int r = 0; r < ompi_comm_size(c->comm) && OMPI_SUCCESS == local_rc; ++r) {
+            char *placed = (char *) c->rbuf + (ptrdiff_t) c->rdispls[r] * extent;
+            int k = c->rcounts[r], bytes = (int) ((size_t) k * dsize);
+
+            if (0 < k && (h->leader_of[r] == node) == into) {
+                local_rc = into ? mca_coll_gpu_adapt_copy(m, c->comm, c->what, placed, k,
+                                                          c->rdtype, w + off[r], bytes, MPI_BYTE)
+                                : mca_coll_gpu_adapt_copy(m, c->comm, c->what, w + off[r],
+                                                          bytes, MPI_BYTE, placed, k,
+                                                          c->rdtype);
+            }
+        }
+        if (into) {
+            rc = mca_coll_gpu_hier_leaders_bcast(m, c->comm, c->what,
+                                                 (OMPI_SUCCESS == local_rc) ? w : NULL, 1, first,
+                                                 h->nnodes, 0, &local_rc);
+            if (OMPI_SUCCESS != rc) {
+                break;
+            }
+        }
+    }
+    return mca_coll_gpu_first_error(local_rc, rc);
+}
+
 int mca_coll_gpu_hier_allgather(coll_gpu_staged_call_t *c)
 {
     mca_coll_gpu_module_t *m = c->gpu;
     struct ompi_communicator_t *comm = c->comm;
     int n = ompi_comm_size(comm), me = ompi_comm_rank(comm);
-    bool in_place = (MPI_IN_PLACE == c->sbuf);
-    int counts[COLL_GPU_TEAM_MAX], displs[COLL_GPU_TEAM_MAX];
+    bool in_place = (MPI_IN_PLACE == c->sbuf), v = (NULL != c->rcounts);
+    int counts[COLL_GPU_TEAM_MAX], displs[COLL_GPU_TEAM_MAX], *first = NULL;
+    struct ompi_datatype_t *view = NULL;
+    size_t dsize, block, bytes = 0, *off = NULL;
+    ptrdiff_t lb, extent;
     const char *why;
     coll_gpu_hier_t *h;
-    ptrdiff_t lb, extent;
-    size_t dsize, block;
     int rc = OMPI_SUCCESS;
 
     ompi_datatype_type_size(c->rdtype, &dsize);
     ompi_datatype_get_extent(c->rdtype, &lb, &extent);
     block = dsize * (size_t) c->rcount;
-    why = hier_allgather_staged_why(m, comm, c->what, block, c->rcount);
+    for (int r = 0; r < n; ++r) {
+        bytes += v ? dsize * (size_t) c->rcounts[r] : block;
+    }
+    why = hier_allgather_staged_why(m, c, bytes);
     if (NULL != why) {
-        mca_coll_gpu_log_call(c->what, comm, (size_t) n * block, c->rdtype, NULL, why);
+        mca_coll_gpu_log_call(c->what, comm, bytes, c->rdtype, NULL, why);
         c->decided = true;
         return mca_coll_gpu_staged(c);
     }
     h = m->hier;
-    mca_coll_gpu_hier_log(c->what, comm, (size_t) n * block, c->rdtype, NULL, h,
-             h->node_major ? "node allgather and bcast"
-                           : "node allgather and bcast (nodes not contiguous: blocks reordered)");
+    mca_coll_gpu_hier_log(
+        c->what, comm, bytes, c->rdtype, NULL, h,
+        v              ? "node allgatherv and bcast (blocks packed node-major)"
+        : h->node_major ? "node allgather and bcast"
+                        : "node allgather and bcast (nodes not contiguous: blocks reordered)");
     /* 1. the node's blocks, each at its rank's place in comm (node rank q is comm rank r) */
     for (int r = 0; r < n; ++r) {
         if (h->leader_of[r] == h->leader_of[me]) {
-            counts[h->node_rank_of[r]] = c->rcount;
-            displs[h->node_rank_of[r]] = r * c->rcount;
+            counts[h->node_rank_of[r]] = v ? c->rcounts[r] : c->rcount;
+            displs[h->node_rank_of[r]] = v ? c->rdispls[r] : r * c->rcount;
         }
     }
     if (1 < ompi_comm_size(h->node_comm)) {
@@ -122,45 +230,63 @@ int mca_coll_gpu_hier_allgather(coll_gpu_staged_call_t *c)
     } else if (!in_place) {
         /* a node of one rank: its block, a local copy */
         rc = mca_coll_gpu_adapt_copy(m, comm, c->what, c->sbuf, c->scount, c->sdtype,
-                                     (char *) c->rbuf + (ptrdiff_t) me * c->rcount * extent,
-                                     c->rcount, c->rdtype);
+                                     (char *) c->rbuf + (ptrdiff_t) displs[0] * extent,
+                                     counts[0], c->rdtype);
     }
-    /* 2. a node leader's (file header): the receive buffer in dense device memory (a), its
-     * node's blocks in node-major order in w (a's own memory when comm is in that order), the
-     * leaders' chains, and every block back in place */
-    if (NULL != h->leader_comm) {
-        int local_rc = rc;
-        coll_gpu_adapt_t a;
-        char *w = NULL;
+    /* an allgatherv: where each block lies in node-major order (bytes), and the view of every
+     * block in the receive buffer that the node's last step carries */
+    if (v) {
+        size_t *at = malloc(sizeof(size_t) * (size_t) (n + 1));
 
-        memset(&a, 0, sizeof(a));
-        if (OMPI_SUCCESS == local_rc) {
-            local_rc = mca_coll_gpu_adapt_in(m, comm, c->what, 1, c->rbuf, n * c->rcount,
-                                             c->rdtype, true, false, &a);
-        }
-        if (OMPI_SUCCESS == local_rc) {
-            w = a.dev;
-            if (!h->node_major) {
-                local_rc = mca_coll_gpu_adapt_scratch(m, comm, c->what, (size_t) n * block,
-                                                      (void **) &w);
-                reorder(h, comm, c->what, a.dev, w, block, true, &local_rc);
+        off = malloc(sizeof(size_t) * (size_t) n);
+        first = malloc(sizeof(int) * (size_t) (h->nnodes + 1));
+        if (NULL == at || NULL == off || NULL == first
+            || OMPI_SUCCESS != ompi_datatype_create_indexed(n, c->rcounts, c->rdispls, c->rdtype,
+                                                            &view)
+            || OMPI_SUCCESS != ompi_datatype_commit(&view)) {
+            mca_coll_gpu_report_failure(c->what, comm, "no memory for an allgatherv's layout");
+            rc = mca_coll_gpu_first_error(rc, OMPI_ERR_OUT_OF_RESOURCE);
+        } else {
+            /* at[s]: bytes before node-major slot s; rank r holds slot node_first[its node] +
+             * its node rank */
+            memset(at, 0, sizeof(size_t) * (size_t) (n + 1));
+            for (int r = 0; r < n; ++r) {
+                at[h->node_first[h->leader_of[r]] + h->node_rank_of[r] + 1] =
+                    dsize * (size_t) c->rcounts[r];
+            }
+            for (int s = 0; s < n; ++s) {
+                at[s + 1] += at[s];
+            }
+            for (int r = 0; r < n; ++r) {
+                off[r] = at[h->node_first[h->leader_of[r]] + h->node_rank_of[r]];
+            }
+            for (int j = 0; j <= h->nnodes; ++j) {
+                first[j] = (int) at[h->node_first[j]];
             }
         }
-        rc = mca_coll_gpu_hier_leaders_bcast(m, comm, c->what,
-                                             (OMPI_SUCCESS == local_rc) ? w : NULL, block,
-                                             h->node_first, h->nnodes, 0, &local_rc);
-        if (OMPI_SUCCESS == rc && !h->node_major) {
-            reorder(h, comm, c->what, a.dev, w, block, false, &local_rc);
-        }
-        if (OMPI_SUCCESS == rc && OMPI_SUCCESS == local_rc) {
-            local_rc = mca_coll_gpu_adapt_out(m, comm, c->what, &a, true);
-        }
-        rc = mca_coll_gpu_first_error(local_rc, rc);
+        free(at);
+    }
+    /* 2. the leaders' chains (this may fail on one leader only: its node learns it in 3) */
+    if (NULL != h->leader_comm) {
+        rc = v ? leaders_allgatherv(m, c, off, first, rc) : leaders_allgather(m, c, block, rc);
     }
     /* 3. the outcome, then every block, from the leader to its node (its own node's blocks
      * too: one bcast of the whole buffer, whose type may have gaps, rather than one per run of
      * other nodes' blocks) */
-    return mca_coll_gpu_hier_node_finish(h, rc, true, c->rbuf, n * c->rcount, c->rdtype);
+    if (!v) {
+        rc = mca_coll_gpu_hier_node_finish(h, rc, true, c->rbuf, n * c->rcount, c->rdtype);
+    } else {
+        /* (a rank without the view still takes part: with no data, which its node's bcast
+         * tells as a count that differs, failing the call there rather than hanging it) */
+        rc = mca_coll_gpu_hier_node_finish(h, rc, true, c->rbuf, NULL != view ? 1 : 0,
+                                           NULL != view ? view : MPI_BYTE);
+    }
+    if (NULL != view) {
+        ompi_datatype_destroy(&view);
+    }
+    free(off);
+    free(first);
+    return rc;
 }
 
 /*

@@ -31,6 +31,9 @@
  *   allgather             int32, double, uint8 and MPI_2INT blocks of 1 to several chunks and
  *                         odd sizes, out of place and MPI_IN_PLACE; and int32 blocks received
  *                         into a vector type with gaps, whose gap bytes must keep their poison
+ *   allgatherv            int32, uint8 and double blocks whose counts differ by rank (one
+ *                         empty; small, and of several chunks), in reverse rank order with
+ *                         holes, which must keep their poison; out of place and MPI_IN_PLACE
  *   reduce_scatter_block  every type and op above, blocks of 1, 333 and several chunks, out
  *                         of place and MPI_IN_PLACE
  *   reduce_scatter        int32 sum and double max with counts that differ by rank (one empty)
@@ -363,7 +366,7 @@ static void run_all(MPI_Comm comm, const char *cname, size_t chunk)
 
 /* ---- allgather and the reduce-scatters (the "exchange" mode) ---------------------------- */
 
-static int calls_allgather, calls_rsb, calls_rs;
+static int calls_allgather, calls_allgatherv, calls_rsb, calls_rs;
 
 
 /* Allgather of count elements of t per rank (gaps: received as int32 into a vector type whose
@@ -436,6 +439,75 @@ static void test_allgather(MPI_Comm comm, const char *cname, ttype_t t, size_t c
     }
     mt_mem_free(MT_MEM_DEVICE, sbuf);
     mt_mem_free(MT_MEM_DEVICE, rbuf);
+    free(world);
+    free(mine);
+    free(exp);
+    free(got);
+}
+
+/* Allgatherv of counts[r] elements of t from rank r (some empty), the blocks in reverse rank
+ * order with a hole of 3 elements before each (which, and the tail, must keep their poison). */
+static void test_allgatherv(MPI_Comm comm, const char *cname, ttype_t t, const int *counts,
+                            int in_place)
+{
+    size_t w = tinfo[t].width, span = 0, mine_n;
+    int rank, size, ok, rc, *world = world_ranks(comm), *displs;
+    char diag[MT_DIAG_LEN] = "";
+    unsigned char *exp, *got, *mine;
+    void *sbuf = NULL, *rbuf;
+
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    mt_set_case("allgatherv");
+    ++case_seed;
+    displs = malloc(sizeof(int) * (size_t) size);
+    for (int r = size - 1; r >= 0; --r) {
+        displs[r] = (int) span + 3;
+        span += 3 + (size_t) counts[r];
+    }
+    span = (span + 2) * w; /* and a tail of 2 elements */
+    mine_n = (size_t) counts[rank];
+    exp = malloc(span);
+    got = malloc(span);
+    mine = malloc(mine_n * w + 1);
+    memset(exp, 0xA5, span);
+    for (int r = 0; r < size; ++r) {
+        input(case_seed, world[r], t, exp + (size_t) displs[r] * w, (size_t) counts[r]);
+    }
+    input(case_seed, world[rank], t, mine, mine_n);
+    memset(got, 0xA5, span);
+    if (in_place) {
+        memcpy(got + (size_t) displs[rank] * w, mine, mine_n * w);
+    }
+    rbuf = mt_mem_alloc(MT_MEM_DEVICE, span);
+    ok = NULL != rbuf && 0 == mt_mem_put(MT_MEM_DEVICE, rbuf, got, span);
+    if (!in_place) {
+        sbuf = mt_mem_alloc(MT_MEM_DEVICE, mine_n * w + 1);
+        ok = ok && NULL != sbuf && 0 == mt_mem_put(MT_MEM_DEVICE, sbuf, mine, mine_n * w);
+    }
+    if (!ok) {
+        mt_diag_add(diag, "buffer setup failed");
+    }
+    ++calls_allgatherv;
+    rc = MPI_Allgatherv(in_place ? MPI_IN_PLACE : sbuf, (int) mine_n, mpi_of(t), rbuf, counts,
+                        displs, mpi_of(t), comm);
+    if (MPI_SUCCESS != rc) {
+        mt_diag_add(diag, "MPI_Allgatherv: %s", mt_mpi_error(rc));
+        ok = 0;
+    }
+    ok = ok && 0 == mt_mem_get(MT_MEM_DEVICE, got, rbuf, span);
+    for (size_t i = 0; ok && i < span; ++i) {
+        if (got[i] != exp[i]) {
+            mt_diag_add(diag, "byte %zu of %zu (element %zu) differs from the reference", i,
+                        span, i / w);
+            ok = 0;
+        }
+    }
+    mt_check(ok, diag, "allgatherv %s, counts %d, %d, ...%s on %s", tinfo[t].name, counts[0],
+             1 < size ? counts[1] : 0, in_place ? " in place" : "", cname);
+    mt_mem_free(MT_MEM_DEVICE, sbuf);
+    mt_mem_free(MT_MEM_DEVICE, rbuf);
+    free(displs);
     free(world);
     free(mine);
     free(exp);
@@ -544,6 +616,20 @@ static void run_exchange(MPI_Comm comm, const char *cname, size_t chunk)
         }
     }
     test_allgather(comm, cname, T_I32, 257, 0, 1);
+    /* counts that differ by rank, rank 1's empty; then blocks of several chunks */
+    counts = malloc(sizeof(int) * (size_t) size);
+    for (int big = 0; big < 2; ++big) {
+        for (int r = 0; r < size; ++r) {
+            counts[r] = (1 == r) ? 0
+                        : big    ? (int) ((2 * chunk + 100 * (size_t) r) / 8)
+                                 : 5 + 37 * r;
+        }
+        for (int ip = 0; ip < 2; ++ip) {
+            test_allgatherv(comm, cname, big ? T_F64 : T_I32, counts, ip);
+        }
+        test_allgatherv(comm, cname, T_U8, counts, 0);
+    }
+    free(counts);
     for (int t = T_I32; t <= T_2INT; ++t) {
         size_t counts_b[] = {1, 333};
         for (size_t c = 0; c < 2; ++c) {
@@ -672,8 +758,8 @@ int main(int argc, char **argv)
         MPI_Comm_set_errhandler(mixed, MPI_ERRORS_RETURN);
         run_exchange(mixed, "interleaved", chunk);
         MPI_Comm_free(&mixed);
-        tap_diag("exchange calls: allgather %d, reduce_scatter_block %d, reduce_scatter %d",
-                 calls_allgather, calls_rsb, calls_rs);
+        tap_diag("exchange calls: allgatherv %d, allgather %d, reduce_scatter_block %d, "
+                 "reduce_scatter %d", calls_allgatherv, calls_allgather, calls_rsb, calls_rs);
         return mt_finish();
     }
     tap_diag("%d ranks, device buffers, chunk %zu B", mt_size, chunk);
