@@ -1170,7 +1170,7 @@ bool mca_coll_gpu_xcall_host(const coll_gpu_staged_call_t *c);
  * node allgatherv, node leaders over UCX, node bcast where the hierarchical path is set up, else
  * staged (coll_gpu_hier_exchange.c). */
 int mca_coll_gpu_hier_allgather(coll_gpu_staged_call_t *c);
-/* A reduce-scatter across nodes (coll_gpu_hier_exchange.c). */
+/* A reduce-scatter or reduce across nodes (coll_gpu_hier_exchange.c). */
 int mca_coll_gpu_hier_reduce_scatter(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
                                      const char *what, const void *sbuf, void *rbuf,
                                      size_t total, size_t before, int mine,

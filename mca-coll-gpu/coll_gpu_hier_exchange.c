@@ -1,5 +1,5 @@
 /*
- * coll_gpu_hier_exchange.c - MPI_Allgather(v), MPI_Reduce_scatter(_block) on
+ * coll_gpu_hier_exchange.c - MPI_Allgather(v), MPI_Reduce_scatter(_block) and MPI_Reduce on
  * device buffers of a communicator that spans nodes: compositions of the node communicator's
  * own collectives (coll/gpu's, on the node team) and the leaders' UCX chains of
  * coll_gpu_hier.c, which also sets them up and owns their agreement and fallback.  The entries
@@ -26,8 +26,9 @@
  * the other nodes' blocks to their places after the chains; the last node step carries an
  * indexed view of every block, so that no byte between blocks is written on any rank.
  *
- * MPI_Reduce_scatter(_block): the hierarchical allreduce of the whole input into the module's
- * device scratch, then this rank's piece copied from it.  The network carries the whole input
+ * MPI_Reduce_scatter(_block), and MPI_Reduce (whose one piece, the whole input, is the
+ * root's): the hierarchical allreduce of the whole input into the module's device scratch, then
+ * this rank's piece copied from it.  The network carries the whole input
  * twice where a reduce-scatter proper would carry each node's share; but it is the allreduce's
  * pipeline with its agreement, fallbacks and bitwise-identical results, on the GPU.  Only what
  * the kernels take (coll_gpu_reduce.c checks) comes here; user ops stay staged.
@@ -343,7 +344,7 @@ int mca_coll_gpu_hier_reduce_scatter(mca_coll_gpu_module_t *m, struct ompi_commu
     rc = mca_coll_gpu_hier_allreduce(m, comm, MPI_IN_PLACE == sbuf ? rbuf : sbuf,
                                      (NULL == scratch) ? NULL : scratch - lo, (int) total, dtype,
                                      op, dt, dop, nelems, rc);
-    if (OMPI_SUCCESS == rc) {
+    if (OMPI_SUCCESS == rc && 0 < mine) { /* (a reduce's other ranks keep nothing) */
         rc = mca_coll_gpu_adapt_copy(m, comm, what, scratch - lo + (ptrdiff_t) before * extent,
                                      mine, dtype, rbuf, mine, dtype);
     }

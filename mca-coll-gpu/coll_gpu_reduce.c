@@ -11,8 +11,8 @@
  * with one kernel, and a reduce's one piece, the whole input, is the root's (as MPI_Ireduce's,
  * coll_gpu_engine.c).  For the types and ops the kernels do not take (user-defined ops), or
  * with an allreduce algorithm forced, they are the team's allreduce into a device scratch, of
- * which each rank keeps its piece.  Across nodes the reduce-scatters take the hierarchical
- * allreduce (coll_gpu_hier_exchange.c) and MPI_Reduce is staged; anything else is staged
+ * which each rank keeps its piece.  Across nodes the reduce-scatters and MPI_Reduce take the
+ * hierarchical allreduce (coll_gpu_hier_exchange.c); anything else is staged
  * (coll_gpu_staged_colls.c).
  *
  * On an intercommunicator MPI_Reduce's root passes MPI_ROOT and only receives, the other ranks
@@ -121,13 +121,48 @@ static int reduce_run(const coll_gpu_staged_call_t *c, const char *on_step, cons
                            c->gpu);
 }
 
+/*
+ * Why a reduce-scatter or reduce does not take the node team or the hierarchical path
+ * (reduce_run), or NULL when it does: from what every rank of the call shares alone (the
+ * agreement, the whole input's count and bytes, its type's signature and op, the
+ * communicator).  Every such path takes the whole input with an int count: a whole input of
+ * more than INT_MAX elements is staged (the component below takes it, or says why not).
+ */
+static const char *reduction_staged_why(mca_coll_gpu_module_t *m,
+                                        struct ompi_communicator_t *comm, bool all_device,
+                                        size_t total, size_t bytes,
+                                        struct ompi_datatype_t *dtype, struct ompi_op_t *op)
+{
+    dev_dtype_t dt;
+    dev_op_t dop;
+    size_t nelems = 0;
+
+    if (!all_device) {
+        return "staged (memory kind: host memory on some rank)";
+    }
+    if (0 == bytes) {
+        return "staged (empty)";
+    }
+    if ((size_t) INT_MAX < total) {
+        return "staged (more than INT_MAX elements in all: not one allreduce)";
+    }
+    /* across nodes (set up on the first such call, on every rank): the hierarchical allreduce
+     * takes what its kernels take */
+    if (mca_coll_gpu_hier_usable(m, comm, TOPO_COLL_ALLREDUCE)
+        && (NULL != mca_coll_gpu_map_reduction(dtype, total, op, &dt, &dop, &nelems)
+            || 0 == nelems)) {
+        return "staged (across nodes: a type or op the kernels do not take)";
+    }
+    return NULL;
+}
+
 /* ---- MPI_Reduce ------------------------------------------------------------------------------ */
 
 /*
- * MPI_Reduce on device memory, agreed on every rank: inside one node, with a valid root (the
- * component below tells an invalid one), on the node team (reduce_run: the root's piece is the
- * whole input, and only the root writes a result, where an allreduce writes one on every rank);
- * staged otherwise.  Every choice is the same on every rank: the agreement compared the kinds,
+ * MPI_Reduce on device memory, agreed on every rank, with a valid root (the component below
+ * tells an invalid one): inside one node on the node team (reduce_run: the root's piece is the
+ * whole input, and only the root writes a result, where an allreduce writes one on every rank),
+ * across nodes as the hierarchical allreduce whose result the root keeps; staged otherwise.  Every choice is the same on every rank: the agreement compared the kinds,
  * count, op, type and root (under mpi_assert_memory_alloc_kinds, where none runs, the reduce
  * step compares the counts itself: its inputs' sizes); the agreement's mode (m->kmode) was
  * itself agreed when it was set up; the rest is the communicator and the parameters.
@@ -138,17 +173,23 @@ static int reduce_device(coll_gpu_staged_call_t *c, bool all_device)
     struct ompi_communicator_t *comm = c->comm;
     size_t bytes = mca_coll_gpu_call_bytes(c->sdtype, (size_t) c->scount);
     bool is_root = (ompi_comm_rank(comm) == c->root);
+    const char *why = NULL;
 
     /* under coll_gpu_uniform_buffers each rank answers for itself, and a reduce's ranks do not
      * all have the same buffers (the root's receive buffer alone counts): staged, as on every
      * rank that promise gives the same answer only for the send buffers */
-    if (!all_device || 0 == bytes || 0 > c->root || c->root >= ompi_comm_size(comm)
-        || (mca_coll_gpu_component.uniform_buffers && COLL_GPU_KMODE_PROMISE_DEVICE != m->kmode)
-        || mca_coll_gpu_hier_usable(m, comm, TOPO_COLL_ALLREDUCE)) {
-        mca_coll_gpu_log_call(c->what, comm, bytes, c->sdtype, c->op,
-                              !all_device ? "staged (memory kind: host memory on some rank)"
-                                          : "staged (across nodes, empty, no such root, or "
-                                            "under coll_gpu_uniform_buffers)");
+    if (all_device && (0 > c->root || c->root >= ompi_comm_size(comm))) {
+        why = "staged (no such root: the component below tells it)";
+    } else if (all_device && mca_coll_gpu_component.uniform_buffers
+               && COLL_GPU_KMODE_PROMISE_DEVICE != m->kmode) {
+        why = "staged (under coll_gpu_uniform_buffers)";
+    } else {
+        /* across nodes too: the hierarchical allreduce, whose result the root keeps */
+        why = reduction_staged_why(m, comm, all_device, (size_t) c->scount, bytes, c->sdtype,
+                                   c->op);
+    }
+    if (NULL != why) {
+        mca_coll_gpu_log_call(c->what, comm, bytes, c->sdtype, c->op, why);
         c->decided = true; /* logged: the staged path logs nothing more */
         return mca_coll_gpu_staged(c);
     }
@@ -189,41 +230,6 @@ COLL_GPU_ENTRIES(reduce, REDUCE, reduce_blocking, mca_coll_gpu_exchange_async,
                  (COLL_GPU_P_REDUCTION, int root), (COLL_GPU_F_REDUCTION, .root = root))
 
 /* ---- MPI_Reduce_scatter and MPI_Reduce_scatter_block ------------------------------------- */
-
-/*
- * Why a reduce-scatter does not take the node team or the hierarchical path (reduce_run), or
- * NULL when it does: from what every rank of the call shares alone (the agreement, the whole
- * input's count and bytes, its type's signature and op, the communicator).  Every such path
- * takes the whole input with an int count: a whole input of more than INT_MAX elements is
- * staged (the component below takes it, or says why not).
- */
-static const char *reduce_scatter_staged_why(mca_coll_gpu_module_t *m,
-                                             struct ompi_communicator_t *comm, bool all_device,
-                                             size_t total, size_t bytes,
-                                             struct ompi_datatype_t *dtype, struct ompi_op_t *op)
-{
-    dev_dtype_t dt;
-    dev_op_t dop;
-    size_t nelems = 0;
-
-    if (!all_device) {
-        return "staged (memory kind: host memory on some rank)";
-    }
-    if (0 == bytes) {
-        return "staged (empty)";
-    }
-    if ((size_t) INT_MAX < total) {
-        return "staged (more than INT_MAX elements in all: not one allreduce)";
-    }
-    /* across nodes (set up on the first such call, on every rank): the hierarchical allreduce
-     * takes what its kernels take */
-    if (mca_coll_gpu_hier_usable(m, comm, TOPO_COLL_ALLREDUCE)
-        && (NULL != mca_coll_gpu_map_reduction(dtype, total, op, &dt, &dop, &nelems)
-            || 0 == nelems)) {
-        return "staged (across nodes: a type or op the kernels do not take)";
-    }
-    return NULL;
-}
 
 /*
  * MPI_Reduce_scatter (c->rcounts: rank i's piece is rcounts[i] elements after those of the
@@ -270,7 +276,7 @@ static int reduce_scatter_blocking(coll_gpu_staged_call_t *c)
         return mca_coll_gpu_staged(c);
     }
     bytes = mca_coll_gpu_call_bytes(dtype, total);
-    why = reduce_scatter_staged_why(c->gpu, comm, all_device, total, bytes, dtype, c->op);
+    why = reduction_staged_why(c->gpu, comm, all_device, total, bytes, dtype, c->op);
     if (NULL != why) {
         mca_coll_gpu_log_call(c->what, comm, bytes, dtype, c->op, why);
         c->decided = true;

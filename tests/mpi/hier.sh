@@ -14,7 +14,7 @@
 #   with UCX_TLS=tcp: the leaders' traffic over TCP on loopback, the log naming tcp as UCX
 #   reports it; and over TCP with 1 MiB chunks (rendezvous-sized messages): no descriptors kept
 #   by communicators made and freed;
-#   MPI_Allgather(v), MPI_Reduce_scatter_block and MPI_Reduce_scatter (test_hier exchange) on
+#   MPI_Reduce, MPI_Allgather(v) and the reduce-scatters (test_hier exchange) on
 #     2 x 2, 2 + 1 + 1, 1 + 1 and 3 + 2, also with the nodes interleaved in the communicator:
 #     right, every call hierarchical on every rank, the allgather's leaders via UCX, nothing
 #     staged; and the allgather's fallback when a leader's UCX sends fail;
@@ -108,8 +108,9 @@ for cfg in "4 2 2x2" "4 3 2+1+1" "3 2 2+1" "2 2 1+1"; do
         || ranklogs | grep 'coll:gpu:\(allreduce\|bcast\)' | head -3 | sed 's/^/#   /'
 done
 
-# MPI_Allgather(v), MPI_Reduce_scatter_block and MPI_Reduce_scatter (test_hier's exchange mode,
-# coll_gpu_hier_exchange.c) on 2 x 2, 2 + 1 + 1, 1 + 1 and 3 + 2, each also on a communicator
+# MPI_Reduce, MPI_Allgather(v), MPI_Reduce_scatter_block and MPI_Reduce_scatter (test_hier's
+# exchange mode, coll_gpu_hier_exchange.c) on 2 x 2, 2 + 1 + 1, 1 + 1 and 3 + 2, each also on a
+# communicator
 # whose nodes are not contiguous: every rank logs every call hierarchical, every leader the
 # allgather(v)'s step via UCX, and no call of any collective is staged (the node steps are the
 # node team's); then the allgather's fallback when a leader's UCX sends fail
@@ -119,19 +120,20 @@ for cfg in "4 2 2x2" "4 3 2+1+1" "2 2 1+1" "5 2 3+2"; do
     xnp=$1 xnodes=$2 xname=$3
     run "$xnp" "$xnodes" "allgather and reduce-scatters, $xname ranks/nodes ($xnp ranks, emulate_nodes=$xnodes)"
     calls=$(sed -n 's/^# exchange calls: //p' "$out")
+    red=$(echo "$calls" | sed -n 's/.*reduce \([0-9]*\).*/\1/p')
     agv=$(echo "$calls" | sed -n 's/.*allgatherv \([0-9]*\).*/\1/p')
     ag=$(echo "$calls" | sed -n 's/.*allgather \([0-9]*\).*/\1/p')
     rsb=$(echo "$calls" | sed -n 's/.*reduce_scatter_block \([0-9]*\).*/\1/p')
     rs=$(echo "$calls" | sed -n 's/.*reduce_scatter \([0-9]*\)$/\1/p')
-    : "${agv:=0}" "${ag:=0}" "${rsb:=0}" "${rs:=0}"
+    : "${red:=0}" "${agv:=0}" "${ag:=0}" "${rsb:=0}" "${rs:=0}"
     bad=
-    for c in "allgatherv $agv" "allgather $ag" "reduce_scatter_block $rsb" "reduce_scatter $rs"; do
+    for c in "reduce $red" "allgatherv $agv" "allgather $ag" "reduce_scatter_block $rsb" "reduce_scatter $rs"; do
         set -- $c
         h=$(ranklogs | grep -c "coll:gpu:$1 (cid [0-9]*): .* -> hierarchical: $xnodes nodes, ")
         [ "$2" -gt 0 ] && [ "$h" -eq $(( xnp * $2 )) ] || bad="$bad $1: $h of $(( xnp * $2 )) lines;"
     done
     [ -z "$bad" ]
-    t_ok $? "exchange, $xname: every rank logs every allgatherv, allgather, reduce_scatter_block and reduce_scatter hierarchical (${bad:-$agv, $ag, $rsb and $rs calls})"
+    t_ok $? "exchange, $xname: every rank logs every reduce, allgatherv, allgather, reduce_scatter_block and reduce_scatter hierarchical (${bad:-$red, $agv, $ag, $rsb and $rs calls})"
     n=$(ranklogs | grep -c "coll:gpu:allgather (cid [0-9]*): .* -> hierarchical: $xnodes nodes, .*leaders via UCX/[a-z][^ ]*:[^ ]* (UCX ")
     [ "$n" -eq $(( xnodes * ag )) ]
     t_ok $? "exchange, $xname: every node leader logs the allgather's step via UCX ($n of $(( xnodes * ag )) lines)"

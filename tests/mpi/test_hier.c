@@ -37,6 +37,9 @@
  *   reduce_scatter_block  every type and op above, blocks of 1, 333 and several chunks, out
  *                         of place and MPI_IN_PLACE
  *   reduce_scatter        int32 sum and double max with counts that differ by rank (one empty)
+ *   reduce                int32 sum, double max (several chunks) and MPI_2INT minloc to every
+ *                         root, in place at the root or not, the other ranks passing NULL or a
+ *                         poisoned receive buffer that must keep its poison
  * and rank 0 prints how many calls of each it made, which hier.sh compares with the log.
  *
  * Usage: test_hier [chunk_bytes [rail_min_bytes [exchange]]]  (the coll_gpu_ucx_chunk_bytes the
@@ -366,7 +369,7 @@ static void run_all(MPI_Comm comm, const char *cname, size_t chunk)
 
 /* ---- allgather and the reduce-scatters (the "exchange" mode) ---------------------------- */
 
-static int calls_allgather, calls_allgatherv, calls_rsb, calls_rs;
+static int calls_allgather, calls_allgatherv, calls_rsb, calls_rs, calls_reduce;
 
 
 /* Allgather of count elements of t per rank (gaps: received as int32 into a vector type whose
@@ -599,6 +602,73 @@ static void test_reduce_scatter(MPI_Comm comm, const char *cname, ttype_t t, siz
     free(got);
 }
 
+/* MPI_Reduce of count elements of t with its op to root, in place at the root or not; the
+ * other ranks pass NULL (nullrecv) or a poisoned receive buffer that must keep its poison. */
+static void test_reduce(MPI_Comm comm, const char *cname, ttype_t t, size_t count, int root,
+                        int in_place, int nullrecv)
+{
+    size_t w = tinfo[t].width;
+    int rank, size, ok, rc, *world = world_ranks(comm);
+    char diag[MT_DIAG_LEN] = "";
+    unsigned char *exp = malloc(count * w), *other = malloc(count * w), *mine = malloc(count * w);
+    unsigned char *got = malloc(count * w);
+    void *sbuf = NULL, *rbuf = NULL;
+
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    mt_set_case("reduce");
+    ++case_seed;
+    input(case_seed, world[0], t, exp, count);
+    for (int r = 1; r < size; ++r) {
+        input(case_seed, world[r], t, other, count);
+        combine(t, exp, other, count);
+    }
+    input(case_seed, world[rank], t, mine, count);
+    memset(got, 0xA5, count * w);
+    ok = 1;
+    if (rank != root || !in_place) {
+        sbuf = mt_mem_alloc(MT_MEM_DEVICE, count * w);
+        ok = NULL != sbuf && 0 == mt_mem_put(MT_MEM_DEVICE, sbuf, mine, count * w);
+    }
+    if (rank == root || !nullrecv) {
+        rbuf = mt_mem_alloc(MT_MEM_DEVICE, count * w);
+        ok = ok && NULL != rbuf
+             && 0 == mt_mem_put(MT_MEM_DEVICE, rbuf, rank == root && in_place ? mine : got,
+                                count * w);
+    }
+    if (!ok) {
+        mt_diag_add(diag, "buffer setup failed");
+    }
+    ++calls_reduce;
+    rc = MPI_Reduce(rank == root && in_place ? MPI_IN_PLACE : sbuf, rbuf, (int) count, mpi_of(t),
+                    op_of(t), root, comm);
+    if (MPI_SUCCESS != rc) {
+        mt_diag_add(diag, "MPI_Reduce: %s", mt_mpi_error(rc));
+        ok = 0;
+    }
+    if (ok && NULL != rbuf) {
+        unsigned char *want = (rank == root) ? exp : memset(other, 0xA5, count * w);
+        ok = 0 == mt_mem_get(MT_MEM_DEVICE, got, rbuf, count * w);
+        for (size_t i = 0; ok && i < count; ++i) {
+            if (0 != memcmp(got + i * w, want + i * w, w)) {
+                mt_diag_add(diag, "element %zu of %zu %s", i, count,
+                            rank == root ? "differs from the reference"
+                                         : "of a non-root's receive buffer was written");
+                ok = 0;
+            }
+        }
+    }
+    mt_check(ok, diag, "reduce %s count=%zu to root %d%s%s on %s", tinfo[t].name, count, root,
+             in_place ? " in place" : "", nullrecv ? " (NULL elsewhere)" : "", cname);
+    mt_mem_free(MT_MEM_DEVICE, sbuf);
+    mt_mem_free(MT_MEM_DEVICE, rbuf);
+    free(world);
+    free(exp);
+    free(other);
+    free(mine);
+    free(got);
+}
+
 static void run_exchange(MPI_Comm comm, const char *cname, size_t chunk)
 {
     static const struct {
@@ -651,6 +721,12 @@ static void run_exchange(MPI_Comm comm, const char *cname, size_t chunk)
         test_reduce_scatter(comm, cname, T_F64, 0, counts, ip);
     }
     free(counts);
+    /* every root; in place at the root; NULL receive buffers elsewhere; several chunks */
+    for (int root = 0; root < size; ++root) {
+        test_reduce(comm, cname, T_I32, 333, root, root % 2, 0);
+        test_reduce(comm, cname, T_F64, (3 * chunk + 100) / 8, root, 0, root % 2);
+    }
+    test_reduce(comm, cname, T_2INT, 5, size - 1, 1, 1);
 }
 
 /* Open file descriptors of this process (UCX's TCP endpoints each hold a socket). */
@@ -758,8 +834,9 @@ int main(int argc, char **argv)
         MPI_Comm_set_errhandler(mixed, MPI_ERRORS_RETURN);
         run_exchange(mixed, "interleaved", chunk);
         MPI_Comm_free(&mixed);
-        tap_diag("exchange calls: allgatherv %d, allgather %d, reduce_scatter_block %d, "
-                 "reduce_scatter %d", calls_allgatherv, calls_allgather, calls_rsb, calls_rs);
+        tap_diag("exchange calls: reduce %d, allgatherv %d, allgather %d, reduce_scatter_block "
+                 "%d, reduce_scatter %d", calls_reduce, calls_allgatherv, calls_allgather,
+                 calls_rsb, calls_rs);
         return mt_finish();
     }
     tap_diag("%d ranks, device buffers, chunk %zu B", mt_size, chunk);
