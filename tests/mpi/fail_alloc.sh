@@ -15,12 +15,12 @@
 #               agreement without it)
 #   hier        rank 1's tables of the hierarchical setup (who leads whom)
 #   ucx         rank 0's (a node leader's) worker address tables in the leaders' UCX setup
-# and test_hier exchange (allgather and reduce-scatters) with rank 1 failing at
-#   hier_scratch  both the device scratch and the host memory of a reduce-scatter across nodes,
-#                 on 2 ranks (rank 1 alone on its node), 3 (rank 1 beside its node's leader)
-#                 and 4 on the rails (rank 1 on rail 1): every case ran, every reduce-scatter
-#                 returned an error on every rank (none hangs, none a wrong result), and every
-#                 allgather is right.
+# and test_hier exchange (allgather(v), the reduce-scatters, reduce) with rank 1 failing at
+#   hier_scratch  both the device scratch and the host memory of a reduce-scatter or reduce
+#                 across nodes, on 2 ranks (rank 1 alone on its node), 3 (rank 1 beside its
+#                 node's leader) and 4 on the rails (rank 1 on rail 1): every case ran, every
+#                 reduce-scatter and reduce returned an error on every rank (none hangs, none a
+#                 wrong result), and every allgather(v) is right.
 # A hang fails through COLL_GPU_TEST_TIMEOUT; a crash through the exit status.
 . "$(dirname "$0")/mpitest.sh"
 COLL_GPU_TEST_TIMEOUT=${FAIL_ALLOC_TIMEOUT:-120}
@@ -100,19 +100,21 @@ ${COLL_GPU_MPIRUN_ARGS:-}" run_tap "$1" "$MPI_TESTS/test_hier" 4096 0 exchange >
         # -a: a line of Open MPI 5.0's launcher may carry bytes that make grep call the log binary
         plan=$(sed -n 's/^1\.\.\([0-9]*\)$/\1/p' "$log" | head -1)
         ran=$(grep -ac '^\(not \)\{0,1\}ok' "$log")
-        rs_bad=$(grep -a '^not ok' "$log" | grep -ac ' - reduce_scatter')
-        other_bad=$(grep -a '^not ok' "$log" | grep -avc ' - reduce_scatter')
-        rs_ok=$(grep -a '^ok' "$log" | grep -ac ' - reduce_scatter')
+        # the reductions: the reduce-scatters and MPI_Reduce, each an allreduce across nodes
+        rs_bad=$(grep -a '^not ok' "$log" | grep -ac ' - reduce')
+        other_bad=$(grep -a '^not ok' "$log" | grep -avc ' - reduce')
+        rs_ok=$(grep -a '^ok' "$log" | grep -ac ' - reduce')
         ag_ok=$(grep -a '^ok' "$log" | grep -ac ' - allgather')
-        errors=$(grep -ac '^#  *rank [0-9]*: MPI_Reduce_scatter\(_block\)\{0,1\}: ' "$log")
+        errors=$(grep -ac '^#  *rank [0-9]*: MPI_Reduce\(_scatter\(_block\)\{0,1\}\)\{0,1\}: ' \
+            "$log")
         [ -n "$plan" ] && [ "$ran" -eq "$plan" ] && [ "$rs_bad" -gt 0 ] && [ "$rs_ok" -eq 0 ] \
             && [ "$other_bad" -eq 0 ] && [ "$ag_ok" -gt 0 ] \
             && [ "$errors" -eq $(( $1 * rs_bad )) ]
         st=$?
         t_ok $st "hier_scratch allocation failing on rank 1 of $3 across 2 nodes: every case ran \
-(${ran} of ${plan:-no plan}, exit $rc), every reduce-scatter an error on every rank ($errors \
-errors of $(( $1 * rs_bad )), $rs_ok right), every allgather right ($ag_ok ok, $other_bad other \
-not ok)"
+(${ran} of ${plan:-no plan}, exit $rc), every reduce-scatter and reduce an error on every rank \
+($errors errors of $(( $1 * rs_bad )), $rs_ok right), every allgather right ($ag_ok ok, \
+$other_bad other not ok)"
         [ "$st" -eq 0 ] || t_diag "$log" 40
     done
 else
