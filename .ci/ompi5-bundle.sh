@@ -146,10 +146,11 @@ mkdir -p "$S/coll-gpu"
 (cd "$P/coll-gpu" && tar --exclude=./_build --exclude=./autom4te.cache --exclude='*.out' -cf - .) \
     | tar -C "$S/coll-gpu" -xf -
 SB=$S/coll-gpu/_build
-mkdir -p "$SB/mca-coll-gpu/component" "$SB/kernels/.libs" "$SB/topo"
+mkdir -p "$SB/mca-coll-gpu/component" "$SB/kernels/.libs" "$SB/api/.libs" "$SB/topo"
 cp coll_gpu_config.h "$SB/"
 cp -L mca-coll-gpu/component/mca_coll_gpu.so "$SB/mca-coll-gpu/component/"
 cp -L kernels/.libs/libcoll_gpu_dev.so.0 "$SB/kernels/.libs/"
+cp -L api/.libs/libcollgpu.so.0 "$SB/api/.libs/" # the fp16/bf16 handles (component, tests)
 cp -L topo/coll_gpu_topo "$SB/topo/"
 for f in $(cd "$B" && find tests -type f -perm -u+x ! -path '*/.libs/*' ! -name '*.sh' ! -name '*.py'); do
     mkdir -p "$SB/$(dirname "$f")"
@@ -199,7 +200,7 @@ while :; do
 done
 
 # the bundled loader and an RPATH into the bundle, host paths last for the driver and NCCL
-rpath=$P/lib:$P/glibc:$P/coll-gpu/_build/kernels/.libs
+rpath=$P/lib:$P/glibc:$P/coll-gpu/_build/kernels/.libs:$P/coll-gpu/_build/api/.libs
 rpath=$rpath:/usr/local/nvidia/lib64:/usr/local/nvidia/lib:/usr/lib/$ma:/lib/$ma
 rpath=$rpath:/usr/local/cuda/lib64:/usr/local/cuda/lib:/usr/lib64:/usr/lib
 for f in $(elfs); do
