@@ -1513,7 +1513,9 @@ static void print_row(bench_t *B, bench_coll_t c, size_t bytes, size_t total,
     if (copy_us > 0) {
         snprintf(copy[0], sizeof(copy[0]), "%zu",
                  copy_floor_piece(c, bytes, g_size) * (size_t) coll_info[c].phases);
-        snprintf(copy[1], sizeof(copy[1]), "%.3f", copy_us);
+        /* significant digits, not decimals: an emulated copy may take well under 1 ns, and
+         * time_over_copy must be recomputable from the row */
+        snprintf(copy[1], sizeof(copy[1]), "%.6g", copy_us);
         snprintf(copy[2], sizeof(copy[2]), "%.4f", r->mean_us / copy_us);
     }
     say("  %11zu %11zu %7s %5s %5s  %-12s %10.2f %12.2f %12.2f %8s", bytes, total,
