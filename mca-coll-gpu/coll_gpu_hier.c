@@ -229,11 +229,19 @@ static int hier_agree_memory(mca_coll_gpu_module_t *m, struct ompi_communicator_
 }
 
 /* Split comm by color (MPI_UNDEFINED: *out is NULL).  A failure of the split itself is Open
- * MPI's, reported on every rank. */
-static int hier_split(struct ompi_communicator_t *comm, int color, int key,
-                      struct ompi_communicator_t **out)
+ * MPI's, reported on every rank.  The split's own collectives on comm (an allgather of the
+ * colors, the agreement on the new id), on host memory, come back to m: they go straight to
+ * the component below (in_agreed_call), or under a promise of device memory they would take
+ * the hierarchical path again, whose setup this is, and recurse until the stack ends. */
+static int hier_split(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm, int color,
+                      int key, struct ompi_communicator_t **out)
 {
-    int rc = ompi_comm_split(comm, color, key, out, false);
+    bool nested = m->in_agreed_call;
+    int rc;
+
+    m->in_agreed_call = true;
+    rc = ompi_comm_split(comm, color, key, out, false);
+    m->in_agreed_call = nested;
 
     if (OMPI_SUCCESS != rc || &ompi_mpi_comm_null.comm == *out) {
         *out = NULL;
@@ -282,12 +290,12 @@ static int hier_setup(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm
             color = i * n + mca_coll_gpu_emulated_node(ompi_proc_local());
         }
     }
-    rc = hier_split(comm, color, rank, &h->node_comm);
+    rc = hier_split(m, comm, color, rank, &h->node_comm);
     if (OMPI_SUCCESS != rc) {
         goto out;
     }
     h->node_rank = ompi_comm_rank(h->node_comm);
-    rc = hier_split(comm, (0 == h->node_rank) ? 0 : MPI_UNDEFINED, rank, &h->leader_comm);
+    rc = hier_split(m, comm, (0 == h->node_rank) ? 0 : MPI_UNDEFINED, rank, &h->leader_comm);
     if (OMPI_SUCCESS != rc) {
         goto out;
     }
@@ -372,7 +380,7 @@ static bool rails_ready(mca_coll_gpu_module_t *m, struct ompi_communicator_t *co
     h->rails_state = HIER_FAILED;
     color = (0 < h->node_rank && h->node_rank < h->rails) ? h->node_rank : MPI_UNDEFINED;
     /* keyed by the node's place among the leaders: every rail orders the nodes alike */
-    if (OMPI_SUCCESS != hier_split(comm, color, h->leader_of[rank], &h->rail_comm)) {
+    if (OMPI_SUCCESS != hier_split(m, comm, color, h->leader_of[rank], &h->rail_comm)) {
         return false;
     }
     if (0 == h->node_rank) {

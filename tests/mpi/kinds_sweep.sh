@@ -7,6 +7,10 @@
 # reduce_scatter_block (uneven and zero counts, gaps, in place); iallreduce, ibcast, iallgather,
 # ialltoall, iallgatherv, ireduce_scatter_block; and the persistent allreduce, bcast,
 # allgatherv, alltoallv, reduce_scatter and reduce_scatter_block.  Every call right, none hung.
+# Then 3 and 4 ranks again across 2 emulated nodes (coll_gpu_emulate_nodes), where the device
+# calls take the hierarchical path: under the promise of device memory, the hierarchical setup's
+# own split of the communicator came back into coll/gpu as a device call and recursed until the
+# stack ran out (fixed in coll_gpu_hier.c, hier_split).
 # COLL_GPU_SWEEP_SEED repeats a run (the seed is printed).
 . "$(dirname "$0")/mpitest.sh"
 out=${TMPDIR:-/tmp}/coll_gpu_kinds_sweep.$$
@@ -14,22 +18,25 @@ trap 'rm -f "$out"' EXIT
 : "${COLL_GPU_TEST_TIMEOUT:=300}"
 export COLL_GPU_TEST_TIMEOUT
 seed=${COLL_GPU_SWEEP_SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}
-for np in 2 3 4; do
-    COLL_GPU_MPIRUN_ARGS="--mca coll_gpu_verbose 5 ${COLL_GPU_MPIRUN_ARGS:-}" \
+for cfg in 2 3 4 3:2 4:2; do
+    np=${cfg%:*} nodes=1 where=
+    case $cfg in *:*) nodes=${cfg#*:} where=", across $nodes emulated nodes" ;; esac
+    COLL_GPU_MPIRUN_ARGS="--mca coll_gpu_verbose 5 --mca coll_gpu_emulate_nodes $nodes \
+${COLL_GPU_MPIRUN_ARGS:-}" \
         "$RUN_MPI" "$np" "$MPI_TESTS/test_kinds_sweep" "$((seed + np))" 2 >"$out" 2>&1
     rc=$?
     tap=$(grep -E '^(ok|not ok|1\.\.)' "$out")
     ! echo "$tap" | grep -q '^not ok' && echo "$tap" | grep -q '^1\.\.[1-9]'
     ok=$?
     [ "$rc" -eq 0 ] || ok=1
-    t_ok "$ok" "$np ranks, seed $((seed + np)): exit $rc, $(echo "$tap" | grep -c '^ok') \
+    t_ok "$ok" "$np ranks$where, seed $((seed + np)): exit $rc, $(echo "$tap" | grep -c '^ok') \
 communicators right, $(echo "$tap" | grep -c '^not ok') wrong"
     [ "$ok" -eq 0 ] || t_diag "$out" 40
     d=$(grep -c 'memory kinds agreed never: every rank asserts device memory only' "$out")
     h=$(grep -c 'memory kinds agreed never: every rank asserts host memory only' "$out")
     b=$(grep -c 'memory kinds agreed per call through a shared block' "$out")
     [ "$d" -eq "$np" ] && [ "$h" -eq "$np" ] && [ "$b" -gt 0 ]
-    t_ok $? "$np ranks: every rank read both promises of mpi_assert_memory_alloc_kinds ($d, $h of \
+    t_ok $? "$np ranks$where: every rank read both promises of mpi_assert_memory_alloc_kinds ($d, $h of \
 $np), the other communicators agree per call through the shared block ($b lines)"
 done
 t_done
