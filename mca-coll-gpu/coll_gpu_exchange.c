@@ -22,6 +22,7 @@
  */
 #include "ompi_config.h"
 
+#include <inttypes.h>
 #include <string.h>
 
 #include "coll_gpu.h"
@@ -50,6 +51,60 @@ static size_t call_compared(const coll_gpu_staged_call_t *c, int n, int *coll)
         *coll = COLL_GPU_KINDS_ALLGATHER;
         return (size_t) c->rcount;
     }
+}
+
+/*
+ * An alltoallv that every rank passes device memory to but that is staged (across nodes, or
+ * with no node team): no exchange checks its pieces there, and the component below may hang on
+ * counts that disagree.  Each rank tells each peer, in one host alltoall, the bytes it will
+ * send it, and compares them with the bytes it expects; the lowest rank that found a pair that
+ * disagrees names it, and every rank returns MPI_ERR_TRUNCATE before a byte moves.
+ */
+static int alltoallv_check(coll_gpu_staged_call_t *c)
+{
+    mca_coll_gpu_module_t *m = c->gpu;
+    int n = ompi_comm_size(c->comm), me = ompi_comm_rank(c->comm), bad = -1, first = n, rc;
+    int64_t *sends = malloc(sizeof(int64_t) * 2 * (size_t) n), *told = NULL;
+    bool in_place = (MPI_IN_PLACE == c->sbuf);
+    int nomem = (NULL == sends), any_nomem = 0;
+    size_t ssize, rsize;
+
+    ompi_datatype_type_size(in_place ? c->rdtype : c->sdtype, &ssize);
+    ompi_datatype_type_size(c->rdtype, &rsize);
+    /* a rank without room for the check says so first, and every rank gives up together */
+    rc = m->prev_allreduce.fn(&nomem, &any_nomem, 1, MPI_INT, MPI_MAX, c->comm,
+                              m->prev_allreduce.module);
+    if (OMPI_SUCCESS == rc && any_nomem) {
+        rc = OMPI_ERR_OUT_OF_RESOURCE;
+    }
+    if (OMPI_SUCCESS == rc) {
+        told = sends + n;
+        for (int j = 0; j < n; ++j) {
+            sends[j] = (int64_t) ssize * (in_place ? c->rcounts[j] : c->scounts[j]);
+        }
+        rc = m->prev_alltoall.fn(sends, 1, MPI_INT64_T, told, 1, MPI_INT64_T, c->comm,
+                                 m->prev_alltoall.module);
+        for (int j = 0; OMPI_SUCCESS == rc && j < n && 0 > bad; ++j) {
+            bad = (told[j] != (int64_t) rsize * c->rcounts[j]) ? j : -1;
+        }
+    }
+    if (OMPI_SUCCESS == rc) {
+        int mine = (0 <= bad) ? me : n;
+        rc = m->prev_allreduce.fn(&mine, &first, 1, MPI_INT, MPI_MIN, c->comm,
+                                  m->prev_allreduce.module);
+    }
+    if (OMPI_SUCCESS == rc && first < n) {
+        if (first == me) {
+            opal_output(0, "coll/gpu: erroneous MPI_Alltoallv on communicator %d: rank %d sends "
+                        "%" PRId64 " B to rank %d, which expects %" PRId64 " B; the call "
+                        "returns MPI_ERR_TRUNCATE on every rank and moves no data",
+                        coll_gpu_comm_cid(c->comm), bad, told[bad], me,
+                        (int64_t) rsize * c->rcounts[bad]);
+        }
+        rc = MPI_ERR_TRUNCATE;
+    }
+    free(sends);
+    return rc;
 }
 
 int mca_coll_gpu_exchange(coll_gpu_staged_call_t *c)
@@ -89,6 +144,12 @@ int mca_coll_gpu_exchange(coll_gpu_staged_call_t *c)
     }
     if (all_device && 2 <= n && 0 == mca_coll_gpu_component.exchange_algorithm && !spans) {
         team = mca_coll_gpu_team_get(m, comm, c->what);
+    }
+    if (NULL == team && all_device && COLL_GPU_SC_ALLTOALLV == c->coll) {
+        rc = alltoallv_check(c);
+        if (OMPI_SUCCESS != rc) {
+            return rc;
+        }
     }
     if (NULL == team) {
         mca_coll_gpu_log_call(c->what, comm, total, c->rdtype, NULL,

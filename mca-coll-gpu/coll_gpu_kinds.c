@@ -456,27 +456,41 @@ static bool kinds_differ(const coll_gpu_kinds_entry_t *e, const coll_gpu_kinds_e
     }
 }
 
-/* OMPI_SUCCESS when field f of call u is on every rank what it is on rank ref; else the MPI
- * error class err, and the lowest rank says what differs (errname: err's name). */
-static int kinds_check(struct ompi_communicator_t *comm, const coll_gpu_kinds_board_t *b,
-                       uint64_t u, kinds_field_t f, int ref, int err, const char *errname)
+/* The entries of one call that the ranks compare: call u on the board, or (flat) one per rank
+ * gathered through the host (kinds_gather_compare). */
+typedef struct {
+    const coll_gpu_kinds_board_t *b;
+    const coll_gpu_kinds_entry_t *flat;
+    uint64_t u;
+    int nranks;
+} kinds_view_t;
+
+static const coll_gpu_kinds_entry_t *view_entry(const kinds_view_t *v, int p)
 {
-    const coll_gpu_kinds_entry_t *r = kinds_detail(b, ref, u);
+    return (NULL != v->flat) ? &v->flat[p] : kinds_detail(v->b, p, v->u);
+}
+
+/* OMPI_SUCCESS when field f of the call is on every rank what it is on rank ref; else the MPI
+ * error class err, and the lowest rank says what differs (errname: err's name). */
+static int kinds_check(struct ompi_communicator_t *comm, const kinds_view_t *v, kinds_field_t f,
+                       int ref, int err, const char *errname)
+{
+    const coll_gpu_kinds_entry_t *r = view_entry(v, ref);
     char list[512], value[64];
     size_t len = 0;
     int p = 0;
 
-    while (p < b->nranks && !kinds_differ(kinds_detail(b, p, u), r, f)) {
+    while (p < v->nranks && !kinds_differ(view_entry(v, p), r, f)) {
         ++p;
     }
-    if (p == b->nranks) {
+    if (p == v->nranks) {
         return OMPI_SUCCESS;
     }
     if (0 != ompi_comm_rank(comm)) {
         return err;
     }
-    for (p = 0; p < b->nranks && len < sizeof(list); ++p) {
-        const coll_gpu_kinds_entry_t *e = kinds_detail(b, p, u);
+    for (p = 0; p < v->nranks && len < sizeof(list); ++p) {
+        const coll_gpu_kinds_entry_t *e = view_entry(v, p);
         switch (f) {
         case KF_COLL:
             snprintf(value, sizeof(value), "MPI_%s", coll_mpi_name(e->coll));
@@ -501,8 +515,8 @@ static int kinds_check(struct ompi_communicator_t *comm, const coll_gpu_kinds_bo
     }
     opal_output(0, "coll/gpu: erroneous MPI_%s on communicator %d (call %lu): the ranks' %s "
                 "differs (%s); the call returns %s on every rank and moves no data",
-                coll_mpi_name(kinds_detail(b, 0, u)->coll), coll_gpu_comm_cid(comm),
-                (unsigned long) u, kinds_field_name[f], list, errname);
+                coll_mpi_name(view_entry(v, 0)->coll), coll_gpu_comm_cid(comm),
+                (unsigned long) v->u, kinds_field_name[f], list, errname);
     return err;
 }
 
@@ -510,22 +524,21 @@ static int kinds_check(struct ompi_communicator_t *comm, const coll_gpu_kinds_bo
  * Compare the details of call u, whose ranks all pass device memory: OMPI_SUCCESS, or the MPI
  * error class every rank returns (each rank compares the same details).
  */
-static int kinds_compare(struct ompi_communicator_t *comm, const coll_gpu_kinds_board_t *b,
-                         uint64_t u)
+static int kinds_compare(struct ompi_communicator_t *comm, const kinds_view_t *v)
 {
-    const coll_gpu_kinds_entry_t *ref = kinds_detail(b, 0, u);
-    int rc = kinds_check(comm, b, u, KF_COLL, 0, MPI_ERR_OTHER, "MPI_ERR_OTHER");
+    const coll_gpu_kinds_entry_t *ref = view_entry(v, 0);
+    int rc = kinds_check(comm, v, KF_COLL, 0, MPI_ERR_OTHER, "MPI_ERR_OTHER");
 
     if (OMPI_SUCCESS != rc) {
         return rc;
     }
     switch (ref->coll) {
     case TOPO_COLL_BCAST:
-        rc = kinds_check(comm, b, u, KF_ROOT, 0, MPI_ERR_ROOT, "MPI_ERR_ROOT");
-        if (OMPI_SUCCESS != rc || 0 > ref->root || ref->root >= b->nranks) {
+        rc = kinds_check(comm, v, KF_ROOT, 0, MPI_ERR_ROOT, "MPI_ERR_ROOT");
+        if (OMPI_SUCCESS != rc || 0 > ref->root || ref->root >= v->nranks) {
             return rc; /* an invalid root: the component below tells it (param check) */
         }
-        return kinds_check(comm, b, u, KF_BYTES, ref->root, MPI_ERR_TRUNCATE,
+        return kinds_check(comm, v, KF_BYTES, ref->root, MPI_ERR_TRUNCATE,
                            "MPI_ERR_TRUNCATE");
     case COLL_GPU_KINDS_ALLGATHER:
     case COLL_GPU_KINDS_ALLGATHERV:
@@ -533,9 +546,9 @@ static int kinds_compare(struct ompi_communicator_t *comm, const coll_gpu_kinds_
     case COLL_GPU_KINDS_ALLTOALLV:
         /* every rank receives every rank's block: one size on all of them (allgatherv: one
          * total; alltoallv: none, 0, its exchange checks each piece) */
-        return kinds_check(comm, b, u, KF_BYTES, 0, MPI_ERR_TRUNCATE, "MPI_ERR_TRUNCATE");
+        return kinds_check(comm, v, KF_BYTES, 0, MPI_ERR_TRUNCATE, "MPI_ERR_TRUNCATE");
     case COLL_GPU_KINDS_REDUCE:
-        rc = kinds_check(comm, b, u, KF_ROOT, 0, MPI_ERR_ROOT, "MPI_ERR_ROOT");
+        rc = kinds_check(comm, v, KF_ROOT, 0, MPI_ERR_ROOT, "MPI_ERR_ROOT");
         break;
     default:
         break;
@@ -543,13 +556,13 @@ static int kinds_compare(struct ompi_communicator_t *comm, const coll_gpu_kinds_
     /* allreduce, reduce, the reduce-scatters (reduce_scatter: the whole input's bytes, not
      * the counts per rank): one count, op and element type */
     if (OMPI_SUCCESS == rc) {
-        rc = kinds_check(comm, b, u, KF_BYTES, 0, MPI_ERR_COUNT, "MPI_ERR_COUNT");
+        rc = kinds_check(comm, v, KF_BYTES, 0, MPI_ERR_COUNT, "MPI_ERR_COUNT");
     }
     if (OMPI_SUCCESS == rc) {
-        rc = kinds_check(comm, b, u, KF_OP, 0, MPI_ERR_OP, "MPI_ERR_OP");
+        rc = kinds_check(comm, v, KF_OP, 0, MPI_ERR_OP, "MPI_ERR_OP");
     }
     if (OMPI_SUCCESS == rc) {
-        rc = kinds_check(comm, b, u, KF_DT, 0, MPI_ERR_OTHER, "MPI_ERR_OTHER");
+        rc = kinds_check(comm, v, KF_DT, 0, MPI_ERR_OTHER, "MPI_ERR_OTHER");
     }
     return rc;
 }
@@ -584,9 +597,54 @@ static int kinds_board_device(mca_coll_gpu_module_t *m, struct ompi_communicator
         device = device && (w >> 8) == u && (w & KINDS_DEVICE) && kinds_detail(b, p, u)->seq == u;
     }
     if (device) {
-        rc = kinds_compare(comm, b, u);
+        kinds_view_t v = {.b = b, .u = u, .nranks = b->nranks};
+        rc = kinds_compare(comm, &v);
         *all_device = (OMPI_SUCCESS == rc);
     }
+    return rc;
+}
+
+/*
+ * The same comparison where no board holds the details: every rank's entry for this call
+ * gathered through the component below (a host allgather).  For the device calls of
+ * communicators whose ranks span hosts (after the kinds' allreduce found device memory
+ * everywhere), and of those across nodes under the promise of device memory: there no node
+ * team compares the calls between nodes, and an erroneous one would hang the leaders' chains
+ * (each leader sending and waiting for its own byte count).
+ */
+static int kinds_gather_compare(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                                const char *what, const coll_gpu_kinds_call_t *call)
+{
+    int n = ompi_comm_size(comm), rc;
+    coll_gpu_kinds_entry_t mine, *all = malloc(sizeof(*all) * (size_t) n);
+    coll_gpu_host_watch_t watch;
+    int nomem = (NULL == all), any_nomem = 0;
+
+    memset(&mine, 0, sizeof(mine));
+    mine.seq = ++m->kinds_seq;
+    mine.flags = KINDS_DEVICE | (call->capable ? KINDS_CAPABLE : 0);
+    mine.coll = (uint8_t) call->coll;
+    mine.bytes = call->bytes;
+    mine.root = call->root;
+    mine.op = kinds_op_id(call->op);
+    mine.dt = (uint8_t) call->dt;
+    mca_coll_gpu_host_watch_begin(&watch, comm, what, "comparison of the call's details");
+    /* a rank without the memory says so first, and every rank gives up together */
+    rc = m->prev_allreduce.fn(&nomem, &any_nomem, 1, MPI_INT, MPI_MAX, comm,
+                              m->prev_allreduce.module);
+    if (OMPI_SUCCESS == rc && any_nomem) {
+        rc = OMPI_ERR_OUT_OF_RESOURCE;
+    }
+    if (OMPI_SUCCESS == rc) {
+        rc = m->prev_allgather.fn(&mine, (int) sizeof(mine), MPI_BYTE, all, (int) sizeof(mine),
+                                  MPI_BYTE, comm, m->prev_allgather.module);
+    }
+    mca_coll_gpu_host_watch_end(&watch);
+    if (OMPI_SUCCESS == rc) {
+        kinds_view_t v = {.flat = all, .u = mine.seq, .nranks = n};
+        rc = kinds_compare(comm, &v);
+    }
+    free(all);
     return rc;
 }
 
@@ -622,8 +680,12 @@ static int kinds_agree(mca_coll_gpu_module_t *m, struct ompi_communicator_t *com
         *all_device = call->device;
         return OMPI_SUCCESS;
     case COLL_GPU_KMODE_PROMISE_DEVICE:
+        *all_device = true;
+        /* inside one node the node team's records compare the calls; across nodes, here */
+        return mca_coll_gpu_spans_nodes(m, comm) ? kinds_gather_compare(m, comm, what, call)
+                                                 : OMPI_SUCCESS;
     case COLL_GPU_KMODE_PROMISE_HOST:
-        *all_device = (COLL_GPU_KMODE_PROMISE_DEVICE == mode);
+        *all_device = false;
         return OMPI_SUCCESS;
     case COLL_GPU_KMODE_BOARD:
         if (call->device) {
@@ -632,8 +694,14 @@ static int kinds_agree(mca_coll_gpu_module_t *m, struct ompi_communicator_t *com
         (void) mca_coll_gpu_host_noted(m, true); /* the host rank's note, as on the hot path */
         *all_device = false;
         return OMPI_SUCCESS;
-    default:
-        return kinds_host_agree(m, comm, what, call->device, all_device);
+    default: {
+        int rc = kinds_host_agree(m, comm, what, call->device, all_device);
+        if (OMPI_SUCCESS == rc && *all_device) {
+            rc = kinds_gather_compare(m, comm, what, call);
+            *all_device = (OMPI_SUCCESS == rc);
+        }
+        return rc;
+    }
     }
 }
 

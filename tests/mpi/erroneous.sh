@@ -4,7 +4,7 @@
 # reduce_scatters and reduce_scatter_blocks on device memory (counts, ops, types, roots that
 # differ across ranks) return the error class on every rank, write no byte outside their
 # buffers, hang nowhere, and the lowest rank's message names what differed; the communicator
-# goes on.
+# goes on.  Then the blocking patterns again across 2 emulated nodes.
 . "$(dirname "$0")/mpitest.sh"
 out=${TMPDIR:-/tmp}/coll_gpu_erroneous.$$
 trap 'rm -f "$out"' EXIT
@@ -27,5 +27,24 @@ $(echo "$tap" | grep -c '^not ok') wrong"
     [ "$n" -eq "$want" ] && [ "$want" -eq 17 ]
     t_ok $? "$np ranks: one message per erroneous call naming what differed ($n of $want, 17 patterns)"
     [ "$n" -eq "$want" ] || t_diag "$out" 20
+done
+# Across 2 emulated nodes (the hierarchical path, or staged between nodes), 1 + 1 and 2 + 2
+# ranks: the blocking patterns.  Under the promise of device memory no per-call agreement ran
+# and the leaders' chains hung on counts that differ; a staged alltoallv hung in the component
+# below.  The nonblocking ones across nodes are staged where nothing can compare them before
+# they start (a nonblocking call does not wait for its peers): Open MPI's own behaviour.
+blocking="count op user-op type type-kernel root bcast-count allgather-count rsb-count rsb-op \
+allgatherv-count alltoallv-count rs-count reduce-count reduce-count-promise"
+for np in 2 4; do
+    COLL_GPU_MPIRUN_ARGS="--mca coll_gpu_emulate_nodes 2 ${COLL_GPU_MPIRUN_ARGS:-}" \
+        "$RUN_MPI" "$np" "$MPI_TESTS/test_erroneous" $blocking >"$out" 2>&1
+    rc=$?
+    tap=$(grep -E '^(ok|not ok|1\.\.)' "$out")
+    right=$(echo "$tap" | grep -c '^ok')
+    n=$(grep -cE 'coll/gpu: (erroneous MPI_|MPI_[A-Za-z_]+ on communicator .* is erroneous)' "$out")
+    [ "$rc" -eq 0 ] && [ "$right" -eq 15 ] && [ "$n" -eq 15 ]
+    t_ok $? "$np ranks across 2 nodes: exit $rc, $right of 15 blocking patterns right, \
+$n messages naming what differed"
+    [ "$rc" -eq 0 ] && [ "$right" -eq 15 ] || t_diag "$out" 40
 done
 t_done
