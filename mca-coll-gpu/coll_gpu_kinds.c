@@ -608,9 +608,9 @@ static int kinds_board_device(mca_coll_gpu_module_t *m, struct ompi_communicator
  * The same comparison where no board holds the details: every rank's entry for this call
  * gathered through the component below (a host allgather).  For the device calls of
  * communicators whose ranks span hosts (after the kinds' allreduce found device memory
- * everywhere), and of those across nodes under the promise of device memory: there no node
- * team compares the calls between nodes, and an erroneous one would hang the leaders' chains
- * (each leader sending and waiting for its own byte count).
+ * everywhere), and of those across nodes under a promise (of device memory, or of uniform
+ * buffers): there no node team compares the calls between nodes, and an erroneous one would
+ * hang the leaders' chains (each leader sending and waiting for its own byte count).
  */
 static int kinds_gather_compare(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
                                 const char *what, const coll_gpu_kinds_call_t *call)
@@ -678,7 +678,11 @@ static int kinds_agree(mca_coll_gpu_module_t *m, struct ompi_communicator_t *com
     switch (mode) {
     case COLL_GPU_KMODE_SINGLE:
         *all_device = call->device;
-        return OMPI_SUCCESS;
+        /* the promise of uniform buffers across nodes: every rank passes device memory here,
+         * and the details are compared as under the promise of device memory */
+        return (call->device && 1 < ompi_comm_size(comm) && mca_coll_gpu_spans_nodes(m, comm))
+                   ? kinds_gather_compare(m, comm, what, call)
+                   : OMPI_SUCCESS;
     case COLL_GPU_KMODE_PROMISE_DEVICE:
         *all_device = true;
         /* inside one node the node team's records compare the calls; across nodes, here */

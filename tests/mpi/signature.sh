@@ -9,7 +9,8 @@
 #   in 2-5 each rank's buffers are drawn from plain device, stream-ordered pool (not
 #   exportable through IPC) and managed memory; in every run a bcast buffer's pointer may lie
 #   before its allocation (a type with a positive lower bound: only the elements must be memory);
-#   6. on 2 ranks, MPI_INT on one and a dup of it on the other: the coll_gpu_verbose lines of
+#   6. bcast, reductions and the erroneous bcast across 2 emulated nodes;
+#   7. on 2 ranks, MPI_INT on one and a dup of it on the other: the coll_gpu_verbose lines of
 #      each allreduce and bcast name the same path on both ranks.
 # A hang fails the case that hangs (COLL_GPU_TEST_CASE_TIMEOUT) and the run
 # (COLL_GPU_TEST_TIMEOUT) rather than stalling the suite.
@@ -60,6 +61,12 @@ for algs in "staged staged 0" "push oneshot 0" "chain twoshot 4096" "tree ring 4
     run_case "bcast $1, allreduce $2, chunk $3, any device memory: $sections" "$np" \
         "$mca --mca coll_gpu_chunk_bytes $3" "--sections=$sections --any-device"
 done
+
+# across 2 emulated nodes (the hierarchical path): under coll_gpu_uniform_buffers no per-call
+# agreement ran there, and the erroneous bcast hung the leaders' chain until the details were
+# compared across nodes (kinds_gather_compare)
+run_case "across 2 emulated nodes: bcast, reductions, erroneous bcast" "$np" \
+    "--mca coll_gpu_emulate_nodes 2" "--sections=bcast,reduce,truncate"
 
 # MPI_INT on rank 0, its dup on rank 1: the same path, call by call
 if run_case "MPI_INT and a dup of it: results" 2 "--mca coll_gpu_verbose 10" \
