@@ -98,7 +98,9 @@ int mca_coll_gpu_entry_agree(mca_coll_gpu_module_t *m, struct ompi_communicator_
                                    .bytes = mca_coll_gpu_call_bytes(dtype, count),
                                    .op = op,
                                    .root = root};
-    if (!host && NULL != op) {
+    /* (a host rank's too: under the promise of device memory, or across hosts, its details
+     * are compared with its peers' as a device rank's, and must name the same element type) */
+    if (NULL != op) {
         mca_coll_gpu_kinds_reduction(&call, dtype, count, op);
     }
     return mca_coll_gpu_kinds_agree(m, comm, what, &call, all_device);
