@@ -234,7 +234,8 @@ static gpu_param_t gpu_params[] = {
              "nonblocking calls queued on a failed team), hier_state and hier (the state and the "
              "tables of the hierarchical path's setup), hier_scratch (both the device scratch "
              "and the host memory of a reduce-scatter across nodes), ucx (the worker address "
-             "tables of the UCX setup)"},
+             "tables of the UCX setup), kinds_board (rank 0's shared block of the kinds "
+             "agreement: the communicator then agrees by host collectives, as across hosts)"},
     /* across nodes: coll_gpu_hier.c and coll_gpu_ucx.c */
     {GPU_PARAM(emulate_nodes, INT, 5, ALL_EQ), GPU_RANGE(0, 1024, false, "1024 emulated nodes"),
      .help = "Split the ranks of one host into this many nodes (blocks of MPI_COMM_WORLD ranks: "

@@ -4,7 +4,8 @@
 # reduce_scatters and reduce_scatter_blocks on device memory (counts, ops, types, roots that
 # differ across ranks) return the error class on every rank, write no byte outside their
 # buffers, hang nowhere, and the lowest rank's message names what differed; the communicator
-# goes on.  Then the blocking patterns again across 2 emulated nodes.
+# goes on.  Then every pattern where the communicators agree by host collectives (as across
+# hosts), and the blocking patterns across 2 emulated nodes.
 . "$(dirname "$0")/mpitest.sh"
 out=${TMPDIR:-/tmp}/coll_gpu_erroneous.$$
 trap 'rm -f "$out"' EXIT
@@ -27,6 +28,23 @@ $(echo "$tap" | grep -c '^not ok') wrong"
     [ "$n" -eq "$want" ] && [ "$want" -eq 17 ]
     t_ok $? "$np ranks: one message per erroneous call naming what differed ($n of $want, 17 patterns)"
     [ "$n" -eq "$want" ] || t_diag "$out" 20
+done
+# The agreement of communicators that span hosts (host collectives: rank 0's shared block made
+# to fail, coll_gpu_test_fail_alloc_site=kinds_board), 2 and 3 ranks: every pattern right, one
+# message each (the details compared through one host allgather; without it a user op that
+# differs hung)
+for np in 2 3; do
+    COLL_GPU_MPIRUN_ARGS="--mca coll_gpu_test_fail_alloc 0 --mca coll_gpu_test_fail_alloc_site \
+kinds_board --mca coll_gpu_verbose 5 ${COLL_GPU_MPIRUN_ARGS:-}" \
+        "$RUN_MPI" "$np" "$MPI_TESTS/test_erroneous" >"$out" 2>&1
+    rc=$?
+    right=$(grep -c '^ok' "$out")
+    n=$(grep -cE 'coll/gpu: (erroneous MPI_|MPI_[A-Za-z_]+ on communicator .* is erroneous)' "$out")
+    a=$(grep -c 'memory kinds agreed per call by a host allreduce' "$out")
+    [ "$rc" -eq 0 ] && [ "$right" -eq 17 ] && [ "$n" -eq 17 ] && [ "$a" -gt 0 ]
+    t_ok $? "$np ranks agreeing by host collectives (as across hosts): exit $rc, $right of 17 \
+patterns right, $n messages naming what differed ($a communicators agreeing so)"
+    [ "$rc" -eq 0 ] && [ "$right" -eq 17 ] || t_diag "$out" 40
 done
 # Across 2 emulated nodes (the hierarchical path, or staged between nodes), 1 + 1 and 2 + 2
 # ranks: the blocking patterns.  Under the promise of device memory no per-call agreement ran

@@ -11,6 +11,8 @@
 # calls take the hierarchical path: under the promise of device memory, the hierarchical setup's
 # own split of the communicator came back into coll/gpu as a device call and recursed until the
 # stack ran out (fixed in coll_gpu_hier.c, hier_split).
+# And 3 ranks where world rank 0 cannot make the shared block of the agreement: the communicators
+# it leads agree by host collectives, as those whose ranks span hosts do.
 # COLL_GPU_SWEEP_SEED repeats a run (the seed is printed).
 . "$(dirname "$0")/mpitest.sh"
 out=${TMPDIR:-/tmp}/coll_gpu_kinds_sweep.$$
@@ -18,10 +20,17 @@ trap 'rm -f "$out"' EXIT
 : "${COLL_GPU_TEST_TIMEOUT:=300}"
 export COLL_GPU_TEST_TIMEOUT
 seed=${COLL_GPU_SWEEP_SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}
-for cfg in 2 3 4 3:2 4:2; do
-    np=${cfg%:*} nodes=1 where=
-    case $cfg in *:*) nodes=${cfg#*:} where=", across $nodes emulated nodes" ;; esac
-    COLL_GPU_MPIRUN_ARGS="--mca coll_gpu_verbose 5 --mca coll_gpu_emulate_nodes $nodes \
+for cfg in 2 3 4 3:2 4:2 3:agree; do
+    np=${cfg%:*} nodes=1 where= extra=
+    case $cfg in
+    *:agree)
+        # rank 0 of the world cannot make the shared block: the communicators it leads agree
+        # by host collectives, as those that span hosts do
+        extra="--mca coll_gpu_test_fail_alloc 0 --mca coll_gpu_test_fail_alloc_site kinds_board"
+        where=", agreeing by host collectives where world rank 0 leads" ;;
+    *:*) nodes=${cfg#*:} where=", across $nodes emulated nodes" ;;
+    esac
+    COLL_GPU_MPIRUN_ARGS="--mca coll_gpu_verbose 5 --mca coll_gpu_emulate_nodes $nodes $extra \
 ${COLL_GPU_MPIRUN_ARGS:-}" \
         "$RUN_MPI" "$np" "$MPI_TESTS/test_kinds_sweep" "$((seed + np))" 2 >"$out" 2>&1
     rc=$?
@@ -35,8 +44,11 @@ communicators right, $(echo "$tap" | grep -c '^not ok') wrong"
     d=$(grep -c 'memory kinds agreed never: every rank asserts device memory only' "$out")
     h=$(grep -c 'memory kinds agreed never: every rank asserts host memory only' "$out")
     b=$(grep -c 'memory kinds agreed per call through a shared block' "$out")
-    [ "$d" -eq "$np" ] && [ "$h" -eq "$np" ] && [ "$b" -gt 0 ]
+    a=$(grep -c 'memory kinds agreed per call by a host allreduce' "$out")
+    [ "$d" -eq "$np" ] && [ "$h" -eq "$np" ] && [ "$b" -gt 0 ] \
+        && { [ -z "$extra" ] || [ "$a" -gt 0 ]; }
     t_ok $? "$np ranks$where: every rank read both promises of mpi_assert_memory_alloc_kinds ($d, $h of \
-$np), the other communicators agree per call through the shared block ($b lines)"
+$np), the other communicators agree per call through the shared block ($b lines) or by host \
+collectives ($a lines)"
 done
 t_done
