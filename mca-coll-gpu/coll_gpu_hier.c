@@ -269,7 +269,7 @@ static int hier_setup(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm
      * would leave its peers waiting in it). */
     if (!mca_coll_gpu_test_fail_alloc("hier")) {
         cards = malloc(sizeof(int) * 4 * (size_t) size);
-        h->leader_of = malloc(sizeof(int) * (4 * (size_t) size + 1));
+        h->leader_of = malloc(sizeof(int) * (5 * (size_t) size + 2));
     }
     rc = hier_agree_memory(m, comm, what, NULL == cards || NULL == h->leader_of);
     if (OMPI_SUCCESS != rc) {
@@ -278,6 +278,7 @@ static int hier_setup(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm
     h->node_rank_of = h->leader_of + size;
     h->tag_cid_of = h->node_rank_of + size;
     h->node_first = h->tag_cid_of + size;
+    h->byte_first = h->node_first + size + 1;
     /* the pipeline's shape, from parameters of scope ALL_EQ; a chunk a multiple of 16 B, so
      * that it holds whole elements of every type */
     h->depth = mca_coll_gpu_component.ucx_depth;

@@ -23,13 +23,16 @@ struct coll_gpu_hier_t {
     /* comm rank -> the leader-comm rank of its node's leader, its rank in its node, and the id
      * its process gives comm in UCX tags (its local cid: on Open MPI 5.0 the local cids of one
      * communicator may differ between processes, and a message must carry its receiver's);
-     * these and node_first are one allocation, leader_of's */
+     * these, node_first and byte_first are one allocation, leader_of's */
     int *leader_of, *node_rank_of, *tag_cid_of;
     /* node-major order (the nodes in the leaders' order, each node's ranks in node rank order):
      * node j's ranks hold slots node_first[j] .. node_first[j + 1] - 1; node_major: that order
      * is comm's own; max_node: the largest node's ranks.  From the membership: the same on
      * every rank. */
     int *node_first;
+    /* an allgatherv's chains: node j's bytes from byte_first[j] in node-major order (one per
+     * call, nnodes + 1 entries, made with the tables so that a call never lacks it) */
+    int *byte_first;
     bool node_major;
     int max_node;
     int node_rank;                     /* this rank's */

@@ -22,7 +22,7 @@
  *
  * MPI_Allgatherv: the same three steps, with blocks of their own sizes at their own places.
  * The leader packs its node's blocks into the module's device scratch in node-major order
- * (rank r's bytes at off[r], node j's from first[j]: one chain of bytes per node), and unpacks
+ * (node j's from byte_first[j]: one chain of bytes per node), and unpacks
  * the other nodes' blocks to their places after the chains; the last node step carries an
  * indexed view of every block, so that no byte between blocks is written on any rank.
  *
@@ -140,37 +140,61 @@ static int leaders_allgather(mca_coll_gpu_module_t *m, coll_gpu_staged_call_t *c
     return mca_coll_gpu_first_error(local_rc, rc);
 }
 
+/* Where rank r's block of an allgatherv lies in node-major order: first[its node] plus the
+ * bytes of its node's ranks before it (dsize: the receive type's size). */
+static size_t allgatherv_offset(const coll_gpu_hier_t *h, const coll_gpu_staged_call_t *c,
+                                const int *first, size_t dsize, int r)
+{
+    size_t at = (size_t) first[h->leader_of[r]];
+
+    for (int q = 0; q < ompi_comm_size(c->comm); ++q) {
+        if (h->leader_of[q] == h->leader_of[r] && h->node_rank_of[q] < h->node_rank_of[r]) {
+            at += dsize * (size_t) c->rcounts[q];
+        }
+    }
+    return at;
+}
+
 /* MPI_Allgatherv's step 2 on a node leader (file header): its node's blocks packed in
- * node-major order into the module's device scratch (rank r's at off[r] bytes, node j's from
- * first[j]), one chain of bytes per node, and the other nodes' blocks unpacked to their places
- * (the receive buffer's holes are never touched). */
-static int leaders_allgatherv(mca_coll_gpu_module_t *m, coll_gpu_staged_call_t *c,
-                              const size_t *off, const int *first, int rc)
+ * node-major order into the module's device scratch (node j's from first[j] bytes:
+ * allgatherv_offset), one chain of bytes per node, and the other nodes' blocks unpacked to
+ * their places (the receive buffer's holes are never touched). */
+static int leaders_allgatherv(mca_coll_gpu_module_t *m, coll_gpu_staged_call_t *c, int rc)
 {
     coll_gpu_hier_t *h = m->hier;
-    int node = h->leader_of[ompi_comm_rank(c->comm)], local_rc = rc;
+    int node = h->leader_of[ompi_comm_rank(c->comm)], local_rc = rc, *first = h->byte_first;
     ptrdiff_t lb, extent;
-    size_t dsize;
+    size_t dsize, total = 0;
     char *w = NULL;
 
     ompi_datatype_type_size(c->rdtype, &dsize);
     ompi_datatype_get_extent(c->rdtype, &lb, &extent);
+    /* first[j]: the bytes of the nodes before j, from what every leader shares */
+    for (int j = 0; j <= h->nnodes; ++j) {
+        first[j] = 0;
+    }
+    for (int r = 0; r < ompi_comm_size(c->comm); ++r) {
+        first[h->leader_of[r] + 1] += (int) (dsize * (size_t) c->rcounts[r]);
+    }
+    for (int j = 0; j < h->nnodes; ++j) {
+        first[j + 1] += first[j];
+    }
+    total = (size_t) first[h->nnodes];
     if (OMPI_SUCCESS == local_rc) {
-        local_rc = mca_coll_gpu_adapt_scratch(m, c->comm, c->what, (size_t) first[h->nnodes],
-                                              (void **) &w);
+        local_rc = mca_coll_gpu_adapt_scratch(m, c->comm, c->what, total, (void **) &w);
     }
     /* pack (into) this node's blocks before the chains, unpack the others' after them */
     for (int into = 1; into >= 0; --into) {
         for (int r = 0; r < ompi_comm_size(c->comm) && OMPI_SUCCESS == local_rc; ++r) {
-            char *placed = (char *) c->rbuf + (ptrdiff_t) c->rdispls[r] * extent;
+            char *placed = (char *) c->rbuf + (ptrdiff_t) c->rdispls[r] * extent, *packed;
             int k = c->rcounts[r], bytes = (int) ((size_t) k * dsize);
 
             if (0 < k && (h->leader_of[r] == node) == into) {
+                packed = w + allgatherv_offset(h, c, first, dsize, r);
                 local_rc = into ? mca_coll_gpu_adapt_copy(m, c->comm, c->what, placed, k,
-                                                          c->rdtype, w + off[r], bytes, MPI_BYTE)
-                                : mca_coll_gpu_adapt_copy(m, c->comm, c->what, w + off[r],
-                                                          bytes, MPI_BYTE, placed, k,
-                                                          c->rdtype);
+                                                          c->rdtype, packed, bytes, MPI_BYTE)
+                                : mca_coll_gpu_adapt_copy(m, c->comm, c->what, packed, bytes,
+                                                          MPI_BYTE, placed, k, c->rdtype);
             }
         }
         if (into) {
@@ -191,9 +215,9 @@ int mca_coll_gpu_hier_allgather(coll_gpu_staged_call_t *c)
     struct ompi_communicator_t *comm = c->comm;
     int n = ompi_comm_size(comm), me = ompi_comm_rank(comm);
     bool in_place = (MPI_IN_PLACE == c->sbuf), v = (NULL != c->rcounts);
-    int counts[COLL_GPU_TEAM_MAX], displs[COLL_GPU_TEAM_MAX], *first = NULL;
+    int counts[COLL_GPU_TEAM_MAX], displs[COLL_GPU_TEAM_MAX];
     struct ompi_datatype_t *view = NULL;
-    size_t dsize, block, bytes = 0, *off = NULL;
+    size_t dsize, block, bytes = 0;
     ptrdiff_t lb, extent;
     const char *why;
     coll_gpu_hier_t *h;
@@ -234,42 +258,17 @@ int mca_coll_gpu_hier_allgather(coll_gpu_staged_call_t *c)
                                      (char *) c->rbuf + (ptrdiff_t) displs[0] * extent,
                                      counts[0], c->rdtype);
     }
-    /* an allgatherv: where each block lies in node-major order (bytes), and the view of every
-     * block in the receive buffer that the node's last step carries */
-    if (v) {
-        size_t *at = malloc(sizeof(size_t) * (size_t) (n + 1));
-
-        off = malloc(sizeof(size_t) * (size_t) n);
-        first = malloc(sizeof(int) * (size_t) (h->nnodes + 1));
-        if (NULL == at || NULL == off || NULL == first
-            || OMPI_SUCCESS != ompi_datatype_create_indexed(n, c->rcounts, c->rdispls, c->rdtype,
-                                                            &view)
-            || OMPI_SUCCESS != ompi_datatype_commit(&view)) {
-            mca_coll_gpu_report_failure(c->what, comm, "no memory for an allgatherv's layout");
-            rc = mca_coll_gpu_first_error(rc, OMPI_ERR_OUT_OF_RESOURCE);
-        } else {
-            /* at[s]: bytes before node-major slot s; rank r holds slot node_first[its node] +
-             * its node rank */
-            memset(at, 0, sizeof(size_t) * (size_t) (n + 1));
-            for (int r = 0; r < n; ++r) {
-                at[h->node_first[h->leader_of[r]] + h->node_rank_of[r] + 1] =
-                    dsize * (size_t) c->rcounts[r];
-            }
-            for (int s = 0; s < n; ++s) {
-                at[s + 1] += at[s];
-            }
-            for (int r = 0; r < n; ++r) {
-                off[r] = at[h->node_first[h->leader_of[r]] + h->node_rank_of[r]];
-            }
-            for (int j = 0; j <= h->nnodes; ++j) {
-                first[j] = (int) at[h->node_first[j]];
-            }
-        }
-        free(at);
+    /* an allgatherv: the view of every block in the receive buffer that the node's last
+     * step carries */
+    if (v && (OMPI_SUCCESS != ompi_datatype_create_indexed(n, c->rcounts, c->rdispls, c->rdtype,
+                                                           &view)
+              || OMPI_SUCCESS != ompi_datatype_commit(&view))) {
+        mca_coll_gpu_report_failure(c->what, comm, "no memory for an allgatherv's view");
+        rc = mca_coll_gpu_first_error(rc, OMPI_ERR_OUT_OF_RESOURCE);
     }
     /* 2. the leaders' chains (this may fail on one leader only: its node learns it in 3) */
     if (NULL != h->leader_comm) {
-        rc = v ? leaders_allgatherv(m, c, off, first, rc) : leaders_allgather(m, c, block, rc);
+        rc = v ? leaders_allgatherv(m, c, rc) : leaders_allgather(m, c, block, rc);
     }
     /* 3. the outcome, then every block, from the leader to its node (its own node's blocks
      * too: one bcast of the whole buffer, whose type may have gaps, rather than one per run of
@@ -285,8 +284,6 @@ int mca_coll_gpu_hier_allgather(coll_gpu_staged_call_t *c)
     if (NULL != view) {
         ompi_datatype_destroy(&view);
     }
-    free(off);
-    free(first);
     return rc;
 }
 

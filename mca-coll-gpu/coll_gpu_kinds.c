@@ -570,6 +570,19 @@ static int kinds_compare(struct ompi_communicator_t *comm, const kinds_view_t *v
     return rc;
 }
 
+/* The details of call u that this rank brings to the comparison (kinds_compare). */
+static void kinds_entry_fill(coll_gpu_kinds_entry_t *e, uint64_t u,
+                             const coll_gpu_kinds_call_t *call)
+{
+    e->seq = u;
+    e->flags = KINDS_DEVICE | (call->capable ? KINDS_CAPABLE : 0);
+    e->coll = (uint8_t) call->coll;
+    e->bytes = call->bytes;
+    e->root = call->root;
+    e->op = kinds_op_id(call->op);
+    e->dt = (uint8_t) call->dt;
+}
+
 static int kinds_board_device(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
                               const char *what, const coll_gpu_kinds_call_t *call,
                               bool *all_device)
@@ -582,13 +595,7 @@ static int kinds_board_device(mca_coll_gpu_module_t *m, struct ompi_communicator
 
     u = ++m->kinds_seq;
     e = &b->rank[m->board_rank].slot[u % COLL_GPU_KINDS_RING].detail;
-    e->seq = u;
-    e->flags = KINDS_DEVICE | (call->capable ? KINDS_CAPABLE : 0);
-    e->coll = (uint8_t) call->coll;
-    e->bytes = call->bytes;
-    e->root = call->root;
-    e->op = kinds_op_id(call->op);
-    e->dt = (uint8_t) call->dt;
+    kinds_entry_fill(e, u, call);
     mca_coll_gpu_kinds_publish(m, u, KINDS_DEVICE);
     *all_device = false;
     rc = kinds_wait(m, comm, what, u);
@@ -624,13 +631,7 @@ static int kinds_gather_compare(mca_coll_gpu_module_t *m, struct ompi_communicat
     int nomem = (NULL == all), any_nomem = 0;
 
     memset(&mine, 0, sizeof(mine));
-    mine.seq = ++m->kinds_seq;
-    mine.flags = KINDS_DEVICE | (call->capable ? KINDS_CAPABLE : 0);
-    mine.coll = (uint8_t) call->coll;
-    mine.bytes = call->bytes;
-    mine.root = call->root;
-    mine.op = kinds_op_id(call->op);
-    mine.dt = (uint8_t) call->dt;
+    kinds_entry_fill(&mine, ++m->kinds_seq, call);
     mca_coll_gpu_host_watch_begin(&watch, comm, what, "comparison of the call's details");
     /* a rank without the memory says so first, and every rank gives up together */
     rc = m->prev_allreduce.fn(&nomem, &any_nomem, 1, MPI_INT, MPI_MAX, comm,
