@@ -34,6 +34,14 @@ osu=$out/osu
 
 if [ ! -d "$osu/c/mpi/collective" ]; then
     cp -a "$src" "$osu" || exit 2
+    # OSU 7.4 prefetches managed memory with CUDA 12's cudaMemPrefetchAsync (a device number);
+    # CUDA 13's takes a location and flags: rewrite that call in the copy where the header asks
+    cu13_sig="cudaMemPrefetchAsync(const void \\*devPtr, size_t count, struct cudaMemLocation"
+    if [ "$mode" = cuda ] && grep -q "$cu13_sig" "$cu/include/cuda_runtime_api.h" 2>/dev/null; then
+        loc="(struct cudaMemLocation){cudaMemLocationTypeDevice, devid}, 0"
+        call="cudaMemPrefetchAsync(buf, length"
+        sed -i "s/$call, devid, um_stream)/$call, $loc, um_stream)/" "$osu/c/util/osu_util_mpi.c"
+    fi
     cuda_args=
     if [ "$mode" = cuda ]; then
         cuda_args="--enable-cuda --with-cuda-include=$cu/include --with-cuda-libpath=$cu/lib64"
