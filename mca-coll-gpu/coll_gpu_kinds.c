@@ -616,22 +616,17 @@ static int kinds_board_device(mca_coll_gpu_module_t *m, struct ompi_communicator
 
 /*
  * The same comparison where no board holds the details: every rank's entry for this call
- * gathered through the component below (a host allgather).  For the device calls of
- * communicators whose ranks span hosts (after the kinds' allreduce found device memory
- * everywhere), and of those across nodes under a promise (of device memory, or of uniform
- * buffers): there no node team compares the calls between nodes, and an erroneous one would
- * hang the leaders' chains (each leader sending and waiting for its own byte count).
+ * gathered through the component below (a host allgather), once the folded agreement below
+ * found details that differ (the error path: it names them).
  */
 static int kinds_gather_compare(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
-                                const char *what, const coll_gpu_kinds_call_t *call)
+                                const char *what, const coll_gpu_kinds_entry_t *mine)
 {
     int n = ompi_comm_size(comm), rc;
-    coll_gpu_kinds_entry_t mine, *all = malloc(sizeof(*all) * (size_t) n);
+    coll_gpu_kinds_entry_t *all = malloc(sizeof(*all) * (size_t) n);
     coll_gpu_host_watch_t watch;
     int nomem = (NULL == all), any_nomem = 0;
 
-    memset(&mine, 0, sizeof(mine));
-    kinds_entry_fill(&mine, ++m->kinds_seq, call);
     mca_coll_gpu_host_watch_begin(&watch, comm, what, "comparison of the call's details");
     /* a rank without the memory says so first, and every rank gives up together */
     rc = m->prev_allreduce.fn(&nomem, &any_nomem, 1, MPI_INT, MPI_MAX, comm,
@@ -640,31 +635,71 @@ static int kinds_gather_compare(mca_coll_gpu_module_t *m, struct ompi_communicat
         rc = OMPI_ERR_OUT_OF_RESOURCE;
     }
     if (OMPI_SUCCESS == rc) {
-        rc = m->prev_allgather.fn(&mine, (int) sizeof(mine), MPI_BYTE, all, (int) sizeof(mine),
+        rc = m->prev_allgather.fn(mine, (int) sizeof(*mine), MPI_BYTE, all, (int) sizeof(*mine),
                                   MPI_BYTE, comm, m->prev_allgather.module);
     }
     mca_coll_gpu_host_watch_end(&watch);
     if (OMPI_SUCCESS == rc) {
-        kinds_view_t v = {.flat = all, .u = mine.seq, .nranks = n};
+        kinds_view_t v = {.flat = all, .u = mine->seq, .nranks = n};
         rc = kinds_compare(comm, &v);
     }
     free(all);
     return rc;
 }
 
-/* One host allreduce through the component below us, watched for a long wait
- * (coll_gpu_hang_warn_seconds): the MIN of (device here) over the ranks says whether every rank
- * passes device memory.  The agreement of communicators whose ranks span hosts. */
+/* The fields of the folded agreement: whether this rank passes device memory, then the details
+ * a device call compares (kinds_compare).  Each is sent as itself and negated, so that one MIN
+ * gives every field's minimum and maximum over the ranks. */
+enum { KA_DEVICE, KA_COLL, KA_ROOT, KA_BYTES, KA_OP, KA_DT, KA_FIELDS };
+
+/*
+ * The agreement where no board is shared: one host allreduce through the component below us,
+ * watched for a long wait (coll_gpu_hang_warn_seconds), of this rank's kind and its call's
+ * details.  *all_device: every rank passes device memory (device: this rank does, or promised
+ * to).  A call found all device has its details compared: where some field's minimum and
+ * maximum differ, the entries are gathered to tell which ranks differ and how
+ * (kinds_gather_compare: every rank returns the same error).  For every call of communicators
+ * whose ranks span hosts (host-only calls too), and for the device calls of those across nodes
+ * under a promise (of device memory, or of uniform buffers): there no node team compares the
+ * calls between nodes, and an erroneous one would hang the leaders' chains (each leader
+ * sending and waiting for its own byte count).  One collective per call, error or not.
+ */
 static int kinds_host_agree(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
-                            const char *what, bool mine, bool *all_device)
+                            const char *what, const coll_gpu_kinds_call_t *call, bool device,
+                            bool *all_device)
 {
     coll_gpu_host_watch_t watch;
-    int in[2] = {mine ? 1 : 0, mine ? 0 : 1}, out[2] = {0, 0}, rc;
+    coll_gpu_kinds_entry_t mine;
+    int64_t in[2 * KA_FIELDS], out[2 * KA_FIELDS];
+    bool differ = false;
+    int rc;
 
+    memset(&mine, 0, sizeof(mine));
+    kinds_entry_fill(&mine, ++m->kinds_seq, call);
+    in[KA_DEVICE] = device ? 1 : 0;
+    in[KA_COLL] = mine.coll;
+    in[KA_ROOT] = mine.root;
+    in[KA_BYTES] = (int64_t) mine.bytes;
+    in[KA_OP] = mine.op;
+    in[KA_DT] = (mine.flags & KINDS_CAPABLE) ? 1 + (int64_t) mine.dt : 0;
+    for (int i = 0; i < KA_FIELDS; ++i) {
+        in[KA_FIELDS + i] = -in[i];
+    }
     mca_coll_gpu_host_watch_begin(&watch, comm, what, "agreement on the buffers' kind");
-    rc = m->prev_allreduce.fn(in, out, 2, MPI_INT, MPI_MIN, comm, m->prev_allreduce.module);
+    rc = m->prev_allreduce.fn(in, out, 2 * KA_FIELDS, MPI_INT64_T, MPI_MIN, comm,
+                              m->prev_allreduce.module);
     mca_coll_gpu_host_watch_end(&watch);
-    *all_device = (OMPI_SUCCESS == rc && 1 == out[0]);
+    *all_device = (OMPI_SUCCESS == rc && 1 == out[KA_DEVICE]);
+    if (!*all_device) {
+        return rc;
+    }
+    for (int i = KA_COLL; i < KA_FIELDS; ++i) {
+        differ = differ || out[i] != -out[KA_FIELDS + i];
+    }
+    if (differ) {
+        rc = kinds_gather_compare(m, comm, what, &mine);
+        *all_device = (OMPI_SUCCESS == rc);
+    }
     return rc;
 }
 
@@ -681,17 +716,20 @@ static int kinds_agree(mca_coll_gpu_module_t *m, struct ompi_communicator_t *com
     }
     switch (mode) {
     case COLL_GPU_KMODE_SINGLE:
-        *all_device = call->device;
         /* the promise of uniform buffers across nodes: every rank passes device memory here,
          * and the details are compared as under the promise of device memory */
-        return (call->device && 1 < ompi_comm_size(comm) && mca_coll_gpu_spans_nodes(m, comm))
-                   ? kinds_gather_compare(m, comm, what, call)
-                   : OMPI_SUCCESS;
+        if (call->device && 1 < ompi_comm_size(comm) && mca_coll_gpu_spans_nodes(m, comm)) {
+            return kinds_host_agree(m, comm, what, call, true, all_device);
+        }
+        *all_device = call->device;
+        return OMPI_SUCCESS;
     case COLL_GPU_KMODE_PROMISE_DEVICE:
-        *all_device = true;
         /* inside one node the node team's records compare the calls; across nodes, here */
-        return mca_coll_gpu_spans_nodes(m, comm) ? kinds_gather_compare(m, comm, what, call)
-                                                 : OMPI_SUCCESS;
+        if (mca_coll_gpu_spans_nodes(m, comm)) {
+            return kinds_host_agree(m, comm, what, call, true, all_device);
+        }
+        *all_device = true;
+        return OMPI_SUCCESS;
     case COLL_GPU_KMODE_PROMISE_HOST:
         *all_device = false;
         return OMPI_SUCCESS;
@@ -702,14 +740,8 @@ static int kinds_agree(mca_coll_gpu_module_t *m, struct ompi_communicator_t *com
         (void) mca_coll_gpu_host_noted(m, true); /* the host rank's note, as on the hot path */
         *all_device = false;
         return OMPI_SUCCESS;
-    default: {
-        int rc = kinds_host_agree(m, comm, what, call->device, all_device);
-        if (OMPI_SUCCESS == rc && *all_device) {
-            rc = kinds_gather_compare(m, comm, what, call);
-            *all_device = (OMPI_SUCCESS == rc);
-        }
-        return rc;
-    }
+    default:
+        return kinds_host_agree(m, comm, what, call, call->device, all_device);
     }
 }
 
