@@ -54,8 +54,8 @@
  * memory, no one can tell it (it does not wait), and the call goes to the component below.
  *
  * Communicators whose ranks span hosts have no shared memory to agree through: every blocking
- * call of those there agrees with one small host allreduce of the kinds, host-only calls
- * included.  One agreement for the whole communicator: the node steps and the leaders' step of
+ * call of those there agrees with one small host allreduce of the kinds and a device call's
+ * details (kinds_host_agree), host-only calls included.  One agreement for the whole communicator: the node steps and the leaders' step of
  * the hierarchical path then all run, or none.
  *
  * Promises that skip the agreement, agreed at the communicator's first call:
