@@ -29,6 +29,8 @@
 
 #include "mpi.h"
 #include "ompi/communicator/communicator.h"
+#include "ompi/proc/proc.h"
+#include "opal/util/proc.h"
 #include "opal/util/info.h"
 #include "ompi/mca/coll/coll.h"
 
@@ -129,6 +131,27 @@ static inline int coll_gpu_comm_cid(ompi_communicator_t *comm)
     return (int) ompi_comm_get_local_cid(comm);
 #else
     return (int) ompi_comm_get_cid(comm);
+#endif
+}
+
+/*
+ * This process's rank in MPI_COMM_WORLD and the world's size, for the testing parameters that
+ * name a process by that rank and for the emulated nodes.  Not through MPI_COMM_WORLD itself:
+ * a program of MPI-4 sessions never makes it (5.0 leaves its group unset, and its size would
+ * crash), so from the process's name (its rank in the job: the same number) and the job's
+ * size, which 4.1, without sessions, has only in MPI_COMM_WORLD.
+ */
+static inline int coll_gpu_world_rank(void)
+{
+    return (int) ompi_proc_local()->super.proc_name.vpid;
+}
+
+static inline int coll_gpu_world_size(void)
+{
+#if COLL_GPU_OMPI_5
+    return (int) opal_process_info.num_procs;
+#else
+    return ompi_comm_size(&ompi_mpi_comm_world.comm);
 #endif
 }
 

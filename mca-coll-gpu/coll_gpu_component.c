@@ -500,7 +500,7 @@ bool mca_coll_gpu_test_fail_alloc(const char *site)
     return 0 <= mca_coll_gpu_component.test_fail_alloc && NULL != want
            && 0 == strcmp(want, site)
            && mca_coll_gpu_component.test_fail_alloc
-                  == ompi_comm_rank(&ompi_mpi_comm_world.comm);
+                  == coll_gpu_world_rank();
 }
 
 bool mca_coll_gpu_test_env_names_me(const char *name, int *target)
@@ -509,5 +509,5 @@ bool mca_coll_gpu_test_env_names_me(const char *name, int *target)
         const char *env = getenv(name);
         *target = (NULL != env && '\0' != env[0]) ? atoi(env) : -1;
     }
-    return 0 <= *target && ompi_comm_rank(&ompi_mpi_comm_world.comm) == *target;
+    return 0 <= *target && coll_gpu_world_rank() == *target;
 }

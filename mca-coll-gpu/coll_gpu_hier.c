@@ -661,7 +661,7 @@ static int pipe_run(pipe_t *pp)
     /* testing only: this rank's sends fail, as after an endpoint error, in its first chain on
      * the communicator */
     if (0 <= c->test_fail_ucx && !h->test_failed
-        && c->test_fail_ucx == ompi_comm_rank(&ompi_mpi_comm_world.comm)) {
+        && c->test_fail_ucx == coll_gpu_world_rank()) {
         h->test_failed = true;
         fail_sends = true;
     }

@@ -199,7 +199,7 @@ void mca_coll_gpu_host_watch_finalize(void)
 int mca_coll_gpu_emulated_node(struct ompi_proc_t *proc)
 {
     int n = mca_coll_gpu_component.emulate_nodes;
-    int world = ompi_comm_size(&ompi_mpi_comm_world.comm);
+    int world = coll_gpu_world_size();
 
     if (1 >= n || 0 >= world) {
         return 0;

@@ -1,0 +1,22 @@
+#!/bin/sh
+# sessions.sh - Open MPI 5.0: collectives on a communicator made from an MPI-4 session, in a
+# program that never calls MPI_Init (test_sessions: no MPI_COMM_WORLD exists there), 3 ranks,
+# on one node and across 2 emulated nodes; device memory on every rank and mixed with host
+# memory.  Before coll/gpu stopped reading MPI_COMM_WORLD's size, every device call crashed.
+. "$(dirname "$0")/mpitest.sh"
+out=${TMPDIR:-/tmp}/coll_gpu_sessions.$$
+trap 'rm -f "$out" "$out".*' EXIT
+COLL_GPU_TEST_DEVICE=${COLL_GPU_TEST_DEVICE:-emulated}
+export COLL_GPU_TEST_DEVICE
+base=${COLL_GPU_MPIRUN_ARGS:-}
+for nodes in 1 2; do
+    COLL_GPU_MPIRUN_ARGS="$base --mca coll_gpu_emulate_nodes $nodes"
+    export COLL_GPU_MPIRUN_ARGS
+    "$RUN_MPI" 3 "$MPI_TESTS/test_sessions" >"$out" 2>"$out.err"
+    rc=$?
+    passed=$(grep -c '^ok ' "$out")
+    ! grep -q '^not ok' "$out" && [ "$passed" -eq 12 ] && [ "$rc" -eq 0 ]
+    t_ok $? "$nodes emulated node(s): $passed of 12 cases right on every rank (exit $rc)"
+    [ "$passed" -eq 12 ] && [ "$rc" -eq 0 ] || { t_diag "$out"; t_diag "$out.err"; }
+done
+t_done
