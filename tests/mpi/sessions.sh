@@ -2,7 +2,8 @@
 # sessions.sh - Open MPI 5.0: collectives on a communicator made from an MPI-4 session, in a
 # program that never calls MPI_Init (test_sessions: no MPI_COMM_WORLD exists there), 3 ranks,
 # on one node and across 2 emulated nodes; device memory on every rank and mixed with host
-# memory.  Before coll/gpu stopped reading MPI_COMM_WORLD's size, every device call crashed.
+# memory, and a second session after the first.  Before coll/gpu stopped reading
+# MPI_COMM_WORLD's size, every device call crashed.
 . "$(dirname "$0")/mpitest.sh"
 out=${TMPDIR:-/tmp}/coll_gpu_sessions.$$
 trap 'rm -f "$out" "$out".*' EXIT
@@ -15,8 +16,8 @@ for nodes in 1 2; do
     "$RUN_MPI" 3 "$MPI_TESTS/test_sessions" >"$out" 2>"$out.err"
     rc=$?
     passed=$(grep -c '^ok ' "$out")
-    ! grep -q '^not ok' "$out" && [ "$passed" -eq 12 ] && [ "$rc" -eq 0 ]
-    t_ok $? "$nodes emulated node(s): $passed of 12 cases right on every rank (exit $rc)"
-    [ "$passed" -eq 12 ] && [ "$rc" -eq 0 ] || { t_diag "$out"; t_diag "$out.err"; }
+    ! grep -q '^not ok' "$out" && [ "$passed" -eq 13 ] && [ "$rc" -eq 0 ]
+    t_ok $? "$nodes emulated node(s): $passed of 13 cases right on every rank (exit $rc)"
+    [ "$passed" -eq 13 ] && [ "$rc" -eq 0 ] || { t_diag "$out"; t_diag "$out.err"; }
 done
 t_done

@@ -8,7 +8,8 @@
  * memory on the odd ones): MPI_Allreduce in place, MPI_Bcast from the last rank,
  * MPI_Allgather, MPI_Reduce_scatter_block and MPI_Iallreduce; then an allreduce on device
  * memory on an MPI_Comm_split_type of it and on a dup.  Fresh data per case, outputs poisoned
- * first.  The device backend comes from COLL_GPU_TEST_DEVICE (default emulated).  TAP from
+ * first; last, one allreduce on a second session's communicator after the first session
+ * ended.  The device backend comes from COLL_GPU_TEST_DEVICE (default emulated).  TAP from
  * rank 0: one line per case, right on every rank.
  */
 #include <mpi.h>
@@ -190,6 +191,15 @@ static void derived(MPI_Comm c, const char *what, int salt)
     buf_free(1, a);
 }
 
+/* A session and its communicator from the "mpi://WORLD" process set. */
+static int session_comm(MPI_Session *session, MPI_Group *group)
+{
+    return MPI_SUCCESS == MPI_Session_init(MPI_INFO_NULL, MPI_ERRORS_RETURN, session)
+           && MPI_SUCCESS == MPI_Group_from_session_pset(*session, "mpi://WORLD", group)
+           && MPI_SUCCESS == MPI_Comm_create_from_group(*group, "coll-gpu.test_sessions",
+                                                        MPI_INFO_NULL, MPI_ERRORS_RETURN, &comm);
+}
+
 int main(void)
 {
     const char *name = getenv("COLL_GPU_TEST_DEVICE");
@@ -197,10 +207,7 @@ int main(void)
     MPI_Group group;
     MPI_Comm shared, dup;
 
-    if (MPI_SUCCESS != MPI_Session_init(MPI_INFO_NULL, MPI_ERRORS_RETURN, &session)
-        || MPI_SUCCESS != MPI_Group_from_session_pset(session, "mpi://WORLD", &group)
-        || MPI_SUCCESS != MPI_Comm_create_from_group(group, "coll-gpu.test_sessions",
-                                                     MPI_INFO_NULL, MPI_ERRORS_RETURN, &comm)) {
+    if (!session_comm(&session, &group)) {
         fprintf(stderr, "could not make a communicator from a session\n");
         return 1;
     }
@@ -211,7 +218,7 @@ int main(void)
         MPI_Abort(comm, 1);
     }
     if (0 == rank) {
-        printf("1..12\n");
+        printf("1..13\n");
     }
     cases(1, 1, 0);
     cases(0 == rank % 2, 0, 10);
@@ -221,6 +228,16 @@ int main(void)
     derived(dup, "MPI_Allreduce on a dup of it", 21);
     MPI_Comm_free(&dup);
     MPI_Comm_free(&shared);
+    MPI_Comm_free(&comm);
+    MPI_Group_free(&group);
+    MPI_Session_finalize(&session);
+    /* a second session after the first has ended (Open MPI may close and reopen the coll
+     * framework in between) */
+    if (!session_comm(&session, &group)) {
+        fprintf(stderr, "could not make a communicator from a second session\n");
+        return 1;
+    }
+    derived(comm, "MPI_Allreduce on a second session's communicator", 22);
     MPI_Comm_free(&comm);
     MPI_Group_free(&group);
     dev_close();
