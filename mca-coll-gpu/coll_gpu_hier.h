@@ -30,8 +30,9 @@ struct coll_gpu_hier_t {
      * is comm's own; max_node: the largest node's ranks.  From the membership: the same on
      * every rank. */
     int *node_first;
-    /* an allgatherv's chains: node j's bytes from byte_first[j] in node-major order (one per
-     * call, nnodes + 1 entries, made with the tables so that a call never lacks it) */
+    /* an allgatherv's chains: node j's bytes from byte_first[j] in node-major order (made
+     * anew by each call, whose unpacking then walks it; nnodes + 1 entries, allocated with
+     * the tables so that a call never lacks it) */
     int *byte_first;
     bool node_major;
     int max_node;

@@ -140,31 +140,16 @@ static int leaders_allgather(mca_coll_gpu_module_t *m, coll_gpu_staged_call_t *c
     return mca_coll_gpu_first_error(local_rc, rc);
 }
 
-/* Where rank r's block of an allgatherv lies in node-major order: first[its node] plus the
- * bytes of its node's ranks before it (dsize: the receive type's size). */
-static size_t allgatherv_offset(const coll_gpu_hier_t *h, const coll_gpu_staged_call_t *c,
-                                const int *first, size_t dsize, int r)
-{
-    size_t at = (size_t) first[h->leader_of[r]];
-
-    for (int q = 0; q < ompi_comm_size(c->comm); ++q) {
-        if (h->leader_of[q] == h->leader_of[r] && h->node_rank_of[q] < h->node_rank_of[r]) {
-            at += dsize * (size_t) c->rcounts[q];
-        }
-    }
-    return at;
-}
-
 /* MPI_Allgatherv's step 2 on a node leader (file header): its node's blocks packed in
- * node-major order into the module's device scratch (node j's from first[j] bytes:
- * allgatherv_offset), one chain of bytes per node, and the other nodes' blocks unpacked to
- * their places (the receive buffer's holes are never touched). */
+ * node-major order into the module's device scratch (node j's from first[j] bytes), one chain
+ * of bytes per node, and the other nodes' blocks unpacked to their places (the receive
+ * buffer's holes are never touched). */
 static int leaders_allgatherv(mca_coll_gpu_module_t *m, coll_gpu_staged_call_t *c, int rc)
 {
     coll_gpu_hier_t *h = m->hier;
     int node = h->leader_of[ompi_comm_rank(c->comm)], local_rc = rc, *first = h->byte_first;
     ptrdiff_t lb, extent;
-    size_t dsize, total = 0;
+    size_t dsize, total = 0, own;
     char *w = NULL;
 
     ompi_datatype_type_size(c->rdtype, &dsize);
@@ -183,14 +168,27 @@ static int leaders_allgatherv(mca_coll_gpu_module_t *m, coll_gpu_staged_call_t *
     if (OMPI_SUCCESS == local_rc) {
         local_rc = mca_coll_gpu_adapt_scratch(m, c->comm, c->what, total, (void **) &w);
     }
-    /* pack (into) this node's blocks before the chains, unpack the others' after them */
+    /* pack (into) this node's blocks before the chains, unpack the others' after them.  A
+     * node's ranks come in comm order in node-rank order (hier_setup splits the node
+     * communicator keyed by comm rank), so each node's blocks follow one another as r meets
+     * them: own walks this node's, and, once the chains have read it, first[j] walks node
+     * j's. */
+    own = (size_t) first[node];
     for (int into = 1; into >= 0; --into) {
         for (int r = 0; r < ompi_comm_size(c->comm) && OMPI_SUCCESS == local_rc; ++r) {
             char *placed = (char *) c->rbuf + (ptrdiff_t) c->rdispls[r] * extent, *packed;
-            int k = c->rcounts[r], bytes = (int) ((size_t) k * dsize);
+            int j = h->leader_of[r], k = c->rcounts[r], bytes = (int) ((size_t) k * dsize);
 
-            if (0 < k && (h->leader_of[r] == node) == into) {
-                packed = w + allgatherv_offset(h, c, first, dsize, r);
+            if ((j == node) != into) {
+                continue;
+            }
+            packed = w + (into ? own : (size_t) first[j]);
+            if (into) {
+                own += (size_t) bytes;
+            } else {
+                first[j] += bytes;
+            }
+            if (0 < k) {
                 local_rc = into ? mca_coll_gpu_adapt_copy(m, c->comm, c->what, placed, k,
                                                           c->rdtype, packed, bytes, MPI_BYTE)
                                 : mca_coll_gpu_adapt_copy(m, c->comm, c->what, packed, bytes,
