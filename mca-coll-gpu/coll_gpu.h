@@ -592,6 +592,11 @@ void mca_coll_gpu_kinds_reduction(coll_gpu_kinds_call_t *call, struct ompi_datat
 int mca_coll_gpu_kinds_agree(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
                              const char *what, const coll_gpu_kinds_call_t *call,
                              bool *all_device);
+/* Whether every rank of comm has the host memory it needs (have), in one host allreduce through
+ * the component below: OMPI_ERR_OUT_OF_RESOURCE on every rank when one has not, so that all
+ * give up together (coll_gpu_kinds.c).  Collective. */
+int mca_coll_gpu_agree_memory(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                              bool have);
 /* Store this rank's word of call u, (u << 8) | flags: from now on its peers may read it (and
  * the details stored before it).  A host-memory rank's whole part of a call on a board (the
  * hot path: one store, no wait) is this with flags 0 for its next call. */

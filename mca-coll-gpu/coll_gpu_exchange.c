@@ -66,17 +66,11 @@ static int alltoallv_check(coll_gpu_staged_call_t *c)
     int n = ompi_comm_size(c->comm), me = ompi_comm_rank(c->comm), bad = -1, first = n, rc;
     int64_t *sends = malloc(sizeof(int64_t) * 2 * (size_t) n), *told = NULL;
     bool in_place = (MPI_IN_PLACE == c->sbuf);
-    int nomem = (NULL == sends), any_nomem = 0;
     size_t ssize, rsize;
 
     ompi_datatype_type_size(in_place ? c->rdtype : c->sdtype, &ssize);
     ompi_datatype_type_size(c->rdtype, &rsize);
-    /* a rank without room for the check says so first, and every rank gives up together */
-    rc = m->prev_allreduce.fn(&nomem, &any_nomem, 1, MPI_INT, MPI_MAX, c->comm,
-                              m->prev_allreduce.module);
-    if (OMPI_SUCCESS == rc && any_nomem) {
-        rc = OMPI_ERR_OUT_OF_RESOURCE;
-    }
+    rc = mca_coll_gpu_agree_memory(m, c->comm, NULL != sends);
     if (OMPI_SUCCESS == rc) {
         told = sends + n;
         for (int j = 0; j < n; ++j) {

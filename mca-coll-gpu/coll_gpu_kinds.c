@@ -55,8 +55,9 @@
  *
  * Communicators whose ranks span hosts have no shared memory to agree through: every blocking
  * call of those there agrees with one small host allreduce of the kinds and a device call's
- * details (kinds_host_agree), host-only calls included.  One agreement for the whole communicator: the node steps and the leaders' step of
- * the hierarchical path then all run, or none.
+ * details (kinds_host_agree), host-only calls included.  One agreement for the whole
+ * communicator: the node steps and the leaders' step of the hierarchical path then all run, or
+ * none.
  *
  * Promises that skip the agreement, agreed at the communicator's first call:
  *   - coll_gpu_uniform_buffers=true: every rank passes the kind this one does (NCCL's rule);
@@ -614,6 +615,16 @@ static int kinds_board_device(mca_coll_gpu_module_t *m, struct ompi_communicator
     return rc;
 }
 
+int mca_coll_gpu_agree_memory(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                              bool have)
+{
+    int nomem = !have, any_nomem = 0;
+    int rc = m->prev_allreduce.fn(&nomem, &any_nomem, 1, MPI_INT, MPI_MAX, comm,
+                                  m->prev_allreduce.module);
+
+    return (OMPI_SUCCESS == rc && any_nomem) ? OMPI_ERR_OUT_OF_RESOURCE : rc;
+}
+
 /*
  * The same comparison where no board holds the details: every rank's entry for this call
  * gathered through the component below (a host allgather), once the folded agreement below
@@ -625,15 +636,9 @@ static int kinds_gather_compare(mca_coll_gpu_module_t *m, struct ompi_communicat
     int n = ompi_comm_size(comm), rc;
     coll_gpu_kinds_entry_t *all = malloc(sizeof(*all) * (size_t) n);
     coll_gpu_host_watch_t watch;
-    int nomem = (NULL == all), any_nomem = 0;
 
     mca_coll_gpu_host_watch_begin(&watch, comm, what, "comparison of the call's details");
-    /* a rank without the memory says so first, and every rank gives up together */
-    rc = m->prev_allreduce.fn(&nomem, &any_nomem, 1, MPI_INT, MPI_MAX, comm,
-                              m->prev_allreduce.module);
-    if (OMPI_SUCCESS == rc && any_nomem) {
-        rc = OMPI_ERR_OUT_OF_RESOURCE;
-    }
+    rc = mca_coll_gpu_agree_memory(m, comm, NULL != all);
     if (OMPI_SUCCESS == rc) {
         rc = m->prev_allgather.fn(mine, (int) sizeof(*mine), MPI_BYTE, all, (int) sizeof(*mine),
                                   MPI_BYTE, comm, m->prev_allgather.module);
