@@ -198,13 +198,13 @@ void mca_coll_gpu_host_watch_finalize(void)
  * peer's locality without communication. */
 int mca_coll_gpu_emulated_node(struct ompi_proc_t *proc)
 {
-    int n = mca_coll_gpu_component.emulate_nodes;
-    int world = coll_gpu_world_size();
+    int n = mca_coll_gpu_component.emulate_nodes, world;
 
-    if (1 >= n || 0 >= world) {
-        return 0;
+    if (1 >= n) {
+        return 0; /* off */
     }
-    return (int) (((int64_t) proc->super.proc_name.vpid * n) / world);
+    world = coll_gpu_world_size();
+    return (0 < world) ? (int) (((int64_t) proc->super.proc_name.vpid * n) / world) : 0;
 }
 
 bool mca_coll_gpu_on_my_node(struct ompi_proc_t *proc)

@@ -246,7 +246,7 @@ def _call(method):
     def issue(self, *args, **kwargs):
         opts = kwargs.get("opts", args[-1] if args else None)
         asynchronous = getattr(opts, "asyncOp", False) and nat.can_overlap()
-        if not asynchronous and _queue._pending <= 0:  # the common case: here, now (busy())
+        if not asynchronous and not _queue.busy():  # the common case: here, now
             return _done(method(self, *args, **kwargs))
         if _queue.inside():
             return method(self, *args, **kwargs)
