@@ -3,16 +3,21 @@
 # program that never calls MPI_Init (test_sessions: no MPI_COMM_WORLD exists there), 3 ranks,
 # on one node and across 2 emulated nodes; device memory on every rank and mixed with host
 # memory, and a second session after the first.  Before coll/gpu stopped reading
-# MPI_COMM_WORLD's size, every device call crashed.
+# MPI_COMM_WORLD's size, every device call crashed.  COLL_GPU_TEST_SYNC_DIR is where the ranks
+# meet between the two sessions (test_sessions.c, epoch_barrier: Open MPI 5.0's shared-memory
+# BTL races a peer still finalizing, about one run in ten without it).
 . "$(dirname "$0")/mpitest.sh"
 out=${TMPDIR:-/tmp}/coll_gpu_sessions.$$
-trap 'rm -f "$out" "$out".*' EXIT
+trap 'rm -rf "$out" "$out".*' EXIT
 COLL_GPU_TEST_DEVICE=${COLL_GPU_TEST_DEVICE:-emulated}
 export COLL_GPU_TEST_DEVICE
 base=${COLL_GPU_MPIRUN_ARGS:-}
 for nodes in 1 2; do
     COLL_GPU_MPIRUN_ARGS="$base --mca coll_gpu_emulate_nodes $nodes"
     export COLL_GPU_MPIRUN_ARGS
+    COLL_GPU_TEST_SYNC_DIR=$out.sync.$nodes
+    export COLL_GPU_TEST_SYNC_DIR
+    mkdir "$COLL_GPU_TEST_SYNC_DIR" || exit 99
     "$RUN_MPI" 3 "$MPI_TESTS/test_sessions" >"$out" 2>"$out.err"
     rc=$?
     passed=$(grep -c '^ok ' "$out")
