@@ -1,0 +1,91 @@
+#!/bin/bash
+# mpi4py-tests.sh MPI4PY_SRC COLL_GPU_BUILD OUT [host|cupy] - mpi4py's own test suite against
+# coll/gpu: what Python users (and PyTorch users who reach MPI through mpi4py) run MPI with.
+#
+#   MPI4PY_SRC       a source tree of the mpi4py release that PYTHON imports (its test/ folder,
+#                    not part of this repository: the tag of the installed version, from the
+#                    sdist or github.com/mpi4py/mpi4py)
+#   COLL_GPU_BUILD   a built tree of coll/gpu (its mca-coll-gpu/component is loaded)
+#   OUT              summary.txt, and per case a folder of logs (mpirun's, each rank's)
+#   host             (the default) the suite's own buffers (host memory: NumPy, array, bytes),
+#                    emulated device: coll/gpu must pass every collective through unharmed
+#   cupy             also CuPy device arrays (--cupy: every buffer test runs once more on them),
+#                    the cuda device backend (the GPU machine; needs cupy in PYTHON)
+#
+# The whole suite (collectives blocking, nonblocking, persistent and neighbourhood, on intra- and
+# intercommunicators, with MPI_IN_PLACE and zero counts; communicators, groups, ops, requests,
+# RMA, I/O, datatypes ...) runs under MPI_THREAD_MULTIPLE (mpi4py's default) at NPS ranks under
+# Open MPI's default coll list and under gpu,tuned, but for the tests that spawn processes
+# (spawn, dynproc, util_pool: the ranks of two jobs reach each other only over TCP, which this
+# shared-memory setting leaves out).  A case passes when mpirun exits 0 and every rank prints
+# "OK" after "Ran N tests".
+# Environment: PYTHON (default python3), NPS (default "1 2 3 4"), COLLS (default
+# "default gpu,tuned"), LIMIT (seconds a case, default 900), EXCLUDE (runtests.py -e patterns,
+# default "spawn dynproc util_pool").
+set -u
+src=$(cd "$1/test" && pwd) build=$(cd "$2" && pwd) out=$3 mode=${4:-host}
+mkdir -p "$out/logs" || exit 2
+out=$(cd "$out" && pwd)
+py=${PYTHON:-python3}
+
+version=$("$py" -c 'import mpi4py; print(mpi4py.__version__)') || exit 2
+library=$("$py" -c 'from mpi4py import MPI; print(MPI.Get_library_version().split(",")[0])' \
+    | tr -d '\0') || exit 2
+
+pk=$(ompi_info --parsable --path pkglibdir | cut -d: -f3-)
+export OMPI_MCA_mca_base_component_path="$build/mca-coll-gpu/component:$pk"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+export OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1 OMPI_MCA_osc=^ucx
+export OMPI_MCA_btl_vader_single_copy_mechanism=none
+args=(-q)
+for e in ${EXCLUDE-spawn dynproc util_pool}; do
+    args+=(-e "$e")
+done
+if [ "$mode" = cupy ]; then
+    export OMPI_MCA_coll_gpu_device=cuda OMPI_MCA_coll_gpu_hang_warn_seconds=20
+    args+=(--cupy)
+else
+    export OMPI_MCA_coll_gpu_device=emulated
+fi
+
+{
+    echo "mpi4py $version ($library), mode $mode, $(date -u +%Y-%m-%dT%H:%MZ)"
+    echo "python: $("$py" --version 2>&1); runtests.py ${args[*]}"
+} >"$out/summary.txt"
+pass=0 fail=0
+for coll in ${COLLS:-default gpu,tuned}; do
+    for np in ${NPS:-1 2 3 4}; do
+        name=${coll//,/-}.np$np
+        coll_args=()
+        [ "$coll" = default ] || coll_args=(--mca coll "$coll")
+        start=$(date +%s)
+        rm -rf "$out/logs/$name" && mkdir -p "$out/logs/$name" || exit 2
+        # each rank's output to a file of its own (the ranks' last lines would share lines)
+        # shellcheck disable=SC2016
+        (cd "$src" && timeout -k 10 "${LIMIT:-900}" mpirun -np "$np" --oversubscribe \
+            --bind-to none "${coll_args[@]}" /bin/sh -c \
+            'exec "$@" >"$0/rank.${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-x}}.txt" 2>&1' \
+            "$out/logs/$name" "$py" runtests.py "${args[@]}") >"$out/logs/$name/mpirun.txt" 2>&1
+        rc=$?
+        ran=0 ok=0 failed=0
+        for f in "$out/logs/$name"/rank.*.txt; do
+            [ -f "$f" ] || continue
+            grep -aqE '^Ran [0-9]+ tests?' "$f" && ran=$((ran + 1))
+            grep -aqE '^OK( \(|$)' "$f" && ok=$((ok + 1))
+            grep -aqE '^FAILED \(|^(ERROR|FAIL):' "$f" && failed=$((failed + 1))
+        done
+        tests=$(cat "$out/logs/$name"/rank.*.txt 2>/dev/null | grep -aoE '^Ran [0-9]+' | head -1 \
+                    | cut -d' ' -f2)
+        if [ "$rc" -eq 0 ] && [ "$ran" -eq "$np" ] && [ "$ok" -eq "$np" ] && [ "$failed" -eq 0 ]
+        then
+            verdict=PASS pass=$((pass + 1))
+        else
+            verdict=FAIL fail=$((fail + 1))
+        fi
+        printf '%s coll=%s np=%s: exit %s, %s of %s ranks OK, %s tests a rank, %ss\n' \
+            "$verdict" "$coll" "$np" "$rc" "$ok" "$np" "${tests:-0}" \
+            "$(($(date +%s) - start))" | tee -a "$out/summary.txt"
+    done
+done
+echo "$pass passed, $fail failed" | tee -a "$out/summary.txt"
+[ "$fail" -eq 0 ]
