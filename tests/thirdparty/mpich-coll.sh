@@ -48,8 +48,11 @@ if [ "$mode" = kinds ]; then
     cflags="$cflags -I$cu/include"
     libs="-L$cu/lib64 -lcudart -lm"
 fi
-# dtpools_internal.h includes "../dtpoolsconf.h": a copy beside its include folder's parent
+# dtpools_internal.h includes "../dtpoolsconf.h": a copy beside its include folder's parent;
+# and mtest.h includes "mpitestconf.h", found beside it first: this mode's there too (a run in
+# the other mode, or MPICH's configure, leaves one with or without HAVE_CUDA)
 cp "$out/include/dtpoolsconf.h" "$src/dtpools/dtpoolsconf.h" 2>/dev/null
+cp "$out/include/mpitestconf.h" "$src/include/mpitestconf.h" || exit 2
 
 bin=$out/bin
 for f in "$src"/util/mtest.c "$src"/util/mtest_common.c "$src"/util/dtypes.c \
@@ -71,6 +74,9 @@ export OMPI_MCA_mca_base_component_path="$build/mca-coll-gpu/component:$pk"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 export OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1 OMPI_MCA_osc=^ucx
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
+# Open MPI 5.0's PMIx reads the same component path and reports every file in it that is not a
+# PMIx plugin (mca_coll_gpu.so among them) in each log
+export PMIX_MCA_mca_base_component_show_load_errors=none
 if [ "$mode" = kinds ]; then
     export OMPI_MCA_coll_gpu_device=cuda OMPI_MCA_coll_gpu_hang_warn_seconds=20
 else
