@@ -130,126 +130,118 @@ def new(dev, n):
     return DeviceInts(n) if dev else HostInts(n)
 
 
-def allreduce(run, in_place):
-    def fn(dev_in, dev_out, salt):
-        c, n, p = run.comm, N, run.size
-        want = [sum(value(r, i, salt) for r in range(p)) for i in range(n)]
-        out = new(dev_out, n)
-        out.put([POISON] * n)
-        if in_place:
-            out.put([value(run.rank, i, salt) for i in range(n)])
-            c.Allreduce(MPI.IN_PLACE, buf(out), op=MPI.SUM)
-        else:
-            src = new(dev_in, n)
-            src.put([value(run.rank, i, salt) for i in range(n)])
-            c.Allreduce(buf(src), buf(out), op=MPI.SUM)
-            src.free()
-        got = out.get()
+def call_into(dev_in, dev_out, sent, out_n, call):
+    """One call on fresh buffers: the input (None: none) holding sent, the output of out_n
+    elements poisoned; call(input, output) makes the MPI call; the output's values after it."""
+    src = None
+    if sent is not None:
+        src = new(dev_in, len(sent))
+        src.put(sent)
+    out = new(dev_out, out_n)
+    out.put([POISON] * out_n)
+    try:
+        call(src, out)
+        return out.get()
+    finally:
         out.free()
-        return got == want
+        if src is not None:
+            src.free()
+
+
+def reduction(run, op, mine, want_at, call):
+    """A reduction case: this rank sends mine(rank, salt); want_at(p, salt) is the whole
+    reduced vector a rank must find, or None where it must keep its poison."""
+    def fn(dev_in, dev_out, salt):
+        sent = mine(run.rank, salt)
+        got = call_into(dev_in, dev_out, sent, len(want_at(run.size, salt, run.rank) or sent),
+                        lambda s, o: call(run.comm, s, o, op))
+        want = want_at(run.size, salt, run.rank)
+        return got == (want if want is not None else [POISON] * len(got))
+    return fn
+
+
+def reduced(fold, p, salt, lo=0, n=N):
+    return [fold(value(r, lo + i, salt) for r in range(p)) for i in range(n)]
+
+
+def mine_n(n):
+    return lambda rank, salt: [value(rank, i, salt) for i in range(n)]
+
+
+def allreduce(run, in_place):
+    if not in_place:
+        return reduction(run, MPI.SUM, mine_n(N), lambda p, s, r: reduced(sum, p, s),
+                         lambda c, a, b, op: c.Allreduce(buf(a), buf(b), op=op))
+
+    def fn(dev_in, dev_out, salt):
+        def call(src, out):
+            out.put([value(run.rank, i, salt) for i in range(N)])
+            run.comm.Allreduce(MPI.IN_PLACE, buf(out), op=MPI.SUM)
+        return call_into(dev_in, dev_out, None, N, call) == reduced(sum, run.size, salt)
+    return fn
+
+
+def rooted(run, root, nonblocking):
+    """Bcast (Ibcast + Wait) from root: the root's buffer of its input kind, the others' of
+    their output kind."""
+    def fn(dev_in, dev_out, salt):
+        want = [value(root, i, salt) for i in range(N)]
+
+        def call(src, b):
+            if run.rank == root:
+                b.put(want)
+            if nonblocking:
+                run.comm.Ibcast(buf(b), root=root).Wait()
+            else:
+                run.comm.Bcast(buf(b), root=root)
+        kind = dev_in if run.rank == root else dev_out
+        return call_into(kind, kind, None, N, call) == want
     return fn
 
 
 def bcast(run):
-    def fn(dev_in, dev_out, salt):
-        c, n, root = run.comm, N, run.size - 1
-        want = [value(root, i, salt) for i in range(n)]
-        b = new(dev_in if run.rank == root else dev_out, n)
-        b.put(want if run.rank == root else [POISON] * n)
-        c.Bcast(buf(b), root=root)
-        got = b.get()
-        b.free()
-        return got == want
-    return fn
+    return rooted(run, run.size - 1, False)
+
+
+def ibcast(run):
+    return rooted(run, 0, True)
 
 
 def reduce(run):
-    def fn(dev_in, dev_out, salt):
-        c, n, p = run.comm, N, run.size
-        src = new(dev_in, n)
-        src.put([value(run.rank, i, salt) for i in range(n)])
-        out = new(dev_out, n)
-        out.put([POISON] * n)
-        c.Reduce(buf(src), buf(out), op=MPI.MAX, root=0)
-        got = out.get()
-        src.free()
-        out.free()
-        if run.rank != 0:
-            return got == [POISON] * n  # MPI leaves the other ranks' receive buffers alone
-        return got == [max(value(r, i, salt) for r in range(p)) for i in range(n)]
-    return fn
+    # MPI leaves the receive buffers of the ranks but the root alone
+    return reduction(run, MPI.MAX, mine_n(N),
+                     lambda p, s, r: reduced(max, p, s) if r == 0 else None,
+                     lambda c, a, b, op: c.Reduce(buf(a), buf(b), op=op, root=0))
+
+
+def iallreduce(run):
+    return reduction(run, MPI.MIN, mine_n(N), lambda p, s, r: reduced(min, p, s),
+                     lambda c, a, b, op: c.Iallreduce(buf(a), buf(b), op=op).Wait())
+
+
+def reduce_scatter_block(run):
+    return reduction(run, MPI.SUM,
+                     lambda rank, salt: [value(rank, j, salt) for j in range(N * run.size)],
+                     lambda p, s, r: reduced(sum, p, s, lo=r * N),
+                     lambda c, a, b, op: c.Reduce_scatter_block(buf(a), buf(b), op=op))
 
 
 def allgather(run):
     def fn(dev_in, dev_out, salt):
-        c, n, p = run.comm, N, run.size
-        src = new(dev_in, n)
-        src.put([value(run.rank, i, salt) for i in range(n)])
-        out = new(dev_out, n * p)
-        out.put([POISON] * (n * p))
-        c.Allgather(buf(src), buf(out))
-        got = out.get()
-        src.free()
-        out.free()
-        return got == [value(r, i, salt) for r in range(p) for i in range(n)]
+        p = run.size
+        got = call_into(dev_in, dev_out, [value(run.rank, i, salt) for i in range(N)], N * p,
+                        lambda a, b: run.comm.Allgather(buf(a), buf(b)))
+        return got == [value(r, i, salt) for r in range(p) for i in range(N)]
     return fn
 
 
 def alltoall(run):
     def fn(dev_in, dev_out, salt):
-        c, n, p = run.comm, N, run.size
-        src = new(dev_in, n * p)  # block d goes to rank d
-        src.put([value(run.rank * p + d, i, salt) for d in range(p) for i in range(n)])
-        out = new(dev_out, n * p)
-        out.put([POISON] * (n * p))
-        c.Alltoall(buf(src), buf(out))
-        got = out.get()
-        src.free()
-        out.free()
-        return got == [value(s * p + run.rank, i, salt) for s in range(p) for i in range(n)]
-    return fn
-
-
-def reduce_scatter_block(run):
-    def fn(dev_in, dev_out, salt):
-        c, n, p = run.comm, N, run.size
-        src = new(dev_in, n * p)
-        src.put([value(run.rank, j, salt) for j in range(n * p)])
-        out = new(dev_out, n)
-        out.put([POISON] * n)
-        c.Reduce_scatter_block(buf(src), buf(out), op=MPI.SUM)
-        got = out.get()
-        src.free()
-        out.free()
-        return got == [sum(value(r, run.rank * n + i, salt) for r in range(p)) for i in range(n)]
-    return fn
-
-
-def iallreduce(run):
-    def fn(dev_in, dev_out, salt):
-        c, n, p = run.comm, N, run.size
-        src = new(dev_in, n)
-        src.put([value(run.rank, i, salt) for i in range(n)])
-        out = new(dev_out, n)
-        out.put([POISON] * n)
-        c.Iallreduce(buf(src), buf(out), op=MPI.MIN).Wait()
-        got = out.get()
-        src.free()
-        out.free()
-        return got == [min(value(r, i, salt) for r in range(p)) for i in range(n)]
-    return fn
-
-
-def ibcast(run):
-    def fn(dev_in, dev_out, salt):
-        c, n, root = run.comm, N, 0
-        want = [value(root, i, salt) for i in range(n)]
-        b = new(dev_in if run.rank == root else dev_out, n)
-        b.put(want if run.rank == root else [POISON] * n)
-        c.Ibcast(buf(b), root=root).Wait()
-        got = b.get()
-        b.free()
-        return got == want
+        p, me = run.size, run.rank
+        sent = [value(me * p + d, i, salt) for d in range(p) for i in range(N)]  # block d to d
+        got = call_into(dev_in, dev_out, sent, N * p,
+                        lambda a, b: run.comm.Alltoall(buf(a), buf(b)))
+        return got == [value(s * p + me, i, salt) for s in range(p) for i in range(N)]
     return fn
 
 
