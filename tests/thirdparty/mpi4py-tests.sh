@@ -32,14 +32,7 @@ version=$("$py" -c 'import mpi4py; print(mpi4py.__version__)') || exit 2
 library=$("$py" -c 'from mpi4py import MPI; print(MPI.Get_library_version().split(",")[0])' \
     | tr -d '\0') || exit 2
 
-pk=$(ompi_info --parsable --path pkglibdir | cut -d: -f3-)
-export OMPI_MCA_mca_base_component_path="$build/mca-coll-gpu/component:$pk"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-export OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1 OMPI_MCA_osc=^ucx
-export OMPI_MCA_btl_vader_single_copy_mechanism=none
-# Open MPI 5.0's PMIx reads the same component path and reports every file in it that is not a
-# PMIx plugin (mca_coll_gpu.so among them) in each log
-export PMIX_MCA_mca_base_component_show_load_errors=none
+. "$(dirname "$0")/runner-env.sh"
 args=(-q)
 for e in ${EXCLUDE-spawn dynproc util_pool}; do
     args+=(-e "$e")

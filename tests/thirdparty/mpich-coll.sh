@@ -69,14 +69,7 @@ build_test() { # name: built once; a test with its own main does without run_mpi
     mpicc $cflags "$src/coll/$1.c" $m "$bin"/lib/*.o -o "$bin/$1" $libs >"$bin/$1.build" 2>&1
 }
 
-pk=$(ompi_info --parsable --path pkglibdir | cut -d: -f3-)
-export OMPI_MCA_mca_base_component_path="$build/mca-coll-gpu/component:$pk"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-export OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1 OMPI_MCA_osc=^ucx
-export OMPI_MCA_btl_vader_single_copy_mechanism=none
-# Open MPI 5.0's PMIx reads the same component path and reports every file in it that is not a
-# PMIx plugin (mca_coll_gpu.so among them) in each log
-export PMIX_MCA_mca_base_component_show_load_errors=none
+. "$(dirname "$0")/runner-env.sh"
 if [ "$mode" = kinds ]; then
     export OMPI_MCA_coll_gpu_device=cuda OMPI_MCA_coll_gpu_hang_warn_seconds=20
 else

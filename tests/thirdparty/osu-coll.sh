@@ -54,14 +54,7 @@ if [ ! -d "$osu/c/mpi/collective" ]; then
 fi
 coll_dir=$osu/c/mpi/collective
 
-pk=$(ompi_info --parsable --path pkglibdir | cut -d: -f3-)
-export OMPI_MCA_mca_base_component_path="$build/mca-coll-gpu/component:$pk"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-export OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1 OMPI_MCA_osc=^ucx
-export OMPI_MCA_btl_vader_single_copy_mechanism=none
-# Open MPI 5.0's PMIx reads the same component path and reports every file in it that is not a
-# PMIx plugin (mca_coll_gpu.so among them) in each log, where "error" would fail the case
-export PMIX_MCA_mca_base_component_show_load_errors=none
+. "$(dirname "$0")/runner-env.sh"
 # Open MPI 4.1's and 5.0's op/avx add 8-bit integers with saturation, and the benchmarks'
 # validation expects them to wrap: without it, MPI_CHAR sums fail from 16 B on every path that
 # reduces on the host (the stock host path, coll/gpu's staged path)
