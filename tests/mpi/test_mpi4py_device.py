@@ -93,11 +93,13 @@ def value(r, i, salt):
 
 
 class Run:
+    """The cases of one communicator.  Their TAP numbers are their salts (one per case, counted
+    on across communicators)."""
+
     def __init__(self, comm, seed):
         self.comm = comm
         self.rank = comm.Get_rank()
         self.size = comm.Get_size()
-        self.ntap = 0
         self.failed = 0
         self.rng = random.Random(seed * 1000 + MPI.COMM_WORLD.Get_rank())
 
@@ -109,12 +111,11 @@ class Run:
             return (self.rank % 2 == 0,) * 2
         return (self.rng.random() < 0.5, self.rng.random() < 0.5)
 
-    def report(self, right, what):
+    def report(self, right, number, what):
         every = MPI.COMM_WORLD.allreduce(1 if right else 0, op=MPI.MIN)
-        self.ntap += 1
         self.failed += not every
         if MPI.COMM_WORLD.Get_rank() == 0:
-            print("%s %d - %s" % ("ok" if every else "not ok", self.ntap, what), flush=True)
+            print("%s %d - %s" % ("ok" if every else "not ok", number, what), flush=True)
 
     def case(self, name, mode, salt, where, fn):
         dev_in, dev_out = self.kinds(mode)
@@ -123,7 +124,7 @@ class Run:
         except MPI.Exception as e:
             sys.stderr.write("rank %d: %s: %s\n" % (self.rank, name, e))
             right = False
-        self.report(right, "%s, %s, %s" % (name, mode, where))
+        self.report(right, salt, "%s, %s, %s" % (name, mode, where))
 
 
 def new(dev, n):
@@ -149,13 +150,13 @@ def call_into(dev_in, dev_out, sent, out_n, call):
 
 
 def reduction(run, op, mine, want_at, call):
-    """A reduction case: this rank sends mine(rank, salt); want_at(p, salt) is the whole
-    reduced vector a rank must find, or None where it must keep its poison."""
+    """A reduction case: this rank sends mine(rank, salt); want_at(p, salt, rank) is the
+    reduced vector that rank must find, or None where its output must keep its poison."""
     def fn(dev_in, dev_out, salt):
         sent = mine(run.rank, salt)
-        got = call_into(dev_in, dev_out, sent, len(want_at(run.size, salt, run.rank) or sent),
-                        lambda s, o: call(run.comm, s, o, op))
         want = want_at(run.size, salt, run.rank)
+        got = call_into(dev_in, dev_out, sent, len(want or sent),
+                        lambda s, o: call(run.comm, s, o, op))
         return got == (want if want is not None else [POISON] * len(got))
     return fn
 
@@ -267,7 +268,6 @@ def main():
     salt = failed = 0
     for comm, where in ((world, "world"), (dup, "a dup of world")):
         run = Run(comm, seed)
-        run.ntap = salt
         for mode in modes:
             for name, make, kw in calls:
                 salt += 1
