@@ -20,6 +20,7 @@ if [ -z "$py" ]; then
     echo "1..0 # SKIP no python3 here has mpi4py"
     exit 0
 fi
+version=$("$py" -c 'import mpi4py; print(mpi4py.__version__)')
 lib=$top_builddir/kernels/.libs/libcoll_gpu_dev.so.0
 if [ ! -f "$lib" ]; then
     echo "1..1"
@@ -37,8 +38,9 @@ for np in 2 3 4; do
     n=$(grep -c '^ok ' "$out")
     bad=$(grep -c '^not ok' "$out")
     [ "$rc" -eq 0 ] && [ "$bad" -eq 0 ] && [ -n "$plan" ] && [ "$n" -eq "$plan" ]
-    t_ok $? "$np ranks, mpi4py $("$py" -c 'import mpi4py; print(mpi4py.__version__)'): $n of \
-${plan:-?} cases right on every rank (seed $((seed + np)), exit $rc)"
-    [ "$rc" -eq 0 ] && [ "$bad" -eq 0 ] || { grep '^not ok' "$out" | head -10 | sed 's/^/#   /'; t_diag "$out" 20; }
+    t_ok $? "$np ranks, mpi4py $version: $n of ${plan:-?} cases right on every rank \
+(seed $((seed + np)), exit $rc)"
+    [ "$rc" -eq 0 ] && [ "$bad" -eq 0 ] \
+        || { grep '^not ok' "$out" | head -10 | sed 's/^/#   /'; t_diag "$out" 20; }
 done
 t_done
