@@ -121,21 +121,37 @@ def finalize():
 _fns = {}  # name -> the library's cg_<name> (a ctypes attribute lookup costs a dict's 10x)
 
 
-def call(name, *args, nonblocking=False):
-    """cg_<name>(*args); with nonblocking, the request slot it filled (an int)."""
+def _fn(name):
     fn = _fns.get(name)
     if fn is None:
         fn = _fns[name] = getattr(_lib, "cg_" + name)
-    req = ctypes.c_int(-1) if nonblocking else None
-    tail = ctypes.byref(req) if nonblocking else None
-    if _serial is not None:
-        with _serial:
-            rc = fn(*args, tail)
+    return fn
+
+
+def call(name, *args):
+    """cg_<name>(*args), blocking (no request slot: the common call, kept short)."""
+    fn = _fns.get(name) or _fn(name)
+    if _serial is None:
+        rc = fn(*args, None)
     else:
-        rc = fn(*args, tail)
+        with _serial:
+            rc = fn(*args, None)
     if rc != 0:
         raise _error(name, rc)
-    return req.value if nonblocking else None
+
+
+def call_nonblocking(name, *args):
+    """cg_<name>(*args) in its nonblocking form: the request slot it filled (an int)."""
+    fn = _fns.get(name) or _fn(name)
+    req = ctypes.c_int(-1)
+    if _serial is None:
+        rc = fn(*args, ctypes.byref(req))
+    else:
+        with _serial:
+            rc = fn(*args, ctypes.byref(req))
+    if rc != 0:
+        raise _error(name, rc)
+    return req.value
 
 
 def wait(req):
