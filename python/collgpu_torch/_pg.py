@@ -44,7 +44,7 @@ _OPS = {
 }
 _AVG = int(_RED.AVG)
 _BITWISE = (int(_RED.BAND), int(_RED.BOR), int(_RED.BXOR))
-_op_codes = {}  # (id of the op's RedOpType, dtype) -> what _op returns: checked once per pair
+_op_codes = {}  # (op value, dtype) -> what _op returns: its checks made once per pair
 
 
 def _dtype(t):
@@ -58,12 +58,12 @@ def _dtype(t):
 def _op(red, t):
     """(MPI op code, average) of a torch reduce op for tensor t; errors name what is refused."""
     kind = red if type(red) is _RED else red.op  # a ReduceOp wraps its RedOpType
-    # RedOpType's values are one object each for the life of the process, and id() costs a
-    # tenth of their own hash or int() (pybind11 calls, ~0.3 us each)
-    key = (id(kind), t.dtype)
+    # by value: a RedOpType object may be made per access (torch 2.11), so neither its id()
+    # (another op's once it is freed) nor its identity can stand for the op
+    key = (int(kind), t.dtype)
     code = _op_codes.get(key)
     if code is None:
-        code = _op_codes[key] = _op_code(kind, int(kind), t.dtype)
+        code = _op_codes[key] = _op_code(kind, key[0], t.dtype)
     return code
 
 

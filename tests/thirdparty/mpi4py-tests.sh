@@ -21,7 +21,9 @@
 # "OK" after "Ran N tests".
 # Environment: PYTHON (default python3), NPS (default "1 2 3 4"), COLLS (default
 # "default gpu,tuned"), LIMIT (seconds a case, default 900), EXCLUDE (runtests.py -e patterns,
-# default "spawn dynproc util_pool").
+# default "spawn dynproc util_pool"), ARGS (more runtests.py arguments: "-v -f -i test_cco_buf"
+# names each test as it starts and stops a rank at its first failure, to find the one whose
+# failure on some ranks left the others waiting in a collective).
 set -u
 src=$(cd "$1/test" && pwd) build=$(cd "$2" && pwd) out=$3 mode=${4:-host}
 mkdir -p "$out/logs" || exit 2
@@ -37,6 +39,8 @@ args=(-q)
 for e in ${EXCLUDE-spawn dynproc util_pool}; do
     args+=(-e "$e")
 done
+# shellcheck disable=SC2206
+args+=(${ARGS:-})
 if [ "$mode" = cupy ]; then
     export OMPI_MCA_coll_gpu_device=cuda OMPI_MCA_coll_gpu_hang_warn_seconds=20
     args+=(--cupy)
