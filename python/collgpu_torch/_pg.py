@@ -134,33 +134,19 @@ def _settle(*tensors):
                 _sync_stream(idx)
 
 
-class _Done(dist._Work):
-    """The Work of a call that completed before it returned (every synchronous call).  It is
-    made in about half the time of a completed Future wrapped by _create_work_from_future
-    (0.55 against 1.3 us on the CPU machine), and its future, which DDP's hooks and torch's
-    functional collectives ask for, is made only when asked for.  torch calls wait() and
-    get_future() through its Work's trampoline (PyWork), as for _RecvAnyWork."""
+# torch.futures.Future() is torch._C.Future([]) behind two Python wrappers (its __init__ and
+# set_result), which cost a synchronous call about 0.3 us; the C class where it is there
+_CFuture = getattr(torch._C, "Future", None)
 
-    def __init__(self, result):
-        super().__init__()
-        self._result = result
 
-    def wait(self, timeout=None):
-        return True
-
-    def is_completed(self):
-        return True
-
-    def is_success(self):
-        return True
-
-    def result(self):
-        return self._result
-
-    def get_future(self):
-        fut = Future()
-        fut.set_result(self._result)
-        return fut
+def _done(result):
+    """A completed Work whose result (and future's value) is result.  A C++ Work, not a Python
+    subclass of dist._Work (which is made in half the time): C++ callers such as DDP's reducer
+    keep only the C++ part, and once the Python object is freed its get_future is gone
+    ("Work::getFuture not implemented", torch 2.6)."""
+    fut = _CFuture([]) if _CFuture is not None else Future()
+    fut.set_result(result)
+    return _create_work_from_future(fut)
 
 
 class _Queue:
@@ -201,7 +187,7 @@ class _Queue:
         if not queued:
             self._local.inside = True
             try:
-                return _Done(body())
+                return _done(body())
             finally:
                 self._local.inside = False
         event = None
@@ -266,7 +252,7 @@ def _call(method):
         opts = kwargs.get("opts", args[-1] if args else None)
         asynchronous = getattr(opts, "asyncOp", False) and nat.can_overlap()
         if not asynchronous and not _queue.busy():  # the common case: here, now
-            return _Done(method(self, *args, **kwargs))
+            return _done(method(self, *args, **kwargs))
         if _queue.inside():
             return method(self, *args, **kwargs)
         device = _cuda_device(args) if asynchronous else None
@@ -305,15 +291,25 @@ class _Dense:
             self.t.copy_(self.buf)
 
 
-class _RecvAnyWork(_Done):
+class _RecvAnyWork(dist._Work):
     """The Work of recv_anysource: complete, and it knows who sent."""
 
     def __init__(self, tensors, source):
-        super().__init__(tensors)
+        super().__init__()
+        self._tensors = tensors
         self._source = source
+
+    def wait(self, timeout=None):
+        return True
+
+    def is_completed(self):
+        return True
 
     def _source_rank(self):
         return self._source
+
+    def result(self):
+        return self._tensors
 
 
 class ProcessGroupCollGPU(dist.ProcessGroup):

@@ -46,14 +46,14 @@ def breakdown(dev, iters, sync):
     group = dist.distributed_c10d._get_default_group()
     pg = next(o for o in gc.get_objects() if isinstance(o, _pg.ProcessGroupCollGPU))
     opts = dist.AllreduceOptions()
-    fut = _pg._Done([t])
+    fut = _pg._done([t])
     steps = [
         ("MPI_Allreduce through ctypes", lambda: nat.call("allreduce", 0, None, t.data_ptr(), 1,
                                                           nat.F32, nat.SUM)),
         ("stream synchronize through torch's Stream", lambda: torch.cuda.current_stream(
             t.device).synchronize() if t.is_cuda else None),
         ("stream synchronize, the backend's (_settle)", lambda: _pg._settle(t)),
-        ("a completed Work (_Done)", lambda: _pg._Done([t])),
+        ("a completed Work (Future, _create_work_from_future)", lambda: _pg._done([t])),
         ("Work.wait of a completed Work", lambda: fut.wait()),
         ("the Python process group's allreduce, called from Python", lambda: pg.allreduce([t], opts)),
         ("ProcessGroup.allreduce (torch's C++ dispatch into it)", lambda: group.allreduce([t], opts).wait()),
