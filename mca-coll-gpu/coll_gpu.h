@@ -828,7 +828,9 @@ int mca_coll_gpu_pieces_copy(void *user, char *image, ptrdiff_t lo, size_t len,
 
 /* One buffer of a call as staging takes it: a layout that the call uses as dir says, or (span)
  * the union [lo, lo + len) of per-block types' blocks (the w collectives), copied whole both
- * ways so that the holes go back unchanged. */
+ * ways so that the holes go back unchanged.  A span's blocks (their kinds decide whether it is
+ * staged: MPI_BOTTOM says nothing of them): layout.n of them, layout.counts, a type each, at
+ * byte displacements idispls or adispls. */
 typedef struct coll_gpu_side_t {
     const void *buf;
     coll_gpu_dir_t dir;
@@ -836,6 +838,9 @@ typedef struct coll_gpu_side_t {
     bool span;
     ptrdiff_t lo;
     size_t len;
+    struct ompi_datatype_t *const *dtypes;
+    const int *idispls;
+    const MPI_Aint *adispls;
 } coll_gpu_side_t;
 
 /* Stage the send and the receive buffer of a call into the module's cached slots 0 and 1 or,

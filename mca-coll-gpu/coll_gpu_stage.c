@@ -588,6 +588,19 @@ void mca_coll_gpu_stage_release(coll_gpu_staged_t *staged)
     staged->staged = false;
 }
 
+/* stage_range's outcome rc when the list of pieces could not be had (prc): without it the
+ * pieces cannot be copied, and the whole span may not be, so the rank takes part with scratch. */
+static int pieces_failed(int rc, int prc, coll_gpu_staged_t *out, struct ompi_communicator_t *comm,
+                         const char *what)
+{
+    if (OMPI_SUCCESS == rc && OMPI_SUCCESS != prc && OMPI_SUCCESS == out->fail) {
+        mca_coll_gpu_report_failure(what, comm, "out of host memory for the pieces of a %zu B "
+                                    "span; taking part with scratch", out->len);
+        out->fail = prc;
+    }
+    return rc;
+}
+
 /* Stage a buffer for a host collective.  A span that crosses allocations or memory kinds is
  * copied in pieces (mca_coll_gpu_layout_pieces); kind is the layout's. */
 static int stage_buf(mca_coll_gpu_module_t *module, int slot, const void *buf,
@@ -607,14 +620,97 @@ static int stage_buf(mca_coll_gpu_module_t *module, int slot, const void *buf,
     }
     rc = stage_range(module, slot, buf, kind, lo, len, pieces, npieces,
                      copy_in && OMPI_SUCCESS == prc, comm, what, out);
-    if (OMPI_SUCCESS == rc && OMPI_SUCCESS != prc && OMPI_SUCCESS == out->fail) {
-        /* without the list its pieces cannot be copied, and the whole span may not be */
-        mca_coll_gpu_report_failure(what, comm, "out of host memory for the pieces of a %zu B "
-                                    "span; taking part with scratch", len);
-        out->fail = prc;
-    }
     out->fill = copy_in; /* what each start of a persistent request copies in */
-    return rc;
+    return pieces_failed(rc, prc, out, comm, what);
+}
+
+/* Block i of a span (side->span): count elements of its type at its byte displacement d
+ * from the buffer; false when it is empty. */
+static bool span_block(const coll_gpu_side_t *side, int i, coll_gpu_layout_t *layout,
+                       ptrdiff_t *d)
+{
+    if (0 >= side->layout.counts[i]) {
+        return false;
+    }
+    *layout = COLL_GPU_LAYOUT(side->dtypes[i], side->layout.counts[i]);
+    *d = (NULL != side->idispls) ? side->idispls[i] : side->adispls[i];
+    return true;
+}
+
+/* Append block i's pieces (at byte displacement d) to *pieces: those its layout's walk finds
+ * (mca_coll_gpu_layout_pieces), or its whole span when that is one allocation's. */
+static int span_block_pieces(const char *buf, coll_gpu_layout_t layout, ptrdiff_t d,
+                             coll_gpu_piece_t **pieces, int *npieces)
+{
+    coll_gpu_piece_t *mine = NULL, *grown;
+    int n = 0, rc;
+    ptrdiff_t lo;
+    size_t len;
+
+    mca_coll_gpu_span(layout.dtype, layout.count, &lo, &len);
+    rc = mca_coll_gpu_layout_pieces(buf + d, layout, lo, len, &mine, &n);
+    if (OMPI_SUCCESS != rc) {
+        return rc;
+    }
+    grown = realloc(*pieces, (size_t) (*npieces + ((0 < n) ? n : 1)) * sizeof(*grown));
+    if (NULL == grown) {
+        free(mine);
+        return OMPI_ERR_OUT_OF_RESOURCE;
+    }
+    *pieces = grown;
+    if (0 == n) {
+        grown[(*npieces)++] = (coll_gpu_piece_t){
+            d + lo, len, mca_coll_gpu_is_host(mca_coll_gpu_layout_kind(buf + d, layout)), NULL,
+            0};
+    }
+    for (int j = 0; j < n; ++j) {
+        mine[j].off += d;
+        grown[(*npieces)++] = mine[j];
+    }
+    free(mine);
+    return OMPI_SUCCESS;
+}
+
+/* A span: staged when some block touches device or managed memory (its kind: the first such
+ * block's; MPI_BOTTOM says nothing of it), as one copy when the span lies in one allocation,
+ * else in the pieces of its blocks (absolute addresses may lie in allocations of both kinds,
+ * with unmapped memory between them, within one block's type too). */
+static int stage_span(mca_coll_gpu_module_t *module, int slot, const coll_gpu_side_t *side,
+                      struct ompi_communicator_t *comm, const char *what, coll_gpu_staged_t *out)
+{
+    const char *buf = (const char *) side->buf, *first = buf + side->lo;
+    dev_mem_kind_t kind = DEV_MEM_HOST;
+    coll_gpu_piece_t *pieces = NULL;
+    coll_gpu_layout_t layout;
+    int npieces = 0, prc = OMPI_SUCCESS, rc;
+    ptrdiff_t d;
+    size_t size;
+    void *base;
+    uint64_t id;
+
+    for (int i = 0; i < side->layout.n && mca_coll_gpu_is_host(kind); ++i) {
+        if (span_block(side, i, &layout, &d)) {
+            kind = mca_coll_gpu_layout_kind(buf + d, layout);
+        }
+    }
+    if (!mca_coll_gpu_is_host(kind)
+        && !(!mca_coll_gpu_is_host(mca_coll_gpu_classify(first))
+             && DEV_OK == dev_mem_range(first, &base, &size, &id) && first >= (const char *) base
+             && side->len <= size - (size_t) (first - (const char *) base))) {
+        for (int i = 0; OMPI_SUCCESS == prc && i < side->layout.n; ++i) {
+            if (span_block(side, i, &layout, &d)) {
+                prc = span_block_pieces(buf, layout, d, &pieces, &npieces);
+            }
+        }
+        if (OMPI_SUCCESS != prc) {
+            free(pieces);
+            pieces = NULL;
+            npieces = 0;
+        }
+    }
+    rc = stage_range(module, slot, buf, kind, side->lo, side->len, pieces, npieces,
+                     OMPI_SUCCESS == prc, comm, what, out);
+    return pieces_failed(rc, prc, out, comm, what);
 }
 
 /* One side of mca_coll_gpu_stage_sides: left as it is when host memory, MPI_IN_PLACE or not
@@ -626,8 +722,7 @@ static int stage_side(mca_coll_gpu_module_t *module, int slot, const coll_gpu_si
 
     *out = (coll_gpu_staged_t){.user = (void *) side->buf, .host_base = (char *) side->buf};
     if (side->span) {
-        return stage_range(module, slot, side->buf, mca_coll_gpu_classify(side->buf), side->lo,
-                           side->len, NULL, 0, true, comm, what, out);
+        return stage_span(module, slot, side, comm, what, out);
     }
     if (0 != side->dir && MPI_IN_PLACE != side->buf) {
         kind = mca_coll_gpu_layout_kind(side->buf, side->layout);

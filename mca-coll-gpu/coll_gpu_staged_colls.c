@@ -219,8 +219,9 @@ static bool call_host(const coll_gpu_staged_call_t *c, const staged_row_t *row, 
     case HOST_DATA: /* the kind of the elements' memory, not of the pointers (MPI_BOTTOM) */
         return (!sdir || mca_coll_gpu_data_host(c->sbuf, c->sdtype, c->scount))
                && (!rdir || mca_coll_gpu_data_host(c->rbuf, c->rdtype, c->rcount));
-    case HOST_KIND:
-        return mca_coll_gpu_is_host(mca_coll_gpu_classify(c->sbuf))
+    case HOST_KIND: /* MPI_BOTTOM: the blocks' kinds decide, in staging (one by one) */
+        return MPI_BOTTOM != sbuf && MPI_BOTTOM != rbuf
+               && mca_coll_gpu_is_host(mca_coll_gpu_classify(c->sbuf))
                && mca_coll_gpu_is_host(mca_coll_gpu_classify(c->rbuf));
     case HOST_PTRS:
         break;
@@ -256,6 +257,10 @@ static void side_layout(coll_gpu_side_t *side, form_t form, int n, int count, co
         } else {
             mca_coll_gpu_span_blocks(n, counts, NULL, dtypes, displs, adispls, &side->lo,
                                      &side->len);
+            side->layout = COLL_GPU_LAYOUT_V(NULL, n, counts, NULL);
+            side->dtypes = dtypes;
+            side->idispls = displs;
+            side->adispls = adispls;
         }
         break;
     case L_MINE: /* call_sides: it depends on the send side */

@@ -31,7 +31,9 @@
  * MPI_Allgather from a pointer to the lowest block with the type made relative to it (where
  * that block is device memory: that entry goes by its pointer's kind), and MPI_Allgather and
  * MPI_Iallgather from MPI_BOTTOM into host memory (the entry must find the device blocks of the
- * send side; it handed them to the host collective, which crashed).  Then a rank whose block
+ * send side; it handed them to the host collective, which crashed), and MPI_Alltoallw and
+ * MPI_Neighbor_alltoallw with MPI_BOTTOM on both sides, each rank's blocks to the next rank
+ * (the same crash: mpi4py's testNeighborAlltoallwBottom on device arrays).  Then a rank whose block
  * runs past the end of its device allocation: that rank must return an error (emulated device;
  * on cuda where the copy fails), and no rank may hang.
  *
@@ -97,6 +99,8 @@ typedef enum {
     C_ALLGATHER,
     C_ALLGATHER_BOTTOM,
     C_IALLGATHER_BOTTOM,
+    C_ALLTOALLW_BOTTOM,
+    C_NEIGHBOR_ALLTOALLW_BOTTOM,
     C_COUNT
 } coll_t;
 static const char *const coll_names[C_COUNT] = {"MPI_Bcast",
@@ -109,7 +113,9 @@ static const char *const coll_names[C_COUNT] = {"MPI_Bcast",
                                                 "MPI_Allreduce_init",
                                                 "MPI_Allgather from the lowest block",
                                                 "MPI_Allgather from MPI_BOTTOM",
-                                                "MPI_Iallgather from MPI_BOTTOM"};
+                                                "MPI_Iallgather from MPI_BOTTOM",
+                                                "MPI_Alltoallw at MPI_BOTTOM",
+                                                "MPI_Neighbor_alltoallw at MPI_BOTTOM"};
 
 static int rank0_host = 0;
 /* --no-overrun: leave out the case that provokes a failing device copy on purpose */
@@ -442,6 +448,61 @@ static double want_root(int c, int i, int k)
     return value(bcast_root, c, i, k);
 }
 
+/* The w collectives: each rank sends its blocks to the next rank and receives the previous
+ * rank's into its receive half. */
+static double want_left(int c, int i, int k)
+{
+    return value((mt_rank + nranks - 1) % nranks, c, i, k);
+}
+
+/* MPI_Alltoallw (counts 0 but for the neighbours) or MPI_Neighbor_alltoallw on a ring graph,
+ * both with MPI_BOTTOM and the absolute type t on each side (the receive side shifted to the
+ * receive half): the entry must find the device blocks by the displacements and types, not by
+ * the buffer pointer (it handed them to the host collective, which crashed). */
+static int w_call(MPI_Datatype t, bool neighbor)
+{
+    int left = (mt_rank + nranks - 1) % nranks, right = (mt_rank + 1) % nranks, rc;
+    int *counts = calloc(2 * (size_t) nranks, sizeof(int)), *idispls = NULL;
+    MPI_Datatype *types = malloc((size_t) nranks * sizeof(MPI_Datatype));
+    MPI_Aint sdispl = 0, rdispl = HALF * sizeof(double);
+    MPI_Comm ring;
+
+    if (NULL == counts || NULL == types) {
+        free(counts);
+        free(types);
+        return MPI_ERR_NO_MEM;
+    }
+    for (int p = 0; p < nranks; ++p) {
+        types[p] = t;
+    }
+    if (neighbor) {
+        int one = 1, weight = 1; /* (MPI_UNWEIGHTED trips gcc's array-size check) */
+        rc = MPI_Dist_graph_create_adjacent(MPI_COMM_WORLD, 1, &left, &weight, 1, &right,
+                                            &weight, MPI_INFO_NULL, 0, &ring);
+        if (MPI_SUCCESS == rc) {
+            rc = MPI_Neighbor_alltoallw(MPI_BOTTOM, &one, &sdispl, types, MPI_BOTTOM, &one,
+                                        &rdispl, types, ring);
+            MPI_Comm_free(&ring);
+        }
+    } else {
+        idispls = malloc(2 * (size_t) nranks * sizeof(int));
+        for (int p = 0; NULL != idispls && p < nranks; ++p) {
+            idispls[p] = 0;
+            idispls[nranks + p] = (int) rdispl;
+        }
+        counts[right] = 1;          /* send counts */
+        counts[nranks + left] = 1;  /* receive counts */
+        rc = (NULL == idispls) ? MPI_ERR_NO_MEM
+                               : MPI_Alltoallw(MPI_BOTTOM, counts, idispls, types, MPI_BOTTOM,
+                                               counts + nranks, idispls + nranks, types,
+                                               MPI_COMM_WORLD);
+    }
+    free(idispls);
+    free(counts);
+    free(types);
+    return rc;
+}
+
 static double want_sum(int c, int i, int k)
 {
     double v = 0.0;
@@ -544,6 +605,10 @@ static int one_call(const scenario_t *s, layout_t *l, MPI_Datatype t, coll_t c,
         case C_ALLREDUCE_INIT:
             rc = MPI_Start(&req);
             break;
+        case C_ALLTOALLW_BOTTOM:
+        case C_NEIGHBOR_ALLTOALLW_BOTTOM:
+            rc = w_call(t, C_NEIGHBOR_ALLTOALLW_BOTTOM == c);
+            break;
         default: {
             /* a pointer to the lowest block and the type relative to it, into device memory;
              * or MPI_BOTTOM and the absolute type, into host memory (then only the send
@@ -615,6 +680,10 @@ static int one_call(const scenario_t *s, layout_t *l, MPI_Datatype t, coll_t c,
             case C_REDUCE:
                 /* the receive half means something at the root only */
                 ok = 0 != mt_rank || layout_check(l, k, NULL, want_sum, true, diag);
+                break;
+            case C_ALLTOALLW_BOTTOM:
+            case C_NEIGHBOR_ALLTOALLW_BOTTOM:
+                ok = layout_check(l, k, NULL, want_left, true, diag);
                 break;
             default:
                 ok = layout_check(l, k, NULL, want_sum, true, diag);
