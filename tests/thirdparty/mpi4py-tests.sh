@@ -11,6 +11,8 @@
 #                    emulated device: coll/gpu must pass every collective through unharmed
 #   cupy             also CuPy device arrays (--cupy: every buffer test runs once more on them),
 #                    the cuda device backend (the GPU machine; needs cupy in PYTHON)
+#   emucupy          the same with emucupy/ standing in for CuPy over the emulated device's
+#                    memory (no GPU; needs NumPy in PYTHON)
 #
 # The whole suite (collectives blocking, nonblocking, persistent and neighbourhood, on intra- and
 # intercommunicators, with MPI_IN_PLACE and zero counts; communicators, groups, ops, requests,
@@ -44,8 +46,20 @@ args+=(${ARGS:-})
 if [ "$mode" = cupy ]; then
     export OMPI_MCA_coll_gpu_device=cuda OMPI_MCA_coll_gpu_hang_warn_seconds=20
     args+=(--cupy)
+elif [ "$mode" = emucupy ]; then
+    # emucupy/cupy: CuPy's part that the tests use, over the emulated device's memory
+    export OMPI_MCA_coll_gpu_device=emulated OMPI_MCA_coll_gpu_hang_warn_seconds=20
+    export COLL_GPU_DEV_LIB=$build/kernels/.libs/libcoll_gpu_dev.so.0 COLL_GPU_DEV_BACKEND=emulated
+    export PYTHONPATH=$(cd "$(dirname "$0")/emucupy" && pwd)${PYTHONPATH:+:$PYTHONPATH}
+    args+=(--cupy)
 else
     export OMPI_MCA_coll_gpu_device=emulated
+fi
+if [ "$mode" != host ]; then
+    # device arrays: the collective tests (test_cco_*) only.  The rest hand device memory to
+    # Open MPI's point-to-point, RMA and I/O layers, which coll/gpu does not serve (a CUDA-aware
+    # Open MPI would); test_msgspec also uses CuPy's 2-D views, which emucupy has not
+    args+=(-i test_cco)
 fi
 
 {
