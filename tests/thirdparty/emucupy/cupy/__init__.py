@@ -99,7 +99,7 @@ class ndarray:
 
     # what the tests do with an array
     def fill(self, value):
-        self._put(numpy.full(self.size, value, dtype=self.dtype))
+        self._put(numpy.full(self.size, _cast(value, self.dtype)))
 
     def ravel(self):
         return self
@@ -114,11 +114,17 @@ class ndarray:
 
     def __setitem__(self, i, value):
         host = self.get().reshape(-1)
-        host[i] = value.get().reshape(-1) if isinstance(value, ndarray) else value
+        host[i] = value.get().reshape(-1) if isinstance(value, ndarray) else \
+            _cast(value, self.dtype)
         self._put(host)
 
     def __iter__(self):
         return iter(self.get().reshape(-1))
+
+
+def _cast(value, dtype):
+    """value in dtype the C way, as CuPy converts (-1 into uint8 is 255; NumPy 2 refuses)."""
+    return numpy.asarray(value).astype(dtype, casting="unsafe")
 
 
 def zeros(shape, dtype):
@@ -132,7 +138,8 @@ def empty(shape, dtype):
 
 
 def asarray(obj, dtype=None):
-    host = numpy.asarray(obj.get() if isinstance(obj, ndarray) else obj, dtype=dtype)
+    host = numpy.asarray(obj.get() if isinstance(obj, ndarray) else obj)
+    host = host if dtype is None else _cast(host, dtype)
     a = ndarray(host.shape, host.dtype)
     a._put(host)
     return a
