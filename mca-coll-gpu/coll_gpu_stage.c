@@ -327,14 +327,23 @@ dev_mem_kind_t mca_coll_gpu_layout_kind(const void *buf, coll_gpu_layout_t layou
     return (WALK_UNSURE == layout_walk(buf, layout, walk_visit, &w)) ? kind : w.kind;
 }
 
+/* Do the len bytes from first lie in the device (or managed) allocation of first? */
+static bool in_one_allocation(const char *first, size_t len)
+{
+    void *base;
+    size_t size;
+    uint64_t id;
+
+    return !mca_coll_gpu_is_host(mca_coll_gpu_classify(first))
+           && DEV_OK == dev_mem_range(first, &base, &size, &id) && first >= (const char *) base
+           && len <= size - (size_t) (first - (const char *) base);
+}
+
 int mca_coll_gpu_layout_pieces(const void *buf, coll_gpu_layout_t layout, ptrdiff_t lo,
                                size_t len, coll_gpu_piece_t **pieces, int *npieces)
 {
     const char *first = (const char *) buf + lo;
     walk_t w = {.user = (const char *) buf, .memo.page = UINTPTR_MAX, .last_host = -1};
-    void *base;
-    size_t size;
-    uint64_t id;
     int rc;
 
     *pieces = NULL;
@@ -343,9 +352,7 @@ int mca_coll_gpu_layout_pieces(const void *buf, coll_gpu_layout_t layout, ptrdif
         return OMPI_SUCCESS;
     }
     /* the common case: the whole span in the first byte's allocation, one copy */
-    if (!mca_coll_gpu_is_host(mca_coll_gpu_classify(first))
-        && DEV_OK == dev_mem_range(first, &base, &size, &id) && first >= (const char *) base
-        && len <= size - (size_t) (first - (const char *) base)) {
+    if (in_one_allocation(first, len)) {
         return OMPI_SUCCESS;
     }
     rc = layout_walk(buf, layout, walk_visit, &w);
@@ -684,19 +691,13 @@ static int stage_span(mca_coll_gpu_module_t *module, int slot, const coll_gpu_si
     coll_gpu_layout_t layout;
     int npieces = 0, prc = OMPI_SUCCESS, rc;
     ptrdiff_t d;
-    size_t size;
-    void *base;
-    uint64_t id;
 
     for (int i = 0; i < side->layout.n && mca_coll_gpu_is_host(kind); ++i) {
         if (span_block(side, i, &layout, &d)) {
             kind = mca_coll_gpu_layout_kind(buf + d, layout);
         }
     }
-    if (!mca_coll_gpu_is_host(kind)
-        && !(!mca_coll_gpu_is_host(mca_coll_gpu_classify(first))
-             && DEV_OK == dev_mem_range(first, &base, &size, &id) && first >= (const char *) base
-             && side->len <= size - (size_t) (first - (const char *) base))) {
+    if (!mca_coll_gpu_is_host(kind) && !in_one_allocation(first, side->len)) {
         for (int i = 0; OMPI_SUCCESS == prc && i < side->layout.n; ++i) {
             if (span_block(side, i, &layout, &d)) {
                 prc = span_block_pieces(buf, layout, d, &pieces, &npieces);
