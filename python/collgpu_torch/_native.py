@@ -122,35 +122,27 @@ _fns = {}  # name -> the library's cg_<name> (a ctypes attribute lookup costs a 
 
 
 def _fn(name):
-    fn = _fns.get(name)
-    if fn is None:
-        fn = _fns[name] = getattr(_lib, "cg_" + name)
+    """The library's cg_<name>, looked up once (call's miss)."""
+    fn = _fns[name] = getattr(_lib, "cg_" + name)
     return fn
 
 
-def call(name, *args):
-    """cg_<name>(*args), blocking (no request slot: the common call, kept short)."""
+def call(name, *args, tail=None):
+    """cg_<name>(*args, tail): tail is a nonblocking form's request slot (None: blocking)."""
     fn = _fns.get(name) or _fn(name)
     if _serial is None:
-        rc = fn(*args, None)
+        rc = fn(*args, tail)
     else:
         with _serial:
-            rc = fn(*args, None)
+            rc = fn(*args, tail)
     if rc != 0:
         raise _error(name, rc)
 
 
 def call_nonblocking(name, *args):
     """cg_<name>(*args) in its nonblocking form: the request slot it filled (an int)."""
-    fn = _fns.get(name) or _fn(name)
     req = ctypes.c_int(-1)
-    if _serial is None:
-        rc = fn(*args, ctypes.byref(req))
-    else:
-        with _serial:
-            rc = fn(*args, ctypes.byref(req))
-    if rc != 0:
-        raise _error(name, rc)
+    call(name, *args, tail=ctypes.byref(req))
     return req.value
 
 
