@@ -43,23 +43,20 @@ for e in ${EXCLUDE-spawn dynproc util_pool}; do
 done
 # shellcheck disable=SC2206
 args+=(${ARGS:-})
+export OMPI_MCA_coll_gpu_device=emulated
 if [ "$mode" = cupy ]; then
-    export OMPI_MCA_coll_gpu_device=cuda OMPI_MCA_coll_gpu_hang_warn_seconds=20
-    args+=(--cupy)
+    export OMPI_MCA_coll_gpu_device=cuda
 elif [ "$mode" = emucupy ]; then
     # emucupy/cupy: CuPy's part that the tests use, over the emulated device's memory
-    export OMPI_MCA_coll_gpu_device=emulated OMPI_MCA_coll_gpu_hang_warn_seconds=20
     export COLL_GPU_DEV_LIB=$build/kernels/.libs/libcoll_gpu_dev.so.0 COLL_GPU_DEV_BACKEND=emulated
     export PYTHONPATH=$(cd "$(dirname "$0")/emucupy" && pwd)${PYTHONPATH:+:$PYTHONPATH}
-    args+=(--cupy)
-else
-    export OMPI_MCA_coll_gpu_device=emulated
 fi
 if [ "$mode" != host ]; then
-    # device arrays: the collective tests (test_cco_*) only.  The rest hand device memory to
+    # device arrays, in the collective tests (test_cco_*) only.  The rest hand device memory to
     # Open MPI's point-to-point, RMA and I/O layers, which coll/gpu does not serve (a CUDA-aware
     # Open MPI would); test_msgspec also uses CuPy's 2-D views, which emucupy has not
-    args+=(-i test_cco)
+    export OMPI_MCA_coll_gpu_hang_warn_seconds=20
+    args+=(--cupy -i test_cco)
 fi
 
 {

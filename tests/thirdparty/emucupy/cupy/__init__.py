@@ -47,8 +47,7 @@ class ndarray:
         self.dtype = numpy.dtype(dtype)
         if self.dtype.char in "gG":
             raise ValueError("emucupy: no long double")
-        self.shape = tuple(shape) if isinstance(shape, (tuple, list)) else \
-            ((shape,) if shape != () else ())
+        self.shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
         self.size = int(numpy.prod(self.shape)) if self.shape else 1
         self.itemsize = self.dtype.itemsize
         self.nbytes = self.size * self.itemsize
@@ -131,10 +130,6 @@ def zeros(shape, dtype):
     a = ndarray(shape, dtype)
     a.fill(0)
     return a
-
-
-def empty(shape, dtype):
-    return ndarray(shape, dtype)
 
 
 def asarray(obj, dtype=None):
