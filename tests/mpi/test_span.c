@@ -462,20 +462,19 @@ static double want_left(int c, int i, int k)
 static int w_call(MPI_Datatype t, bool neighbor)
 {
     int left = (mt_rank + nranks - 1) % nranks, right = (mt_rank + 1) % nranks, rc;
-    int *counts = calloc(2 * (size_t) nranks, sizeof(int)), *idispls = NULL;
+    /* send side [0, nranks), receive side [nranks, 2 nranks) */
+    int *counts = calloc(2 * (size_t) nranks, sizeof(int));
+    int *idispls = calloc(2 * (size_t) nranks, sizeof(int));
     MPI_Datatype *types = malloc((size_t) nranks * sizeof(MPI_Datatype));
     MPI_Aint sdispl = 0, rdispl = HALF * sizeof(double);
     MPI_Comm ring;
 
-    if (NULL == counts || NULL == types) {
-        free(counts);
-        free(types);
-        return MPI_ERR_NO_MEM;
-    }
-    for (int p = 0; p < nranks; ++p) {
+    rc = (NULL == counts || NULL == idispls || NULL == types) ? MPI_ERR_NO_MEM : MPI_SUCCESS;
+    for (int p = 0; MPI_SUCCESS == rc && p < nranks; ++p) {
         types[p] = t;
+        idispls[nranks + p] = (int) rdispl;
     }
-    if (neighbor) {
+    if (MPI_SUCCESS == rc && neighbor) {
         int one = 1, weight = 1; /* (MPI_UNWEIGHTED trips gcc's array-size check) */
         rc = MPI_Dist_graph_create_adjacent(MPI_COMM_WORLD, 1, &left, &weight, 1, &right,
                                             &weight, MPI_INFO_NULL, 0, &ring);
@@ -484,18 +483,11 @@ static int w_call(MPI_Datatype t, bool neighbor)
                                         &rdispl, types, ring);
             MPI_Comm_free(&ring);
         }
-    } else {
-        idispls = malloc(2 * (size_t) nranks * sizeof(int));
-        for (int p = 0; NULL != idispls && p < nranks; ++p) {
-            idispls[p] = 0;
-            idispls[nranks + p] = (int) rdispl;
-        }
-        counts[right] = 1;          /* send counts */
-        counts[nranks + left] = 1;  /* receive counts */
-        rc = (NULL == idispls) ? MPI_ERR_NO_MEM
-                               : MPI_Alltoallw(MPI_BOTTOM, counts, idispls, types, MPI_BOTTOM,
-                                               counts + nranks, idispls + nranks, types,
-                                               MPI_COMM_WORLD);
+    } else if (MPI_SUCCESS == rc) {
+        counts[right] = 1;
+        counts[nranks + left] = 1;
+        rc = MPI_Alltoallw(MPI_BOTTOM, counts, idispls, types, MPI_BOTTOM, counts + nranks,
+                           idispls + nranks, types, MPI_COMM_WORLD);
     }
     free(idispls);
     free(counts);
