@@ -12,7 +12,8 @@
 # the first three are staged through coll_gpu_exchange_algorithm too, reduce_scatter has no
 # switch that stages it, and the staged backend says so.  The runs of allreduce and
 # bcast, allgather and reduce_scatter_block, and the four new ones measure the copy floor (-K):
-# every row must carry busbw's bytes, a copy time and its time over it.  TAP output.
+# every row must carry busbw's bytes, a copy time and its time over it.  Last, allgather and
+# allgatherv in place (-I), blocking and nonblocking, checked after the timed calls.  TAP output.
 set -u
 : "${top_builddir:=$(cd "$(dirname "$0")/../.." && pwd)}"
 : "${top_srcdir:=$(cd "$(dirname "$0")/../.." && pwd)}"
@@ -20,11 +21,11 @@ bench=$top_builddir/tests/coll_gpu_bench
 csv=bench-smoke.csv
 out=bench-smoke.out
 
-echo "1..16"
+echo "1..17"
 if [ ! -x "$bench" ]; then
     echo "not ok 1 - coll_gpu_bench is built ($bench)"
     echo "# the remaining checks need it"
-    for n in 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16; do echo "not ok $n - skipped: no coll_gpu_bench"; done
+    for n in $(seq 2 17); do echo "not ok $n - skipped: no coll_gpu_bench"; done
     exit 1
 fi
 echo "ok 1 - coll_gpu_bench is built"
@@ -196,4 +197,22 @@ if [ "$heads" -eq 8 ] && grep -q "^# copy floor (-K): " "$out5"; then
     echo "ok 16 - copy floor: each table has the copy(us) and x copy columns, the method is printed"
 else
     echo "not ok 16 - copy floor: each table has the copy(us) and x copy columns, the method is printed ($heads of 8 tables)"
+fi
+
+# allgather(v) in place: the poison around this rank's own block, every peer's block right
+# after the timed calls (MPI_IN_PLACE as the send buffer; before -I took allreduce only)
+out6=bench-smoke-inplace-gather.out
+csv6=bench-smoke-inplace-gather.csv
+rm -f "$out6" "$csv6"
+COLL_GPU_TEST_TIMEOUT=${COLL_GPU_TEST_TIMEOUT:-120} COLL_GPU_TEST_DEVICE=emulated \
+    "$top_srcdir/tests/run-mpi.sh" 2 "$bench" -d emulated -C -I -c allgather,allgatherv \
+    -b 16 -e 4K -n 2 -w 1 -B mpi,nb -s 12345 -p "$csv6" >"$out6" 2>&1
+rc=$?
+sed 's/^/# /' "$out6"
+rows=$(awk -F, 'NR > 1 && $17 == "0"' "$csv6" 2>/dev/null | wc -l)
+heads=$(grep -c "^# allgatherv* in place," "$out6")
+if [ $rc -eq 0 ] && [ "$rows" -eq 36 ] && [ "$heads" -eq 2 ]; then
+    echo "ok 17 - allgather and allgatherv in place: mpi and nb right at 9 sizes (36 rows)"
+else
+    echo "not ok 17 - allgather and allgatherv in place: mpi and nb right at 9 sizes (exit $rc, $rows of 36 rows, $heads of 2 headers)"
 fi

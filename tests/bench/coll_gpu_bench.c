@@ -217,7 +217,7 @@ typedef struct {
     int iters, warmup;
     double budget_s;
     int check;
-    int in_place; /* allreduce with MPI_IN_PLACE (NCCL: the receive buffer as its input) */
+    int in_place; /* allreduce, allgather(v) with MPI_IN_PLACE (see in_place) */
     char backends[512];
     dev_backend_t device;
     const char *csv;
@@ -246,8 +246,9 @@ static void usage(FILE *f)
         "  -w WARMUP       untimed calls before them (default 5)\n"
         "  -T SECONDS      cap the timed calls of one size and backend to about this long,\n"
         "                  never fewer than 3 (default 2; 0: no cap)\n"
-        "  -I              allreduce in place (MPI_IN_PLACE; NCCL: send buffer = receive\n"
-        "                  buffer); check mode then verifies the first call only\n"
+        "  -I              allreduce, allgather and allgatherv in place (MPI_IN_PLACE;\n"
+        "                  NCCL: the send buffer is the receive buffer, or this rank's block\n"
+        "                  of it); check mode then verifies an allreduce's first call only\n"
         "  -C              check mode: fresh random data, poisoned output, host reference,\n"
         "                  #wrong per size (elements, summed over ranks)\n"
         "  -B LIST         backends, comma separated: mpi staged nccl mpi:ALGORITHM nb\n"
@@ -843,6 +844,28 @@ typedef struct {
     char nccl_why[WHY_LEN];
 } bench_t;
 
+/* Does -I put collective c in place?  (The others have no in-place form here.) */
+static bool in_place(const options_t *o, bench_coll_t c)
+{
+    return o->in_place && (BENCH_ALLREDUCE == c || BENCH_ALLGATHER == c || BENCH_ALLGATHERV == c);
+}
+
+/* The send buffer of collective c of count elements a rank: MPI_IN_PLACE in place (mpi), where
+ * NCCL takes the receive buffer, or this rank's block of it for an allgather (nccl). */
+static const void *send_buffer(const bench_t *B, bench_coll_t c, size_t count, bool nccl)
+{
+    if (!in_place(&B->opt, c)) {
+        return B->dsend;
+    }
+    if (!nccl) {
+        return MPI_IN_PLACE;
+    }
+    return BENCH_ALLREDUCE == c ? B->drecv
+                                : (const char *) B->drecv
+                                      + (size_t) g_rank * count
+                                            * dev_dtype_size(B->opt.type->dev);
+}
+
 /* Start the nonblocking form of collective c on the benchmark's buffers. */
 static int start_nb(bench_t *B, bench_coll_t c, size_t count, MPI_Request *req)
 {
@@ -850,18 +873,18 @@ static int start_nb(bench_t *B, bench_coll_t c, size_t count, MPI_Request *req)
     MPI_Op op = op_mpi(B->opt.op);
     switch (c) {
     case BENCH_ALLREDUCE:
-        return MPI_Iallreduce(B->opt.in_place ? MPI_IN_PLACE : B->dsend, B->drecv, (int) count,
-                              t, op, MPI_COMM_WORLD, req);
+        return MPI_Iallreduce(send_buffer(B, c, count, false), B->drecv, (int) count, t, op,
+                              MPI_COMM_WORLD, req);
     case BENCH_BCAST:
         return MPI_Ibcast(B->drecv, (int) count, t, B->opt.root, MPI_COMM_WORLD, req);
     case BENCH_ALLGATHER:
-        return MPI_Iallgather(B->dsend, (int) count, t, B->drecv, (int) count, t,
-                              MPI_COMM_WORLD, req);
+        return MPI_Iallgather(send_buffer(B, c, count, false), (int) count, t, B->drecv,
+                              (int) count, t, MPI_COMM_WORLD, req);
     case BENCH_REDUCE_SCATTER_BLOCK:
         return MPI_Ireduce_scatter_block(B->dsend, B->drecv, (int) count, t, op,
                                          MPI_COMM_WORLD, req);
     case BENCH_ALLGATHERV:
-        return MPI_Iallgatherv(B->dsend, (int) count, t, B->drecv, B->vcounts, B->vdispls, t,
+        return MPI_Iallgatherv(send_buffer(B, c, count, false), (int) count, t, B->drecv, B->vcounts, B->vdispls, t,
                                MPI_COMM_WORLD, req);
     case BENCH_ALLTOALL:
         return MPI_Ialltoall(B->dsend, (int) count, t, B->drecv, (int) count, t, MPI_COMM_WORLD,
@@ -929,7 +952,7 @@ static int run_once(bench_t *B, const backend_t *b, bench_coll_t c, size_t count
     }
     if (BK_NCCL == b->kind) {
 #ifdef COLL_GPU_BENCH_NCCL
-        return bench_nccl_run(B->nccl, c, B->opt.in_place ? B->drecv : B->dsend, B->drecv, count,
+        return bench_nccl_run(B->nccl, c, send_buffer(B, c, count, true), B->drecv, count,
                               B->opt.type->dev, B->opt.op, B->opt.root, why, len);
 #else
         snprintf(why, len, "nccl backend not built");
@@ -946,20 +969,21 @@ static int run_once(bench_t *B, const backend_t *b, bench_coll_t c, size_t count
     }
     switch (c) {
     case BENCH_ALLREDUCE:
-        rc = MPI_Allreduce(B->opt.in_place ? MPI_IN_PLACE : B->dsend, B->drecv, (int) count, t,
-                           op, MPI_COMM_WORLD);
+        rc = MPI_Allreduce(send_buffer(B, c, count, false), B->drecv, (int) count, t, op,
+                           MPI_COMM_WORLD);
         break;
     case BENCH_BCAST:
         rc = MPI_Bcast(B->drecv, (int) count, t, B->opt.root, MPI_COMM_WORLD);
         break;
     case BENCH_ALLGATHER:
-        rc = MPI_Allgather(B->dsend, (int) count, t, B->drecv, (int) count, t, MPI_COMM_WORLD);
+        rc = MPI_Allgather(send_buffer(B, c, count, false), (int) count, t, B->drecv,
+                           (int) count, t, MPI_COMM_WORLD);
         break;
     case BENCH_REDUCE_SCATTER_BLOCK:
         rc = MPI_Reduce_scatter_block(B->dsend, B->drecv, (int) count, t, op, MPI_COMM_WORLD);
         break;
     case BENCH_ALLGATHERV:
-        rc = MPI_Allgatherv(B->dsend, (int) count, t, B->drecv, B->vcounts, B->vdispls, t,
+        rc = MPI_Allgatherv(send_buffer(B, c, count, false), (int) count, t, B->drecv, B->vcounts, B->vdispls, t,
                             MPI_COMM_WORLD);
         break;
     case BENCH_ALLTOALL:
@@ -1030,6 +1054,10 @@ static int prepare_check(bench_t *B, bench_coll_t c, const gen_t *g, size_t coun
         }
     } else if (BENCH_ALLREDUCE == c && B->opt.in_place) {
         return dev_memcpy(B->drecv, B->hin, block); /* the input is the output's place */
+    } else if (in_place(&B->opt, c)) { /* allgather(v): the poison around this rank's block */
+        return DEV_OK == dev_memset(B->drecv, 0xA5, *outn * ts)
+                   ? dev_memcpy((char *) B->drecv + (size_t) g_rank * block, B->hin, block)
+                   : -1;
     } else if (DEV_OK != dev_memcpy(B->dsend, B->hin, inn * ts)) {
         return -1;
     }
@@ -1478,7 +1506,7 @@ static void print_table_header(const bench_t *B, bench_coll_t c)
 {
     int k;
     say("#\n# %s%s, %s %s, %d ranks on %d node(s), %s device%s\n", coll_info[c].name,
-        BENCH_ALLREDUCE == c && B->opt.in_place ? " in place" : "", B->opt.type->name,
+        in_place(&B->opt, c) ? " in place" : "", B->opt.type->name,
         coll_info[c].reduces ? B->opt.op_name : "-", g_size, B->nodes, dev_backend_name(B->device),
         B->opt.check ? ", check mode" : "");
     for (k = 0; k < B->nbackends; ++k) {
