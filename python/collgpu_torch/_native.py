@@ -42,6 +42,7 @@ def _declare(lib):
         "cg_comm_create": [i32, pi, pi],
         "cg_comm_free": [i32],
         "cg_allreduce": [i32, vp, vp, i64, i32, i32, pi],
+        "cg_allreduce_synced": [vp, i32, vp, i64, i32, i32],
         "cg_reduce": [i32, vp, vp, i64, i32, i32, i32, pi],
         "cg_bcast": [i32, vp, i64, i32, i32, pi],
         "cg_allgather": [i32, vp, vp, i64, i32, pi],
@@ -137,6 +138,25 @@ def call(name, *args, tail=None):
             rc = fn(*args, tail)
     if rc != 0:
         raise _error(name, rc)
+
+
+_UNSYNCED = -1  # cg_allreduce_synced: the driver did not synchronise the stream; nothing done
+
+
+def allreduce_synced(stream, comm, ptr, count, dt, op):
+    """A blocking allreduce in place after the driver synchronised stream (a raw CUstream), in
+    one C call: True, or False when the driver could not (nothing done: synchronise through
+    torch and call again).  call()'s lock and errors, without its request slot: this is the
+    4-byte critical path, where each ctypes argument costs about 75 ns."""
+    fn = _fns.get("allreduce_synced") or _fn("allreduce_synced")
+    if _serial is None:
+        rc = fn(stream, comm, ptr, count, dt, op)
+    else:
+        with _serial:
+            rc = fn(stream, comm, ptr, count, dt, op)
+    if rc != 0 and rc != _UNSYNCED:
+        raise _error("allreduce", rc)
+    return rc == 0
 
 
 def call_nonblocking(name, *args):

@@ -118,6 +118,18 @@ def _sync_stream(idx):
     torch.cuda.current_stream(idx).synchronize()
 
 
+def _allreduce_synced(comm, t, op):
+    """A contiguous CUDA tensor's allreduce in place with its stream's synchronisation in the
+    same C call (nat.allreduce_synced), under _sync_stream's conditions: True when done, False
+    when the caller must settle and call as for any tensor (nothing done)."""
+    if _raw_stream is None:
+        return False
+    idx = t.get_device()
+    handle = _raw_stream(idx)
+    return bool(handle or _current_device() == idx) and nat.allreduce_synced(
+        handle, comm, t.data_ptr(), t.numel(), _dtype(t), op)
+
+
 def _settle(*tensors):
     """The work queued on each CUDA tensor's current stream ends before MPI reads or writes it."""
     if len(tensors) == 1:  # the common case, without the set
@@ -352,8 +364,10 @@ class ProcessGroupCollGPU(dist.ProcessGroup):
         for t in tensors:
             op, avg = _op(red, t)
             if t.is_contiguous() and not avg:  # the common case, without the wrapper's cost
-                _settle(t)
-                nat.call("allreduce", self._comm, None, t.data_ptr(), t.numel(), _dtype(t), op)
+                if not (t.is_cuda and _allreduce_synced(self._comm, t, op)):
+                    _settle(t)
+                    nat.call("allreduce", self._comm, None, t.data_ptr(), t.numel(), _dtype(t),
+                             op)
                 continue
             d = _Dense(t)
             _settle(t)

@@ -345,6 +345,39 @@ CG_EXPORT int cg_allreduce(int comm, const void *sbuf, void *rbuf, int64_t count
     CG_START(MPI_Allreduce(s, rbuf, n, t, o, c), MPI_Iallreduce(s, rbuf, n, t, o, c, request));
 }
 
+/* The driver's cuStreamSynchronize (a CUstream is the runtime's cudaStream_t), from the
+ * libcuda.so.1 that torch loaded; NULL where there is none.  Looked up once. */
+typedef int (*cu_sync_fn)(void *stream);
+static cu_sync_fn cu_stream_sync(void)
+{
+    static cu_sync_fn fn;
+    static int looked;
+
+    if (!__atomic_load_n(&looked, __ATOMIC_ACQUIRE)) {
+        void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+        fn = (NULL == h) ? NULL : (cu_sync_fn) dlsym(h, "cuStreamSynchronize");
+        __atomic_store_n(&looked, 1, __ATOMIC_RELEASE);
+    }
+    return fn;
+}
+
+/* A blocking allreduce in place on a CUDA tensor, ordered after the work queued on its stream:
+ * the stream synchronised through the driver, then MPI_Allreduce, in one call from Python
+ * where the two cost two ctypes calls (torch 4-byte allreduce's critical path).  CG_UNSYNCED,
+ * before anything else, when the driver is not there or refuses the stream: the caller then
+ * synchronises through torch, which raises torch's error if there is one. */
+#define CG_UNSYNCED (-1)
+CG_EXPORT int cg_allreduce_synced(void *stream, int comm, void *buf, int64_t count, int dt,
+                                  int op)
+{
+    cu_sync_fn sync = cu_stream_sync();
+
+    if (NULL == sync || 0 != sync(stream)) {
+        return CG_UNSYNCED;
+    }
+    return cg_allreduce(comm, NULL, buf, count, dt, op, NULL);
+}
+
 CG_EXPORT int cg_reduce(int comm, const void *sbuf, void *rbuf, int64_t count, int dt, int op,
                         int root, int *req)
 {
