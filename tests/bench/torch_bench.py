@@ -53,8 +53,9 @@ def breakdown(dev, iters, sync):
         ("stream synchronize through torch's Stream", lambda: torch.cuda.current_stream(
             t.device).synchronize() if t.is_cuda else None),
         ("stream synchronize, the backend's (_settle)", lambda: _pg._settle(t)),
-        ("both in one C call (CUDA: _allreduce_synced; CPU: nothing to synchronize)",
-         lambda: _pg._allreduce_synced(0, t, nat.SUM) if t.is_cuda else None),
+        ("both in one C call (CUDA: _allreduce_synced; CPU, or a package without it: nothing)",
+         lambda: _pg._allreduce_synced(0, t, nat.SUM)
+         if t.is_cuda and hasattr(_pg, "_allreduce_synced") else None),
         ("a completed Work (Future, _create_work_from_future)", lambda: _pg._done([t])),
         ("Work.wait of a completed Work", lambda: fut.wait()),
         ("the Python process group's allreduce, called from Python", lambda: pg.allreduce([t], opts)),

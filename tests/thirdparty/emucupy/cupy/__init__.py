@@ -122,7 +122,8 @@ class ndarray:
 
 
 def _cast(value, dtype):
-    """value in dtype the C way, as CuPy converts (-1 into uint8 is 255; NumPy 2 refuses)."""
+    """value in dtype the C way (-1 into uint8 is 255), as the tests' NumPy class converts.
+    CuPy 14 refuses, like NumPy 2; mpi4py-tests.sh converts before the tests fill."""
     return numpy.asarray(value).astype(dtype, casting="unsafe")
 
 
