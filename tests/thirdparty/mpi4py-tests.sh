@@ -57,11 +57,12 @@ if [ "$mode" != host ]; then
     # Open MPI would); test_msgspec also uses CuPy's 2-D views, which emucupy has not
     export OMPI_MCA_coll_gpu_hang_warn_seconds=20
     args+=(--cupy -i test_cco)
-    # The tests fill arrays with -1 of unsigned types too.  Their NumPy class converts such a
-    # value first (numpy.asarray(v).astype(type): 255), their CuPy class hands it to fill(),
-    # which CuPy 14 refuses as NumPy 2 does: the ranks that fill with -1 (a bcast's non-roots)
-    # raise and leave the others waiting in the collective.  The suite runs from a copy whose
-    # CuPy class converts as the NumPy class does; no call to MPI changes.
+    # The tests fill arrays with -1 of unsigned types too.  Their NumPy class converts such
+    # values first (numpy.asarray(v).astype(type): 255), their CuPy class hands them to fill()
+    # and cupy.asarray(), which CuPy 14 refuses as NumPy 2 does ("OverflowError: Python integer
+    # -1 out of bounds for uint8", on the GPU machine): the ranks that fill with -1 (a bcast's
+    # non-roots) raise and leave the others waiting in the collective.  The suite runs from a
+    # copy whose CuPy class converts Python values as the NumPy class does; no MPI call changes.
     rm -rf "$out/test" && cp -r "$src" "$out/test" && src=$out/test || exit 2
     "$py" - "$src/arrayimpl.py" <<'PATCH' || exit 2
 import sys
@@ -73,6 +74,13 @@ if at < 0 or fill < 0:
     sys.exit("arrayimpl.py: the CuPy class's fill(arg) not found")
 text = text[:fill] + "self.array.fill(numpy.asarray(arg).astype(typecode))" \
     + text[fill + len("self.array.fill(arg)"):]
+# a list or tuple of Python values (not a device array, which NumPy cannot read)
+seq = "self.array[:] = cupy.asarray(arg, typecode)"
+at_seq = text.find(seq, at)
+if at_seq < 0:
+    sys.exit("arrayimpl.py: the CuPy class's cupy.asarray(arg, typecode) not found")
+text = text[:at_seq] + "self.array[:] = cupy.asarray(numpy.asarray(arg).astype(typecode) " \
+    "if isinstance(arg, (list, tuple)) else arg, typecode)" + text[at_seq + len(seq):]
 open(path, "w").write(text)
 PATCH
 fi
