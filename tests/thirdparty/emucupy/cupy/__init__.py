@@ -122,8 +122,16 @@ class ndarray:
 
 
 def _cast(value, dtype):
-    """value in dtype the C way (-1 into uint8 is 255), as the tests' NumPy class converts.
-    CuPy 14 refuses, like NumPy 2; mpi4py-tests.sh converts before the tests fill."""
+    """value in dtype as CuPy 14 converts it: a Python integer outside an integer type's range
+    is refused, as NumPy 2 refuses it ("OverflowError: Python integer -1 out of bounds for
+    uint8", seen on the GPU machine), whatever NumPy is here; the rest the C way (astype).
+    mpi4py's tests fill unsigned arrays with -1: mpi4py-tests.sh converts those first."""
+    dtype = numpy.dtype(dtype)
+    if dtype.kind in "iu":
+        info = numpy.iinfo(dtype)
+        for v in value if isinstance(value, (list, tuple)) else [value]:
+            if type(v) is int and not info.min <= v <= info.max:
+                raise OverflowError(f"Python integer {v} out of bounds for {dtype}")
     return numpy.asarray(value).astype(dtype, casting="unsafe")
 
 
@@ -134,8 +142,8 @@ def zeros(shape, dtype):
 
 
 def asarray(obj, dtype=None):
-    host = numpy.asarray(obj.get() if isinstance(obj, ndarray) else obj)
-    host = host if dtype is None else _cast(host, dtype)
+    host = obj.get() if isinstance(obj, ndarray) else obj  # Python values: _cast checks them
+    host = numpy.asarray(host) if dtype is None else _cast(host, dtype)
     a = ndarray(host.shape, host.dtype)
     a._put(host)
     return a
