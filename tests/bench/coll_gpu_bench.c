@@ -884,8 +884,8 @@ static int start_nb(bench_t *B, bench_coll_t c, size_t count, MPI_Request *req)
         return MPI_Ireduce_scatter_block(B->dsend, B->drecv, (int) count, t, op,
                                          MPI_COMM_WORLD, req);
     case BENCH_ALLGATHERV:
-        return MPI_Iallgatherv(send_buffer(B, c, count, false), (int) count, t, B->drecv, B->vcounts, B->vdispls, t,
-                               MPI_COMM_WORLD, req);
+        return MPI_Iallgatherv(send_buffer(B, c, count, false), (int) count, t, B->drecv,
+                               B->vcounts, B->vdispls, t, MPI_COMM_WORLD, req);
     case BENCH_ALLTOALL:
         return MPI_Ialltoall(B->dsend, (int) count, t, B->drecv, (int) count, t, MPI_COMM_WORLD,
                              req);
@@ -983,8 +983,8 @@ static int run_once(bench_t *B, const backend_t *b, bench_coll_t c, size_t count
         rc = MPI_Reduce_scatter_block(B->dsend, B->drecv, (int) count, t, op, MPI_COMM_WORLD);
         break;
     case BENCH_ALLGATHERV:
-        rc = MPI_Allgatherv(send_buffer(B, c, count, false), (int) count, t, B->drecv, B->vcounts, B->vdispls, t,
-                            MPI_COMM_WORLD);
+        rc = MPI_Allgatherv(send_buffer(B, c, count, false), (int) count, t, B->drecv,
+                            B->vcounts, B->vdispls, t, MPI_COMM_WORLD);
         break;
     case BENCH_ALLTOALL:
         rc = MPI_Alltoall(B->dsend, (int) count, t, B->drecv, (int) count, t, MPI_COMM_WORLD);
