@@ -46,6 +46,8 @@ def breakdown(dev, iters, sync):
     group = dist.distributed_c10d._get_default_group()
     pg = next(o for o in gc.get_objects() if isinstance(o, _pg.ProcessGroupCollGPU))
     opts = dist.AllreduceOptions()
+    if hasattr(opts, "asyncOp"):  # torch >= 2.7: true by default, which the backend serves
+        opts.asyncOp = False      # on its communication thread; dist.all_reduce passes false
     fut = _pg._done([t])
     steps = [
         ("MPI_Allreduce through ctypes", lambda: nat.call("allreduce", 0, None, t.data_ptr(), 1,
