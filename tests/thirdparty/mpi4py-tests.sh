@@ -56,7 +56,9 @@ if [ "$mode" != host ]; then
     # Open MPI's point-to-point, RMA and I/O layers, which coll/gpu does not serve (a CUDA-aware
     # Open MPI would); test_msgspec also uses CuPy's 2-D views, which emucupy has not
     export OMPI_MCA_coll_gpu_hang_warn_seconds=20
-    args+=(--cupy -i test_cco)
+    # -v: each rank's log names every test as it starts, so a case cut at its limit shows
+    # which test each rank was in (call 44's 4-rank logs, without it, were empty)
+    args+=(--cupy -i test_cco -v)
     # The tests fill arrays with -1 of unsigned types too.  Their NumPy class converts such
     # values first (numpy.asarray(v).astype(type): 255), their CuPy class hands them to fill()
     # and cupy.asarray(), which CuPy 14 refuses as NumPy 2 does ("OverflowError: Python integer
