@@ -103,31 +103,38 @@ def _driver_sync():
     return _cu_sync
 
 
+def _driver_stream(idx):
+    """The raw handle of device idx's current stream where the driver can synchronise it, else
+    None.  The legacy default stream (handle 0) is the calling thread's current context's, so
+    the driver serves it only when that is idx."""
+    if _raw_stream is None:
+        return None
+    handle = _raw_stream(idx)
+    return handle if handle or _current_device() == idx else None
+
+
 def _sync_stream(idx):
     """Wait for the work queued on device idx's current stream.  torch's Stream object costs
     about 5 us of Python a call (tests/bench/torch_bench.py --breakdown); the stream's raw handle
-    and the driver's cuStreamSynchronize cost two C calls.  The legacy default stream (handle 0)
-    is the calling thread's current context's, so the driver serves it only when that is idx;
-    anything the driver refuses (no context on this thread, an error) goes through torch, which
-    raises torch's error if there is one."""
+    and the driver's cuStreamSynchronize cost two C calls (_driver_stream).  Anything the driver
+    refuses (no context on this thread, an error) goes through torch, which raises torch's error
+    if there is one."""
     fn = _cu_sync if _cu_sync is not None else _driver_sync()
-    if fn and _raw_stream is not None:
-        handle = _raw_stream(idx)
-        if (handle or _current_device() == idx) and fn(handle) == 0:
+    if fn:
+        handle = _driver_stream(idx)
+        if handle is not None and fn(handle) == 0:
             return
     torch.cuda.current_stream(idx).synchronize()
 
 
 def _allreduce_synced(comm, t, op):
     """A contiguous CUDA tensor's allreduce in place with its stream's synchronisation in the
-    same C call (nat.allreduce_synced), under _sync_stream's conditions: True when done, False
-    when the caller must settle and call as for any tensor (nothing done)."""
-    if _raw_stream is None:
-        return False
-    idx = t.get_device()
-    handle = _raw_stream(idx)
-    return bool(handle or _current_device() == idx) and nat.allreduce_synced(
-        handle, comm, t.data_ptr(), t.numel(), _dtype(t), op)
+    same C call (nat.allreduce_synced) where the driver serves the stream (_driver_stream):
+    True when done, False when the caller must settle and call as for any tensor (nothing
+    done)."""
+    handle = _driver_stream(t.get_device())
+    return handle is not None and nat.allreduce_synced(handle, comm, t.data_ptr(), t.numel(),
+                                                       _dtype(t), op)
 
 
 def _settle(*tensors):
