@@ -199,6 +199,7 @@ typedef enum {
 
 /* The shared block of the per-call agreement (coll_gpu_kinds.c). */
 typedef struct coll_gpu_kinds_board_t coll_gpu_kinds_board_t;
+struct coll_gpu_defer_t;
 #define COLL_GPU_KINDS_RING 64 /* calls a rank's record keeps (coll_gpu_kinds.c) */
 #define COLL_GPU_KINDS_SLOT_WORDS 8 /* a call's slot: one cache line of 8 words */
 
@@ -226,9 +227,9 @@ typedef struct mca_coll_gpu_module_t {
     bool inter;                 /* an intercommunicator: staging only, no team, no agreement */
     signed char spans;          /* mca_coll_gpu_spans_nodes: 0 not asked yet, 1 no, 2 yes */
     /* The per-call agreement on memory kinds (coll_gpu_kinds.c): how, the shared block, this
-     * rank's record in it and the calls published; nb_device: a blocking allreduce, bcast or
-     * reduce had device memory on every rank, from which on the nonblocking and persistent
-     * allreduces and bcasts take the node team's path (mca_coll_gpu_nb_team_path). */
+     * rank's record in it and the calls published; nb_device: a call had device memory on
+     * every rank, from which on the nonblocking allreduces and bcasts take the node team's
+     * path (mca_coll_gpu_nb_team_path). */
     coll_gpu_kmode_t kmode;
     coll_gpu_kinds_board_t *board;
     int board_rank;
@@ -237,6 +238,14 @@ typedef struct mca_coll_gpu_module_t {
      * COLL_GPU_KINDS_SLOT_WORDS] (the host path's one store, mca_coll_gpu_kinds_publish) */
     _Atomic uint64_t *kinds_words;
     bool nb_device;
+    bool pers_device; /* nb_device as the blocking calls alone set it: the persistent inits'
+                       * (a deferred call sets nb_device when each rank gets to it) */
+    /* Nonblocking calls deferred until their path is known, or flying since, in call order
+     * (coll_gpu_defer.c): NULL on the hot path */
+    struct coll_gpu_defer_t *defer, *defer_tail;
+    struct mca_coll_gpu_module_t *defer_mnext; /* the modules with deferred calls */
+    bool defer_listed;
+    signed char defer_ok;                      /* 0 not asked yet, 1 the saved are libnbc's */
 
     coll_gpu_bounce_t bounce[2];
     /* Device temporaries (send and receive roles) for the ranks whose own buffer the team path
@@ -463,6 +472,8 @@ int mca_coll_gpu_nvl_fused_release_peers(coll_gpu_team_t *t, uint64_t seq);
  * call started; persistent: an inactive request whose every MPI_Start runs one such call);
  * *taken false: the caller stages (the same on every rank).  The caller has sent calls whose
  * (bcast: this rank's) buffers are host memory elsewhere. */
+/* Is this thread inside the engine's progress (a nested poll)? */
+bool mca_coll_gpu_async_busy(void);
 int mca_coll_gpu_async_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, void *rbuf,
                                  int count, struct ompi_datatype_t *dtype, struct ompi_op_t *op,
                                  struct ompi_communicator_t *comm, bool persistent,
@@ -606,6 +617,27 @@ static inline void mca_coll_gpu_kinds_publish(mca_coll_gpu_module_t *m, uint64_t
     atomic_store_explicit(&m->kinds_words[(u % COLL_GPU_KINDS_RING) * COLL_GPU_KINDS_SLOT_WORDS],
                           (u << 8) | flags, memory_order_release);
 }
+/* This rank's note of call u: host memory (call NULL), or device memory with call's details. */
+void mca_coll_gpu_kinds_note(mca_coll_gpu_module_t *m, uint64_t u,
+                             const coll_gpu_kinds_call_t *call);
+/* A wait for every peer's note of call u, one look at a time (a nonblocking call's, from
+ * progress): its start and the looks so far, zeroed before the first. */
+typedef struct coll_gpu_kinds_watch_t {
+    double start;
+    unsigned polls;
+    bool warned;
+} coll_gpu_kinds_watch_t;
+/* 1: every peer's note of call u is there; 0: not yet; an error: a hang given up
+ * (coll_gpu_hang_error_seconds, reported) or a peer that gave up. */
+int mca_coll_gpu_kinds_poll(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                            const char *what, uint64_t u, coll_gpu_kinds_watch_t *w);
+/* Once every note of call u is there: *all_device, with the details compared (an erroneous
+ * call: the same MPI error on every rank). */
+int mca_coll_gpu_kinds_read(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                            uint64_t u, bool *all_device);
+/* Before a blocking call's note (coll_gpu_defer.c): the deferred calls dispatched first where
+ * the call may take the team (device), and none of them lapped by the note. */
+int mca_coll_gpu_defer_settle(mca_coll_gpu_module_t *m, bool device);
 /* Does this communicator agree on each call through its board (no promise, not across hosts)?
  * Then a host rank's note is its whole part of a call, and a call the agreement put on the
  * device path has had every rank's record compared (byte counts, roots, ops, element types:
@@ -621,6 +653,9 @@ static inline bool mca_coll_gpu_kinds_compared(const mca_coll_gpu_module_t *m)
 static inline bool mca_coll_gpu_host_noted(mca_coll_gpu_module_t *m, bool host)
 {
     if (host && mca_coll_gpu_kinds_compared(m)) {
+        if (OPAL_UNLIKELY(NULL != m->defer)) {
+            (void) mca_coll_gpu_defer_settle(m, false); /* (a note must not lap one of them) */
+        }
         mca_coll_gpu_kinds_publish(m, ++m->kinds_seq, 0);
         return true;
     }
@@ -656,15 +691,17 @@ bool mca_coll_gpu_all_on_host(struct ompi_communicator_t *comm);
 
 /* Does a nonblocking or persistent allreduce or bcast take the node team's path (its
  * algorithms, coll_gpu_engine.c), whatever this rank's own kind (a rank with host memory
- * goes through a device temporary)?  It cannot agree on the kinds itself: a wait inside it
- * would hang programs that start such calls in different orders on different communicators,
- * which MPI allows.  So it follows what every rank knows alike: whether some blocking
- * allreduce, bcast or reduce on the communicator before it, in the order every rank makes
- * them, had device memory on every rank (the agreement of that call told every rank).  From
- * then on every rank can run the team's path (a rank with host memory through a device
- * temporary); before, every rank is staged.  Under a promise (coll_gpu_uniform_buffers, one
- * rank) its own kind decides. */
-static inline bool mca_coll_gpu_nb_team_path(const mca_coll_gpu_module_t *m, bool own_device)
+ * goes through a device temporary)?  It cannot wait for its peers at the call: that would hang
+ * programs that start such calls in different orders on different communicators, which MPI
+ * allows.  So it follows what every rank knows alike: whether some call on the communicator
+ * before it, in the order every rank makes them, had device memory on every rank (a blocking
+ * allreduce, bcast or reduce, whose agreement told every rank; or a deferred nonblocking call,
+ * coll_gpu_defer.c, which every rank decides from the same notes before the later calls).
+ * From then on every rank can run the team's path; before, every rank is staged (or defers).
+ * Persistent inits follow the blocking calls alone (pers_device).  Under a promise
+ * (coll_gpu_uniform_buffers, one rank) its own kind decides. */
+static inline bool mca_coll_gpu_nb_team_path(const mca_coll_gpu_module_t *m, bool own_device,
+                                             bool persistent)
 {
     if (COLL_GPU_KMODE_SINGLE == m->kmode
         || (mca_coll_gpu_component.uniform_buffers && COLL_GPU_KMODE_PROMISE_HOST != m->kmode
@@ -674,7 +711,7 @@ static inline bool mca_coll_gpu_nb_team_path(const mca_coll_gpu_module_t *m, boo
     if (COLL_GPU_KMODE_PROMISE_DEVICE == m->kmode) {
         return true;
     }
-    return m->nb_device;
+    return persistent ? m->pers_device : m->nb_device;
 }
 /* The process-wide node model (probed or loaded once); NULL when none could be had. */
 const topo_t *mca_coll_gpu_topo(void);
@@ -867,6 +904,11 @@ static inline void *mca_coll_gpu_view(const coll_gpu_staged_t *staged)
  * succeeded, free the bounce memory.  Returns rc, or the copy's failure when rc was success. */
 int mca_coll_gpu_unstage(mca_coll_gpu_module_t *module, coll_gpu_staged_t *staged, int rc,
                          coll_gpu_dir_t dir, struct ompi_communicator_t *comm, const char *what);
+/* A request of coll/gpu's own for a collective on comm (the engine's, a deferred call's):
+ * active, or an inactive persistent one; MPI_Cancel does nothing (a collective runs to its
+ * end); free_fn frees it (coll_gpu_component.c). */
+void mca_coll_gpu_request_init(ompi_request_t *req, struct ompi_communicator_t *comm,
+                               bool persistent, ompi_request_free_fn_t free_fn);
 /* Tell the user that a device operation failed in a call: the call, the rank, the communicator
  * and the cause (help-coll-gpu.txt: device-failure). */
 void mca_coll_gpu_report_failure(const char *what, struct ompi_communicator_t *comm,
@@ -1120,6 +1162,23 @@ typedef struct coll_gpu_staged_call_t {
     struct ompi_info_t *info;      /* persistent */
     ompi_request_t **request;      /* nonblocking and persistent */
 } coll_gpu_staged_call_t;
+
+/* ---- nonblocking calls decided per call (coll_gpu_defer.c) ---- */
+
+typedef int (*coll_gpu_defer_run_t)(coll_gpu_staged_call_t *c);
+/* Are this communicator's nonblocking allreduces, bcasts and team exchanges decided per call
+ * (the same on every rank)? */
+bool mca_coll_gpu_defer_enabled(mca_coll_gpu_module_t *m);
+/* A nonblocking call that may take the node team, on a communicator where defer is enabled:
+ * run at once where this rank can tell its path, else deferred (a request of ours).  kinds:
+ * an allreduce's or bcast's note (its kind, a device rank's details); NULL for the calls that
+ * only keep their order (the team exchanges). */
+int mca_coll_gpu_defer_call(coll_gpu_staged_call_t *c, coll_gpu_defer_run_t run,
+                            const coll_gpu_kinds_call_t *kinds);
+/* The module goes: off the list of modules with deferred calls. */
+void mca_coll_gpu_defer_forget(mca_coll_gpu_module_t *m);
+/* Component close: the progress callback goes. */
+void mca_coll_gpu_defer_finalize(void);
 
 /* The first members of a coll_gpu_staged_call_t: collective (COLL_GPU_SC_...), mode, the module
  * (coll/gpu's, as the entry got it) and the saved slot, whose name is the call's. */

@@ -17,6 +17,7 @@
 #include "opal/mca/base/mca_base_var.h"
 #include "opal/mca/base/mca_base_var_enum.h"
 #include "opal/util/show_help.h"
+#include "ompi/request/request.h"
 
 #include "coll_gpu.h"
 #include "coll_gpu_ucx.h"
@@ -478,6 +479,7 @@ static int gpu_close(void)
     }
     mca_coll_gpu_ucx_finalize();
     mca_coll_gpu_gapfill_finalize();
+    mca_coll_gpu_defer_finalize();
     mca_coll_gpu_topo_finalize();
     mca_coll_gpu_memhooks_fini();
     if (mca_coll_gpu_component.dev_opened) {
@@ -510,4 +512,29 @@ bool mca_coll_gpu_test_env_names_me(const char *name, int *target)
         *target = (NULL != env && '\0' != env[0]) ? atoi(env) : -1;
     }
     return 0 <= *target && coll_gpu_world_rank() == *target;
+}
+
+static int request_cancel(ompi_request_t *req, int complete)
+{
+    (void) req;
+    (void) complete;
+    return OMPI_SUCCESS; /* a collective cannot be cancelled: the call runs to its end */
+}
+
+void mca_coll_gpu_request_init(ompi_request_t *req, struct ompi_communicator_t *comm,
+                               bool persistent, ompi_request_free_fn_t free_fn)
+{
+    OMPI_REQUEST_INIT(req, persistent);
+    req->req_type = OMPI_REQUEST_COLL;
+    if (!persistent) {
+        req->req_state = OMPI_REQUEST_ACTIVE;
+    }
+    req->req_free = free_fn;
+    req->req_cancel = request_cancel;
+    req->req_mpi_object.comm = comm;
+    req->req_status.MPI_SOURCE = MPI_ANY_SOURCE;
+    req->req_status.MPI_TAG = MPI_ANY_TAG;
+    req->req_status.MPI_ERROR = MPI_SUCCESS;
+    req->req_status._cancelled = 0;
+    req->req_status._ucount = 0;
 }

@@ -136,9 +136,10 @@
  * fails locally before the call takes part without data: nobody waits forever.
  *
  * Which nonblocking and persistent calls come here (the blocking ones come when their entry
- * decided for the team): those of a communicator where a blocking allreduce, bcast or reduce
- * had device memory on every rank, whatever this rank's own kind (a nonblocking call cannot
- * agree on the kinds itself: coll_gpu.h, mca_coll_gpu_nb_team_path), and a plan from
+ * decided for the team): those of a communicator where a call had device memory on every rank
+ * (a blocking allreduce, bcast or reduce, or a nonblocking one decided from every rank's note:
+ * coll_gpu_defer.c), whatever this rank's own kind (coll_gpu.h, mca_coll_gpu_nb_team_path;
+ * persistent requests: a blocking call), and a plan from
  * mca_coll_gpu_select that names the team.  Every input of that choice is the same on all
  * ranks: the plan of an allreduce is a function of the byte count, and a bcast takes the team
  * whatever its byte count, then runs the root's plan.  Everything else stays on the staged
@@ -1543,13 +1544,6 @@ static int async_req_free(ompi_request_t **req)
     return OMPI_SUCCESS;
 }
 
-static int async_req_cancel(ompi_request_t *req, int complete)
-{
-    (void) req;
-    (void) complete;
-    return OMPI_SUCCESS; /* a collective cannot be cancelled: the call runs to its end */
-}
-
 /* The end of a request: results out of the temporaries, the status, completion. */
 static void async_complete(coll_gpu_async_t *r)
 {
@@ -1899,21 +1893,10 @@ static void async_init(coll_gpu_async_t *r, coll_gpu_team_t *t, mca_coll_gpu_mod
 {
     ompi_request_t *req = &r->super.super;
 
-    OMPI_REQUEST_INIT(req, persistent);
-    req->req_type = OMPI_REQUEST_COLL;
+    mca_coll_gpu_request_init(req, comm, persistent, async_req_free);
     if (persistent) {
         req->req_start = async_pers_start;
-    } else {
-        req->req_state = OMPI_REQUEST_ACTIVE;
     }
-    req->req_free = async_req_free;
-    req->req_cancel = async_req_cancel;
-    req->req_mpi_object.comm = comm;
-    req->req_status.MPI_SOURCE = MPI_ANY_SOURCE;
-    req->req_status.MPI_TAG = MPI_ANY_TAG;
-    req->req_status.MPI_ERROR = MPI_SUCCESS;
-    req->req_status._cancelled = 0;
-    req->req_status._ucount = 0;
     memset(&r->next, 0, offsetof(coll_gpu_async_t, xsoff) - offsetof(coll_gpu_async_t, next));
     r->team = t;
     r->module = m;
@@ -2181,7 +2164,10 @@ static void async_begin(coll_gpu_async_t *r)
 /* MPI_Start and MPI_Startall (runs of requests with this start function): each start is one
  * call on the request's team, begun and queued as a nonblocking call is (the buffers are
  * looked at again: a rank whose buffer needs a device temporary gets a fresh one, filled with
- * what the buffer holds now); completion by progress, as for the nonblocking calls. */
+ * what the buffer holds now); completion by progress, as for the nonblocking calls.  No
+ * nonblocking call is ever deferred before it on its communicator (coll_gpu_defer.c): a
+ * request takes the team only after a blocking call had device memory on every rank, and
+ * from that call on nothing is deferred there. */
 static int async_pers_start(size_t count, ompi_request_t **requests)
 {
     for (size_t i = 0; i < count; ++i) {
@@ -2199,6 +2185,11 @@ static int async_pers_start(size_t count, ompi_request_t **requests)
         async_start(r, &requests[i]);
     }
     return OMPI_SUCCESS;
+}
+
+bool mca_coll_gpu_async_busy(void)
+{
+    return 0 < async_depth;
 }
 
 /* The last of an entry: begin and start the call, unless it waits for MPI_Start. */
@@ -2257,7 +2248,8 @@ int mca_coll_gpu_async_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, voi
      * every rank (mca_coll_gpu_nb_team_path): then this rank takes it whatever its own kind */
     if (m->inter
         || !mca_coll_gpu_nb_team_path(m, !mca_coll_gpu_data_host(sbuf, dtype, count)
-                                             || !mca_coll_gpu_data_host(rbuf, dtype, count))) {
+                                             || !mca_coll_gpu_data_host(rbuf, dtype, count),
+                                      persistent)) {
         return OMPI_SUCCESS;
     }
     not_capable = mca_coll_gpu_map_reduction(dtype, (size_t) count, op, &dt, &dop, &nelems);
@@ -2526,7 +2518,8 @@ int mca_coll_gpu_async_xcall(const coll_gpu_staged_call_t *c, bool *taken)
                || (!vrecv && (size_t) INT_MAX < rtotal)) {
         return OMPI_SUCCESS; /* forced staging */
     }
-    if (!mca_coll_gpu_nb_team_path(m, !mca_coll_gpu_xcall_host(c))) {
+    if (!mca_coll_gpu_nb_team_path(m, !mca_coll_gpu_xcall_host(c),
+                                   COLL_GPU_PERSISTENT == c->mode)) {
         return OMPI_SUCCESS;
     }
     if (NULL == (r = async_new(t, m, comm, c->what, COLL_GPU_PERSISTENT == c->mode, taken))) {

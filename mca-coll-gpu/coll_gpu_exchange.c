@@ -159,10 +159,20 @@ int mca_coll_gpu_exchange(coll_gpu_staged_call_t *c)
     return mca_coll_gpu_team_xcall(team, c);
 }
 
-int mca_coll_gpu_exchange_async(coll_gpu_staged_call_t *c)
+static int exchange_run(coll_gpu_staged_call_t *c)
 {
     bool taken = false;
     int rc = mca_coll_gpu_async_xcall(c, &taken);
 
     return (taken || OMPI_SUCCESS != rc) ? rc : mca_coll_gpu_staged(c);
+}
+
+int mca_coll_gpu_exchange_async(coll_gpu_staged_call_t *c)
+{
+    /* behind the nonblocking allreduces and bcasts deferred on the communicator, in call order
+     * (coll_gpu_defer.c: the team's order, the kinds history) */
+    if (COLL_GPU_NONBLOCKING == c->mode && mca_coll_gpu_defer_enabled(c->gpu)) {
+        return mca_coll_gpu_defer_call(c, exchange_run, NULL);
+    }
+    return exchange_run(c);
 }

@@ -24,6 +24,9 @@
  *                        there, read them: all device (and one signature) -> the GPU path; any
  *                        host -> staged through the component below, like the host ranks.
  *
+ * Nonblocking allreduces and bcasts note their calls on the same ring, and a device rank reads
+ * the notes from progress instead of waiting at the call (coll_gpu_defer.c).
+ *
  * Every device rank reads the same entries, so every rank takes the same path, and a host rank
  * takes the only path its peers can take with it.  A device rank waits only for peers that are
  * behind it in the communicator's call order: they never need it to get there (it finished
@@ -44,9 +47,10 @@
  * which is the truth of the call: a rank passes call u without waiting for the reader only
  * where u is not an all-device call (it had host memory there, or it staged, which every rank
  * does when one rank has host memory), for in an all-device call it waits in the node team
- * for every rank, the reader too.  So no rank ever waits for a slower one to read, and the
- * details of an all-device call, which only its readers compare, stay in place until all have
- * read them.
+ * for every rank, the reader too.  A nonblocking call does not wait there, so no note laps
+ * one that its rank still has queued or running on the team (coll_gpu_defer.c: the only case
+ * where a rank waits for a slower one to read).  The details of an all-device call, which
+ * only its readers compare, stay in place until all have read them.
  *
  * An erroneous call whose ranks all pass device memory is found here: byte counts, ops, element
  * types, roots or collectives that differ make every rank return the same MPI error (no data
@@ -328,78 +332,89 @@ void mca_coll_gpu_kinds_release(mca_coll_gpu_module_t *m)
 
 /* ---- waits ------------------------------------------------------------------------------- */
 
-/* Every peer's word of call u there; a long wait is reported (coll_gpu_hang_warn_seconds) and
- * given up (coll_gpu_hang_error_seconds: OMPI_ERROR, and this rank's mark makes every later
- * waiter give up too).  A peer that gave up ends the wait with an error as well. */
-static int kinds_wait(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
-                      const char *what, uint64_t u)
+/* One look at the words of call u: 1 when every peer's is there, 0 while some is missing, an
+ * error when this rank or a peer gave up.  A long wait is reported once
+ * (coll_gpu_hang_warn_seconds) and given up (coll_gpu_hang_error_seconds: OMPI_ERROR, and this
+ * rank's mark makes every later waiter give up too); w keeps the wait's start between looks
+ * (zeroed before the first), *polls counts them (the clock is read every 64th). */
+int mca_coll_gpu_kinds_poll(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                            const char *what, uint64_t u, coll_gpu_kinds_watch_t *w)
 {
     mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
     coll_gpu_kinds_board_t *b = m->board;
-    unsigned spins = 0;
-    double start = 0.0;
-    bool warned = false;
+    int missing = -1;
     char name[32];
 
+    for (int p = 0; p < b->nranks; ++p) {
+        if (atomic_load_explicit(&b->rank[p].abandoned, memory_order_acquire)) {
+            return OMPI_ERROR;
+        }
+        if ((kinds_word(b, p, u, memory_order_acquire) >> 8) < u) {
+            missing = p;
+            break;
+        }
+    }
+    if (0 > missing) {
+        return 1;
+    }
+    if (0 != (++w->polls & 63) || (0 >= c->hang_warn_seconds && 0 >= c->hang_error_seconds)) {
+        return 0;
+    }
+    double now = mca_coll_gpu_now();
+    if (0.0 == w->start) {
+        w->start = now;
+        return 0;
+    }
     /* "Allreduce" from "allreduce", for the messages */
     snprintf(name, sizeof(name), "%s", what);
     name[0] = (char) toupper((unsigned char) name[0]);
+    if (!w->warned && 0 < c->hang_warn_seconds && now - w->start >= c->hang_warn_seconds) {
+        char whom[256];
+        size_t n = 0;
+        w->warned = true;
+        for (int p = 0; p < b->nranks && n < sizeof(whom); ++p) {
+            if ((kinds_word(b, p, u, memory_order_relaxed) >> 8) < u) {
+                n += (size_t) snprintf(whom + n, sizeof(whom) - n, " %d", p);
+            }
+        }
+        opal_output(0, "coll/gpu: rank %d has waited %d s in MPI_%s on communicator %d "
+                    "(call %lu, memory-kind agreement) for rank(s)%s to enter the call; "
+                    "still waiting (coll_gpu_hang_warn_seconds)", ompi_comm_rank(comm),
+                    (int) (now - w->start), name, coll_gpu_comm_cid(comm), (unsigned long) u,
+                    whom);
+    }
+    if (0 < c->hang_error_seconds && now - w->start >= c->hang_error_seconds) {
+        opal_output(0, "coll/gpu: rank %d gave up after %d s in MPI_%s on communicator %d "
+                    "(call %lu, memory-kind agreement) waiting for rank %d; this call and "
+                    "every later agreed call on device memory there returns "
+                    "an error (coll_gpu_hang_error_seconds)", ompi_comm_rank(comm),
+                    (int) (now - w->start), name, coll_gpu_comm_cid(comm), (unsigned long) u,
+                    missing);
+        atomic_store(&b->rank[m->board_rank].abandoned, u);
+        return OMPI_ERROR;
+    }
+    return 0;
+}
 
-    for (;;) {
-        int missing = -1;
-        for (int p = 0; p < b->nranks; ++p) {
-            if (atomic_load_explicit(&b->rank[p].abandoned, memory_order_acquire)) {
-                return OMPI_ERROR;
-            }
-            if ((kinds_word(b, p, u, memory_order_acquire) >> 8) < u) {
-                missing = p;
-                break;
-            }
-        }
-        if (0 > missing) {
-            return OMPI_SUCCESS;
-        }
+/* Every peer's word of call u there (mca_coll_gpu_kinds_poll, until it answers).  The wait
+ * serves opal_progress: a peer behind may wait for a nonblocking call of ours. */
+static int kinds_wait(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                      const char *what, uint64_t u)
+{
+    coll_gpu_kinds_watch_t w = {0};
+    unsigned spins = 0;
+    int rc;
+
+    while (0 == (rc = mca_coll_gpu_kinds_poll(m, comm, what, u, &w))) {
         if (++spins < 256) {
             continue;
         }
-        opal_progress(); /* a peer behind may wait for a nonblocking call of ours */
+        opal_progress();
         if (spins > 4096) {
             sched_yield(); /* ranks may outnumber cores */
         }
-        if (0 != (spins & 63) || (0 >= c->hang_warn_seconds && 0 >= c->hang_error_seconds)) {
-            continue;
-        }
-        double now = mca_coll_gpu_now();
-        if (0.0 == start) {
-            start = now;
-            continue;
-        }
-        if (!warned && 0 < c->hang_warn_seconds && now - start >= c->hang_warn_seconds) {
-            char whom[256];
-            size_t n = 0;
-            warned = true;
-            for (int p = 0; p < b->nranks && n < sizeof(whom); ++p) {
-                if ((kinds_word(b, p, u, memory_order_relaxed) >> 8) < u) {
-                    n += (size_t) snprintf(whom + n, sizeof(whom) - n, " %d", p);
-                }
-            }
-            opal_output(0, "coll/gpu: rank %d has waited %d s in MPI_%s on communicator %d "
-                        "(call %lu, memory-kind agreement) for rank(s)%s to enter the call; "
-                        "still waiting (coll_gpu_hang_warn_seconds)", ompi_comm_rank(comm),
-                        (int) (now - start), name, coll_gpu_comm_cid(comm), (unsigned long) u,
-                        whom);
-        }
-        if (0 < c->hang_error_seconds && now - start >= c->hang_error_seconds) {
-            opal_output(0, "coll/gpu: rank %d gave up after %d s in MPI_%s on communicator %d "
-                        "(call %lu, memory-kind agreement) waiting for rank %d; this call and "
-                        "every later agreed call on device memory there returns "
-                        "an error (coll_gpu_hang_error_seconds)", ompi_comm_rank(comm),
-                        (int) (now - start), name, coll_gpu_comm_cid(comm), (unsigned long) u,
-                        missing);
-            atomic_store(&b->rank[m->board_rank].abandoned, u);
-            return OMPI_ERROR;
-        }
     }
+    return (1 == rc) ? OMPI_SUCCESS : rc;
 }
 
 /* ---- the device ranks' decision ---------------------------------------------------------- */
@@ -584,35 +599,49 @@ static void kinds_entry_fill(coll_gpu_kinds_entry_t *e, uint64_t u,
     e->dt = (uint8_t) call->dt;
 }
 
-static int kinds_board_device(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
-                              const char *what, const coll_gpu_kinds_call_t *call,
-                              bool *all_device)
+void mca_coll_gpu_kinds_note(mca_coll_gpu_module_t *m, uint64_t u,
+                             const coll_gpu_kinds_call_t *call)
+{
+    if (NULL == call) {
+        mca_coll_gpu_kinds_publish(m, u, 0);
+        return;
+    }
+    kinds_entry_fill(&m->board->rank[m->board_rank].slot[u % COLL_GPU_KINDS_RING].detail, u,
+                     call);
+    mca_coll_gpu_kinds_publish(m, u, KINDS_DEVICE);
+}
+
+int mca_coll_gpu_kinds_read(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                            uint64_t u, bool *all_device)
 {
     coll_gpu_kinds_board_t *b = m->board;
-    coll_gpu_kinds_entry_t *e;
     bool device = true;
-    uint64_t u;
-    int rc;
+    int rc = OMPI_SUCCESS;
 
-    u = ++m->kinds_seq;
-    e = &b->rank[m->board_rank].slot[u % COLL_GPU_KINDS_RING].detail;
-    kinds_entry_fill(e, u, call);
-    mca_coll_gpu_kinds_publish(m, u, KINDS_DEVICE);
-    *all_device = false;
-    rc = kinds_wait(m, comm, what, u);
-    if (OMPI_SUCCESS != rc) {
-        return rc;
-    }
     for (int p = 0; p < b->nranks; ++p) {
         uint64_t w = kinds_word(b, p, u, memory_order_acquire);
         device = device && (w >> 8) == u && (w & KINDS_DEVICE) && kinds_detail(b, p, u)->seq == u;
     }
+    *all_device = false;
     if (device) {
         kinds_view_t v = {.b = b, .u = u, .nranks = b->nranks};
         rc = kinds_compare(comm, &v);
         *all_device = (OMPI_SUCCESS == rc);
     }
     return rc;
+}
+
+static int kinds_board_device(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                              const char *what, const coll_gpu_kinds_call_t *call,
+                              bool *all_device)
+{
+    uint64_t u = ++m->kinds_seq;
+    int rc;
+
+    mca_coll_gpu_kinds_note(m, u, call);
+    *all_device = false;
+    rc = kinds_wait(m, comm, what, u);
+    return (OMPI_SUCCESS == rc) ? mca_coll_gpu_kinds_read(m, comm, u, all_device) : rc;
 }
 
 int mca_coll_gpu_agree_memory(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
@@ -763,11 +792,17 @@ int mca_coll_gpu_kinds_agree(mca_coll_gpu_module_t *m, struct ompi_communicator_
     if (COLL_GPU_KMODE_UNSET == m->kmode) {
         rc = kinds_setup(m, comm, what);
     }
+    if (OMPI_SUCCESS == rc && NULL != m->defer) {
+        /* nonblocking calls before this one still undecided here: decided and on their way
+         * first, in call order (coll_gpu_defer.c) */
+        rc = mca_coll_gpu_defer_settle(m, call->device);
+    }
     if (OMPI_SUCCESS == rc) {
         rc = kinds_agree(m, comm, what, call, all_device);
     }
     if (OMPI_SUCCESS == rc && *all_device) {
-        m->nb_device = true; /* every rank knows it alike (mca_coll_gpu_nb_team_path) */
+        /* every rank knows it alike (mca_coll_gpu_nb_team_path) */
+        m->nb_device = m->pers_device = true;
     }
     m->in_agreed_call = false;
     return rc;

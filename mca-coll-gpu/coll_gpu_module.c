@@ -85,6 +85,7 @@ static void gpu_module_release(mca_coll_gpu_module_t *module)
     mca_coll_gpu_pinned_trim(COLL_GPU_PINNED_IDLE_SECONDS);
     mca_coll_gpu_adapt_release(module);
     mca_coll_gpu_kinds_release(module);
+    mca_coll_gpu_defer_forget(module);
 }
 
 static OBJ_CLASS_INSTANCE(mca_coll_gpu_module_t, mca_coll_base_module_t, gpu_module_construct,

@@ -4,10 +4,11 @@
  * with `-evenmemtype=device -oddmemtype=host`: every rank keeps one kind of memory for the whole
  * run, chosen by the parity of its rank.  The first blocking allreduce or bcast on a
  * communicator agrees on the kind; a communicator where it found kinds mixed agrees on every
- * blocking call after, and stages its nonblocking ones.  A nonblocking call cannot agree
- * itself: before the first blocking allreduce or bcast it is staged (MPICH's nonblocking tests
- * start that way).  Before these rules such a program hung: a device rank entered the node
- * team while a host rank went straight to the component below.
+ * blocking call after; its nonblocking ones read every rank's note from progress
+ * (coll_gpu_defer.c), find the kinds mixed too and are staged.  A nonblocking call before the
+ * communicator's first blocking one has no shared block to note on: it is staged (MPICH's
+ * nonblocking tests start that way).  Before these rules such a program hung: a device rank
+ * entered the node team while a host rank went straight to the component below.
  *
  * Usage: test_kinds_first EVEN ODD   (each one of host, pinned, device, managed)
  *

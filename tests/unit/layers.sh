@@ -7,7 +7,7 @@
 #
 #   lifecycle  coll_gpu_module.c coll_gpu_gapfill.c (a communicator's module, its slots)
 #   entry      one file per collective family, and the blocking exchange's decision
-#   decision   the per-call agreement on memory kinds
+#   decision   the per-call agreement on memory kinds, blocking and nonblocking
 #   engine     the node team's schedules, the hierarchical compositions
 #   staged     the staged path, the host fallback, one rank's buffers in the team's shape
 #   transport  the team (setup, flags, hang watch), its device side, plans on it, UCX, IPC maps
@@ -26,7 +26,7 @@ layer_of() {
     module | gapfill) echo 1 ;;
     allreduce | bcast | reduce | gather | scatter | alltoall | neighbor | nonblocking | exchange)
         echo 2 ;;
-    kinds) echo 3 ;;
+    kinds | defer) echo 3 ;;
     engine | hier | hier_exchange) echo 4 ;;
     staged_colls | stage_async | fallback | adapt) echo 5 ;;
     team | nvl | select | ucx | ipcmap) echo 6 ;;

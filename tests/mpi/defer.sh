@@ -1,0 +1,46 @@
+#!/bin/sh
+# defer.sh - test_defer on 2, 3 and 4 ranks under coll/gpu's defaults: programs whose device
+# calls are all nonblocking, on communicators made by MPI_Comm_split_type (coll_gpu_defer.c).
+# Every case right and none hung: device memory on every rank, kinds drawn per call and rank
+# with libnbc's calls in flight between, 100 calls outstanding before the first wait, a
+# nonblocking start before a blocking call of another communicator on half the ranks, and an
+# erroneous count (MPI_ERR_COUNT on every rank, nothing written).  And the logs show what the
+# calls decided: some device rank deferred a call and read every rank's note, calls found device
+# memory on every rank, then took the node team (before, no nonblocking call took the team in a
+# program without a blocking device call), and calls with host memory on some rank were staged.
+# COLL_GPU_DEFER_SEED repeats a run (the seed is printed).
+. "$(dirname "$0")/mpitest.sh"
+out=${TMPDIR:-/tmp}/coll_gpu_defer.$$
+trap 'rm -f "$out"' EXIT
+seed=${COLL_GPU_DEFER_SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}
+for np in 2 3 4; do
+    COLL_GPU_MPIRUN_ARGS="--mca coll_gpu_verbose 10 ${COLL_GPU_MPIRUN_ARGS:-}" \
+        "$RUN_MPI" "$np" "$MPI_TESTS/test_defer" "$((seed + np))" >"$out" 2>&1
+    rc=$?
+    tap=$(grep -E '^(ok|not ok|1\.\.)' "$out")
+    ! echo "$tap" | grep -q '^not ok' && echo "$tap" | grep -q '^1\.\.[1-9]'
+    ok=$?
+    [ "$rc" -eq 0 ] || ok=1
+    t_ok "$ok" "$np ranks, seed $((seed + np)): exit $rc, $(echo "$tap" | grep -c '^ok') cases \
+right, $(echo "$tap" | grep -c '^not ok') wrong"
+    [ "$ok" -eq 0 ] || t_diag "$out" 40
+    # (occurrences, not lines: the ranks' lines may run together)
+    deferred=$(grep -o 'deferred (device memory here)' "$out" | wc -l)
+    alldev=$(grep -o 'decided: device memory on every rank' "$out" | wc -l)
+    mixed=$(grep -o 'decided: host memory on some rank' "$out" | wc -l)
+    wrong=$(grep -o 'decided: erroneous' "$out" | wc -l)
+    team=$(grep -E 'coll:gpu:i(allreduce|bcast) \(cid [0-9]+\): rank [0-9]+: .* -> ' "$out" \
+        | grep -vc 'staged')
+    [ "$deferred" -gt 0 ] && [ "$alldev" -ge "$np" ] && [ "$mixed" -ge $((100 * (np - 1))) ] \
+        && [ "$wrong" -eq "$np" ] && [ "$team" -gt 0 ]
+    t_ok $? "$np ranks: calls deferred ($deferred), decided device on every rank ($alldev, at \
+least $np), host on some rank ($mixed, at least $((100 * (np - 1)))), erroneous on every \
+rank ($wrong of $np); \
+nonblocking calls on the node team ($team)"
+    [ "$wrong" -eq "$np" ] || grep -E 'erroneous|decided' "$out" | head -20 | sed 's/^/# /'
+    msg='erroneous MPI_Allreduce on communicator [0-9]* (call [0-9]*): the ranks. byte count'
+    n=$(grep -o "$msg" "$out" | wc -l)
+    [ "$n" -eq 1 ]
+    t_ok $? "$np ranks: one message for the erroneous iallreduce naming the byte counts ($n)"
+done
+t_done
