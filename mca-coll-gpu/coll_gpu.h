@@ -194,8 +194,20 @@ typedef enum {
     COLL_GPU_KMODE_AGREE,          /* per call, by a host allreduce (the ranks span hosts) */
     COLL_GPU_KMODE_SINGLE,         /* one rank: nothing to agree */
     COLL_GPU_KMODE_PROMISE_DEVICE, /* every rank asserts device memory only (MPI 4.1 info) */
-    COLL_GPU_KMODE_PROMISE_HOST    /* every rank asserts host memory only (MPI 4.1 info) */
+    COLL_GPU_KMODE_PROMISE_HOST,   /* every rank asserts host memory only (MPI 4.1 info) */
+    COLL_GPU_KMODE_PENDING         /* a nonblocking call began the setup; not ended here yet */
 } coll_gpu_kmode_t;
+
+/* The kinds board's setup begun by a nonblocking call, in flight (coll_gpu_kinds.c). */
+typedef struct coll_gpu_kinds_setup_t {
+    struct ompi_communicator_t *comm;
+    char name[64];                  /* the block's, from rank 0 */
+    int in, out;                    /* mapped here; mapped on every rank */
+    int32_t tag;                    /* the allreduce's, taken at the call */
+    ompi_request_t *req;
+    int phase;                      /* 1: the name in flight; 2: the allreduce */
+    struct coll_gpu_kinds_board_t *b;
+} coll_gpu_kinds_setup_t;
 
 /* The shared block of the per-call agreement (coll_gpu_kinds.c). */
 typedef struct coll_gpu_kinds_board_t coll_gpu_kinds_board_t;
@@ -231,6 +243,7 @@ typedef struct mca_coll_gpu_module_t {
      * every rank, from which on the nonblocking allreduces and bcasts take the node team's
      * path (mca_coll_gpu_nb_team_path). */
     coll_gpu_kmode_t kmode;
+    coll_gpu_kinds_setup_t ksetup; /* the setup a nonblocking call began (PENDING) */
     coll_gpu_kinds_board_t *board;
     int board_rank;
     uint64_t kinds_seq;
@@ -635,6 +648,11 @@ int mca_coll_gpu_kinds_poll(mca_coll_gpu_module_t *m, struct ompi_communicator_t
  * call: the same MPI error on every rank). */
 int mca_coll_gpu_kinds_read(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
                             uint64_t u, bool *all_device);
+/* The setup of the kinds board begun by a nonblocking call (no wait: the component below's
+ * nonblocking bcast and allreduce, the second with the tag taken now): kmode PENDING until
+ * mca_coll_gpu_kinds_setup_step, called from progress, has seen it end (true).  Collective. */
+void mca_coll_gpu_kinds_setup_begin(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm);
+bool mca_coll_gpu_kinds_setup_step(mca_coll_gpu_module_t *m);
 /* Before a blocking call's note (coll_gpu_defer.c): the deferred calls dispatched first where
  * the call may take the team (device), and none of them lapped by the note. */
 int mca_coll_gpu_defer_settle(mca_coll_gpu_module_t *m, bool device);
@@ -1167,8 +1185,9 @@ typedef struct coll_gpu_staged_call_t {
 
 typedef int (*coll_gpu_defer_run_t)(coll_gpu_staged_call_t *c);
 /* Are this communicator's nonblocking allreduces, bcasts and team exchanges decided per call
- * (the same on every rank)? */
-bool mca_coll_gpu_defer_enabled(mca_coll_gpu_module_t *m);
+ * (the same on every rank)?  At the communicator's first call that agrees on kinds, this
+ * begins the board's setup (mca_coll_gpu_kinds_setup_begin): ask at a nonblocking call only. */
+bool mca_coll_gpu_defer_on(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm);
 /* A nonblocking call that may take the node team, on a communicator where defer is enabled:
  * run at once where this rank can tell its path, else deferred (a request of ours).  kinds:
  * an allreduce's or bcast's note (its kind, a device rank's details); NULL for the calls that

@@ -36,7 +36,7 @@
  *     took the next ones, as on ranks that did not defer.  For that, every nonblocking call
  *     that may be deferred takes exactly one tag wherever it goes (the team's path takes one it
  *     does not use), and the saved functions must be libnbc's (one tag per call), which
- *     defer_enabled checks.  Resetting the counter for that start is safe only while no other
+ *     mca_coll_gpu_defer_on checks.  Resetting the counter for that start is safe only while no other
  *     thread starts calls on the communicator: no deferral under MPI_THREAD_MULTIPLE.
  *
  * The notes' ring (COLL_GPU_KINDS_RING slots a rank): a note overwritten before a slow peer read
@@ -45,10 +45,12 @@
  * written RING calls or more past such a call: a blocking call waits (settle), a deferred one
  * writes its note from progress once it may.
  *
- * Outside that (intercommunicators, communicators across hosts or under a promise, one whose
- * board no blocking call has set up yet, other components below, MPI_THREAD_MULTIPLE)
- * nonblocking calls follow the kinds history alone: correct, and staged until a blocking call
- * had device memory on every rank.
+ * A communicator whose first call that agrees on kinds is a nonblocking one sets its board up
+ * without a wait (mca_coll_gpu_kinds_setup_begin): its calls queue here until it has ended.
+ *
+ * Outside that (intercommunicators, communicators across hosts or under a promise, other
+ * components below, MPI_THREAD_MULTIPLE) nonblocking calls follow the kinds history alone:
+ * correct, and staged until a blocking call had device memory on every rank.
  */
 #include "ompi_config.h"
 
@@ -122,10 +124,11 @@ static bool saved_are_libnbc(const mca_coll_gpu_module_t *m)
     return true;
 }
 
-bool mca_coll_gpu_defer_enabled(mca_coll_gpu_module_t *m)
+bool mca_coll_gpu_defer_on(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm)
 {
-    if (COLL_GPU_KMODE_BOARD != m->kmode || m->inter || mca_coll_gpu_component.uniform_buffers
-        || ompi_mpi_thread_multiple) {
+    if ((COLL_GPU_KMODE_BOARD != m->kmode && COLL_GPU_KMODE_PENDING != m->kmode
+         && COLL_GPU_KMODE_UNSET != m->kmode)
+        || m->inter || mca_coll_gpu_component.uniform_buffers || ompi_mpi_thread_multiple) {
         return false;
     }
     if (0 == m->defer_ok) {
@@ -135,7 +138,19 @@ bool mca_coll_gpu_defer_enabled(mca_coll_gpu_module_t *m)
                                          : "follow the kinds history (the component below is "
                                            "not libnbc)");
     }
-    return 0 < m->defer_ok;
+    if (0 > m->defer_ok) {
+        return false;
+    }
+    if (COLL_GPU_KMODE_UNSET == m->kmode) {
+        /* the communicator's first call that agrees on kinds, on every rank: the board's setup
+         * without a wait (one process alone, or ranks across hosts: as before, the first
+         * blocking call sets it up) */
+        if (2 > ompi_comm_size(comm) || !mca_coll_gpu_all_on_host(comm)) {
+            return false;
+        }
+        mca_coll_gpu_kinds_setup_begin(m, comm);
+    }
+    return true;
 }
 
 /* ---- the module's list ----------------------------------------------------------------- */
@@ -249,7 +264,7 @@ static bool defer_decide(coll_gpu_defer_t *x)
     bool all_device = false;
     int rc;
 
-    if (0 == x->u || !x->device || m->nb_device) {
+    if (0 == x->u || !x->device || m->nb_device || COLL_GPU_KMODE_BOARD != m->kmode) {
         return true; /* no note to read: the kinds history decides (the run's own choice) */
     }
     rc = mca_coll_gpu_kinds_poll(m, x->call.comm, x->call.what + 1, x->u, &x->watch);
@@ -299,13 +314,18 @@ static int defer_module_progress(mca_coll_gpu_module_t *m)
     coll_gpu_defer_t *x, *next;
     int ended = 0;
 
+    if (COLL_GPU_KMODE_PENDING == m->kmode && !mca_coll_gpu_kinds_setup_step(m)) {
+        return 0; /* no board yet to note on */
+    }
     for (x = m->defer; NULL != x; x = x->next) {
         if (DEFER_QUEUED == x->state && 0 != x->u && !x->noted) {
             if (defer_lapping(m, x->u, x)) {
                 break;
             }
-            mca_coll_gpu_kinds_note(m, x->u, x->device ? &x->kinds : NULL);
-            x->noted = true;
+            if (COLL_GPU_KMODE_BOARD == m->kmode) {
+                mca_coll_gpu_kinds_note(m, x->u, x->device ? &x->kinds : NULL);
+            }
+            x->noted = true; /* (no board: the setup failed, every rank goes by the history) */
         }
     }
     for (x = m->defer; NULL != x; x = next) {
@@ -408,7 +428,8 @@ int mca_coll_gpu_defer_call(coll_gpu_staged_call_t *c, coll_gpu_defer_run_t run,
     if (NULL != kinds) {
         u = ++m->kinds_seq;
     }
-    if (!defer_queued(m) && (NULL == kinds || m->nb_device || !device)
+    if (COLL_GPU_KMODE_BOARD == m->kmode && !defer_queued(m)
+        && (NULL == kinds || m->nb_device || !device)
         && (0 == u || !defer_lapping(m, u, NULL))) {
         /* decided at the call: the kinds history and this rank's kind say it all */
         if (0 != u) {
@@ -435,7 +456,7 @@ int mca_coll_gpu_defer_call(coll_gpu_staged_call_t *c, coll_gpu_defer_run_t run,
         x->kinds = *kinds;
     }
     x->tag = ompi_coll_base_nbc_reserve_tags(comm, 1);
-    if (0 != u && !defer_lapping(m, u, NULL)) {
+    if (0 != u && COLL_GPU_KMODE_BOARD == m->kmode && !defer_lapping(m, u, NULL)) {
         mca_coll_gpu_kinds_note(m, u, device ? kinds : NULL);
         x->noted = true;
     }
@@ -456,10 +477,11 @@ int mca_coll_gpu_defer_settle(mca_coll_gpu_module_t *m, bool device)
     if (defer_inside || mca_coll_gpu_async_busy()) {
         return OMPI_SUCCESS; /* a call of our own progress (none makes one today) */
     }
-    /* a device call may take the team: what is queued goes first; any call's note must not
-     * lap a call still queued or on the team */
-    while (NULL != m->defer && ((device && defer_queued(m))
-                                || defer_lapping(m, m->kinds_seq + 1, NULL))) {
+    /* the board's setup ends first; a device call may take the team: what is queued goes
+     * first; any call's note must not lap a call still queued or on the team */
+    while (NULL != m->defer
+           && (COLL_GPU_KMODE_PENDING == m->kmode || (device && defer_queued(m))
+               || defer_lapping(m, m->kinds_seq + 1, NULL))) {
         (void) defer_progress();
         if (++spins < 64) {
             continue;

@@ -171,7 +171,7 @@ int mca_coll_gpu_exchange_async(coll_gpu_staged_call_t *c)
 {
     /* behind the nonblocking allreduces and bcasts deferred on the communicator, in call order
      * (coll_gpu_defer.c: the team's order, the kinds history) */
-    if (COLL_GPU_NONBLOCKING == c->mode && mca_coll_gpu_defer_enabled(c->gpu)) {
+    if (COLL_GPU_NONBLOCKING == c->mode && mca_coll_gpu_defer_on(c->gpu, c->comm)) {
         return mca_coll_gpu_defer_call(c, exchange_run, NULL);
     }
     return exchange_run(c);

@@ -82,6 +82,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ompi/mca/coll/base/coll_base_util.h"
+#include "ompi/request/request.h"
 #include "opal/runtime/opal_progress.h"
 
 #include "coll_gpu.h"
@@ -319,6 +321,118 @@ static int kinds_setup(mca_coll_gpu_module_t *m, struct ompi_communicator_t *com
     COLL_GPU_VERBOSE(COLL_GPU_LOG_QUERY, "coll:gpu:%s (cid %d): memory kinds agreed %s", what,
                      coll_gpu_comm_cid(comm), how[m->kmode]);
     return rc;
+}
+
+/*
+ * The same setup begun by a nonblocking call (a communicator whose first call that agrees on
+ * kinds is nonblocking on every rank): it may not wait, so rank 0's name goes by the component
+ * below's nonblocking bcast, started here, and the check that every rank mapped the block by
+ * its nonblocking allreduce, started from progress once the name is in, with a tag taken here
+ * (the component below matches its calls by the order they take tags: coll_gpu_defer.c).  The
+ * promise of mpi_assert_memory_alloc_kinds is not read here: a persistent init made while the
+ * setup runs on one rank and after it ended on another must decide alike, and only a promise
+ * of device memory would change its decision (mca_coll_gpu_nb_team_path).  Such communicators
+ * agree per call even under that promise.
+ */
+void mca_coll_gpu_kinds_setup_begin(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm)
+{
+    coll_gpu_kinds_setup_t *st = &m->ksetup;
+    int size = ompi_comm_size(comm), rc;
+    static _Atomic int counter;
+
+    memset(st, 0, sizeof(*st));
+    m->kmode = COLL_GPU_KMODE_PENDING;
+    st->comm = comm;
+    st->phase = 1;
+    if (0 == ompi_comm_rank(comm)) {
+        for (int i = 0; i < KINDS_NAME_TRIES && NULL == st->b; ++i) {
+            snprintf(st->name, sizeof(st->name), "/collgpu-kb-%d-n%d", (int) getpid(),
+                     atomic_fetch_add(&counter, 1) + 1);
+            st->b = mca_coll_gpu_test_fail_alloc("kinds_board") ? NULL
+                                                                : board_map(st->name, true, size);
+            if (NULL == st->b && EEXIST != errno) {
+                break;
+            }
+        }
+        if (NULL == st->b) {
+            st->name[0] = '\0';
+        }
+    }
+    rc = m->prev_ibcast.fn(st->name, sizeof(st->name), MPI_CHAR, 0, comm, &st->req,
+                           m->prev_ibcast.module);
+    st->tag = ompi_coll_base_nbc_reserve_tags(comm, 1); /* the allreduce's */
+    if (OMPI_SUCCESS != rc) {
+        st->req = MPI_REQUEST_NULL; /* this rank goes on without the block (the allreduce) */
+        st->name[0] = '\0';
+    }
+}
+
+/* The request in flight ended (its request gone): true, with its outcome in *ok. */
+static bool setup_request_ended(coll_gpu_kinds_setup_t *st, bool *ok)
+{
+    *ok = true;
+    if (MPI_REQUEST_NULL == st->req) {
+        return true;
+    }
+    if (!REQUEST_COMPLETE(st->req)) {
+        return false; /* (no ompi_request_test: it calls opal_progress, and this is progress) */
+    }
+    *ok = (MPI_SUCCESS == st->req->req_status.MPI_ERROR);
+    (void) ompi_request_free(&st->req);
+    return true;
+}
+
+bool mca_coll_gpu_kinds_setup_step(mca_coll_gpu_module_t *m)
+{
+    coll_gpu_kinds_setup_t *st = &m->ksetup;
+    struct ompi_communicator_t *comm = st->comm;
+    int rank = ompi_comm_rank(comm), size = ompi_comm_size(comm), rc;
+    bool ok;
+
+    if (COLL_GPU_KMODE_PENDING != m->kmode) {
+        return true;
+    }
+    if (!setup_request_ended(st, &ok)) {
+        return false;
+    }
+    if (1 == st->phase) {
+        int32_t now = comm->c_nbc_tag;
+        st->name[sizeof(st->name) - 1] = '\0';
+        if (0 != rank && ok && '\0' != st->name[0]) {
+            st->b = board_map(st->name, false, size);
+        }
+        if (NULL != st->b) {
+            memset(&st->b->rank[rank], 0, sizeof(st->b->rank[rank]));
+        }
+        st->in = (NULL != st->b) ? 1 : 0;
+        st->phase = 2;
+        comm->c_nbc_tag = st->tag; /* its place among the communicator's calls */
+        rc = m->prev_iallreduce.fn(&st->in, &st->out, 1, MPI_INT, MPI_MIN, comm, &st->req,
+                                   m->prev_iallreduce.module);
+        comm->c_nbc_tag = now;
+        if (OMPI_SUCCESS != rc) {
+            st->req = MPI_REQUEST_NULL;
+            st->out = 0;
+        }
+        return false;
+    }
+    if (0 == rank && '\0' != st->name[0]) {
+        shm_unlink(st->name);
+    }
+    if ((!ok || 1 != st->out) && NULL != st->b) {
+        munmap(st->b, board_bytes(size));
+        st->b = NULL;
+    }
+    m->board = st->b;
+    m->board_rank = rank;
+    m->kinds_words = (NULL != st->b) ? &st->b->rank[rank].slot[0].word : NULL;
+    m->kmode = (NULL != st->b) ? COLL_GPU_KMODE_BOARD : COLL_GPU_KMODE_AGREE;
+    COLL_GPU_VERBOSE(COLL_GPU_LOG_QUERY, "coll:gpu (cid %d): memory kinds agreed %s, set up "
+                     "by a nonblocking call", coll_gpu_comm_cid(comm),
+                     NULL != st->b ? "per call through a shared block of this host"
+                                   : "per call by a host allreduce (the shared block could not "
+                                     "be made)");
+    return true;
 }
 
 void mca_coll_gpu_kinds_release(mca_coll_gpu_module_t *m)

@@ -44,7 +44,7 @@ static int allreduce_async(coll_gpu_staged_call_t *c)
 {
     coll_gpu_kinds_call_t k;
 
-    if (COLL_GPU_NONBLOCKING != c->mode || !mca_coll_gpu_defer_enabled(c->gpu)) {
+    if (COLL_GPU_NONBLOCKING != c->mode || !mca_coll_gpu_defer_on(c->gpu, c->comm)) {
         return allreduce_run(c);
     }
     /* decided per call (coll_gpu_defer.c): this rank's note of it */
@@ -86,7 +86,7 @@ static int bcast_async(coll_gpu_staged_call_t *c)
 
     /* the kind of the memory the elements occupy, not of buf (as MPI_Bcast) */
     c->host = COLL_GPU_NONE == dir || mca_coll_gpu_data_host(c->rbuf, c->rdtype, c->rcount);
-    if (COLL_GPU_NONBLOCKING != c->mode || !mca_coll_gpu_defer_enabled(c->gpu)) {
+    if (COLL_GPU_NONBLOCKING != c->mode || !mca_coll_gpu_defer_on(c->gpu, c->comm)) {
         return bcast_run(c);
     }
     return mca_coll_gpu_defer_call(

@@ -22,6 +22,8 @@
  *   crossed          even ranks start an MPI_Iallreduce on one communicator and then make a
  *                    blocking allreduce on another; odd ranks the other way round (legal: a
  *                    nonblocking start never waits), device memory on every rank
+ *   first            communicators whose first calls are nonblocking (their kinds board set up
+ *                    by them, without a wait): device memory on every rank; kinds per call
  *   erroneous        an MPI_Iallreduce with device memory everywhere whose count differs on
  *                    rank 0: MPI_ERR_COUNT on every rank, and no byte written past the count
  * Every call runs on fresh random data into a poisoned output and is compared with a reference
@@ -183,18 +185,38 @@ static int call_check(call_t *c, char *diag)
     return ok;
 }
 
-/* A communicator of the node, as CUDA-aware codes make it, and its one blocking call. */
-static MPI_Comm node_comm(int **world_of)
+/* A communicator of the node, as CUDA-aware codes make it, and the world rank of each of its
+ * ranks (from the groups: no call on the communicator). */
+static MPI_Comm comm_of_node(int **world_of)
 {
     MPI_Comm comm;
-    int size, one = 1, sum = 0;
+    MPI_Group g, wg;
+    int size, *mine;
 
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &comm);
     MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
     MPI_Comm_size(comm, &size);
     *world_of = malloc((size_t) size * sizeof(int));
-    MPI_Allgather(&mt_rank, 1, MPI_INT, *world_of, 1, MPI_INT, comm);
-    MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, comm); /* host memory: sets up the board */
+    mine = malloc((size_t) size * sizeof(int));
+    for (int i = 0; i < size; ++i) {
+        mine[i] = i;
+    }
+    MPI_Comm_group(comm, &g);
+    MPI_Comm_group(MPI_COMM_WORLD, &wg);
+    MPI_Group_translate_ranks(g, size, mine, wg, *world_of);
+    MPI_Group_free(&g);
+    MPI_Group_free(&wg);
+    free(mine);
+    return comm;
+}
+
+/* The same, and one blocking call on it (host memory: it sets up the kinds board). */
+static MPI_Comm node_comm(int **world_of)
+{
+    MPI_Comm comm = comm_of_node(world_of);
+    int one = 1, sum = 0;
+
+    MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, comm);
     return comm;
 }
 
@@ -244,10 +266,41 @@ static int case_all_device(char *diag)
     return ok;
 }
 
+/* first: a communicator whose first calls are nonblocking (no blocking call to set up its
+ * board): device memory on every rank, then kinds per call */
+static int case_mixed_on(MPI_Comm comm, int *world_of, char *diag);
+
+static int case_first(char *diag)
+{
+    int *world_of, ok;
+    MPI_Comm comm = comm_of_node(&world_of);
+    call_t c;
+
+    memset(&c, 0, sizeof(c));
+    c.op = OP_IALLREDUCE;
+    c.kind = MT_KIND_DEVICE;
+    c.n = 333;
+    ok = run_batch(comm, world_of, &c, 1, diag);
+    free(world_of);
+    MPI_Comm_free(&comm);
+    if (ok) {
+        comm = comm_of_node(&world_of);
+        ok = case_mixed_on(comm, world_of, diag); /* frees both */
+    }
+    return ok;
+}
+
 static int case_mixed(char *diag)
 {
-    int *world_of, size, rank, ok = 1;
+    int *world_of;
     MPI_Comm comm = node_comm(&world_of);
+
+    return case_mixed_on(comm, world_of, diag);
+}
+
+static int case_mixed_on(MPI_Comm comm, int *world_of, char *diag)
+{
+    int size, rank, ok = 1;
     call_t calls[OUTSTANDING];
     unsigned k = 0;
 
@@ -412,6 +465,7 @@ int main(int argc, char **argv)
         {"mixed: kinds picked per call and rank, 8 calls outstanding, libnbc's calls between",
          case_mixed},
         {"many: 100 iallreduces outstanding before the first wait", case_many},
+        {"first: communicators whose first calls are nonblocking", case_first},
         {"crossed: a nonblocking start before a blocking call of another communicator",
          case_crossed},
         {"erroneous: an iallreduce whose count differs on rank 0", case_erroneous},
