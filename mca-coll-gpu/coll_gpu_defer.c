@@ -479,9 +479,15 @@ int mca_coll_gpu_defer_settle(mca_coll_gpu_module_t *m, bool device)
     }
     /* the board's setup ends first; a device call may take the team: what is queued goes
      * first; any call's note must not lap a call still queued or on the team */
-    while (NULL != m->defer
-           && (COLL_GPU_KMODE_PENDING == m->kmode || (device && defer_queued(m))
-               || defer_lapping(m, m->kinds_seq + 1, NULL))) {
+    for (;;) {
+        if (COLL_GPU_KMODE_PENDING == m->kmode) {
+            (void) mca_coll_gpu_kinds_setup_step(m); /* (also where no call is queued here) */
+        }
+        if (COLL_GPU_KMODE_PENDING != m->kmode
+            && (NULL == m->defer
+                || (!(device && defer_queued(m)) && !defer_lapping(m, m->kinds_seq + 1, NULL)))) {
+            break;
+        }
         (void) defer_progress();
         if (++spins < 64) {
             continue;

@@ -906,7 +906,7 @@ int mca_coll_gpu_kinds_agree(mca_coll_gpu_module_t *m, struct ompi_communicator_
     if (COLL_GPU_KMODE_UNSET == m->kmode) {
         rc = kinds_setup(m, comm, what);
     }
-    if (OMPI_SUCCESS == rc && NULL != m->defer) {
+    if (OMPI_SUCCESS == rc && (NULL != m->defer || COLL_GPU_KMODE_PENDING == m->kmode)) {
         /* nonblocking calls before this one still undecided here: decided and on their way
          * first, in call order (coll_gpu_defer.c) */
         rc = mca_coll_gpu_defer_settle(m, call->device);
