@@ -267,7 +267,7 @@ static bool defer_decide(coll_gpu_defer_t *x)
     if (0 == x->u || !x->device || m->nb_device || COLL_GPU_KMODE_BOARD != m->kmode) {
         return true; /* no note to read: the kinds history decides (the run's own choice) */
     }
-    rc = mca_coll_gpu_kinds_poll(m, x->call.comm, x->call.what + 1, x->u, &x->watch);
+    rc = mca_coll_gpu_kinds_poll(m, x->call.comm, x->call.what, x->u, &x->watch);
     if (0 == rc) {
         return false;
     }

@@ -8,6 +8,8 @@
 # calls decided: some device rank deferred a call and read every rank's note, calls found device
 # memory on every rank, then took the node team (before, no nonblocking call took the team in a
 # program without a blocking device call), and calls with host memory on some rank were staged.
+# Then the hang watch of that wait: a rank late to a deferred call is reported
+# (coll_gpu_hang_warn_seconds), and past coll_gpu_hang_error_seconds every rank's call fails.
 # COLL_GPU_DEFER_SEED repeats a run (the seed is printed).
 . "$(dirname "$0")/mpitest.sh"
 out=${TMPDIR:-/tmp}/coll_gpu_defer.$$
@@ -42,5 +44,21 @@ nonblocking calls on the node team ($team)"
     n=$(grep -o "$msg" "$out" | wc -l)
     [ "$n" -eq 1 ]
     t_ok $? "$np ranks: one message for the erroneous iallreduce naming the byte counts ($n)"
+done
+# the hang watch on a deferred call's wait for its peers' notes (2 ranks, the last one late)
+for late in "2.5:--mca coll_gpu_hang_warn_seconds 1:" \
+    "4:--mca coll_gpu_hang_warn_seconds 1 --mca coll_gpu_hang_error_seconds 2:error"; do
+    secs=${late%%:*} rest=${late#*:} mca=${rest%:*} mode=${rest##*:}
+    COLL_GPU_MPIRUN_ARGS="$mca ${COLL_GPU_MPIRUN_ARGS:-}" \
+        "$RUN_MPI" 2 "$MPI_TESTS/test_defer" 1 late "$secs" $mode >"$out" 2>&1
+    rc=$?
+    warned=$(grep -c 'rank 0 has waited [0-9]* s in MPI_Iallreduce .*memory-kind agreement' "$out")
+    gave=$(grep -c 'rank 0 gave up after [0-9]* s in MPI_Iallreduce' "$out")
+    want_gave=0
+    [ "$mode" = error ] && want_gave=1
+    [ "$rc" -eq 0 ] && grep -q '^ok 1' "$out" && [ "$warned" -eq 1 ] && [ "$gave" -eq "$want_gave" ]
+    t_ok $? "a rank ${secs} s late to a deferred iallreduce (${mode:-warn}): exit $rc, warned \
+($warned), gave up ($gave of $want_gave)"
+    [ $? -eq 0 ] || t_diag "$out" 20
 done
 t_done

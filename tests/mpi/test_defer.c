@@ -26,6 +26,8 @@
  *                    by them, without a wait): device memory on every rank; kinds per call
  *   erroneous        an MPI_Iallreduce with device memory everywhere whose count differs on
  *                    rank 0: MPI_ERR_COUNT on every rank, and no byte written past the count
+ * And, alone (test_defer SEED late SECONDS [error]): a rank SECONDS late to a deferred call,
+ * under the hang watch's limits the shell sets (case_late).
  * Every call runs on fresh random data into a poisoned output and is compared with a reference
  * computed here.  A hang is reported by the case's alarm (mpitest.h).
  */
@@ -455,6 +457,47 @@ static int case_erroneous(char *diag)
     return ok;
 }
 
+/* late (test_defer SEED late SECONDS [error]): the last rank starts its device MPI_Iallreduce
+ * SECONDS late while the others wait for theirs (the shell sets the hang watch's limits): the
+ * call is right, or, with "error", every rank's MPI_Wait returns an error (none hangs). */
+static int case_late(double seconds, int want_error, char *diag)
+{
+    int *world_of, rank, size, ok = 1, rc;
+    MPI_Comm comm = node_comm(&world_of);
+    MPI_Request req = MPI_REQUEST_NULL;
+    call_t c;
+
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    memset(&c, 0, sizeof(c));
+    c.op = OP_IALLREDUCE;
+    c.kind = MT_KIND_DEVICE;
+    c.n = 100;
+    if (rank == size - 1) {
+        usleep((useconds_t) (seconds * 1e6));
+    }
+    ok = (0 == call_start(comm, world_of, &c, &req, diag));
+    rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
+    if (want_error) {
+        if (MPI_SUCCESS == rc) {
+            mt_diag_add(diag, "MPI_Wait succeeded, want an error from the hang watch; ");
+            ok = 0;
+        }
+        mt_kind_free(c.kind, c.sbuf);
+        mt_kind_free(c.kind, c.rbuf);
+        free(c.want);
+    } else {
+        if (MPI_SUCCESS != rc) {
+            mt_diag_add(diag, "MPI_Wait: %s; ", mt_mpi_error(rc));
+            ok = 0;
+        }
+        ok &= call_check(&c, diag);
+    }
+    free(world_of);
+    MPI_Comm_free(&comm);
+    return ok;
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
@@ -476,6 +519,16 @@ int main(int argc, char **argv)
     seed = (argc > 1) ? (unsigned) strtoul(argv[1], NULL, 10) : 1u;
     if (!mt_device_open(why, sizeof(why))) {
         mt_skip_all(why);
+    }
+    if (argc > 3 && 0 == strcmp(argv[2], "late")) {
+        int want_error = (argc > 4 && 0 == strcmp(argv[4], "error"));
+        tap_plan(1);
+        diag[0] = '\0';
+        mt_set_case("late");
+        mt_check(case_late(atof(argv[3]), want_error, diag), diag,
+                 "late: the last rank %s s late%s", argv[3],
+                 want_error ? ", past the hang watch's error limit: an error everywhere" : "");
+        return mt_finish();
     }
     tap_plan((int) (sizeof(cases) / sizeof(cases[0])));
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); ++i) {
