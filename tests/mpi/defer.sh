@@ -13,9 +13,14 @@
 # COLL_GPU_DEFER_SEED repeats a run (the seed is printed).
 . "$(dirname "$0")/mpitest.sh"
 out=${TMPDIR:-/tmp}/coll_gpu_defer.$$
-trap 'rm -f "$out"' EXIT
+logs=${TMPDIR:-/tmp}/coll_gpu_defer_logs.$$
+trap 'rm -rf "$out" "$logs"' EXIT
+# each rank's log apart: lines of several ranks through one pipe may run into each other
+ranklogs() { cat "$logs"/*/rank.*/stderr 2>/dev/null; }
 seed=${COLL_GPU_DEFER_SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}
 for np in 2 3 4; do
+    rm -rf "$logs"
+    COLL_GPU_TEST_RANK_LOGS="$logs" \
     COLL_GPU_MPIRUN_ARGS="--mca coll_gpu_verbose 10 ${COLL_GPU_MPIRUN_ARGS:-}" \
         "$RUN_MPI" "$np" "$MPI_TESTS/test_defer" "$((seed + np))" >"$out" 2>&1
     rc=$?
@@ -26,12 +31,11 @@ for np in 2 3 4; do
     t_ok "$ok" "$np ranks, seed $((seed + np)): exit $rc, $(echo "$tap" | grep -c '^ok') cases \
 right, $(echo "$tap" | grep -c '^not ok') wrong"
     [ "$ok" -eq 0 ] || t_diag "$out" 40
-    # (occurrences, not lines: the ranks' lines may run together)
-    deferred=$(grep -o 'deferred (device memory here)' "$out" | wc -l)
-    alldev=$(grep -o 'decided: device memory on every rank' "$out" | wc -l)
-    mixed=$(grep -o 'decided: host memory on some rank' "$out" | wc -l)
-    wrong=$(grep -o 'decided: erroneous' "$out" | wc -l)
-    team=$(grep -E 'coll:gpu:i(allreduce|bcast) \(cid [0-9]+\): rank [0-9]+: .* -> ' "$out" \
+    deferred=$(ranklogs | grep -c 'deferred (device memory here)')
+    alldev=$(ranklogs | grep -c 'decided: device memory on every rank')
+    mixed=$(ranklogs | grep -c 'decided: host memory on some rank')
+    wrong=$(ranklogs | grep -c 'decided: erroneous')
+    team=$(ranklogs | grep -E 'coll:gpu:i(allreduce|bcast) \(cid [0-9]+\): rank [0-9]+: .* -> ' \
         | grep -vc 'staged')
     [ "$deferred" -gt 0 ] && [ "$alldev" -ge "$np" ] && [ "$mixed" -ge $((100 * (np - 1))) ] \
         && [ "$wrong" -eq "$np" ] && [ "$team" -gt 0 ]
@@ -39,9 +43,9 @@ right, $(echo "$tap" | grep -c '^not ok') wrong"
 least $np), host on some rank ($mixed, at least $((100 * (np - 1)))), erroneous on every \
 rank ($wrong of $np); \
 nonblocking calls on the node team ($team)"
-    [ "$wrong" -eq "$np" ] || grep -E 'erroneous|decided' "$out" | head -20 | sed 's/^/# /'
+    [ "$wrong" -eq "$np" ] || ranklogs | grep -E 'erroneous|decided' | head -20 | sed 's/^/# /'
     msg='erroneous MPI_Allreduce on communicator [0-9]* (call [0-9]*): the ranks. byte count'
-    n=$(grep -o "$msg" "$out" | wc -l)
+    n=$(ranklogs | grep -c "$msg")
     [ "$n" -eq 1 ]
     t_ok $? "$np ranks: one message for the erroneous iallreduce naming the byte counts ($n)"
 done
