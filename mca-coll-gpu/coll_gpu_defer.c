@@ -261,7 +261,7 @@ static void defer_end(coll_gpu_defer_t *x, int rc)
 static bool defer_decide(coll_gpu_defer_t *x)
 {
     mca_coll_gpu_module_t *m = x->m;
-    bool all_device = false;
+    bool all_device = false, given_up;
     int rc;
 
     if (0 == x->u || !x->device || m->nb_device || COLL_GPU_KMODE_BOARD != m->kmode) {
@@ -271,7 +271,8 @@ static bool defer_decide(coll_gpu_defer_t *x)
     if (0 == rc) {
         return false;
     }
-    if (1 == rc) {
+    given_up = (1 != rc);
+    if (!given_up) {
         rc = mca_coll_gpu_kinds_read(m, x->call.comm, x->u, &all_device);
     }
     if (OMPI_SUCCESS != rc) {
@@ -281,9 +282,10 @@ static bool defer_decide(coll_gpu_defer_t *x)
     }
     COLL_GPU_VERBOSE(COLL_GPU_LOG_CALL, "coll:gpu:%s (cid %d): call %lu decided: %s",
                      x->call.what, coll_gpu_comm_cid(x->call.comm), (unsigned long) x->u,
-                     OMPI_SUCCESS != rc ? "erroneous"
-                     : all_device       ? "device memory on every rank"
-                                        : "host memory on some rank");
+                     given_up                ? "failed (the wait for the peers was given up)"
+                     : OMPI_SUCCESS != rc    ? "erroneous"
+                     : all_device            ? "device memory on every rank"
+                                             : "host memory on some rank");
     return true;
 }
 

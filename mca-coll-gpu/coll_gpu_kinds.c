@@ -232,6 +232,61 @@ static coll_gpu_kinds_board_t *board_map(const char *name, bool create, int nran
     return b;
 }
 
+/* Rank 0's new board, its name in name[64] (empty when none could be made). */
+static coll_gpu_kinds_board_t *board_create(char *name, int size)
+{
+    static _Atomic int counter;
+    coll_gpu_kinds_board_t *b = NULL;
+
+    for (int i = 0; i < KINDS_NAME_TRIES && NULL == b; ++i) {
+        snprintf(name, 64, "/collgpu-kb-%d-%d", (int) getpid(),
+                 atomic_fetch_add(&counter, 1) + 1);
+        /* (testing: kinds_board makes the block fail, so that the agreement of communicators
+         * that span hosts runs on one) */
+        b = mca_coll_gpu_test_fail_alloc("kinds_board") ? NULL : board_map(name, true, size);
+        if (NULL == b && EEXIST != errno) {
+            break;
+        }
+    }
+    if (NULL == b) {
+        name[0] = '\0';
+    }
+    return b;
+}
+
+/* The board once rank 0's name is here (b: rank 0's own), this rank's record first touched:
+ * by its owner, before any peer can read it (they read only after the setup's allreduce), so
+ * that its pages come from this rank's memory.  NULL when it cannot be had. */
+static coll_gpu_kinds_board_t *board_join(coll_gpu_kinds_board_t *b, char *name, int rank,
+                                          int size)
+{
+    name[63] = '\0';
+    if (0 != rank && '\0' != name[0]) {
+        b = board_map(name, false, size);
+    }
+    if (NULL != b) {
+        memset(&b->rank[rank], 0, sizeof(b->rank[rank]));
+    }
+    return b;
+}
+
+/* The end of a setup: the name goes (every rank mapped it or never will), the board stays only
+ * where keep (every rank has it, and no promise skips it). */
+static void board_settle(mca_coll_gpu_module_t *m, coll_gpu_kinds_board_t *b, const char *name,
+                         int rank, int size, bool keep)
+{
+    if (0 == rank && '\0' != name[0]) {
+        shm_unlink(name);
+    }
+    if (!keep && NULL != b) {
+        munmap(b, board_bytes(size));
+        b = NULL;
+    }
+    m->board = b;
+    m->board_rank = rank;
+    m->kinds_words = (NULL != b) ? &b->rank[rank].slot[0].word : NULL;
+}
+
 /*
  * The communicator's first blocking allreduce, bcast or reduce: every rank is in it, so two
  * host collectives of the component below (nested calls go straight to it) settle how its
@@ -255,7 +310,6 @@ static int kinds_setup(mca_coll_gpu_module_t *m, struct ompi_communicator_t *com
         [COLL_GPU_KMODE_PROMISE_HOST] = "never: every rank asserts host memory only "
                                         "(mpi_assert_memory_alloc_kinds)",
     };
-    static _Atomic int counter;
     char name[64] = "";
     int in[3], out[3] = {0, 0, 0};
     coll_gpu_kinds_board_t *b = NULL;
@@ -266,58 +320,26 @@ static int kinds_setup(mca_coll_gpu_module_t *m, struct ompi_communicator_t *com
     }
     if (on_host) {
         if (0 == rank) {
-            for (int i = 0; i < KINDS_NAME_TRIES && NULL == b; ++i) {
-                snprintf(name, sizeof(name), "/collgpu-kb-%d-%d", (int) getpid(),
-                         atomic_fetch_add(&counter, 1) + 1);
-                /* (testing: kinds_board makes the block fail, so that the agreement of
-                 * communicators that span hosts runs on one) */
-                b = mca_coll_gpu_test_fail_alloc("kinds_board") ? NULL
-                                                                : board_map(name, true, size);
-                if (NULL == b && EEXIST != errno) {
-                    break;
-                }
-            }
-            if (NULL == b) {
-                name[0] = '\0';
-            }
+            b = board_create(name, size);
         }
         rc = m->prev_bcast.fn(name, sizeof(name), MPI_CHAR, 0, comm, m->prev_bcast.module);
         if (OMPI_SUCCESS != rc) {
             name[0] = '\0';
         }
-        name[sizeof(name) - 1] = '\0';
-        if (0 != rank && '\0' != name[0]) {
-            b = board_map(name, false, size);
-        }
-    }
-    if (NULL != b) {
-        /* first touch of this rank's own record, before any peer can read it (they read only
-         * after the allreduce below): its pages come from this rank's memory */
-        memset(&b->rank[rank], 0, sizeof(b->rank[rank]));
+        b = board_join(b, name, rank, size);
     }
     in[0] = (NULL != b) ? 1 : 0;
     in[1] = (KINDS_PROMISE_DEVICE == promise) ? 1 : 0;
     in[2] = (KINDS_PROMISE_HOST == promise) ? 1 : 0;
     rc = m->prev_allreduce.fn(in, out, 3, MPI_INT, MPI_MIN, comm, m->prev_allreduce.module);
-    if (0 == rank && '\0' != name[0]) {
-        shm_unlink(name);
-    }
     if (OMPI_SUCCESS != rc) {
         out[0] = out[1] = out[2] = 0;
     }
-    if (1 == out[1] || 1 == out[2] || 1 != out[0]) {
-        if (NULL != b) {
-            munmap(b, board_bytes(size));
-            b = NULL;
-        }
-    }
-    m->board = b;
-    m->board_rank = rank;
-    m->kinds_words = (NULL != b) ? &b->rank[rank].slot[0].word : NULL;
+    board_settle(m, b, name, rank, size, 1 == out[0] && 1 != out[1] && 1 != out[2]);
     m->kmode = (1 == out[1])   ? COLL_GPU_KMODE_PROMISE_DEVICE
                : (1 == out[2]) ? COLL_GPU_KMODE_PROMISE_HOST
-               : (NULL != b)   ? COLL_GPU_KMODE_BOARD
-                               : COLL_GPU_KMODE_AGREE;
+               : (NULL != m->board) ? COLL_GPU_KMODE_BOARD
+                                    : COLL_GPU_KMODE_AGREE;
     COLL_GPU_VERBOSE(COLL_GPU_LOG_QUERY, "coll:gpu:%s (cid %d): memory kinds agreed %s", what,
                      coll_gpu_comm_cid(comm), how[m->kmode]);
     return rc;
@@ -337,33 +359,23 @@ static int kinds_setup(mca_coll_gpu_module_t *m, struct ompi_communicator_t *com
 void mca_coll_gpu_kinds_setup_begin(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm)
 {
     coll_gpu_kinds_setup_t *st = &m->ksetup;
-    int size = ompi_comm_size(comm), rc;
-    static _Atomic int counter;
+    int rc;
 
     memset(st, 0, sizeof(*st));
     m->kmode = COLL_GPU_KMODE_PENDING;
     st->comm = comm;
     st->phase = 1;
     if (0 == ompi_comm_rank(comm)) {
-        for (int i = 0; i < KINDS_NAME_TRIES && NULL == st->b; ++i) {
-            snprintf(st->name, sizeof(st->name), "/collgpu-kb-%d-n%d", (int) getpid(),
-                     atomic_fetch_add(&counter, 1) + 1);
-            st->b = mca_coll_gpu_test_fail_alloc("kinds_board") ? NULL
-                                                                : board_map(st->name, true, size);
-            if (NULL == st->b && EEXIST != errno) {
-                break;
-            }
-        }
-        if (NULL == st->b) {
-            st->name[0] = '\0';
-        }
+        st->b = board_create(st->name, ompi_comm_size(comm));
     }
     rc = m->prev_ibcast.fn(st->name, sizeof(st->name), MPI_CHAR, 0, comm, &st->req,
                            m->prev_ibcast.module);
     st->tag = ompi_coll_base_nbc_reserve_tags(comm, 1); /* the allreduce's */
     if (OMPI_SUCCESS != rc) {
         st->req = MPI_REQUEST_NULL; /* this rank goes on without the block (the allreduce) */
-        st->name[0] = '\0';
+        if (0 != ompi_comm_rank(comm)) {
+            st->name[0] = '\0'; /* (rank 0 keeps its own, to remove it) */
+        }
     }
 }
 
@@ -397,13 +409,10 @@ bool mca_coll_gpu_kinds_setup_step(mca_coll_gpu_module_t *m)
     }
     if (1 == st->phase) {
         int32_t now = comm->c_nbc_tag;
-        st->name[sizeof(st->name) - 1] = '\0';
-        if (0 != rank && ok && '\0' != st->name[0]) {
-            st->b = board_map(st->name, false, size);
+        if (!ok && 0 != rank) {
+            st->name[0] = '\0'; /* no name came (rank 0 keeps its own, to remove it) */
         }
-        if (NULL != st->b) {
-            memset(&st->b->rank[rank], 0, sizeof(st->b->rank[rank]));
-        }
+        st->b = board_join(st->b, st->name, rank, size);
         st->in = (NULL != st->b) ? 1 : 0;
         st->phase = 2;
         comm->c_nbc_tag = st->tag; /* its place among the communicator's calls */
@@ -416,20 +425,11 @@ bool mca_coll_gpu_kinds_setup_step(mca_coll_gpu_module_t *m)
         }
         return false;
     }
-    if (0 == rank && '\0' != st->name[0]) {
-        shm_unlink(st->name);
-    }
-    if ((!ok || 1 != st->out) && NULL != st->b) {
-        munmap(st->b, board_bytes(size));
-        st->b = NULL;
-    }
-    m->board = st->b;
-    m->board_rank = rank;
-    m->kinds_words = (NULL != st->b) ? &st->b->rank[rank].slot[0].word : NULL;
-    m->kmode = (NULL != st->b) ? COLL_GPU_KMODE_BOARD : COLL_GPU_KMODE_AGREE;
+    board_settle(m, st->b, st->name, rank, size, ok && 1 == st->out);
+    m->kmode = (NULL != m->board) ? COLL_GPU_KMODE_BOARD : COLL_GPU_KMODE_AGREE;
     COLL_GPU_VERBOSE(COLL_GPU_LOG_QUERY, "coll:gpu (cid %d): memory kinds agreed %s, set up "
                      "by a nonblocking call", coll_gpu_comm_cid(comm),
-                     NULL != st->b ? "per call through a shared block of this host"
+                     NULL != m->board ? "per call through a shared block of this host"
                                    : "per call by a host allreduce (the shared block could not "
                                      "be made)");
     return true;
