@@ -29,8 +29,9 @@ esac
 # /usr/local/cuda when present; without it only the emulated backend is built).
 packages=(openmpi-bin libopenmpi-dev libhwloc-dev libucx-dev autoconf automake libtool
           pkg-config make gcc g++)
-# make check also runs mpi4py (tests/mpi/mpi4py_device.sh), as Python programs reach MPI
-[ "$cmd" = test ] && packages+=(python3-mpi4py)
+# make check also runs mpi4py (tests/mpi/mpi4py_device.sh), as Python programs reach MPI, and
+# counts the host path's instructions under valgrind (tests/mpi/hostpath_instr.sh)
+[ "$cmd" = test ] && packages+=(python3-mpi4py valgrind)
 missing=()
 if command -v dpkg-query >/dev/null 2>&1; then
     for p in "${packages[@]}"; do

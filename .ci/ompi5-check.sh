@@ -87,17 +87,18 @@ ompi_version=$(chroot "$root" ompi_info --version 2>/dev/null | head -1 || true)
 say "in the chroot: $ompi_version"
 
 # The torch backend's tests (tests/torch): Debian 13's CPU-only torch, and pip to install the
-# backend the way its users do; mpi4py for tests/mpi/mpi4py_device.sh.  A root made before
-# they were needed gets them here.
+# backend the way its users do; mpi4py for tests/mpi/mpi4py_device.sh; valgrind for
+# tests/mpi/hostpath_instr.sh.  A root made before they were needed gets them here.
 if ! chroot "$root" python3 -c 'import torch.distributed, mpi4py' >/dev/null 2>&1 \
-        || ! chroot "$root" python3 -m pip --version >/dev/null 2>&1; then
-    say "installing python3-torch, python3-mpi4py and pip in the chroot"
+        || ! chroot "$root" python3 -m pip --version >/dev/null 2>&1 \
+        || ! chroot "$root" /bin/sh -c 'command -v valgrind' >/dev/null 2>&1; then
+    say "installing python3-torch, python3-mpi4py, pip and valgrind in the chroot"
     chroot "$root" /bin/bash -euo pipefail -c '
         export DEBIAN_FRONTEND=noninteractive
         apt-get update -qq
         apt-get install -y -qq --no-install-recommends python3-torch python3-mpi4py \
-            python3-pip python3-setuptools >/dev/null' \
-        || die "could not install python3-torch and python3-mpi4py in the chroot"
+            python3-pip python3-setuptools valgrind >/dev/null' \
+        || die "could not install python3-torch, python3-mpi4py and valgrind in the chroot"
 fi
 
 # Debian 13's libopenmpi-dev lacks opal/mca/threads/pthreads/*.h, which its other headers

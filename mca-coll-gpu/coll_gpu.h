@@ -690,6 +690,21 @@ static inline bool mca_coll_gpu_host_pass(mca_coll_gpu_module_t *m, bool host)
 {
     return host && (m->inter || m->in_agreed_call || mca_coll_gpu_host_noted(m, true));
 }
+/* mca_coll_gpu_host_pass for a rank whose buffers are host memory, with no call in it: false
+ * where it would settle deferred calls first (those are for the entry's out-of-line part, which
+ * asks again).  With mca_coll_gpu_data_host_quick, the entry of a host call makes no call of its
+ * own, so it needs no stack frame and reaches the component below with one jump. */
+static inline bool mca_coll_gpu_host_pass_quick(mca_coll_gpu_module_t *m)
+{
+    if (m->inter || m->in_agreed_call) {
+        return true;
+    }
+    if (!mca_coll_gpu_kinds_compared(m) || NULL != m->defer) {
+        return false;
+    }
+    mca_coll_gpu_kinds_publish(m, ++m->kinds_seq, 0);
+    return true;
+}
 void mca_coll_gpu_kinds_release(mca_coll_gpu_module_t *m);
 /* Map a POSIX shared memory block of len bytes by name (coll_gpu_team.c); with create, make it
  * (O_EXCL: a taken name fails with EEXIST) and remove the name again when mapping fails.  NULL
@@ -992,6 +1007,19 @@ static inline dev_mem_kind_t mca_coll_gpu_data_kind(const void *buf, ompi_dataty
         return kind;
     }
     return mca_coll_gpu_layout_kind(buf, COLL_GPU_LAYOUT(dtype, count));
+}
+
+/* mca_coll_gpu_data_host of an int count from what is known without a call: true where no
+ * device can be involved, or where the elements are one range whose page the classification
+ * cache holds as plain host memory; false means "ask mca_coll_gpu_data_host", never "device". */
+static inline bool mca_coll_gpu_data_host_quick(const void *buf, ompi_datatype_t *dtype,
+                                                int count)
+{
+    if (MPI_IN_PLACE == buf || 0 >= count || !mca_coll_gpu_component.dev_opened) {
+        return true;
+    }
+    return ompi_datatype_is_contiguous_memory_layout(dtype, 1 < count ? 2 : 1)
+           && dev_mem_cached_host(mca_coll_gpu_data_start(buf, dtype, (size_t) count));
 }
 
 /* Is all the memory of count elements of dtype at buf host memory (MPI_IN_PLACE is)?  A count

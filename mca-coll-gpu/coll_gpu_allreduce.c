@@ -139,11 +139,15 @@ static __attribute__((noinline)) int allreduce_agreed(const void *sbuf, void *rb
                                          OMPI_SUCCESS);
 }
 
-int mca_coll_gpu_allreduce(const void *sbuf, void *rbuf, int count,
-                           struct ompi_datatype_t *dtype, struct ompi_op_t *op,
-                           struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
+/* The entry past what the hot path knows without a call: the full classification of the
+ * buffers (a page the cache does not hold, gaps, deferred calls to settle first). */
+static __attribute__((noinline)) int allreduce_classified(const void *sbuf, void *rbuf,
+                                                          int count,
+                                                          struct ompi_datatype_t *dtype,
+                                                          struct ompi_op_t *op,
+                                                          struct ompi_communicator_t *comm,
+                                                          mca_coll_gpu_module_t *m)
 {
-    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
     /* the kind of the memory the elements occupy, not of the pointers (which may lie outside);
      * a rank with a device block anywhere in a buffer is a device rank */
     bool host = mca_coll_gpu_data_host(sbuf, dtype, count)
@@ -153,4 +157,18 @@ int mca_coll_gpu_allreduce(const void *sbuf, void *rbuf, int count,
         return m->prev_allreduce.fn(sbuf, rbuf, count, dtype, op, comm, m->prev_allreduce.module);
     }
     return allreduce_agreed(sbuf, rbuf, count, dtype, op, comm, m, host);
+}
+
+int mca_coll_gpu_allreduce(const void *sbuf, void *rbuf, int count,
+                           struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                           struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
+{
+    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+
+    /* the hot path: host memory by the cache, a note, one jump below (no frame of its own) */
+    if (mca_coll_gpu_data_host_quick(sbuf, dtype, count)
+        && mca_coll_gpu_data_host_quick(rbuf, dtype, count) && mca_coll_gpu_host_pass_quick(m)) {
+        return m->prev_allreduce.fn(sbuf, rbuf, count, dtype, op, comm, m->prev_allreduce.module);
+    }
+    return allreduce_classified(sbuf, rbuf, count, dtype, op, comm, m);
 }

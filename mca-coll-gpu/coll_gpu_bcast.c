@@ -92,10 +92,12 @@ static __attribute__((noinline)) int bcast_agreed(void *buf, int count,
     return bcast_device(buf, count, dtype, root, comm, m, all_device);
 }
 
-int mca_coll_gpu_bcast(void *buf, int count, struct ompi_datatype_t *dtype, int root,
-                       struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
+/* The entry past what the hot path knows without a call (as allreduce_classified). */
+static __attribute__((noinline)) int bcast_classified(void *buf, int count,
+                                                      struct ompi_datatype_t *dtype, int root,
+                                                      struct ompi_communicator_t *comm,
+                                                      mca_coll_gpu_module_t *m)
 {
-    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
     /* the kind of the memory the elements occupy, not of buf (which may lie outside it); a
      * device block anywhere makes this a device rank */
     bool host = (m->inter && mca_coll_gpu_is_idle(root))
@@ -105,4 +107,16 @@ int mca_coll_gpu_bcast(void *buf, int count, struct ompi_datatype_t *dtype, int 
         return m->prev_bcast.fn(buf, count, dtype, root, comm, m->prev_bcast.module);
     }
     return bcast_agreed(buf, count, dtype, root, comm, m, host);
+}
+
+int mca_coll_gpu_bcast(void *buf, int count, struct ompi_datatype_t *dtype, int root,
+                       struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
+{
+    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+
+    /* the hot path (as in mca_coll_gpu_allreduce) */
+    if (mca_coll_gpu_data_host_quick(buf, dtype, count) && mca_coll_gpu_host_pass_quick(m)) {
+        return m->prev_bcast.fn(buf, count, dtype, root, comm, m->prev_bcast.module);
+    }
+    return bcast_classified(buf, count, dtype, root, comm, m);
 }

@@ -1,0 +1,82 @@
+#!/bin/sh
+# hostpath-instr.sh [-c] [-n NP] BUILDDIR
+#
+# The instructions coll/gpu executes for one host-buffer MPI_Allreduce (with -c: MPI_Bcast) of
+# 8 bytes, counted by valgrind's callgrind: the same count on every machine and every run, where
+# the time that hostpath.sh measures moves by more than the whole budget from run to run on a
+# shared VM.  What it does not see: cache and branch misses, and what the extra call level costs
+# the component below; hostpath.sh (on a quiet machine) is still the budget's measure.
+#
+# coll_gpu_hostpath_bench runs twice under callgrind, with 20 x 500 and 20 x 1500 timed calls;
+# the instructions of coll/gpu's own code (mca_coll_gpu.so and its device library, by function:
+# what runs inside the component below is not counted) of the first run are subtracted from the
+# second's and divided by the 20,000 calls between them, so that everything a run does once
+# (MPI_Init, the first call's setup, MPI_Finalize) drops out.  Prints one line,
+#   hostpath-instr: allreduce 90.0 instructions per call (rank 0)
+# and exits 0; 1 when a run fails.
+#
+#   BUILDDIR  a configured and built tree (the component from BUILDDIR/mca-coll-gpu, the
+#             program from BUILDDIR/tests)
+#   -c        MPI_Bcast from rank 0 instead of MPI_Allreduce
+#   -n NP     ranks (default 2)
+# Environment: MPIRUN; the device backend is the emulated one (the host path does not depend on
+# it: with a device, the same classification cache answers).
+set -u
+
+coll=allreduce
+bcast=
+np=2
+while getopts cn:h opt; do
+    case $opt in
+        c) coll=bcast bcast=-c ;;
+        n) np=$OPTARG ;;
+        *) sed -n '2,23p' "$0"; exit 2 ;;
+    esac
+done
+shift $((OPTIND - 1))
+[ $# -eq 1 ] || { sed -n '2,23p' "$0"; exit 2; }
+build=$(cd "$1" && pwd) || exit 2
+prog=$build/tests/coll_gpu_hostpath_bench
+[ -x "$prog" ] || { echo "hostpath-instr.sh: $prog is not built" >&2; exit 1; }
+for tool in valgrind callgrind_annotate; do
+    command -v "$tool" >/dev/null 2>&1 || { echo "hostpath-instr.sh: no $tool" >&2; exit 1; }
+done
+compdir=$build/mca-coll-gpu/component
+[ -e "$compdir/mca_coll_gpu.so" ] || compdir=$build/mca-coll-gpu/.libs
+[ -e "$compdir/mca_coll_gpu.so" ] || { echo "hostpath-instr.sh: no mca_coll_gpu.so" >&2; exit 1; }
+
+: "${MPIRUN:=mpirun}"
+pkglibdir=$(ompi_info --parsable --path pkglibdir | cut -d: -f3-)
+export OMPI_MCA_mca_base_component_path="$compdir:$pkglibdir"
+export OMPI_MCA_coll=gpu,tuned,basic,libnbc OMPI_MCA_coll_gpu_device=emulated
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1 OMPI_MCA_osc=^ucx
+export OMPI_MCA_btl_vader_single_copy_mechanism=none
+
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+
+# own CALLS: coll/gpu's own instructions in rank 0's run of 20 batches of CALLS calls.  The
+# function-level table of callgrind_annotate names a function's object file, or not ("???:"
+# lines, code without line tables): both kinds are coll/gpu's where the file, the object or the
+# function is coll/gpu's (mca_coll_gpu*, coll_gpu_*, libcoll_gpu_dev, dev_*), the benchmark's
+# own loop excepted.
+own() {
+    # shellcheck disable=SC2086
+    timeout 600 "$MPIRUN" -np "$np" --oversubscribe --bind-to none \
+        valgrind --tool=callgrind --callgrind-out-file="$tmp/cg.$1.%q{OMPI_COMM_WORLD_RANK}" \
+        "$prog" $bcast -b 20 -k "$1" -w 100 >"$tmp/run.$1" 2>&1 || {
+        echo "hostpath-instr.sh: the run of $1 calls failed:" >&2
+        tail -20 "$tmp/run.$1" >&2
+        return 1
+    }
+    callgrind_annotate --inclusive=no --threshold=100 "$tmp/cg.$1.0" 2>/dev/null \
+        | awk '/^ *[0-9][0-9,]* \( *[0-9.]+%\) +[^ ]*(mca_coll_gpu|coll_gpu_|libcoll_gpu_dev|:dev_)/ \
+               && !/hostpath_bench/ { gsub(",", "", $1); s += $1 }
+               END { printf "%d\n", s }'
+}
+
+a=$(own 500) || exit 1
+b=$(own 1500) || exit 1
+awk -v a="$a" -v b="$b" -v c="$coll" \
+    'BEGIN { printf "hostpath-instr: %s %.1f instructions per call (rank 0)\n", c, (b - a) / 20000 }'
