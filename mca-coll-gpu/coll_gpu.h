@@ -1011,15 +1011,24 @@ static inline dev_mem_kind_t mca_coll_gpu_data_kind(const void *buf, ompi_dataty
 
 /* mca_coll_gpu_data_host of an int count from what is known without a call: true where no
  * device can be involved, or where the elements are one range whose page the classification
- * cache holds as plain host memory; false means "ask mca_coll_gpu_data_host", never "device". */
+ * cache holds as plain host memory; false means "ask mca_coll_gpu_data_host", never "device".
+ * An empty buffer is the kind of its pointer, as there: a rank whose count alone differs (an
+ * erroneous call) must still meet its peers in the agreement. */
 static inline bool mca_coll_gpu_data_host_quick(const void *buf, ompi_datatype_t *dtype,
                                                 int count)
 {
-    if (MPI_IN_PLACE == buf || 0 >= count || !mca_coll_gpu_component.dev_opened) {
+    const void *start = buf;
+
+    if (MPI_IN_PLACE == buf || !mca_coll_gpu_component.dev_opened) {
         return true;
     }
-    return ompi_datatype_is_contiguous_memory_layout(dtype, 1 < count ? 2 : 1)
-           && dev_mem_cached_host(mca_coll_gpu_data_start(buf, dtype, (size_t) count));
+    if (0 < count) {
+        if (!ompi_datatype_is_contiguous_memory_layout(dtype, 1 < count ? 2 : 1)) {
+            return false;
+        }
+        start = mca_coll_gpu_data_start(buf, dtype, (size_t) count);
+    }
+    return NULL == start || dev_mem_cached_host(start);
 }
 
 /* Is all the memory of count elements of dtype at buf host memory (MPI_IN_PLACE is)?  A count
