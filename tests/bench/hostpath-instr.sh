@@ -46,12 +46,9 @@ compdir=$build/mca-coll-gpu/component
 [ -e "$compdir/mca_coll_gpu.so" ] || { echo "hostpath-instr.sh: no mca_coll_gpu.so" >&2; exit 1; }
 
 : "${MPIRUN:=mpirun}"
-pkglibdir=$(ompi_info --parsable --path pkglibdir | cut -d: -f3-)
+. "$(dirname "$0")/bench-env.sh"
 export OMPI_MCA_mca_base_component_path="$compdir:$pkglibdir"
 export OMPI_MCA_coll=gpu,tuned,basic,libnbc OMPI_MCA_coll_gpu_device=emulated
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1 OMPI_MCA_osc=^ucx
-export OMPI_MCA_btl_vader_single_copy_mechanism=none
 
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT

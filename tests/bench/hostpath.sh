@@ -54,12 +54,9 @@ fi
 : "${MPIRUN:=mpirun}"
 : "${COLL_WITHOUT:=tuned,basic,libnbc}"
 : "${COLL_WITH:=gpu,tuned,basic,libnbc}"
-pkglibdir=$(ompi_info --parsable --path pkglibdir | cut -d: -f3-)
+. "$(dirname "$0")/bench-env.sh"
 export OMPI_MCA_mca_base_component_path="$compdir:$pkglibdir"
 export OMPI_MCA_coll_gpu_device="$device"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1 OMPI_MCA_osc=^ucx
-export OMPI_MCA_btl_vader_single_copy_mechanism=none
 # one core per rank when there are enough: latency is what this measures
 if [ "$(nproc 2>/dev/null || echo 1)" -ge "$np" ]; then
     bind="--bind-to core"

@@ -15,10 +15,7 @@ old=$(cd "$1" && pwd) || exit 2
 new=$(cd "$2" && pwd) || exit 2
 rounds=${3:-5}
 : "${MPIRUN:=mpirun}"
-pkglibdir=$(ompi_info --parsable --path pkglibdir | cut -d: -f3-)
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1 OMPI_MCA_osc=^ucx
-export OMPI_MCA_btl_vader_single_copy_mechanism=none
+. "$(dirname "$0")/bench-env.sh"
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
 

@@ -65,13 +65,10 @@ if [ "$ngpus" -lt "$np" ]; then
 fi
 
 # coll/gpu from the build tree, on the cuda device; host traffic over shared memory only.
-pkglibdir=$(ompi_info --parsable --path pkglibdir | cut -d: -f3-)
+. "$(dirname "$0")/bench-env.sh"
 export OMPI_MCA_mca_base_component_path="$compdir:$pkglibdir"
 export OMPI_MCA_coll=${COLL:-gpu,tuned,basic,libnbc}
 export OMPI_MCA_coll_gpu_device=cuda
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1 OMPI_MCA_osc=^ucx
-export OMPI_MCA_btl_vader_single_copy_mechanism=none
 export NCCL_NVLS_ENABLE=0 # NVLink multicast stays off on these machines
 export NCCL_DEBUG=${NCCL_DEBUG:-WARN}
 mpirun_args=(-np "$np" --bind-to none --map-by slot --oversubscribe)
