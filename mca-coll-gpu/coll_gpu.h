@@ -1009,13 +1009,12 @@ static inline dev_mem_kind_t mca_coll_gpu_data_kind(const void *buf, ompi_dataty
     return mca_coll_gpu_layout_kind(buf, COLL_GPU_LAYOUT(dtype, count));
 }
 
-/* mca_coll_gpu_data_host of an int count from what is known without a call: true where no
- * device can be involved, or where the elements are one range whose page the classification
- * cache holds as plain host memory; false means "ask mca_coll_gpu_data_host", never "device".
- * An empty buffer is the kind of its pointer, as there: a rank whose count alone differs (an
- * erroneous call) must still meet its peers in the agreement. */
-static inline bool mca_coll_gpu_data_host_quick(const void *buf, ompi_datatype_t *dtype,
-                                                int count)
+/* mca_coll_gpu_data_host_c from what is known without a call: true where no device can be
+ * involved, or where the elements are one range whose page the classification cache holds as
+ * plain host memory; false means "ask mca_coll_gpu_data_host_c", never "device".  An empty
+ * buffer is the kind of its pointer, as there. */
+static inline bool mca_coll_gpu_data_host_quick_c(const void *buf, ompi_datatype_t *dtype,
+                                                  size_t count)
 {
     const void *start = buf;
 
@@ -1026,9 +1025,40 @@ static inline bool mca_coll_gpu_data_host_quick(const void *buf, ompi_datatype_t
         if (!ompi_datatype_is_contiguous_memory_layout(dtype, 1 < count ? 2 : 1)) {
             return false;
         }
-        start = mca_coll_gpu_data_start(buf, dtype, (size_t) count);
+        start = mca_coll_gpu_data_start(buf, dtype, count);
     }
     return NULL == start || dev_mem_cached_host(start);
+}
+
+/* The same for the int count of an MPI call (a negative one counts as empty). */
+static inline bool mca_coll_gpu_data_host_quick(const void *buf, ompi_datatype_t *dtype,
+                                                int count)
+{
+    return mca_coll_gpu_data_host_quick_c(buf, dtype, 0 < count ? (size_t) count : 0);
+}
+
+/* The elements of n blocks of an int count each (a negative count: none). */
+static inline size_t mca_coll_gpu_blocks(int count, int n)
+{
+    return (0 < count && 0 < n) ? (size_t) count * (size_t) n : 0;
+}
+
+/* The ranks a buffer of an all-to-all pattern holds a block for: the remote group on an
+ * intercommunicator. */
+static inline int mca_coll_gpu_peers(struct ompi_communicator_t *comm)
+{
+    return OMPI_COMM_IS_INTER(comm) ? ompi_comm_remote_size(comm) : ompi_comm_size(comm);
+}
+
+/* The staged path's test of a buffer by its pointer (coll_gpu_staged_colls.c, HOST_PTRS), from
+ * what is known without a call: MPI_IN_PLACE, or host memory by the cache (or no device), but
+ * never MPI_BOTTOM (a type of absolute addresses may reach device memory anywhere); false means
+ * "ask the staged path". */
+static inline bool mca_coll_gpu_ptr_host_quick(const void *ptr)
+{
+    return MPI_IN_PLACE == ptr
+           || (MPI_BOTTOM != ptr
+               && (!mca_coll_gpu_component.dev_opened || dev_mem_cached_host(ptr)));
 }
 
 /* Is all the memory of count elements of dtype at buf host memory (MPI_IN_PLACE is)?  A count
@@ -1116,6 +1146,8 @@ COLL_GPU_DECLARE_ENTRY(reduce_local)
             COLL_GPU_STAGED(module, sc, NONBLOCKING, i##name), COLL_GPU_ARGS fields,              \
             .comm = comm, .request = request});                                                   \
     }                                                                                             \
+    COLL_GPU_ENTRY_INIT(name, sc, run, params, fields)
+#define COLL_GPU_ENTRY_INIT(name, sc, run, params, fields)                                        \
     int mca_coll_gpu_##name##_init(COLL_GPU_ARGS params, struct ompi_communicator_t *comm,        \
                                    struct ompi_info_t *info, ompi_request_t **request,            \
                                    mca_coll_base_module_t *module)                                \
@@ -1128,6 +1160,24 @@ COLL_GPU_DECLARE_ENTRY(reduce_local)
     int mca_coll_gpu_##name(COLL_GPU_ARGS params, struct ompi_communicator_t *comm,               \
                             mca_coll_base_module_t *module)                                       \
     {                                                                                             \
+        return run_blocking(&(coll_gpu_staged_call_t){                                            \
+            COLL_GPU_STAGED(module, sc, BLOCKING, name), COLL_GPU_ARGS fields,                    \
+            .comm = comm});                                                                       \
+    }                                                                                             \
+    COLL_GPU_ENTRIES_ASYNC(name, sc, run, params, fields)
+/* COLL_GPU_ENTRIES whose blocking entry has a hot path: where quick holds (an expression of the
+ * parameters, comm and m, the module: host buffers by what is known without a call, and the
+ * note of a collective that agrees per call, mca_coll_gpu_host_pass_quick), the saved function
+ * at once, called with args; else the call as COLL_GPU_ENTRIES makes it.  quick may say "no"
+ * where the call turns out to be host memory after all, never "yes" where it does not. */
+#define COLL_GPU_ENTRIES_QUICK(name, sc, run_blocking, run, params, fields, args, quick)          \
+    int mca_coll_gpu_##name(COLL_GPU_ARGS params, struct ompi_communicator_t *comm,               \
+                            mca_coll_base_module_t *module)                                       \
+    {                                                                                             \
+        mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;                              \
+        if (quick) {                                                                              \
+            return m->prev_##name.fn(COLL_GPU_ARGS args, comm, m->prev_##name.module);            \
+        }                                                                                         \
         return run_blocking(&(coll_gpu_staged_call_t){                                            \
             COLL_GPU_STAGED(module, sc, BLOCKING, name), COLL_GPU_ARGS fields,                    \
             .comm = comm});                                                                       \

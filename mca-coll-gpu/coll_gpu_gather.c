@@ -17,17 +17,27 @@
 
 #include "coll_gpu.h"
 
-COLL_GPU_ENTRIES(gather, GATHER, mca_coll_gpu_staged, mca_coll_gpu_staged,
-                 (COLL_GPU_P_EACH, int root), (COLL_GPU_F_EACH, .root = root))
+COLL_GPU_ENTRIES_QUICK(gather, GATHER, mca_coll_gpu_staged, mca_coll_gpu_staged,
+                       (COLL_GPU_P_EACH, int root), (COLL_GPU_F_EACH, .root = root),
+                       (sbuf, scount, sdtype, rbuf, rcount, rdtype, root),
+                       mca_coll_gpu_ptr_host_quick(sbuf) && mca_coll_gpu_ptr_host_quick(rbuf))
 
-COLL_GPU_ENTRIES(gatherv, GATHERV, mca_coll_gpu_staged, mca_coll_gpu_staged,
-                 (const void *sbuf, int scount, struct ompi_datatype_t *sdtype, void *rbuf,
-                  const int *rcounts, const int *disps, struct ompi_datatype_t *rdtype, int root),
-                 (.sbuf = sbuf, .scount = scount, .sdtype = sdtype, .rbuf = rbuf,
-                  .rcounts = rcounts, .rdispls = disps, .rdtype = rdtype, .root = root))
+COLL_GPU_ENTRIES_QUICK(gatherv, GATHERV, mca_coll_gpu_staged, mca_coll_gpu_staged,
+                       (const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
+                        void *rbuf, const int *rcounts, const int *disps,
+                        struct ompi_datatype_t *rdtype, int root),
+                       (.sbuf = sbuf, .scount = scount, .sdtype = sdtype, .rbuf = rbuf,
+                        .rcounts = rcounts, .rdispls = disps, .rdtype = rdtype, .root = root),
+                       (sbuf, scount, sdtype, rbuf, rcounts, disps, rdtype, root),
+                       mca_coll_gpu_ptr_host_quick(sbuf) && mca_coll_gpu_ptr_host_quick(rbuf))
 
-COLL_GPU_ENTRIES(allgather, ALLGATHER, mca_coll_gpu_exchange, mca_coll_gpu_exchange_async,
-                 (COLL_GPU_P_EACH), (COLL_GPU_F_EACH))
+COLL_GPU_ENTRIES_QUICK(allgather, ALLGATHER, mca_coll_gpu_exchange, mca_coll_gpu_exchange_async,
+                       (COLL_GPU_P_EACH), (COLL_GPU_F_EACH),
+                       (sbuf, scount, sdtype, rbuf, rcount, rdtype),
+                       mca_coll_gpu_data_host_quick(sbuf, sdtype, scount)
+                           && mca_coll_gpu_data_host_quick_c(
+                               rbuf, rdtype, mca_coll_gpu_blocks(rcount, mca_coll_gpu_peers(comm)))
+                           && mca_coll_gpu_host_pass_quick(m))
 
 COLL_GPU_ENTRIES(allgatherv, ALLGATHERV, mca_coll_gpu_exchange, mca_coll_gpu_exchange_async,
                  (const void *sbuf, int scount, struct ompi_datatype_t *sdtype, void *rbuf,

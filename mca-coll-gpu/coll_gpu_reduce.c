@@ -226,8 +226,12 @@ static int reduce_blocking(coll_gpu_staged_call_t *c)
 
 /* nonblocking and persistent: the team's reduce step where every rank takes it
  * (coll_gpu_exchange.c), else staged */
-COLL_GPU_ENTRIES(reduce, REDUCE, reduce_blocking, mca_coll_gpu_exchange_async,
-                 (COLL_GPU_P_REDUCTION, int root), (COLL_GPU_F_REDUCTION, .root = root))
+COLL_GPU_ENTRIES_QUICK(reduce, REDUCE, reduce_blocking, mca_coll_gpu_exchange_async,
+                       (COLL_GPU_P_REDUCTION, int root), (COLL_GPU_F_REDUCTION, .root = root),
+                       (sbuf, rbuf, count, dtype, op, root),
+                       mca_coll_gpu_data_host_quick(sbuf, dtype, count)
+                           && mca_coll_gpu_data_host_quick(rbuf, dtype, count)
+                           && mca_coll_gpu_host_pass_quick(m))
 
 /* ---- MPI_Reduce_scatter and MPI_Reduce_scatter_block ------------------------------------- */
 
@@ -298,16 +302,27 @@ COLL_GPU_ENTRIES(reduce_scatter, REDUCE_SCATTER, reduce_scatter_blocking,
                  (.sbuf = sbuf, .rbuf = rbuf, COLL_GPU_ONE_TYPE(dtype, 0), .scounts = rcounts,
                   .rcounts = rcounts, .op = op))
 
-COLL_GPU_ENTRIES(reduce_scatter_block, REDUCE_SCATTER_BLOCK, reduce_scatter_blocking,
-                 mca_coll_gpu_exchange_async,
-                 (const void *sbuf, void *rbuf, int rcount, struct ompi_datatype_t *dtype,
-                  struct ompi_op_t *op),
-                 (.sbuf = sbuf, .rbuf = rbuf, COLL_GPU_ONE_TYPE(dtype, rcount), .op = op))
+COLL_GPU_ENTRIES_QUICK(reduce_scatter_block, REDUCE_SCATTER_BLOCK, reduce_scatter_blocking,
+                       mca_coll_gpu_exchange_async,
+                       (const void *sbuf, void *rbuf, int rcount, struct ompi_datatype_t *dtype,
+                        struct ompi_op_t *op),
+                       (.sbuf = sbuf, .rbuf = rbuf, COLL_GPU_ONE_TYPE(dtype, rcount), .op = op),
+                       (sbuf, rbuf, rcount, dtype, op),
+                       mca_coll_gpu_data_host_quick_c(
+                           sbuf, dtype, mca_coll_gpu_blocks(rcount, ompi_comm_size(comm)))
+                           && mca_coll_gpu_data_host_quick_c(
+                               rbuf, dtype,
+                               mca_coll_gpu_blocks(rcount, MPI_IN_PLACE == sbuf
+                                                               ? ompi_comm_size(comm) : 1))
+                           && mca_coll_gpu_host_pass_quick(m))
 
 /* ---- MPI_Scan, MPI_Exscan (staged; their buffers are those of MPI_Allreduce) ---------------- */
 
-COLL_GPU_ENTRIES(scan, ALLREDUCE, mca_coll_gpu_staged, mca_coll_gpu_staged,
-                 (COLL_GPU_P_REDUCTION), (COLL_GPU_F_REDUCTION))
+COLL_GPU_ENTRIES_QUICK(scan, ALLREDUCE, mca_coll_gpu_staged, mca_coll_gpu_staged,
+                       (COLL_GPU_P_REDUCTION), (COLL_GPU_F_REDUCTION),
+                       (sbuf, rbuf, count, dtype, op),
+                       mca_coll_gpu_data_host_quick(sbuf, dtype, count)
+                           && mca_coll_gpu_data_host_quick(rbuf, dtype, count))
 
 int mca_coll_gpu_exscan(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
                         struct ompi_op_t *op, struct ompi_communicator_t *comm,
@@ -317,6 +332,11 @@ int mca_coll_gpu_exscan(const void *sbuf, void *rbuf, int count, struct ompi_dat
      * that does not exist there) */
     if (1 == ompi_comm_size(comm)) {
         return OMPI_SUCCESS;
+    }
+    if (mca_coll_gpu_data_host_quick(sbuf, dtype, count)
+        && mca_coll_gpu_data_host_quick(rbuf, dtype, count)) {
+        mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+        return m->prev_exscan.fn(sbuf, rbuf, count, dtype, op, comm, m->prev_exscan.module);
     }
     return mca_coll_gpu_staged(&(coll_gpu_staged_call_t){
         COLL_GPU_STAGED(module, ALLREDUCE, BLOCKING, exscan), .sbuf = sbuf, .rbuf = rbuf,

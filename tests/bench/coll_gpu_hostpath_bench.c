@@ -66,26 +66,143 @@ static void read_coll_selection(char *buf, size_t len)
     MPI_T_cvar_handle_free(&h);
 }
 
+/* The collectives it times: 2 floats a block (8 bytes), root 0, MPI_SUM. */
+typedef enum {
+    C_ALLREDUCE, C_BCAST, C_REDUCE, C_ALLGATHER, C_ALLTOALL, C_GATHER, C_SCATTER,
+    C_REDUCE_SCATTER_BLOCK, C_SCAN, C_IALLREDUCE, C_IBCAST, C_COUNT
+} coll_t;
+static const char *const coll_names[C_COUNT] = {
+    "allreduce", "bcast", "reduce", "allgather", "alltoall", "gather", "scatter",
+    "reduce_scatter_block", "scan", "iallreduce", "ibcast"};
+static const char *const coll_mpi[C_COUNT] = {
+    "MPI_Allreduce", "MPI_Bcast", "MPI_Reduce", "MPI_Allgather", "MPI_Alltoall", "MPI_Gather",
+    "MPI_Scatter", "MPI_Reduce_scatter_block", "MPI_Scan", "MPI_Iallreduce + MPI_Wait",
+    "MPI_Ibcast + MPI_Wait"};
+
 static void usage(void)
 {
     printf("usage: mpirun -np N coll_gpu_hostpath_bench [-b BATCHES] [-k CALLS] [-w WARMUP] [-c]\n"
-           "  times an 8-byte MPI_Allreduce (2 x MPI_FLOAT, MPI_SUM; -c: MPI_Bcast from rank 0)\n"
-           "  on host buffers:\n"
-           "  BATCHES batches (default 50) of CALLS calls (default 1000), after WARMUP calls\n"
-           "  (default 10000); prints the median per-call time over the batches\n");
+           "           [-C COLL]\n"
+           "  times an 8-byte MPI_Allreduce (2 x MPI_FLOAT, MPI_SUM; -c: MPI_Bcast from rank 0;\n"
+           "  -C: allreduce, bcast, reduce, allgather, alltoall, gather, scatter,\n"
+           "  reduce_scatter_block, scan, iallreduce or ibcast, 8 bytes a block, root 0) on host\n"
+           "  buffers: BATCHES batches (default 50) of CALLS calls (default 1000), after WARMUP\n"
+           "  calls (default 10000); prints the median per-call time over the batches\n");
+}
+
+/* One call of coll on in (2 x size floats) and out (2 x size floats). */
+static void one_call(coll_t coll, const float *in, float *out)
+{
+    MPI_Request req;
+
+    switch (coll) {
+    case C_ALLREDUCE: MPI_Allreduce(in, out, 2, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); break;
+    case C_BCAST: MPI_Bcast(out, 2, MPI_FLOAT, 0, MPI_COMM_WORLD); break;
+    case C_REDUCE: MPI_Reduce(in, out, 2, MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD); break;
+    case C_ALLGATHER:
+        MPI_Allgather(in, 2, MPI_FLOAT, out, 2, MPI_FLOAT, MPI_COMM_WORLD);
+        break;
+    case C_ALLTOALL: MPI_Alltoall(in, 2, MPI_FLOAT, out, 2, MPI_FLOAT, MPI_COMM_WORLD); break;
+    case C_GATHER: MPI_Gather(in, 2, MPI_FLOAT, out, 2, MPI_FLOAT, 0, MPI_COMM_WORLD); break;
+    case C_SCATTER: MPI_Scatter(in, 2, MPI_FLOAT, out, 2, MPI_FLOAT, 0, MPI_COMM_WORLD); break;
+    case C_REDUCE_SCATTER_BLOCK:
+        MPI_Reduce_scatter_block(in, out, 2, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        break;
+    case C_SCAN: MPI_Scan(in, out, 2, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); break;
+    case C_IALLREDUCE:
+        MPI_Iallreduce(in, out, 2, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req);
+        MPI_Wait(&req, MPI_STATUS_IGNORE);
+        break;
+    case C_IBCAST:
+        MPI_Ibcast(out, 2, MPI_FLOAT, 0, MPI_COMM_WORLD, &req);
+        MPI_Wait(&req, MPI_STATUS_IGNORE);
+        break;
+    default: break;
+    }
+}
+
+/* Rank r's input: block b holds {r + 0.5 + b, -r - b}. */
+static float input(int r, int b, int j)
+{
+    return 0 == j ? (float) r + 0.5f + (float) b : (float) (-r - b);
+}
+
+/* Is out what coll leaves on this rank?  The sums are of small integers and halves: exact. */
+static int result_wrong(coll_t coll, const float *out, int rank, int size)
+{
+    int wrong = 0;
+
+    for (int b = 0; b < size; ++b) {
+        for (int j = 0; j < 2; ++j) {
+            float want = 0.0f, sum = 0.0f;
+            int first = 2 * b + j;
+            for (int r = 0; r < size; ++r) {
+                sum += input(r, 0, j);
+            }
+            switch (coll) {
+            case C_ALLREDUCE: case C_IALLREDUCE:
+                if (0 < b) continue;
+                want = sum;
+                break;
+            case C_REDUCE:
+                if (0 < b || 0 != rank) continue;
+                want = sum;
+                break;
+            case C_BCAST: case C_IBCAST:
+                if (0 < b) continue;
+                want = input(0, 0, j);
+                break;
+            case C_ALLGATHER: want = input(b, 0, j); break;
+            case C_GATHER:
+                if (0 != rank) continue;
+                want = input(b, 0, j);
+                break;
+            case C_ALLTOALL: want = input(b, rank, j); break;
+            case C_SCATTER:
+                if (0 < b) continue;
+                want = input(0, rank, j);
+                break;
+            case C_REDUCE_SCATTER_BLOCK:
+                if (0 < b) continue;
+                want = 0.0f;
+                for (int r = 0; r < size; ++r) {
+                    want += input(r, rank, j);
+                }
+                break;
+            case C_SCAN:
+                if (0 < b) continue;
+                for (int r = 0; r <= rank; ++r) {
+                    want += input(r, 0, j);
+                }
+                break;
+            default: continue;
+            }
+            wrong |= (out[first] != want);
+        }
+    }
+    return wrong;
 }
 
 int main(int argc, char **argv)
 {
-    int batches = 50, calls = 1000, warmup = 10000, bcast = 0;
+    int batches = 50, calls = 1000, warmup = 10000;
     int rank, size, provided, c, i, b, bad = 0, present, mpit;
+    coll_t coll = C_ALLREDUCE;
     float *in, *out;
     double *per_call, t0, stats[4], gstats[4];
     char colls[1024];
 
-    while (-1 != (c = getopt(argc, argv, "b:k:w:ch"))) {
+    while (-1 != (c = getopt(argc, argv, "b:k:w:cC:h"))) {
         switch (c) {
-        case 'c': bcast = 1; break;
+        case 'c': coll = C_BCAST; break;
+        case 'C':
+            for (coll = 0; coll < C_COUNT && 0 != strcmp(optarg, coll_names[coll]); ++coll) {
+            }
+            if (C_COUNT == coll) {
+                usage();
+                return 2;
+            }
+            break;
         case 'b': batches = atoi(optarg); break;
         case 'k': calls = atoi(optarg); break;
         case 'w': warmup = atoi(optarg); break;
@@ -111,45 +228,32 @@ int main(int argc, char **argv)
     /* plain malloc memory, as applications pass: coll/gpu classifies it on every call, from its
      * cache of plain host pages when Open MPI's memory hooks let it keep one (coll_gpu_verbose 5
      * says "classification cache on"), else by asking the driver each time */
-    in = (float *) malloc(2 * sizeof(float));
-    out = (float *) malloc(2 * sizeof(float));
+    in = (float *) malloc(2 * (size_t) size * sizeof(float));
+    out = (float *) malloc(2 * (size_t) size * sizeof(float));
     if (NULL == per_call || NULL == in || NULL == out) {
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
 
-    in[0] = (float) rank + 0.5f;
-    in[1] = (float) -rank;
-    for (i = 0; i < warmup; ++i) {
-        if (bcast) {
-            MPI_Bcast(out, 2, MPI_FLOAT, 0, MPI_COMM_WORLD);
-        } else {
-            MPI_Allreduce(in, out, 2, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-        }
+    for (b = 0; b < size; ++b) {
+        in[2 * b] = input(rank, b, 0);
+        in[2 * b + 1] = input(rank, b, 1);
     }
-    if (bcast) {
-        out[0] = (0 == rank) ? 1.5f : 0.0f;
-        out[1] = (0 == rank) ? -2.0f : 0.0f;
+    for (i = 0; i < warmup; ++i) {
+        one_call(coll, in, out);
+    }
+    for (i = 0; i < 2 * size; ++i) {
+        out[i] = (C_BCAST == coll || C_IBCAST == coll) && 0 == rank ? in[i] : -1.0e9f;
     }
     for (b = 0; b < batches; ++b) {
         MPI_Barrier(MPI_COMM_WORLD);
         t0 = now_ns();
-        if (bcast) {
-            for (i = 0; i < calls; ++i) {
-                MPI_Bcast(out, 2, MPI_FLOAT, 0, MPI_COMM_WORLD);
-            }
-        } else {
-            for (i = 0; i < calls; ++i) {
-                MPI_Allreduce(in, out, 2, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-            }
+        for (i = 0; i < calls; ++i) {
+            one_call(coll, in, out);
         }
         per_call[b] = (now_ns() - t0) / calls;
     }
     /* the last result must be right, or the timing means nothing */
-    if (bcast ? (out[0] != 1.5f || out[1] != -2.0f)
-              : (out[0] != 0.5f * size + 0.5f * size * (size - 1)
-                 || out[1] != -0.5f * size * (size - 1))) {
-        bad = 1;
-    }
+    bad = result_wrong(coll, out, rank, size);
     MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
 
     qsort(per_call, (size_t) batches, sizeof(double), cmp_double);
@@ -159,10 +263,10 @@ int main(int argc, char **argv)
     stats[3] = quantile(per_call, batches, 0.9);
     MPI_Reduce(stats, gstats, 4, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
     if (0 == rank) {
-        printf("# coll_gpu_hostpath_bench: 8-byte %s (2 x MPI_FLOAT%s) on host "
+        printf("# coll_gpu_hostpath_bench: 8-byte %s (2 x MPI_FLOAT a block%s) on host "
                "buffers, %d ranks, %d batches x %d calls after %d warm-up\n",
-               bcast ? "MPI_Bcast" : "MPI_Allreduce", bcast ? ", root 0" : ", MPI_SUM", size,
-               batches, calls, warmup);
+               coll_mpi[coll], C_BCAST == coll || C_IBCAST == coll ? ", root 0" : ", MPI_SUM",
+               size, batches, calls, warmup);
         printf("# MCA coll: %s; coll/gpu: %s\n", '\0' != colls[0] ? colls : "(default)",
                present ? "loaded" : "not loaded");
         printf("hostpath coll_gpu=%s median_ns=%.1f min_ns=%.1f p10_ns=%.1f p90_ns=%.1f%s\n",
