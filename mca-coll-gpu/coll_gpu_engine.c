@@ -1670,11 +1670,11 @@ static void async_leave(void)
 }
 
 /* opal_progress callback: every team's head. */
-static int async_progress(void)
+static __attribute__((noinline)) int async_progress_run(void)
 {
     int completed = 0;
 
-    if (0 == atomic_load_explicit(&async_queued, memory_order_relaxed) || !async_enter()) {
+    if (!async_enter()) {
         return 0;
     }
     for (coll_gpu_team_t *t = async_teams; NULL != t; t = t->async_next) {
@@ -1685,6 +1685,16 @@ static int async_progress(void)
     }
     async_leave();
     return completed;
+}
+
+/* The progress callback, registered while a team has served a request, and every wait of ours:
+ * nothing queued (the steady state) costs a load and a return, without the body's frame. */
+static int async_progress(void)
+{
+    if (0 == atomic_load_explicit(&async_queued, memory_order_relaxed)) {
+        return 0;
+    }
+    return async_progress_run();
 }
 
 void mca_coll_gpu_async_pause(unsigned *spins)
