@@ -1171,6 +1171,15 @@ COLL_GPU_DECLARE_ENTRY(reduce_local)
  * at once, called with args; else the call as COLL_GPU_ENTRIES makes it.  quick may say "no"
  * where the call turns out to be host memory after all, never "yes" where it does not. */
 #define COLL_GPU_ENTRIES_QUICK(name, sc, run_blocking, run, params, fields, args, quick)          \
+    COLL_GPU_ENTRY_BLOCKING_QUICK(name, sc, run_blocking, params, fields, args, quick)            \
+    COLL_GPU_ENTRIES_ASYNC(name, sc, run, params, fields)
+/* The entries of a collective that is only staged (no GPU path, nothing to agree, so the same
+ * hot path serves its blocking and nonblocking calls; the persistent init, made once, has none). */
+#define COLL_GPU_ENTRIES_STAGED(name, sc, params, fields, args, quick)                            \
+    COLL_GPU_ENTRY_BLOCKING_QUICK(name, sc, mca_coll_gpu_staged, params, fields, args, quick)     \
+    COLL_GPU_ENTRY_NB_QUICK(name, sc, mca_coll_gpu_staged, params, fields, args, quick)           \
+    COLL_GPU_ENTRY_INIT(name, sc, mca_coll_gpu_staged, params, fields)
+#define COLL_GPU_ENTRY_BLOCKING_QUICK(name, sc, run_blocking, params, fields, args, quick)        \
     int mca_coll_gpu_##name(COLL_GPU_ARGS params, struct ompi_communicator_t *comm,               \
                             mca_coll_base_module_t *module)                                       \
     {                                                                                             \
@@ -1181,8 +1190,20 @@ COLL_GPU_DECLARE_ENTRY(reduce_local)
         return run_blocking(&(coll_gpu_staged_call_t){                                            \
             COLL_GPU_STAGED(module, sc, BLOCKING, name), COLL_GPU_ARGS fields,                    \
             .comm = comm});                                                                       \
-    }                                                                                             \
-    COLL_GPU_ENTRIES_ASYNC(name, sc, run, params, fields)
+    }
+#define COLL_GPU_ENTRY_NB_QUICK(name, sc, run, params, fields, args, quick)                       \
+    int mca_coll_gpu_i##name(COLL_GPU_ARGS params, struct ompi_communicator_t *comm,              \
+                             ompi_request_t **request, mca_coll_base_module_t *module)            \
+    {                                                                                             \
+        mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;                              \
+        if (quick) {                                                                              \
+            return m->prev_i##name.fn(COLL_GPU_ARGS args, comm, request,                          \
+                                      m->prev_i##name.module);                                    \
+        }                                                                                         \
+        return run(&(coll_gpu_staged_call_t){                                                     \
+            COLL_GPU_STAGED(module, sc, NONBLOCKING, i##name), COLL_GPU_ARGS fields,              \
+            .comm = comm, .request = request});                                                   \
+    }
 
 /* A blocking allreduce whose path is decided (all_device: agreed; coll_gpu_allreduce.c), for the
  * collectives composed of one (coll_gpu_reduce.c); prior_rc: a failure of this rank before the

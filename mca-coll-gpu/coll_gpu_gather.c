@@ -17,19 +17,19 @@
 
 #include "coll_gpu.h"
 
-COLL_GPU_ENTRIES_QUICK(gather, GATHER, mca_coll_gpu_staged, mca_coll_gpu_staged,
-                       (COLL_GPU_P_EACH, int root), (COLL_GPU_F_EACH, .root = root),
-                       (sbuf, scount, sdtype, rbuf, rcount, rdtype, root),
-                       mca_coll_gpu_ptr_host_quick(sbuf) && mca_coll_gpu_ptr_host_quick(rbuf))
+COLL_GPU_ENTRIES_STAGED(gather, GATHER,
+                        (COLL_GPU_P_EACH, int root), (COLL_GPU_F_EACH, .root = root),
+                        (sbuf, scount, sdtype, rbuf, rcount, rdtype, root),
+                        mca_coll_gpu_ptr_host_quick(sbuf) && mca_coll_gpu_ptr_host_quick(rbuf))
 
-COLL_GPU_ENTRIES_QUICK(gatherv, GATHERV, mca_coll_gpu_staged, mca_coll_gpu_staged,
-                       (const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
-                        void *rbuf, const int *rcounts, const int *disps,
-                        struct ompi_datatype_t *rdtype, int root),
-                       (.sbuf = sbuf, .scount = scount, .sdtype = sdtype, .rbuf = rbuf,
-                        .rcounts = rcounts, .rdispls = disps, .rdtype = rdtype, .root = root),
-                       (sbuf, scount, sdtype, rbuf, rcounts, disps, rdtype, root),
-                       mca_coll_gpu_ptr_host_quick(sbuf) && mca_coll_gpu_ptr_host_quick(rbuf))
+COLL_GPU_ENTRIES_STAGED(gatherv, GATHERV,
+                        (const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
+                         void *rbuf, const int *rcounts, const int *disps,
+                         struct ompi_datatype_t *rdtype, int root),
+                        (.sbuf = sbuf, .scount = scount, .sdtype = sdtype, .rbuf = rbuf,
+                         .rcounts = rcounts, .rdispls = disps, .rdtype = rdtype, .root = root),
+                        (sbuf, scount, sdtype, rbuf, rcounts, disps, rdtype, root),
+                        mca_coll_gpu_ptr_host_quick(sbuf) && mca_coll_gpu_ptr_host_quick(rbuf))
 
 COLL_GPU_ENTRIES_QUICK(allgather, ALLGATHER, mca_coll_gpu_exchange, mca_coll_gpu_exchange_async,
                        (COLL_GPU_P_EACH), (COLL_GPU_F_EACH),

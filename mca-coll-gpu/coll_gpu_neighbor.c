@@ -26,42 +26,38 @@
 
 #include "coll_gpu.h"
 
-COLL_GPU_ENTRIES_QUICK(neighbor_allgather, NEIGHBOR_ALLGATHER, mca_coll_gpu_staged,
-                       mca_coll_gpu_staged, (COLL_GPU_P_EACH), (COLL_GPU_F_EACH),
-                       (sbuf, scount, sdtype, rbuf, rcount, rdtype),
-                       mca_coll_gpu_ptr_host_quick(sbuf) && mca_coll_gpu_ptr_host_quick(rbuf))
+COLL_GPU_ENTRIES_STAGED(neighbor_allgather, NEIGHBOR_ALLGATHER,
+                        (COLL_GPU_P_EACH), (COLL_GPU_F_EACH),
+                        (sbuf, scount, sdtype, rbuf, rcount, rdtype),
+                        mca_coll_gpu_ptr_host_quick(sbuf) && mca_coll_gpu_ptr_host_quick(rbuf))
 
-COLL_GPU_ENTRIES_QUICK(neighbor_allgatherv, NEIGHBOR_ALLGATHERV, mca_coll_gpu_staged,
-                       mca_coll_gpu_staged,
-                       (const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
-                        void *rbuf, const int *rcounts, const int *disps,
-                        struct ompi_datatype_t *rdtype),
-                       (.sbuf = sbuf, .scount = scount, .sdtype = sdtype, .rbuf = rbuf,
-                        .rcounts = rcounts, .rdispls = disps, .rdtype = rdtype),
-                       (sbuf, scount, sdtype, rbuf, rcounts, disps, rdtype),
-                       mca_coll_gpu_ptr_host_quick(sbuf) && mca_coll_gpu_ptr_host_quick(rbuf))
+COLL_GPU_ENTRIES_STAGED(neighbor_allgatherv, NEIGHBOR_ALLGATHERV,
+                        (const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
+                         void *rbuf, const int *rcounts, const int *disps,
+                         struct ompi_datatype_t *rdtype),
+                        (.sbuf = sbuf, .scount = scount, .sdtype = sdtype, .rbuf = rbuf,
+                         .rcounts = rcounts, .rdispls = disps, .rdtype = rdtype),
+                        (sbuf, scount, sdtype, rbuf, rcounts, disps, rdtype),
+                        mca_coll_gpu_ptr_host_quick(sbuf) && mca_coll_gpu_ptr_host_quick(rbuf))
 
-COLL_GPU_ENTRIES_QUICK(neighbor_alltoall, NEIGHBOR_ALLTOALL, mca_coll_gpu_staged,
-                       mca_coll_gpu_staged, (COLL_GPU_P_EACH), (COLL_GPU_F_EACH),
-                       (sbuf, scount, sdtype, rbuf, rcount, rdtype),
-                       mca_coll_gpu_ptr_host_quick(sbuf) && mca_coll_gpu_ptr_host_quick(rbuf))
+COLL_GPU_ENTRIES_STAGED(neighbor_alltoall, NEIGHBOR_ALLTOALL, (COLL_GPU_P_EACH), (COLL_GPU_F_EACH),
+                        (sbuf, scount, sdtype, rbuf, rcount, rdtype),
+                        mca_coll_gpu_ptr_host_quick(sbuf) && mca_coll_gpu_ptr_host_quick(rbuf))
 
-COLL_GPU_ENTRIES_QUICK(neighbor_alltoallv, NEIGHBOR_ALLTOALLV, mca_coll_gpu_staged,
-                       mca_coll_gpu_staged,
-                       (const void *sbuf, const int *scounts, const int *sdisps,
-                        struct ompi_datatype_t *sdtype, void *rbuf, const int *rcounts,
-                        const int *rdisps, struct ompi_datatype_t *rdtype),
-                       (.sbuf = sbuf, .scounts = scounts, .sdispls = sdisps, .sdtype = sdtype,
-                        .rbuf = rbuf, .rcounts = rcounts, .rdispls = rdisps, .rdtype = rdtype),
-                       (sbuf, scounts, sdisps, sdtype, rbuf, rcounts, rdisps, rdtype),
-                       mca_coll_gpu_ptr_host_quick(sbuf) && mca_coll_gpu_ptr_host_quick(rbuf))
+COLL_GPU_ENTRIES_STAGED(neighbor_alltoallv, NEIGHBOR_ALLTOALLV,
+                        (const void *sbuf, const int *scounts, const int *sdisps,
+                         struct ompi_datatype_t *sdtype, void *rbuf, const int *rcounts,
+                         const int *rdisps, struct ompi_datatype_t *rdtype),
+                        (.sbuf = sbuf, .scounts = scounts, .sdispls = sdisps, .sdtype = sdtype,
+                         .rbuf = rbuf, .rcounts = rcounts, .rdispls = rdisps, .rdtype = rdtype),
+                        (sbuf, scounts, sdisps, sdtype, rbuf, rcounts, rdisps, rdtype),
+                        mca_coll_gpu_ptr_host_quick(sbuf) && mca_coll_gpu_ptr_host_quick(rbuf))
 
-COLL_GPU_ENTRIES_QUICK(neighbor_alltoallw, NEIGHBOR_ALLTOALLW, mca_coll_gpu_staged,
-                       mca_coll_gpu_staged,
-                       (const void *sbuf, const int *scounts, const MPI_Aint *sdisps,
-                        struct ompi_datatype_t *const *sdtypes, void *rbuf, const int *rcounts,
-                        const MPI_Aint *rdisps, struct ompi_datatype_t *const *rdtypes),
-                       (.sbuf = sbuf, .scounts = scounts, .sadispls = sdisps, .sdtypes = sdtypes,
-                        .rbuf = rbuf, .rcounts = rcounts, .radispls = rdisps, .rdtypes = rdtypes),
-                       (sbuf, scounts, sdisps, sdtypes, rbuf, rcounts, rdisps, rdtypes),
-                       mca_coll_gpu_ptr_host_quick(sbuf) && mca_coll_gpu_ptr_host_quick(rbuf))
+COLL_GPU_ENTRIES_STAGED(neighbor_alltoallw, NEIGHBOR_ALLTOALLW,
+                        (const void *sbuf, const int *scounts, const MPI_Aint *sdisps,
+                         struct ompi_datatype_t *const *sdtypes, void *rbuf, const int *rcounts,
+                         const MPI_Aint *rdisps, struct ompi_datatype_t *const *rdtypes),
+                        (.sbuf = sbuf, .scounts = scounts, .sadispls = sdisps, .sdtypes = sdtypes,
+                         .rbuf = rbuf, .rcounts = rcounts, .radispls = rdisps, .rdtypes = rdtypes),
+                        (sbuf, scounts, sdisps, sdtypes, rbuf, rcounts, rdisps, rdtypes),
+                        mca_coll_gpu_ptr_host_quick(sbuf) && mca_coll_gpu_ptr_host_quick(rbuf))

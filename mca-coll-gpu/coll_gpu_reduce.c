@@ -318,11 +318,11 @@ COLL_GPU_ENTRIES_QUICK(reduce_scatter_block, REDUCE_SCATTER_BLOCK, reduce_scatte
 
 /* ---- MPI_Scan, MPI_Exscan (staged; their buffers are those of MPI_Allreduce) ---------------- */
 
-COLL_GPU_ENTRIES_QUICK(scan, ALLREDUCE, mca_coll_gpu_staged, mca_coll_gpu_staged,
-                       (COLL_GPU_P_REDUCTION), (COLL_GPU_F_REDUCTION),
-                       (sbuf, rbuf, count, dtype, op),
-                       mca_coll_gpu_data_host_quick(sbuf, dtype, count)
-                           && mca_coll_gpu_data_host_quick(rbuf, dtype, count))
+COLL_GPU_ENTRIES_STAGED(scan, ALLREDUCE,
+                        (COLL_GPU_P_REDUCTION), (COLL_GPU_F_REDUCTION),
+                        (sbuf, rbuf, count, dtype, op),
+                        mca_coll_gpu_data_host_quick(sbuf, dtype, count)
+                            && mca_coll_gpu_data_host_quick(rbuf, dtype, count))
 
 int mca_coll_gpu_exscan(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
                         struct ompi_op_t *op, struct ompi_communicator_t *comm,
@@ -343,8 +343,12 @@ int mca_coll_gpu_exscan(const void *sbuf, void *rbuf, int count, struct ompi_dat
         COLL_GPU_ONE_TYPE(dtype, count), .op = op, .comm = comm});
 }
 
-COLL_GPU_ENTRIES_ASYNC(exscan, ALLREDUCE, mca_coll_gpu_staged,
-                       (COLL_GPU_P_REDUCTION), (COLL_GPU_F_REDUCTION))
+COLL_GPU_ENTRY_NB_QUICK(exscan, ALLREDUCE, mca_coll_gpu_staged, (COLL_GPU_P_REDUCTION),
+                        (COLL_GPU_F_REDUCTION), (sbuf, rbuf, count, dtype, op),
+                        mca_coll_gpu_data_host_quick(sbuf, dtype, count)
+                            && mca_coll_gpu_data_host_quick(rbuf, dtype, count))
+COLL_GPU_ENTRY_INIT(exscan, ALLREDUCE, mca_coll_gpu_staged, (COLL_GPU_P_REDUCTION),
+                    (COLL_GPU_F_REDUCTION))
 
 /* MPI_Reduce_local (inoutbuf = inbuf op inoutbuf), which Open MPI routes through
  * MPI_COMM_SELF's table: host buffers to the saved function, anything else staged.  A local

@@ -14,16 +14,16 @@
 
 #include "coll_gpu.h"
 
-COLL_GPU_ENTRIES_QUICK(scatter, SCATTER, mca_coll_gpu_staged, mca_coll_gpu_staged,
-                       (COLL_GPU_P_EACH, int root), (COLL_GPU_F_EACH, .root = root),
-                       (sbuf, scount, sdtype, rbuf, rcount, rdtype, root),
-                       mca_coll_gpu_ptr_host_quick(sbuf) && mca_coll_gpu_ptr_host_quick(rbuf))
+COLL_GPU_ENTRIES_STAGED(scatter, SCATTER,
+                        (COLL_GPU_P_EACH, int root), (COLL_GPU_F_EACH, .root = root),
+                        (sbuf, scount, sdtype, rbuf, rcount, rdtype, root),
+                        mca_coll_gpu_ptr_host_quick(sbuf) && mca_coll_gpu_ptr_host_quick(rbuf))
 
-COLL_GPU_ENTRIES_QUICK(scatterv, SCATTERV, mca_coll_gpu_staged, mca_coll_gpu_staged,
-                       (const void *sbuf, const int *scounts, const int *disps,
-                        struct ompi_datatype_t *sdtype, void *rbuf, int rcount,
-                        struct ompi_datatype_t *rdtype, int root),
-                       (.sbuf = sbuf, .scounts = scounts, .sdispls = disps, .sdtype = sdtype,
-                        .rbuf = rbuf, .rcount = rcount, .rdtype = rdtype, .root = root),
-                       (sbuf, scounts, disps, sdtype, rbuf, rcount, rdtype, root),
-                       mca_coll_gpu_ptr_host_quick(sbuf) && mca_coll_gpu_ptr_host_quick(rbuf))
+COLL_GPU_ENTRIES_STAGED(scatterv, SCATTERV,
+                        (const void *sbuf, const int *scounts, const int *disps,
+                         struct ompi_datatype_t *sdtype, void *rbuf, int rcount,
+                         struct ompi_datatype_t *rdtype, int root),
+                        (.sbuf = sbuf, .scounts = scounts, .sdispls = disps, .sdtype = sdtype,
+                         .rbuf = rbuf, .rcount = rcount, .rdtype = rdtype, .root = root),
+                        (sbuf, scounts, disps, sdtype, rbuf, rcount, rdtype, root),
+                        mca_coll_gpu_ptr_host_quick(sbuf) && mca_coll_gpu_ptr_host_quick(rbuf))

@@ -4,9 +4,10 @@
  * coll/gpu sits above the host components: every MPI_Allreduce goes through it, and for host
  * buffers it must hand the call down to the saved component (tuned) at a cost of at most 50 ns.
  * This program times an 8-byte MPI_Allreduce on host buffers (2 x MPI_FLOAT, MPI_SUM, as
- * osu_allreduce's smallest size) and prints the median time per call.  It knows nothing of
+ * osu_allreduce's smallest size; -c MPI_Bcast, -C another collective, 8 bytes a block) and
+ * prints the median time per call, after checking the last call's result.  It knows nothing of
  * coll/gpu: hostpath.sh runs it with and without the component, alternating, in one invocation,
- * and prints the difference.
+ * and prints the difference; hostpath-instr.sh counts coll/gpu's instructions in it.
  *
  *   warm-up:  W calls
  *   batches:  B times { MPI_Barrier; K calls timed together }  -> per-call time of each batch
@@ -69,15 +70,15 @@ static void read_coll_selection(char *buf, size_t len)
 /* The collectives it times: 2 floats a block (8 bytes), root 0, MPI_SUM. */
 typedef enum {
     C_ALLREDUCE, C_BCAST, C_REDUCE, C_ALLGATHER, C_ALLTOALL, C_GATHER, C_SCATTER,
-    C_REDUCE_SCATTER_BLOCK, C_SCAN, C_IALLREDUCE, C_IBCAST, C_COUNT
+    C_REDUCE_SCATTER_BLOCK, C_SCAN, C_IALLREDUCE, C_IBCAST, C_IGATHER, C_COUNT
 } coll_t;
 static const char *const coll_names[C_COUNT] = {
     "allreduce", "bcast", "reduce", "allgather", "alltoall", "gather", "scatter",
-    "reduce_scatter_block", "scan", "iallreduce", "ibcast"};
+    "reduce_scatter_block", "scan", "iallreduce", "ibcast", "igather"};
 static const char *const coll_mpi[C_COUNT] = {
     "MPI_Allreduce", "MPI_Bcast", "MPI_Reduce", "MPI_Allgather", "MPI_Alltoall", "MPI_Gather",
     "MPI_Scatter", "MPI_Reduce_scatter_block", "MPI_Scan", "MPI_Iallreduce + MPI_Wait",
-    "MPI_Ibcast + MPI_Wait"};
+    "MPI_Ibcast + MPI_Wait", "MPI_Igather + MPI_Wait"};
 
 static void usage(void)
 {
@@ -85,9 +86,9 @@ static void usage(void)
            "           [-C COLL]\n"
            "  times an 8-byte MPI_Allreduce (2 x MPI_FLOAT, MPI_SUM; -c: MPI_Bcast from rank 0;\n"
            "  -C: allreduce, bcast, reduce, allgather, alltoall, gather, scatter,\n"
-           "  reduce_scatter_block, scan, iallreduce or ibcast, 8 bytes a block, root 0) on host\n"
-           "  buffers: BATCHES batches (default 50) of CALLS calls (default 1000), after WARMUP\n"
-           "  calls (default 10000); prints the median per-call time over the batches\n");
+           "  reduce_scatter_block, scan, iallreduce, ibcast or igather, 8 bytes a block, root 0)\n"
+           "  on host buffers: BATCHES batches (default 50) of CALLS calls (default 1000), after\n"
+           "  WARMUP calls (default 10000); prints the median per-call time over the batches\n");
 }
 
 /* One call of coll on in (2 x size floats) and out (2 x size floats). */
@@ -115,6 +116,10 @@ static void one_call(coll_t coll, const float *in, float *out)
         break;
     case C_IBCAST:
         MPI_Ibcast(out, 2, MPI_FLOAT, 0, MPI_COMM_WORLD, &req);
+        MPI_Wait(&req, MPI_STATUS_IGNORE);
+        break;
+    case C_IGATHER:
+        MPI_Igather(in, 2, MPI_FLOAT, out, 2, MPI_FLOAT, 0, MPI_COMM_WORLD, &req);
         MPI_Wait(&req, MPI_STATUS_IGNORE);
         break;
     default: break;
@@ -153,7 +158,7 @@ static int result_wrong(coll_t coll, const float *out, int rank, int size)
                 want = input(0, 0, j);
                 break;
             case C_ALLGATHER: want = input(b, 0, j); break;
-            case C_GATHER:
+            case C_GATHER: case C_IGATHER:
                 if (0 != rank) continue;
                 want = input(b, 0, j);
                 break;

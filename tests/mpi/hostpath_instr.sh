@@ -4,7 +4,7 @@
 # valgrind's callgrind, the same count on every run) stay within a limit, for every collective
 # coll_gpu_hostpath_bench times.  Each entry tests its buffers against the classification cache
 # inline, notes its kind where its collective agrees per call, and calls below, building nothing
-# else (GCC 12 -O2: allreduce 92, bcast 52, gather and scatter 59, scan 81, reduce,
+# else (GCC 12 -O2: allreduce 92, bcast 52, gather and scatter 59, igather 63, scan 81, reduce,
 # reduce_scatter_block and allgather 107-109, alltoall 123, ibcast 133, iallreduce 170).  The
 # path through the staged table and the agreement, which host calls took before (1c44258: 245 to
 # 639), or one function call more on the path (its frame, the saved registers, its checks), go
@@ -42,4 +42,5 @@ check reduce_scatter_block 120
 check scan 95
 check iallreduce 190
 check ibcast 150
+check igather 75
 t_done
