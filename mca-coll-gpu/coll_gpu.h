@@ -18,9 +18,11 @@
 
 #include "ompi/communicator/communicator.h"
 #include "ompi/datatype/ompi_datatype.h"
+#include "ompi/mca/coll/base/coll_base_util.h"
 #include "ompi/mca/coll/coll.h"
 #include "ompi/op/op.h"
 #include "ompi/request/request.h"
+#include "ompi/runtime/mpiruntime.h"
 #include "opal/class/opal_object.h"
 #include "opal/util/output.h"
 
@@ -746,6 +748,53 @@ static inline bool mca_coll_gpu_nb_team_path(const mca_coll_gpu_module_t *m, boo
     }
     return persistent ? m->pers_device : m->nb_device;
 }
+/*
+ * The hot path of a nonblocking call that may be decided per call (MPI_Iallreduce, MPI_Ibcast,
+ * the nonblocking exchanges, reduce-scatters and reduce) for a rank whose buffers are host memory
+ * by what is known without a call: true where the call goes to the component below at once, as
+ * its path would send it; false: ask that path.
+ *   - every rank takes the node team (mca_coll_gpu_nb_team_path, this rank through a device
+ *     temporary): false;
+ *   - no per-call decision here (mca_coll_gpu_defer_on would say no without asking anything):
+ *     the kinds history, which says below;
+ *   - per call through the board, nothing deferred (mca_coll_gpu_defer_call decides at the
+ *     call): this rank's note where note (the calls that note their kind), *tag_rule (the call
+ *     must take one tag of the component below: mca_coll_gpu_nb_one_tag), and below;
+ *   - anything else (the board's setup, a first call, deferred calls): false.
+ */
+static inline bool mca_coll_gpu_nb_host_pass_quick(mca_coll_gpu_module_t *m, bool note,
+                                                   bool *tag_rule)
+{
+    *tag_rule = false;
+    if (mca_coll_gpu_nb_team_path(m, false, false)) {
+        return false;
+    }
+    if (m->inter || mca_coll_gpu_component.uniform_buffers || ompi_mpi_thread_multiple
+        || 0 > m->defer_ok
+        || (COLL_GPU_KMODE_BOARD != m->kmode && COLL_GPU_KMODE_PENDING != m->kmode
+            && COLL_GPU_KMODE_UNSET != m->kmode)) {
+        return true;
+    }
+    if (COLL_GPU_KMODE_BOARD != m->kmode || 0 == m->defer_ok || NULL != m->defer) {
+        return false;
+    }
+    if (note) {
+        mca_coll_gpu_kinds_publish(m, ++m->kinds_seq, 0);
+    }
+    *tag_rule = true;
+    return true;
+}
+/* After such a call went below (rc its return): it took one tag of the component below's
+ * counter, as every call that a peer may defer must (coll_gpu_defer.c); one that took none (an
+ * empty call) takes one now, as mca_coll_gpu_defer_call does. */
+static inline int mca_coll_gpu_nb_one_tag(struct ompi_communicator_t *comm, int32_t before,
+                                          bool tag_rule, int rc)
+{
+    if (tag_rule && comm->c_nbc_tag == before) {
+        (void) ompi_coll_base_nbc_reserve_tags(comm, 1);
+    }
+    return rc;
+}
 /* The process-wide node model (probed or loaded once); NULL when none could be had. */
 const topo_t *mca_coll_gpu_topo(void);
 void mca_coll_gpu_topo_finalize(void);
@@ -1165,20 +1214,40 @@ COLL_GPU_DECLARE_ENTRY(reduce_local)
             .comm = comm});                                                                       \
     }                                                                                             \
     COLL_GPU_ENTRIES_ASYNC(name, sc, run, params, fields)
-/* COLL_GPU_ENTRIES whose blocking entry has a hot path: where quick holds (an expression of the
- * parameters, comm and m, the module: host buffers by what is known without a call, and the
- * note of a collective that agrees per call, mca_coll_gpu_host_pass_quick), the saved function
- * at once, called with args; else the call as COLL_GPU_ENTRIES makes it.  quick may say "no"
- * where the call turns out to be host memory after all, never "yes" where it does not. */
-#define COLL_GPU_ENTRIES_QUICK(name, sc, run_blocking, run, params, fields, args, quick)          \
-    COLL_GPU_ENTRY_BLOCKING_QUICK(name, sc, run_blocking, params, fields, args, quick)            \
-    COLL_GPU_ENTRIES_ASYNC(name, sc, run, params, fields)
+/* The entries of a collective that agrees per call, with a hot path in its blocking and its
+ * nonblocking call: where host (an expression of the parameters and comm: host buffers by what
+ * is known without a call) holds, the note (blocking: mca_coll_gpu_host_pass_quick; nonblocking:
+ * mca_coll_gpu_nb_host_pass_quick, which the exchanges' nonblocking calls take without a note)
+ * and the saved function at once. */
+#define COLL_GPU_ENTRIES_AGREED_QUICK(name, sc, run_blocking, run, params, fields, args, host)     \
+    COLL_GPU_ENTRY_BLOCKING_QUICK(name, sc, run_blocking, params, fields, args,                   \
+                                  (host) && mca_coll_gpu_host_pass_quick(m))                      \
+    int mca_coll_gpu_i##name(COLL_GPU_ARGS params, struct ompi_communicator_t *comm,              \
+                             ompi_request_t **request, mca_coll_base_module_t *module)            \
+    {                                                                                             \
+        mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;                              \
+        int32_t tag = comm->c_nbc_tag;                                                            \
+        bool tag_rule;                                                                            \
+        if ((host) && mca_coll_gpu_nb_host_pass_quick(m, false, &tag_rule)) {                     \
+            return mca_coll_gpu_nb_one_tag(comm, tag, tag_rule,                                   \
+                                           m->prev_i##name.fn(COLL_GPU_ARGS args, comm, request,  \
+                                                              m->prev_i##name.module));           \
+        }                                                                                         \
+        return run(&(coll_gpu_staged_call_t){                                                     \
+            COLL_GPU_STAGED(module, sc, NONBLOCKING, i##name), COLL_GPU_ARGS fields,              \
+            .comm = comm, .request = request});                                                   \
+    }                                                                                             \
+    COLL_GPU_ENTRY_INIT(name, sc, run, params, fields)
 /* The entries of a collective that is only staged (no GPU path, nothing to agree, so the same
  * hot path serves its blocking and nonblocking calls; the persistent init, made once, has none). */
 #define COLL_GPU_ENTRIES_STAGED(name, sc, params, fields, args, quick)                            \
     COLL_GPU_ENTRY_BLOCKING_QUICK(name, sc, mca_coll_gpu_staged, params, fields, args, quick)     \
     COLL_GPU_ENTRY_NB_QUICK(name, sc, mca_coll_gpu_staged, params, fields, args, quick)           \
     COLL_GPU_ENTRY_INIT(name, sc, mca_coll_gpu_staged, params, fields)
+/* A blocking entry with a hot path: where quick holds (an expression of the parameters, comm
+ * and m, the module), the saved function at once, called with args; else the call described
+ * and run by run_blocking.  quick may say "no" where the call turns out to be host memory after
+ * all, never "yes" where it is not. */
 #define COLL_GPU_ENTRY_BLOCKING_QUICK(name, sc, run_blocking, params, fields, args, quick)        \
     int mca_coll_gpu_##name(COLL_GPU_ARGS params, struct ompi_communicator_t *comm,               \
                             mca_coll_base_module_t *module)                                       \

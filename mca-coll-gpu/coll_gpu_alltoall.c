@@ -14,14 +14,13 @@
 
 #include "coll_gpu.h"
 
-COLL_GPU_ENTRIES_QUICK(alltoall, ALLTOALL, mca_coll_gpu_exchange, mca_coll_gpu_exchange_async,
-                       (COLL_GPU_P_EACH), (COLL_GPU_F_EACH),
-                       (sbuf, scount, sdtype, rbuf, rcount, rdtype),
-                       mca_coll_gpu_data_host_quick_c(
-                           sbuf, sdtype, mca_coll_gpu_blocks(scount, mca_coll_gpu_peers(comm)))
-                           && mca_coll_gpu_data_host_quick_c(
-                               rbuf, rdtype, mca_coll_gpu_blocks(rcount, mca_coll_gpu_peers(comm)))
-                           && mca_coll_gpu_host_pass_quick(m))
+COLL_GPU_ENTRIES_AGREED_QUICK(
+    alltoall, ALLTOALL, mca_coll_gpu_exchange, mca_coll_gpu_exchange_async, (COLL_GPU_P_EACH),
+    (COLL_GPU_F_EACH), (sbuf, scount, sdtype, rbuf, rcount, rdtype),
+    mca_coll_gpu_data_host_quick_c(sbuf, sdtype,
+                                   mca_coll_gpu_blocks(scount, mca_coll_gpu_peers(comm)))
+        && mca_coll_gpu_data_host_quick_c(rbuf, rdtype,
+                                          mca_coll_gpu_blocks(rcount, mca_coll_gpu_peers(comm))))
 
 COLL_GPU_ENTRIES(alltoallv, ALLTOALLV, mca_coll_gpu_exchange, mca_coll_gpu_exchange_async,
                  (const void *sbuf, const int *scounts, const int *sdisps,

@@ -31,13 +31,12 @@ COLL_GPU_ENTRIES_STAGED(gatherv, GATHERV,
                         (sbuf, scount, sdtype, rbuf, rcounts, disps, rdtype, root),
                         mca_coll_gpu_ptr_host_quick(sbuf) && mca_coll_gpu_ptr_host_quick(rbuf))
 
-COLL_GPU_ENTRIES_QUICK(allgather, ALLGATHER, mca_coll_gpu_exchange, mca_coll_gpu_exchange_async,
-                       (COLL_GPU_P_EACH), (COLL_GPU_F_EACH),
-                       (sbuf, scount, sdtype, rbuf, rcount, rdtype),
-                       mca_coll_gpu_data_host_quick(sbuf, sdtype, scount)
-                           && mca_coll_gpu_data_host_quick_c(
-                               rbuf, rdtype, mca_coll_gpu_blocks(rcount, mca_coll_gpu_peers(comm)))
-                           && mca_coll_gpu_host_pass_quick(m))
+COLL_GPU_ENTRIES_AGREED_QUICK(
+    allgather, ALLGATHER, mca_coll_gpu_exchange, mca_coll_gpu_exchange_async, (COLL_GPU_P_EACH),
+    (COLL_GPU_F_EACH), (sbuf, scount, sdtype, rbuf, rcount, rdtype),
+    mca_coll_gpu_data_host_quick(sbuf, sdtype, scount)
+        && mca_coll_gpu_data_host_quick_c(rbuf, rdtype,
+                                          mca_coll_gpu_blocks(rcount, mca_coll_gpu_peers(comm))))
 
 COLL_GPU_ENTRIES(allgatherv, ALLGATHERV, mca_coll_gpu_exchange, mca_coll_gpu_exchange_async,
                  (const void *sbuf, int scount, struct ompi_datatype_t *sdtype, void *rbuf,

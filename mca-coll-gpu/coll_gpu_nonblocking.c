@@ -19,9 +19,6 @@
  */
 #include "ompi_config.h"
 
-#include "ompi/mca/coll/base/coll_base_util.h"
-#include "ompi/runtime/mpiruntime.h"
-
 #include "coll_gpu.h"
 
 /* The node team's algorithms when they take the call, else the staged path. */
@@ -100,61 +97,21 @@ static int bcast_async(coll_gpu_staged_call_t *c)
                                  .root = c->root});
 }
 
-/*
- * The hot path of MPI_Iallreduce and MPI_Ibcast for a rank whose buffers are host memory by
- * what is known without a call (mca_coll_gpu_data_host_quick): true where the call goes to the
- * component below at once, as the paths above would send it; false: ask them.
- *   - every rank takes the node team (mca_coll_gpu_nb_team_path, this rank through a device
- *     temporary): false;
- *   - no per-call decision here (mca_coll_gpu_defer_on would say no without asking anything):
- *     the kinds history, which says below;
- *   - per call through the board, nothing deferred (mca_coll_gpu_defer_call decides at the
- *     call): this rank's note, *noted, and below;
- *   - anything else (the board's setup, a first call, deferred calls): false.
- */
-static bool nb_host_pass_quick(mca_coll_gpu_module_t *m, bool *noted)
-{
-    *noted = false;
-    if (mca_coll_gpu_nb_team_path(m, false, false)) {
-        return false;
-    }
-    if (m->inter || mca_coll_gpu_component.uniform_buffers || ompi_mpi_thread_multiple
-        || 0 > m->defer_ok
-        || (COLL_GPU_KMODE_BOARD != m->kmode && COLL_GPU_KMODE_PENDING != m->kmode
-            && COLL_GPU_KMODE_UNSET != m->kmode)) {
-        return true;
-    }
-    if (COLL_GPU_KMODE_BOARD != m->kmode || 0 == m->defer_ok || NULL != m->defer) {
-        return false;
-    }
-    mca_coll_gpu_kinds_publish(m, ++m->kinds_seq, 0);
-    *noted = true;
-    return true;
-}
-
-/* After a noted call went below: it took one tag of the component below's counter, as every
- * call that a peer may defer must (coll_gpu_defer.c); one that took none (an empty call) takes
- * one now, as mca_coll_gpu_defer_call does. */
-static int nb_one_tag(struct ompi_communicator_t *comm, int32_t before, bool noted, int rc)
-{
-    if (noted && comm->c_nbc_tag == before) {
-        (void) ompi_coll_base_nbc_reserve_tags(comm, 1);
-    }
-    return rc;
-}
-
+/* MPI_Iallreduce and MPI_Ibcast with host buffers: the hot path of the nonblocking calls
+ * decided per call (mca_coll_gpu_nb_host_pass_quick), with this rank's note. */
 int mca_coll_gpu_iallreduce(COLL_GPU_P_REDUCTION, struct ompi_communicator_t *comm,
                             ompi_request_t **request, mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
     int32_t tag = comm->c_nbc_tag;
-    bool noted;
+    bool tag_rule;
 
     if (mca_coll_gpu_data_host_quick(sbuf, dtype, count)
-        && mca_coll_gpu_data_host_quick(rbuf, dtype, count) && nb_host_pass_quick(m, &noted)) {
-        return nb_one_tag(comm, tag, noted,
-                          m->prev_iallreduce.fn(sbuf, rbuf, count, dtype, op, comm, request,
-                                                m->prev_iallreduce.module));
+        && mca_coll_gpu_data_host_quick(rbuf, dtype, count)
+        && mca_coll_gpu_nb_host_pass_quick(m, true, &tag_rule)) {
+        return mca_coll_gpu_nb_one_tag(comm, tag, tag_rule,
+                                       m->prev_iallreduce.fn(sbuf, rbuf, count, dtype, op, comm,
+                                                             request, m->prev_iallreduce.module));
     }
     return allreduce_async(&(coll_gpu_staged_call_t){
         COLL_GPU_STAGED(module, ALLREDUCE, NONBLOCKING, iallreduce), COLL_GPU_F_REDUCTION,
@@ -170,12 +127,13 @@ int mca_coll_gpu_ibcast(void *buf, int count, struct ompi_datatype_t *dtype, int
 {
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
     int32_t tag = comm->c_nbc_tag;
-    bool noted;
+    bool tag_rule;
 
-    if (mca_coll_gpu_data_host_quick(buf, dtype, count) && nb_host_pass_quick(m, &noted)) {
-        return nb_one_tag(comm, tag, noted,
-                          m->prev_ibcast.fn(buf, count, dtype, root, comm, request,
-                                            m->prev_ibcast.module));
+    if (mca_coll_gpu_data_host_quick(buf, dtype, count)
+        && mca_coll_gpu_nb_host_pass_quick(m, true, &tag_rule)) {
+        return mca_coll_gpu_nb_one_tag(comm, tag, tag_rule,
+                                       m->prev_ibcast.fn(buf, count, dtype, root, comm, request,
+                                                         m->prev_ibcast.module));
     }
     return bcast_async(&(coll_gpu_staged_call_t){
         COLL_GPU_STAGED(module, BCAST, NONBLOCKING, ibcast), .rbuf = buf,

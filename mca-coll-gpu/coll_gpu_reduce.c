@@ -226,12 +226,12 @@ static int reduce_blocking(coll_gpu_staged_call_t *c)
 
 /* nonblocking and persistent: the team's reduce step where every rank takes it
  * (coll_gpu_exchange.c), else staged */
-COLL_GPU_ENTRIES_QUICK(reduce, REDUCE, reduce_blocking, mca_coll_gpu_exchange_async,
-                       (COLL_GPU_P_REDUCTION, int root), (COLL_GPU_F_REDUCTION, .root = root),
-                       (sbuf, rbuf, count, dtype, op, root),
-                       mca_coll_gpu_data_host_quick(sbuf, dtype, count)
-                           && mca_coll_gpu_data_host_quick(rbuf, dtype, count)
-                           && mca_coll_gpu_host_pass_quick(m))
+COLL_GPU_ENTRIES_AGREED_QUICK(
+    reduce, REDUCE, reduce_blocking, mca_coll_gpu_exchange_async,
+    (COLL_GPU_P_REDUCTION, int root), (COLL_GPU_F_REDUCTION, .root = root),
+    (sbuf, rbuf, count, dtype, op, root),
+    mca_coll_gpu_data_host_quick(sbuf, dtype, count)
+        && mca_coll_gpu_data_host_quick(rbuf, dtype, count))
 
 /* ---- MPI_Reduce_scatter and MPI_Reduce_scatter_block ------------------------------------- */
 
@@ -302,19 +302,17 @@ COLL_GPU_ENTRIES(reduce_scatter, REDUCE_SCATTER, reduce_scatter_blocking,
                  (.sbuf = sbuf, .rbuf = rbuf, COLL_GPU_ONE_TYPE(dtype, 0), .scounts = rcounts,
                   .rcounts = rcounts, .op = op))
 
-COLL_GPU_ENTRIES_QUICK(reduce_scatter_block, REDUCE_SCATTER_BLOCK, reduce_scatter_blocking,
-                       mca_coll_gpu_exchange_async,
-                       (const void *sbuf, void *rbuf, int rcount, struct ompi_datatype_t *dtype,
-                        struct ompi_op_t *op),
-                       (.sbuf = sbuf, .rbuf = rbuf, COLL_GPU_ONE_TYPE(dtype, rcount), .op = op),
-                       (sbuf, rbuf, rcount, dtype, op),
-                       mca_coll_gpu_data_host_quick_c(
-                           sbuf, dtype, mca_coll_gpu_blocks(rcount, ompi_comm_size(comm)))
-                           && mca_coll_gpu_data_host_quick_c(
-                               rbuf, dtype,
-                               mca_coll_gpu_blocks(rcount, MPI_IN_PLACE == sbuf
-                                                               ? ompi_comm_size(comm) : 1))
-                           && mca_coll_gpu_host_pass_quick(m))
+COLL_GPU_ENTRIES_AGREED_QUICK(
+    reduce_scatter_block, REDUCE_SCATTER_BLOCK, reduce_scatter_blocking,
+    mca_coll_gpu_exchange_async,
+    (const void *sbuf, void *rbuf, int rcount, struct ompi_datatype_t *dtype,
+     struct ompi_op_t *op),
+    (.sbuf = sbuf, .rbuf = rbuf, COLL_GPU_ONE_TYPE(dtype, rcount), .op = op),
+    (sbuf, rbuf, rcount, dtype, op),
+    mca_coll_gpu_data_host_quick_c(sbuf, dtype, mca_coll_gpu_blocks(rcount, ompi_comm_size(comm)))
+        && mca_coll_gpu_data_host_quick_c(
+            rbuf, dtype,
+            mca_coll_gpu_blocks(rcount, MPI_IN_PLACE == sbuf ? ompi_comm_size(comm) : 1)))
 
 /* ---- MPI_Scan, MPI_Exscan (staged; their buffers are those of MPI_Allreduce) ---------------- */
 

@@ -8,9 +8,9 @@
  * are laid out, and how the saved function is called; the path does the rest once for all:
  *
  *   1. the buffers that matter on this rank (roots, MPI_IN_PLACE, intercommunicators' MPI_ROOT
- *      and MPI_PROC_NULL) are all host memory: the saved function, untouched (most blocking
- *      entries test that inline before they describe their call: COLL_GPU_ENTRIES_QUICK, so a
- *      host call never comes here; what they cannot tell without a call does)
+ *      and MPI_PROC_NULL) are all host memory: the saved function, untouched (most entries
+ *      test that inline before they describe their call, COLL_GPU_ENTRIES_STAGED and
+ *      COLL_GPU_ENTRIES_AGREED_QUICK, so a host call comes here only where they cannot tell)
  *   2. else each device buffer gets bounce memory (coll_gpu_stage.c: copies, pieces of spans
  *      across allocations, scratch when a copy fails), the saved function runs on it, and:
  *
