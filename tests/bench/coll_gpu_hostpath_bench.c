@@ -88,9 +88,9 @@ static void usage(void)
            "  times an 8-byte MPI_Allreduce (2 x MPI_FLOAT, MPI_SUM; -c: MPI_Bcast from rank 0;\n"
            "  -C: allreduce, bcast, reduce, allgather, alltoall, gather, scatter,\n"
            "  reduce_scatter_block, scan, iallreduce, ibcast, igather or iallgather, 8 bytes a\n"
-           "  block, root 0) on host buffers: BATCHES batches (default 50) of CALLS calls (default\n"
-           "  1000), after WARMUP calls (default 10000); prints the median per-call time over the\n"
-           "  batches\n");
+           "  block, root 0) on host buffers: BATCHES batches (default 50) of CALLS calls\n"
+           "  (default 1000), after WARMUP calls (default 10000); prints the median per-call time\n"
+           "  over the batches\n");
 }
 
 /* One call of coll on in (2 x size floats) and out (2 x size floats). */
