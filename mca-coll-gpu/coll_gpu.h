@@ -748,6 +748,15 @@ static inline bool mca_coll_gpu_nb_team_path(const mca_coll_gpu_module_t *m, boo
     }
     return persistent ? m->pers_device : m->nb_device;
 }
+/* Do this communicator's nonblocking calls follow the kinds history instead of a per-call
+ * decision, by what is known without asking anything (mca_coll_gpu_defer_on, which also asks
+ * once whether the component below is libnbc, and the hot path below share this test)? */
+static inline bool mca_coll_gpu_defer_off(const mca_coll_gpu_module_t *m)
+{
+    return (COLL_GPU_KMODE_BOARD != m->kmode && COLL_GPU_KMODE_PENDING != m->kmode
+            && COLL_GPU_KMODE_UNSET != m->kmode)
+           || m->inter || mca_coll_gpu_component.uniform_buffers || ompi_mpi_thread_multiple;
+}
 /*
  * The hot path of a nonblocking call that may be decided per call (MPI_Iallreduce, MPI_Ibcast,
  * the nonblocking exchanges, reduce-scatters and reduce) for a rank whose buffers are host memory
@@ -769,10 +778,7 @@ static inline bool mca_coll_gpu_nb_host_pass_quick(mca_coll_gpu_module_t *m, boo
     if (mca_coll_gpu_nb_team_path(m, false, false)) {
         return false;
     }
-    if (m->inter || mca_coll_gpu_component.uniform_buffers || ompi_mpi_thread_multiple
-        || 0 > m->defer_ok
-        || (COLL_GPU_KMODE_BOARD != m->kmode && COLL_GPU_KMODE_PENDING != m->kmode
-            && COLL_GPU_KMODE_UNSET != m->kmode)) {
+    if (mca_coll_gpu_defer_off(m) || 0 > m->defer_ok) {
         return true;
     }
     if (COLL_GPU_KMODE_BOARD != m->kmode || 0 == m->defer_ok || NULL != m->defer) {
@@ -1222,21 +1228,8 @@ COLL_GPU_DECLARE_ENTRY(reduce_local)
 #define COLL_GPU_ENTRIES_AGREED_QUICK(name, sc, run_blocking, run, params, fields, args, host)     \
     COLL_GPU_ENTRY_BLOCKING_QUICK(name, sc, run_blocking, params, fields, args,                   \
                                   (host) && mca_coll_gpu_host_pass_quick(m))                      \
-    int mca_coll_gpu_i##name(COLL_GPU_ARGS params, struct ompi_communicator_t *comm,              \
-                             ompi_request_t **request, mca_coll_base_module_t *module)            \
-    {                                                                                             \
-        mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;                              \
-        int32_t tag = comm->c_nbc_tag;                                                            \
-        bool tag_rule;                                                                            \
-        if ((host) && mca_coll_gpu_nb_host_pass_quick(m, false, &tag_rule)) {                     \
-            return mca_coll_gpu_nb_one_tag(comm, tag, tag_rule,                                   \
-                                           m->prev_i##name.fn(COLL_GPU_ARGS args, comm, request,  \
-                                                              m->prev_i##name.module));           \
-        }                                                                                         \
-        return run(&(coll_gpu_staged_call_t){                                                     \
-            COLL_GPU_STAGED(module, sc, NONBLOCKING, i##name), COLL_GPU_ARGS fields,              \
-            .comm = comm, .request = request});                                                   \
-    }                                                                                             \
+    COLL_GPU_ENTRY_NB_QUICK(name, sc, run, params, fields, args,                                  \
+                            (host) && mca_coll_gpu_nb_host_pass_quick(m, false, &tag_rule))       \
     COLL_GPU_ENTRY_INIT(name, sc, run, params, fields)
 /* The entries of a collective that is only staged (no GPU path, nothing to agree, so the same
  * hot path serves its blocking and nonblocking calls; the persistent init, made once, has none). */
@@ -1260,14 +1253,21 @@ COLL_GPU_DECLARE_ENTRY(reduce_local)
             COLL_GPU_STAGED(module, sc, BLOCKING, name), COLL_GPU_ARGS fields,                    \
             .comm = comm});                                                                       \
     }
+/* A nonblocking entry with a hot path, as COLL_GPU_ENTRY_BLOCKING_QUICK; quick may also set
+ * tag_rule (mca_coll_gpu_nb_host_pass_quick), and then the call takes its one tag of the
+ * component below (mca_coll_gpu_nb_one_tag).  MPI_Iallreduce and MPI_Ibcast are the others
+ * that use it (coll_gpu_nonblocking.c). */
 #define COLL_GPU_ENTRY_NB_QUICK(name, sc, run, params, fields, args, quick)                       \
     int mca_coll_gpu_i##name(COLL_GPU_ARGS params, struct ompi_communicator_t *comm,              \
                              ompi_request_t **request, mca_coll_base_module_t *module)            \
     {                                                                                             \
         mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;                              \
+        int32_t tag = comm->c_nbc_tag;                                                            \
+        bool tag_rule = false;                                                                    \
         if (quick) {                                                                              \
-            return m->prev_i##name.fn(COLL_GPU_ARGS args, comm, request,                          \
-                                      m->prev_i##name.module);                                    \
+            return mca_coll_gpu_nb_one_tag(comm, tag, tag_rule,                                   \
+                                           m->prev_i##name.fn(COLL_GPU_ARGS args, comm, request,  \
+                                                              m->prev_i##name.module));           \
         }                                                                                         \
         return run(&(coll_gpu_staged_call_t){                                                     \
             COLL_GPU_STAGED(module, sc, NONBLOCKING, i##name), COLL_GPU_ARGS fields,              \

@@ -126,9 +126,7 @@ static bool saved_are_libnbc(const mca_coll_gpu_module_t *m)
 
 bool mca_coll_gpu_defer_on(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm)
 {
-    if ((COLL_GPU_KMODE_BOARD != m->kmode && COLL_GPU_KMODE_PENDING != m->kmode
-         && COLL_GPU_KMODE_UNSET != m->kmode)
-        || m->inter || mca_coll_gpu_component.uniform_buffers || ompi_mpi_thread_multiple) {
+    if (mca_coll_gpu_defer_off(m)) {
         return false;
     }
     if (0 == m->defer_ok) {

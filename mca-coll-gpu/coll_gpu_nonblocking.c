@@ -99,47 +99,20 @@ static int bcast_async(coll_gpu_staged_call_t *c)
 
 /* MPI_Iallreduce and MPI_Ibcast with host buffers: the hot path of the nonblocking calls
  * decided per call (mca_coll_gpu_nb_host_pass_quick), with this rank's note. */
-int mca_coll_gpu_iallreduce(COLL_GPU_P_REDUCTION, struct ompi_communicator_t *comm,
-                            ompi_request_t **request, mca_coll_base_module_t *module)
-{
-    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
-    int32_t tag = comm->c_nbc_tag;
-    bool tag_rule;
-
-    if (mca_coll_gpu_data_host_quick(sbuf, dtype, count)
-        && mca_coll_gpu_data_host_quick(rbuf, dtype, count)
-        && mca_coll_gpu_nb_host_pass_quick(m, true, &tag_rule)) {
-        return mca_coll_gpu_nb_one_tag(comm, tag, tag_rule,
-                                       m->prev_iallreduce.fn(sbuf, rbuf, count, dtype, op, comm,
-                                                             request, m->prev_iallreduce.module));
-    }
-    return allreduce_async(&(coll_gpu_staged_call_t){
-        COLL_GPU_STAGED(module, ALLREDUCE, NONBLOCKING, iallreduce), COLL_GPU_F_REDUCTION,
-        .comm = comm, .request = request});
-}
-
+COLL_GPU_ENTRY_NB_QUICK(allreduce, ALLREDUCE, allreduce_async, (COLL_GPU_P_REDUCTION),
+                        (COLL_GPU_F_REDUCTION), (sbuf, rbuf, count, dtype, op),
+                        mca_coll_gpu_data_host_quick(sbuf, dtype, count)
+                            && mca_coll_gpu_data_host_quick(rbuf, dtype, count)
+                            && mca_coll_gpu_nb_host_pass_quick(m, true, &tag_rule))
 COLL_GPU_ENTRY_INIT(allreduce, ALLREDUCE, allreduce_async, (COLL_GPU_P_REDUCTION),
                     (COLL_GPU_F_REDUCTION))
 
-int mca_coll_gpu_ibcast(void *buf, int count, struct ompi_datatype_t *dtype, int root,
-                        struct ompi_communicator_t *comm, ompi_request_t **request,
-                        mca_coll_base_module_t *module)
-{
-    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
-    int32_t tag = comm->c_nbc_tag;
-    bool tag_rule;
-
-    if (mca_coll_gpu_data_host_quick(buf, dtype, count)
-        && mca_coll_gpu_nb_host_pass_quick(m, true, &tag_rule)) {
-        return mca_coll_gpu_nb_one_tag(comm, tag, tag_rule,
-                                       m->prev_ibcast.fn(buf, count, dtype, root, comm, request,
-                                                         m->prev_ibcast.module));
-    }
-    return bcast_async(&(coll_gpu_staged_call_t){
-        COLL_GPU_STAGED(module, BCAST, NONBLOCKING, ibcast), .rbuf = buf,
-        COLL_GPU_ONE_TYPE(dtype, count), .root = root, .comm = comm, .request = request});
-}
-
+COLL_GPU_ENTRY_NB_QUICK(bcast, BCAST, bcast_async,
+                        (void *buf, int count, struct ompi_datatype_t *dtype, int root),
+                        (.rbuf = buf, COLL_GPU_ONE_TYPE(dtype, count), .root = root),
+                        (buf, count, dtype, root),
+                        mca_coll_gpu_data_host_quick(buf, dtype, count)
+                            && mca_coll_gpu_nb_host_pass_quick(m, true, &tag_rule))
 COLL_GPU_ENTRY_INIT(bcast, BCAST, bcast_async,
                     (void *buf, int count, struct ompi_datatype_t *dtype, int root),
                     (.rbuf = buf, COLL_GPU_ONE_TYPE(dtype, count), .root = root))
