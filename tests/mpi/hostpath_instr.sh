@@ -4,9 +4,9 @@
 # valgrind's callgrind, the same count on every run) stay within a limit, for every collective
 # coll_gpu_hostpath_bench times.  Each entry tests its buffers against the classification cache
 # inline, notes its kind where its collective agrees per call, and calls below, building nothing
-# else (GCC 12 -O2: allreduce 92, bcast 52, gather and scatter 59, igather 63, scan 81, ibcast
-# 102, reduce, reduce_scatter_block and allgather 107-109, alltoall 123, iallreduce 140,
-# iallgather 141).  The program makes a blocking host allreduce first, so that the
+# else (GCC 12 -O2: allreduce 92, bcast 52, gather and scatter 59, igather 64, scan 81, ibcast
+# 99, reduce, reduce_scatter_block and allgather 107-109, alltoall 123, iallreduce 136,
+# iallgather 137).  The program makes a blocking host allreduce first, so that the
 # communicator's agreement is set up before the counted calls (a first nonblocking call sets it
 # up in the background, and the calls made meanwhile take the longer path, as many as the
 # timing makes them).  The path through the staged table and the agreement, which host calls
