@@ -1650,6 +1650,20 @@ static bool async_enter(void)
     return true;
 }
 
+/* async_enter that waits for another thread to be done.  Open MPI's own nonblocking calls move
+ * on in opal_progress, inside our steps too (a communicator's id agreed by MPI_Iallreduce on
+ * its parent while a node team's setup tests its requests): a call of ours that they make
+ * there is nested in this thread's hold, and must not wait for the lock it already has. */
+static void async_hold(void)
+{
+    if (0 < async_depth) {
+        ++async_depth;
+        return;
+    }
+    OPAL_THREAD_LOCK(&async_lock);
+    async_depth = 1;
+}
+
 static void async_leave(void)
 {
     coll_gpu_async_t *reap;
@@ -1717,13 +1731,13 @@ static void async_release(coll_gpu_team_t *t)
     while (NULL != t->async_head) {
         opal_progress(); /* its calls end before what they use goes */
     }
-    OPAL_THREAD_LOCK(&async_lock);
+    async_hold();
     teams_prune();
     if (0 == --async_team_users) {
         (void) opal_progress_unregister(async_progress);
     }
     t->async_used = false;
-    OPAL_THREAD_UNLOCK(&async_lock);
+    async_leave();
 }
 
 /* A blocking call waits here for the setup (its own, or one a nonblocking call began), under
@@ -1867,7 +1881,7 @@ static void async_start(coll_gpu_async_t *r, ompi_request_t **request)
     coll_gpu_team_t *t = r->team;
 
     *request = &r->super.super;
-    OPAL_THREAD_LOCK(&async_lock);
+    async_hold();
     if (!t->async_used) {
         t->async_used = true;
         if (0 == async_team_users++) {
@@ -1887,7 +1901,7 @@ static void async_start(coll_gpu_async_t *r, ompi_request_t **request)
         t->async_next = async_teams;
         async_teams = t;
     }
-    OPAL_THREAD_UNLOCK(&async_lock);
+    async_leave();
     if (t->async_head == r && async_enter()) {
         (void) team_progress(t); /* the head starts at the call */
         async_leave();

@@ -26,11 +26,22 @@
  * displacements and in place are drawn alike on every rank.  Inputs are fresh random values,
  * outputs poisoned first, results compared with references computed here.
  *
+ * Then MPI_Comm_idup on a communicator whose calls follow device memory, while another's first
+ * device call sets its node team up (Open MPI's own nonblocking calls nested in coll/gpu's).
+ *
  * Then two communicators whose ranks all make the MPI 4.1 promise mpi_assert_memory_alloc_kinds
  * (device kinds only; host kinds only), each with calls on the kinds it promises.
  *
- * Usage: test_kinds_sweep [SEED [ROUNDS]]   (the seed is printed; 0 or none: from the clock)
+ * With THREADS above 1 (MPI_THREAD_MULTIPLE), each of THREADS threads runs the random sequence
+ * of its own on communicators of its own, made from its own duplicate of MPI_COMM_WORLD, all at
+ * once: several communicators in flight, each with its history of kinds, sharing coll/gpu's
+ * caches, pools and progress.  Each thread draws from a seed of its own; every rank's thread t
+ * draws the calls alike.
+ *
+ * Usage: test_kinds_sweep [SEED [ROUNDS [THREADS]]]   (the seed is printed; 0 or none: from the
+ *        clock)
  */
+#include <pthread.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -53,10 +64,14 @@
 static const size_t sizes[] = {1, 7, 1000, 70000, MAX_COUNT};
 static const mt_kind_t kinds[] = {MT_KIND_HOST, MT_KIND_PINNED, MT_KIND_DEVICE, MT_KIND_MANAGED};
 
-static uint64_t seed;
-static uint64_t my_state;  /* this rank's own draws (kinds) */
-static uint64_t all_state; /* draws every rank makes alike (call, size, root) */
-static uint64_t call_no;
+/* Each thread's own draws (one thread but in the threads mode). */
+static uint64_t base_seed;            /* the seed printed, of the whole run */
+static _Thread_local uint64_t seed;   /* this thread's (seed_thread) */
+static _Thread_local uint64_t my_state;  /* this rank's own draws (kinds) */
+static _Thread_local uint64_t all_state; /* draws every rank makes alike (call, size, root) */
+static _Thread_local uint64_t call_no;
+/* where the ranks agree that a call's buffers are made (a communicator no other thread uses) */
+static _Thread_local MPI_Comm agree_comm;
 
 static uint64_t next(uint64_t *s)
 {
@@ -76,8 +91,8 @@ static int32_t value(int r, size_t i)
 }
 
 /* The kinds a case lets the ranks draw from: all of kinds[], or a promise's (below). */
-static const mt_kind_t *draw_from = kinds;
-static size_t draw_n = sizeof(kinds) / sizeof(kinds[0]);
+static _Thread_local const mt_kind_t *draw_from = kinds;
+static _Thread_local size_t draw_n = sizeof(kinds) / sizeof(kinds[0]);
 
 static mt_kind_t draw_kind(void)
 {
@@ -117,7 +132,20 @@ static const char *const coll_names[C_COUNT] = {
     "alltoallv", "reduce_scatter", "reduce_scatter_block", "ialltoall", "iallgatherv",
     "ireduce_scatter_block", "allgatherv_init", "alltoallv_init", "reduce_scatter_init",
     "reduce_scatter_block_init", "ireduce", "reduce_init"};
-static int drawn[C_COUNT]; /* calls made of each kind, for the closing line */
+/* calls made of each kind, for the closing line: each thread's, then added up under the lock */
+static _Thread_local int drawn[C_COUNT];
+static int drawn_all[C_COUNT];
+static pthread_mutex_t drawn_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void drawn_add_up(void)
+{
+    pthread_mutex_lock(&drawn_lock);
+    for (int c = 0; c < C_COUNT; ++c) {
+        drawn_all[c] += drawn[c];
+        drawn[c] = 0;
+    }
+    pthread_mutex_unlock(&drawn_lock);
+}
 
 /* The calls whose buffers hold a block per rank: their size is kept to 70000 per block. */
 static bool per_rank_blocks(coll_t c)
@@ -297,7 +325,9 @@ static int one_call(MPI_Comm comm, const int *world_of, coll_t c, int root, size
     if (0 != buf_new(&r, rn, tmp)) {
         ok = 0;
     }
-    if (!mt_agree(ok)) {
+    if (MPI_SUCCESS != MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, agree_comm)
+        || !ok) {
+        ok = 0;
         mt_diag_add(diag, "%s: buffers of %zu ints could not be made; ", coll_names[c], rn);
         goto out;
     }
@@ -531,85 +561,266 @@ out:
     return ok;
 }
 
+static const char *const hows[] = {"split_type", "dup", "reversed split", "create_group"};
+
+/* One communicator made from parent in the way how (0 to 3), and on it a random sequence of
+ * calls, with communicators of Open MPI's own made in between; freed after.  Returns whether
+ * every call was right; *ncalls: how many were made. */
+static int sweep_comm(MPI_Comm parent, int how, int32_t *tmp, int32_t *want, char *diag,
+                      int *ncalls)
+{
+    int ok = 1, size, *world_of;
+    MPI_Comm comm = MPI_COMM_NULL, extra = MPI_COMM_NULL;
+    MPI_Group group;
+    int psize, prank;
+
+    *ncalls = 24 + (int) (next(&all_state) % 24);
+    MPI_Comm_size(parent, &psize);
+    MPI_Comm_rank(parent, &prank);
+    if (0 == how) {
+        MPI_Comm_split_type(parent, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &comm);
+    } else if (1 == how) {
+        MPI_Comm_dup(parent, &comm);
+    } else if (2 == how) {
+        MPI_Comm_split(parent, 0, psize - prank, &comm);
+    } else {
+        MPI_Comm_group(parent, &group);
+        MPI_Comm_create_group(parent, group, 7, &comm);
+        MPI_Group_free(&group);
+    }
+    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    MPI_Comm_size(comm, &size);
+    world_of = malloc((size_t) size * sizeof(int));
+    MPI_Allgather(&mt_rank, 1, MPI_INT, world_of, 1, MPI_INT, comm);
+    for (int k = 0; k < *ncalls; ++k) {
+        coll_t c = (coll_t) (next(&all_state) % C_COUNT);
+        size_t n = sizes[next(&all_state) % (sizeof(sizes) / sizeof(sizes[0]))];
+        int root = (int) (next(&all_state) % (uint64_t) size);
+        if (per_rank_blocks(c) && n > 70000) {
+            n = 70000;
+        }
+        ok &= one_call(comm, world_of, c, root, n, tmp, want, diag);
+        if (0 == k % 5) {
+            /* collectives Open MPI makes itself on this communicator, host memory */
+            if (MPI_COMM_NULL == extra) {
+                MPI_Comm_dup(comm, &extra);
+            } else {
+                MPI_Comm_free(&extra);
+            }
+        }
+    }
+    if (MPI_COMM_NULL != extra) {
+        MPI_Comm_free(&extra);
+    }
+    free(world_of);
+    MPI_Comm_free(&comm);
+    return ok;
+}
+
+/* This thread's draws: from base_seed and the thread's index, alike on every rank (mixed: a
+ * seed one step of next() from another would draw the other's sequence, one call later). */
+static void seed_thread(int index)
+{
+    uint64_t s = base_seed ^ ((uint64_t) index << 32);
+    seed = (0 == index) ? base_seed : next(&s);
+    my_state = seed ^ (0xd1b54a32d192ed03ULL * (uint64_t) (mt_rank + 1));
+    all_state = seed;
+    call_no = 0;
+}
+
+/* The threads mode: each thread its sweep on communicators from its own parent. */
+typedef struct {
+    int index, rounds, device, ok, calls;
+    MPI_Comm parent, agree;
+    char diag[MT_DIAG_LEN];
+} sweeper_t;
+
+static void *sweeper(void *arg)
+{
+    sweeper_t *w = arg;
+    int32_t *tmp = malloc(MAX_COUNT * (size_t) mt_size * sizeof(int32_t));
+    int32_t *want = malloc(MAX_COUNT * (size_t) mt_size * sizeof(int32_t));
+
+    w->ok = 1;
+    if (DEV_OK != dev_set_device(w->device)) {
+        /* the thread still takes part in every call, on the device it has */
+        mt_diag_add(w->diag, "thread %d: dev_set_device(%d): %s; ", w->index, w->device,
+                    dev_error_string());
+        w->ok = 0;
+    }
+    seed_thread(w->index);
+    agree_comm = w->agree;
+    for (int round = 0; round < w->rounds; ++round) {
+        for (int how = 0; how < 4; ++how) {
+            int ncalls, ok = sweep_comm(w->parent, how, tmp, want, w->diag, &ncalls);
+            if (!ok) {
+                mt_diag_add(w->diag, "(thread %d, round %d, by %s); ", w->index, round,
+                            hows[how]);
+            }
+            w->ok &= ok;
+            w->calls += ncalls;
+        }
+    }
+    drawn_add_up();
+    free(tmp);
+    free(want);
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
-    int rounds = 3, comms = 0, calls = 0;
+    int rounds = 3, comms = 0, calls = 0, threads = (argc > 3) ? atoi(argv[3]) : 1;
     int32_t *tmp, *want;
     char why[256];
 
-    mt_init(&argc, &argv);
-    seed = (argc > 1) ? strtoull(argv[1], NULL, 0) : 0;
+    if (threads > 1) {
+        mt_init_threads(&argc, &argv);
+    } else {
+        mt_init(&argc, &argv);
+    }
+    base_seed = (argc > 1) ? strtoull(argv[1], NULL, 0) : 0;
     if (argc > 2) {
         rounds = atoi(argv[2]);
     }
-    if (0 == seed) {
-        seed = (uint64_t) time(NULL);
+    if (0 == base_seed) {
+        base_seed = (uint64_t) time(NULL);
     }
-    MPI_Bcast(&seed, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD); /* host memory: a call of its own */
-    tap_diag("seed %llu (rerun: test_kinds_sweep %llu %d)", (unsigned long long) seed,
-             (unsigned long long) seed, rounds);
+    /* host memory: a call of its own */
+    MPI_Bcast(&base_seed, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+    tap_diag("seed %llu (rerun: test_kinds_sweep %llu %d %d)", (unsigned long long) base_seed,
+             (unsigned long long) base_seed, rounds, threads > 1 ? threads : 1);
     if (!mt_device_open(why, sizeof(why))) {
         mt_skip_all(why);
     }
-    my_state = seed ^ (0xd1b54a32d192ed03ULL * (uint64_t) (mt_rank + 1));
-    all_state = seed;
+    seed_thread(0);
+    agree_comm = MPI_COMM_WORLD;
     tmp = malloc(MAX_COUNT * (size_t) mt_size * sizeof(int32_t));
     want = malloc(MAX_COUNT * (size_t) mt_size * sizeof(int32_t));
 
+    if (threads > 1) {
+        sweeper_t *w = calloc((size_t) threads, sizeof(*w));
+        pthread_t *th = calloc((size_t) threads, sizeof(*th));
+        int device = 0;
+
+        if (DEV_OK != dev_current_device(&device)) {
+            device = 0;
+        }
+        for (int t = 0; t < threads; ++t) {
+            w[t].index = t + 1;
+            w[t].rounds = rounds;
+            w[t].device = device;
+            MPI_Comm_dup(MPI_COMM_WORLD, &w[t].parent);
+            MPI_Comm_dup(MPI_COMM_WORLD, &w[t].agree);
+        }
+        for (int t = 0; t < threads; ++t) {
+            pthread_create(&th[t], NULL, sweeper, &w[t]);
+        }
+        for (int t = 0; t < threads; ++t) {
+            pthread_join(th[t], NULL);
+        }
+        for (int t = 0; t < threads; ++t) {
+            char name[160];
+            snprintf(name, sizeof(name), "thread %d of %d, its own communicators", t + 1,
+                     threads);
+            mt_set_case(name);
+            mt_check(w[t].ok, w[t].diag,
+                     "%s: %d calls of random kinds per rank right, none hung, %d threads at "
+                     "once", name, w[t].calls, threads);
+            calls += w[t].calls;
+            comms += 4 * rounds;
+            MPI_Comm_free(&w[t].parent);
+            MPI_Comm_free(&w[t].agree);
+        }
+        free(w);
+        free(th);
+        rounds = 0; /* the single-threaded sweep below: done by the threads */
+    }
     for (int round = 0; round < rounds; ++round) {
         for (int how = 0; how < 4; ++how) {
-            static const char *const hows[] = {"split_type", "dup", "reversed split",
-                                               "create_group"};
             char diag[MT_DIAG_LEN] = "", name[160];
-            int ok = 1, size, *world_of, ncalls = 24 + (int) (next(&all_state) % 24);
-            MPI_Comm comm = MPI_COMM_NULL, extra = MPI_COMM_NULL;
-            MPI_Group group;
+            int ncalls, ok;
 
             snprintf(name, sizeof(name), "round %d, a communicator by %s", round, hows[how]);
             mt_set_case(name);
-            if (0 == how) {
-                MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL,
-                                    &comm);
-            } else if (1 == how) {
-                MPI_Comm_dup(MPI_COMM_WORLD, &comm);
-            } else if (2 == how) {
-                MPI_Comm_split(MPI_COMM_WORLD, 0, mt_size - mt_rank, &comm);
-            } else {
-                MPI_Comm_group(MPI_COMM_WORLD, &group);
-                MPI_Comm_create_group(MPI_COMM_WORLD, group, 7, &comm);
-                MPI_Group_free(&group);
-            }
-            MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
-            MPI_Comm_size(comm, &size);
-            world_of = malloc((size_t) size * sizeof(int));
-            MPI_Allgather(&mt_rank, 1, MPI_INT, world_of, 1, MPI_INT, comm);
-            for (int k = 0; k < ncalls; ++k) {
-                coll_t c = (coll_t) (next(&all_state) % C_COUNT);
-                size_t n = sizes[next(&all_state) % (sizeof(sizes) / sizeof(sizes[0]))];
-                int root = (int) (next(&all_state) % (uint64_t) size);
-                if (per_rank_blocks(c) && n > 70000) {
-                    n = 70000;
-                }
-                ok &= one_call(comm, world_of, c, root, n, tmp, want, diag);
-                ++calls;
-                if (0 == k % 5) {
-                    /* collectives Open MPI makes itself on this communicator, host memory */
-                    if (MPI_COMM_NULL == extra) {
-                        MPI_Comm_dup(comm, &extra);
-                    } else {
-                        MPI_Comm_free(&extra);
-                    }
-                }
-            }
-            if (MPI_COMM_NULL != extra) {
-                MPI_Comm_free(&extra);
-            }
-            free(world_of);
-            MPI_Comm_free(&comm);
+            ok = sweep_comm(MPI_COMM_WORLD, how, tmp, want, diag, &ncalls);
+            calls += ncalls;
             ++comms;
             mt_check(ok, diag, "%s: %d calls of random kinds per rank right, none hung", name,
                      ncalls);
         }
+    }
+    /* Open MPI's nonblocking calls inside ours: MPI_Comm_idup agrees the new communicator's id
+     * by MPI_Iallreduce calls on its parent that Open MPI makes in opal_progress, where they
+     * come back into coll/gpu.  Here they come inside the node-team setup of another
+     * communicator's first device call, which polls its requests under the engine's lock: with
+     * the lock real (MPI_THREAD_MULTIPLE: the threads mode), the nested call waited for the lock
+     * its own thread held, and the rank hung. */
+    {
+        char diag[MT_DIAG_LEN] = "";
+        int ok = 1;
+        const size_t n = 1000;
+
+        mt_set_case("MPI_Comm_idup's id agreement inside a node team's setup");
+        for (int k = 0; k < 4; ++k) {
+            MPI_Comm parent, fresh, dup;
+            MPI_Request req;
+            buf_t s = {NULL, MT_KIND_DEVICE}, r = {NULL, MT_KIND_DEVICE};
+            int made;
+
+            ++call_no;
+            for (size_t i = 0; i < n; ++i) {
+                tmp[i] = value(mt_rank, i);
+            }
+            s.p = mt_kind_alloc(MT_KIND_DEVICE, n * sizeof(int32_t));
+            r.p = mt_kind_alloc(MT_KIND_DEVICE, n * (size_t) mt_size * sizeof(int32_t));
+            made = NULL != s.p && NULL != r.p
+                   && DEV_OK == dev_memcpy(s.p, tmp, n * sizeof(int32_t));
+            if (!mt_agree(made)) {
+                mt_diag_add(diag, "buffers could not be made; ");
+                ok = 0;
+            } else {
+                MPI_Comm_dup(MPI_COMM_WORLD, &parent);
+                MPI_Comm_dup(MPI_COMM_WORLD, &fresh);
+                MPI_Comm_set_errhandler(parent, MPI_ERRORS_RETURN);
+                MPI_Comm_set_errhandler(fresh, MPI_ERRORS_RETURN);
+                /* the parent's calls follow device memory: its iallreduces take the team */
+                ok &= MPI_SUCCESS == MPI_Allreduce(MPI_IN_PLACE, r.p, (int) n, MPI_INT,
+                                                   MPI_SUM, parent);
+                ok &= MPI_SUCCESS == MPI_Comm_idup(parent, &dup, &req);
+                /* the fresh communicator's first device call sets its node team up */
+                ok &= MPI_SUCCESS == MPI_Allgather(s.p, (int) n, MPI_INT, r.p, (int) n,
+                                                   MPI_INT, fresh);
+                ok &= MPI_SUCCESS == MPI_Wait(&req, MPI_STATUS_IGNORE);
+                ok &= DEV_OK == dev_memcpy(want, r.p, n * (size_t) mt_size * sizeof(int32_t));
+                for (int p = 0; ok && p < mt_size; ++p) {
+                    for (size_t i = 0; i < n; ++i) {
+                        if (want[(size_t) p * n + i] != value(p, i)) {
+                            mt_diag_add(diag, "round %d: block %d [%zu] = %d, want %d; ", k, p,
+                                        i, want[(size_t) p * n + i], value(p, i));
+                            ok = 0;
+                            break;
+                        }
+                    }
+                }
+                /* and the communicator made works */
+                if (MPI_COMM_NULL != dup) {
+                    int32_t one = 1, sum = 0;
+                    ok &= MPI_SUCCESS == MPI_Allreduce(&one, &sum, 1, MPI_INT32_T, MPI_SUM, dup);
+                    if (sum != mt_size) {
+                        mt_diag_add(diag, "round %d: the idup's communicator summed %d, want %d; ",
+                                    k, (int) sum, mt_size);
+                        ok = 0;
+                    }
+                    MPI_Comm_free(&dup);
+                }
+                MPI_Comm_free(&fresh);
+                MPI_Comm_free(&parent);
+            }
+            mt_kind_free(MT_KIND_DEVICE, s.p);
+            mt_kind_free(MT_KIND_DEVICE, r.p);
+        }
+        mt_check(ok, diag, "MPI_Comm_idup's id agreement inside a node team's setup (4 times): "
+                 "allgathers right, the communicators made work, none hung");
     }
     /* a root far ahead: rank 0 broadcasts 600 times from host memory (eager messages, it waits
      * for nobody) while the others, late, receive into device memory: they must still find
@@ -702,13 +913,14 @@ int main(int argc, char **argv)
         mt_check(ok, diag, "%s: 12 calls right%s, none hung", name,
                  promise ? "" : ", and 8 on any kinds (the promise broken)");
     }
+    drawn_add_up();
     tap_diag("%d communicators, %d calls", comms, calls);
     {
         char line[1024] = "";
         for (int c = 0; c < C_COUNT; ++c) {
             size_t used = strlen(line);
             snprintf(line + used, sizeof(line) - used, "%s%s %d", c ? ", " : "", coll_names[c],
-                     drawn[c]);
+                     drawn_all[c]);
         }
         tap_diag("calls of each kind (with the promises'): %s", line);
     }
