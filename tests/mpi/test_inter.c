@@ -13,11 +13,19 @@
  * layouts and buffers MPI_PROC_NULL ranks pass must keep their poison).  Finally
  * MPI_Intercomm_merge, and a device-buffer allreduce on the merged communicator.
  *
+ * With THREADS above 1 (MPI_THREAD_MULTIPLE), THREADS threads run all of it at once, each on
+ * intercommunicators of its own made from its own duplicate of MPI_COMM_WORLD; one check per
+ * thread then.
+ *
  * Run by inter.sh under several coll component lists (gpu,tuned among them: coll/gpu must
  * fill the intercommunicator's slots itself).
+ *
+ * Usage: test_inter [THREADS]
  */
 #include "mpitest.h"
 
+#include <pthread.h>
+#include <stdarg.h>
 #include <time.h>
 
 #define N 37        /* elements per block */
@@ -25,8 +33,49 @@
 #define POISON ((int32_t) 0x5A5A5A5A)
 
 static unsigned seed;
-static unsigned call_no;
+static _Thread_local unsigned call_no;
 static int have_dev;
+
+/* The threads mode: a thread's own world (a duplicate of MPI_COMM_WORLD) and its verdict. */
+typedef struct {
+    int index, ok, checks, device;
+    MPI_Comm world;
+    char diag[MT_DIAG_LEN];
+} worker_t;
+static _Thread_local worker_t *me; /* NULL: the one thread, a TAP check per case */
+
+static MPI_Comm world_comm(void)
+{
+    return NULL != me ? me->world : MPI_COMM_WORLD;
+}
+
+static void set_case(const char *name)
+{
+    if (NULL == me) {
+        mt_set_case(name);
+    }
+}
+
+/* A case's verdict: a TAP check (collective over MPI_COMM_WORLD) with one thread; with several,
+ * this thread's tally, reported when they are all done. */
+static int report(int ok, const char *diag, const char *fmt, ...)
+{
+    char line[256];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    if (NULL == me) {
+        return mt_check(ok, diag, "%s", line);
+    }
+    ++me->checks;
+    if (!ok) {
+        me->ok = 0;
+        mt_diag_add(me->diag, "thread %d, %s: %s; ", me->index, line, NULL != diag ? diag : "");
+    }
+    return ok;
+}
 
 /* Element i of what world rank w contributes in the case with salt s. */
 static int32_t val(unsigned s, int w, int i)
@@ -574,11 +623,11 @@ static int make_inter(ictx_t *c, const char *name, int (*color)(int))
         c->members[g][c->nmembers[g]++] = w;
     }
     c->group = color(mt_rank);
-    rc = MPI_Comm_split(MPI_COMM_WORLD, c->group, mt_rank, &local);
+    rc = MPI_Comm_split(world_comm(), c->group, mt_rank, &local);
     if (MPI_SUCCESS != rc) {
         return rc;
     }
-    rc = MPI_Intercomm_create(local, 0, MPI_COMM_WORLD, leader[1 - c->group], 77, &c->ic);
+    rc = MPI_Intercomm_create(local, 0, world_comm(), leader[1 - c->group], 77, &c->ic);
     MPI_Comm_free(&local);
     if (MPI_SUCCESS != rc) {
         c->ic = MPI_COMM_NULL;
@@ -601,16 +650,144 @@ static int color_even_odd(int w)
     return w % 2;
 }
 
+typedef struct {
+    const char *name;
+    int (*color)(int);
+} split_t;
+static const split_t splits[] = {{"1+rest", color_one_vs_rest}, {"even/odd", color_even_odd}};
+
+/* Every case on the intercommunicator of one split; *salt counts the cases. */
+static void run_split(const split_t *sp, unsigned *salt)
+{
+    ictx_t c;
+    int rc, ok;
+    char tag[96], diag[MT_DIAG_LEN];
+
+    set_case("MPI_Intercomm_create");
+    diag[0] = '\0';
+    rc = make_inter(&c, sp->name, sp->color);
+    if (MPI_SUCCESS != rc) {
+        mt_diag_add(diag, "%s", mt_mpi_error(rc));
+    }
+    snprintf(tag, sizeof(tag), "%s (%d+%d)", c.name, c.nmembers[0], c.nmembers[1]);
+    ok = report(MPI_SUCCESS == rc, diag, "MPI_Intercomm_create %s", tag);
+    if (NULL != me) {
+        /* every rank of this thread's world goes on, or none */
+        MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, me->world);
+    }
+    if (!ok) {
+        return;
+    }
+    for (int nb = 0; nb <= 1; ++nb) {
+        const char *b = nb ? "nonblocking" : "blocking";
+#define RUN(label, expr)                                                   \
+    do {                                                                   \
+        char case_name[200];                                               \
+        snprintf(case_name, sizeof(case_name), "%s %s %s", tag, b, label); \
+        set_case(case_name);                                               \
+        diag[0] = '\0';                                                    \
+        ++*salt;                                                           \
+        ok = (expr);                                                       \
+        report(ok, diag, "intercommunicator %s: %s %s", tag, b, label);    \
+    } while (0)
+        for (int rg = 0; rg <= 1; ++rg) {
+            char l[64];
+            snprintf(l, sizeof(l), "bcast, root in group %d", rg);
+            RUN(l, case_bcast(&c, nb, rg, *salt, diag));
+            snprintf(l, sizeof(l), "reduce, root in group %d", rg);
+            RUN(l, case_reduce(&c, nb, rg, *salt, diag));
+            snprintf(l, sizeof(l), "gather, root in group %d", rg);
+            RUN(l, case_gather(&c, nb, 0, rg, *salt, diag));
+            snprintf(l, sizeof(l), "gatherv, root in group %d", rg);
+            RUN(l, case_gather(&c, nb, 1, rg, *salt, diag));
+            snprintf(l, sizeof(l), "scatter, root in group %d", rg);
+            RUN(l, case_scatter(&c, nb, 0, rg, *salt, diag));
+            snprintf(l, sizeof(l), "scatterv, root in group %d", rg);
+            RUN(l, case_scatter(&c, nb, 1, rg, *salt, diag));
+        }
+        RUN("allreduce", case_allreduce(&c, nb, *salt, diag));
+        RUN("allgather", case_allgather(&c, nb, 0, *salt, diag));
+        RUN("allgatherv", case_allgather(&c, nb, 1, *salt, diag));
+        RUN("alltoall", case_alltoall(&c, nb, 0, *salt, diag));
+        RUN("alltoallv", case_alltoall(&c, nb, 1, *salt, diag));
+        RUN("alltoallw", case_alltoall(&c, nb, 2, *salt, diag));
+        RUN("reduce_scatter", case_reduce_scatter(&c, nb, 0, *salt, diag));
+        RUN("reduce_scatter_block", case_reduce_scatter(&c, nb, 1, *salt, diag));
+        RUN("barrier", case_barrier(&c, nb, diag));
+#undef RUN
+    }
+
+    /* merge, and a device allreduce over everyone */
+    {
+        MPI_Comm merged = MPI_COMM_NULL;
+        int32_t mine[N];
+        tb_t sb = {0}, rb = {0};
+
+        set_case("MPI_Intercomm_merge");
+        diag[0] = '\0';
+        ++*salt;
+        ok = 1;
+        rc = MPI_Intercomm_merge(c.ic, 1 == c.group, &merged);
+        CHECK_RC(rc);
+        for (int i = 0; i < N; ++i) {
+            mine[i] = val(*salt, mt_rank, i);
+        }
+        if (ok) {
+            MPI_Comm_set_errhandler(merged, MPI_ERRORS_RETURN);
+            ok = 0 == tb_new(&sb, N, mine) && 0 == tb_new(&rb, N, NULL);
+        }
+        if (ok) {
+            rc = MPI_Allreduce(sb.p, rb.p, N, MPI_INT32_T, MPI_SUM, merged);
+            CHECK_RC(rc);
+            ok = ok && 0 == tb_fetch(&rb);
+            for (int i = 0; ok && i < N; ++i) {
+                int32_t want = 0;
+                for (int w = 0; w < mt_size; ++w) {
+                    want += val(*salt, w, i);
+                }
+                ok = expect(diag, "merged allreduce", i, rb.h[i], want);
+            }
+        }
+        report(ok, diag, "MPI_Intercomm_merge %s, then MPI_Allreduce on it", tag);
+        tb_free(&sb);
+        tb_free(&rb);
+        if (MPI_COMM_NULL != merged) {
+            MPI_Comm_free(&merged);
+        }
+    }
+    set_case("MPI_Comm_free (intercommunicator)");
+    rc = MPI_Comm_free(&c.ic);
+    report(MPI_SUCCESS == rc, NULL, "MPI_Comm_free %s", tag);
+}
+
+static void *worker(void *arg)
+{
+    unsigned salt = 100000u * (unsigned) ((worker_t *) arg)->index;
+
+    me = arg;
+    if (have_dev && DEV_OK != dev_set_device(me->device)) {
+        /* it still takes part in every call, on the device it has */
+        mt_diag_add(me->diag, "thread %d: dev_set_device(%d): %s; ", me->index, me->device,
+                    dev_error_string());
+        me->ok = 0;
+    }
+    for (size_t sp = 0; sp < sizeof(splits) / sizeof(splits[0]); ++sp) {
+        run_split(&splits[sp], &salt);
+    }
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
-    static const struct {
-        const char *name;
-        int (*color)(int);
-    } splits[] = {{"1+rest", color_one_vs_rest}, {"even/odd", color_even_odd}};
-    char diag[MT_DIAG_LEN], why[300];
+    char why[300];
     unsigned salt = 0;
+    int threads = (argc > 1) ? atoi(argv[1]) : 1;
 
-    mt_init(&argc, &argv);
+    if (threads > 1) {
+        mt_init_threads(&argc, &argv);
+    } else {
+        mt_init(&argc, &argv);
+    }
     if (2 > mt_size || 64 < mt_size) {
         mt_skip_all("needs 2 to 64 ranks");
     }
@@ -619,105 +796,43 @@ int main(int argc, char **argv)
     MPI_Bcast(&seed, 1, MPI_UNSIGNED, 0, MPI_COMM_WORLD);
     {
         const char *coll = getenv("OMPI_MCA_coll");
-        tap_diag("%d ranks, coll components: %s, seed %u, buffers: %s", mt_size,
-                 coll ? coll : "(default)", seed, have_dev ? "host and device" : why);
+        tap_diag("%d ranks, %d thread(s), coll components: %s, seed %u, buffers: %s", mt_size,
+                 threads > 1 ? threads : 1, coll ? coll : "(default)", seed,
+                 have_dev ? "host and device" : why);
     }
 
+    if (threads > 1) {
+        worker_t *w = calloc((size_t) threads, sizeof(*w));
+        pthread_t *th = calloc((size_t) threads, sizeof(*th));
+        int device = 0;
+
+        if (have_dev && DEV_OK != dev_current_device(&device)) {
+            device = 0;
+        }
+        for (int t = 0; t < threads; ++t) {
+            w[t].index = t + 1;
+            w[t].ok = 1;
+            w[t].device = device;
+            MPI_Comm_dup(MPI_COMM_WORLD, &w[t].world);
+        }
+        for (int t = 0; t < threads; ++t) {
+            pthread_create(&th[t], NULL, worker, &w[t]);
+        }
+        for (int t = 0; t < threads; ++t) {
+            pthread_join(th[t], NULL);
+        }
+        for (int t = 0; t < threads; ++t) {
+            mt_set_case("a thread's intercommunicators");
+            mt_check(w[t].ok, w[t].diag, "thread %d of %d: %d intercommunicator checks right, "
+                     "the other threads' at once", t + 1, threads, w[t].checks);
+            MPI_Comm_free(&w[t].world);
+        }
+        free(w);
+        free(th);
+        return mt_finish();
+    }
     for (size_t sp = 0; sp < sizeof(splits) / sizeof(splits[0]); ++sp) {
-        ictx_t c;
-        int rc, ok;
-        char tag[96];
-
-        mt_set_case("MPI_Intercomm_create");
-        diag[0] = '\0';
-        rc = make_inter(&c, splits[sp].name, splits[sp].color);
-        if (MPI_SUCCESS != rc) {
-            mt_diag_add(diag, "%s", mt_mpi_error(rc));
-        }
-        snprintf(tag, sizeof(tag), "%s (%d+%d)", c.name, c.nmembers[0], c.nmembers[1]);
-        if (!mt_check(MPI_SUCCESS == rc, diag, "MPI_Intercomm_create %s", tag)) {
-            continue;
-        }
-        for (int nb = 0; nb <= 1; ++nb) {
-            const char *b = nb ? "nonblocking" : "blocking";
-#define RUN(label, expr)                                                     \
-    do {                                                                     \
-        char case_name[200];                                                 \
-        snprintf(case_name, sizeof(case_name), "%s %s %s", tag, b, label);   \
-        mt_set_case(case_name);                                              \
-        diag[0] = '\0';                                                      \
-        ++salt;                                                              \
-        ok = (expr);                                                         \
-        mt_check(ok, diag, "intercommunicator %s: %s %s", tag, b, label);    \
-    } while (0)
-            for (int rg = 0; rg <= 1; ++rg) {
-                char l[64];
-                snprintf(l, sizeof(l), "bcast, root in group %d", rg);
-                RUN(l, case_bcast(&c, nb, rg, salt, diag));
-                snprintf(l, sizeof(l), "reduce, root in group %d", rg);
-                RUN(l, case_reduce(&c, nb, rg, salt, diag));
-                snprintf(l, sizeof(l), "gather, root in group %d", rg);
-                RUN(l, case_gather(&c, nb, 0, rg, salt, diag));
-                snprintf(l, sizeof(l), "gatherv, root in group %d", rg);
-                RUN(l, case_gather(&c, nb, 1, rg, salt, diag));
-                snprintf(l, sizeof(l), "scatter, root in group %d", rg);
-                RUN(l, case_scatter(&c, nb, 0, rg, salt, diag));
-                snprintf(l, sizeof(l), "scatterv, root in group %d", rg);
-                RUN(l, case_scatter(&c, nb, 1, rg, salt, diag));
-            }
-            RUN("allreduce", case_allreduce(&c, nb, salt, diag));
-            RUN("allgather", case_allgather(&c, nb, 0, salt, diag));
-            RUN("allgatherv", case_allgather(&c, nb, 1, salt, diag));
-            RUN("alltoall", case_alltoall(&c, nb, 0, salt, diag));
-            RUN("alltoallv", case_alltoall(&c, nb, 1, salt, diag));
-            RUN("alltoallw", case_alltoall(&c, nb, 2, salt, diag));
-            RUN("reduce_scatter", case_reduce_scatter(&c, nb, 0, salt, diag));
-            RUN("reduce_scatter_block", case_reduce_scatter(&c, nb, 1, salt, diag));
-            RUN("barrier", case_barrier(&c, nb, diag));
-#undef RUN
-        }
-
-        /* merge, and a device allreduce over everyone */
-        {
-            MPI_Comm merged = MPI_COMM_NULL;
-            int32_t mine[N];
-            tb_t sb = {0}, rb = {0};
-
-            mt_set_case("MPI_Intercomm_merge");
-            diag[0] = '\0';
-            ++salt;
-            ok = 1;
-            rc = MPI_Intercomm_merge(c.ic, 1 == c.group, &merged);
-            CHECK_RC(rc);
-            for (int i = 0; i < N; ++i) {
-                mine[i] = val(salt, mt_rank, i);
-            }
-            if (ok) {
-                MPI_Comm_set_errhandler(merged, MPI_ERRORS_RETURN);
-                ok = 0 == tb_new(&sb, N, mine) && 0 == tb_new(&rb, N, NULL);
-            }
-            if (ok) {
-                rc = MPI_Allreduce(sb.p, rb.p, N, MPI_INT32_T, MPI_SUM, merged);
-                CHECK_RC(rc);
-                ok = ok && 0 == tb_fetch(&rb);
-                for (int i = 0; ok && i < N; ++i) {
-                    int32_t want = 0;
-                    for (int w = 0; w < mt_size; ++w) {
-                        want += val(salt, w, i);
-                    }
-                    ok = expect(diag, "merged allreduce", i, rb.h[i], want);
-                }
-            }
-            mt_check(ok, diag, "MPI_Intercomm_merge %s, then MPI_Allreduce on it", tag);
-            tb_free(&sb);
-            tb_free(&rb);
-            if (MPI_COMM_NULL != merged) {
-                MPI_Comm_free(&merged);
-            }
-        }
-        mt_set_case("MPI_Comm_free (intercommunicator)");
-        rc = MPI_Comm_free(&c.ic);
-        mt_check(MPI_SUCCESS == rc, NULL, "MPI_Comm_free %s", tag);
+        run_split(&splits[sp], &salt);
     }
     return mt_finish();
 }
