@@ -23,6 +23,7 @@
 #define COLL_GPU_MPITEST_H
 
 #include <mpi.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -292,6 +293,20 @@ static inline void mt_init_threads(int *argc, char ***argv)
     if (MPI_THREAD_MULTIPLE != provided) {
         mt_skip_all("MPI_THREAD_MULTIPLE not provided");
     }
+}
+
+/* Run fn on n threads at once, thread t on the item at items + t * size, and wait for all. */
+static inline void mt_threads_run(int n, void *(*fn)(void *), void *items, size_t size)
+{
+    pthread_t *th = calloc((size_t) n, sizeof(*th));
+
+    for (int t = 0; t < n; ++t) {
+        pthread_create(&th[t], NULL, fn, (char *) items + (size_t) t * size);
+    }
+    for (int t = 0; t < n; ++t) {
+        pthread_join(th[t], NULL);
+    }
+    free(th);
 }
 
 /* ---- memory ------------------------------------------------------------------------------ */

@@ -9,8 +9,6 @@
  *
  * Usage: test_hier_threads [chunk_bytes]
  */
-#include <pthread.h>
-
 #include "mpitest.h"
 
 #define NTHREADS 2
@@ -121,7 +119,6 @@ int main(int argc, char **argv)
     char why[300];
     size_t chunk = (argc > 1) ? (size_t) strtoull(argv[1], NULL, 10) : 4096;
     worker_t w[NTHREADS];
-    pthread_t th[NTHREADS];
 
     mt_init_threads(&argc, &argv);
     if (!mt_device_open(why, sizeof(why))) {
@@ -138,12 +135,7 @@ int main(int argc, char **argv)
         MPI_Comm_dup(MPI_COMM_WORLD, &w[t].comm);
         MPI_Comm_set_errhandler(w[t].comm, MPI_ERRORS_RETURN);
     }
-    for (int t = 0; t < NTHREADS; ++t) {
-        pthread_create(&th[t], NULL, worker, &w[t]);
-    }
-    for (int t = 0; t < NTHREADS; ++t) {
-        pthread_join(th[t], NULL);
-    }
+    mt_threads_run(NTHREADS, worker, w, sizeof(w[0]));
     for (int t = 0; t < NTHREADS; ++t) {
         mt_check(w[t].ok, w[t].diag, "thread %d: %d allreduce + bcast of %zu int32 on its own "
                  "communicator, concurrently with the other thread", t, ITERS, w[t].count);

@@ -24,7 +24,6 @@
  */
 #include "mpitest.h"
 
-#include <pthread.h>
 #include <stdarg.h>
 #include <time.h>
 
@@ -803,7 +802,6 @@ int main(int argc, char **argv)
 
     if (threads > 1) {
         worker_t *w = calloc((size_t) threads, sizeof(*w));
-        pthread_t *th = calloc((size_t) threads, sizeof(*th));
         int device = 0;
 
         if (have_dev && DEV_OK != dev_current_device(&device)) {
@@ -815,12 +813,7 @@ int main(int argc, char **argv)
             w[t].device = device;
             MPI_Comm_dup(MPI_COMM_WORLD, &w[t].world);
         }
-        for (int t = 0; t < threads; ++t) {
-            pthread_create(&th[t], NULL, worker, &w[t]);
-        }
-        for (int t = 0; t < threads; ++t) {
-            pthread_join(th[t], NULL);
-        }
+        mt_threads_run(threads, worker, w, sizeof(*w));
         for (int t = 0; t < threads; ++t) {
             mt_set_case("a thread's intercommunicators");
             mt_check(w[t].ok, w[t].diag, "thread %d of %d: %d intercommunicator checks right, "
@@ -828,7 +821,6 @@ int main(int argc, char **argv)
             MPI_Comm_free(&w[t].world);
         }
         free(w);
-        free(th);
         return mt_finish();
     }
     for (size_t sp = 0; sp < sizeof(splits) / sizeof(splits[0]); ++sp) {

@@ -41,7 +41,6 @@
  * Usage: test_kinds_sweep [SEED [ROUNDS [THREADS]]]   (the seed is printed; 0 or none: from the
  *        clock)
  */
-#include <pthread.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -699,7 +698,6 @@ int main(int argc, char **argv)
 
     if (threads > 1) {
         sweeper_t *w = calloc((size_t) threads, sizeof(*w));
-        pthread_t *th = calloc((size_t) threads, sizeof(*th));
         int device = 0;
 
         if (DEV_OK != dev_current_device(&device)) {
@@ -712,12 +710,7 @@ int main(int argc, char **argv)
             MPI_Comm_dup(MPI_COMM_WORLD, &w[t].parent);
             MPI_Comm_dup(MPI_COMM_WORLD, &w[t].agree);
         }
-        for (int t = 0; t < threads; ++t) {
-            pthread_create(&th[t], NULL, sweeper, &w[t]);
-        }
-        for (int t = 0; t < threads; ++t) {
-            pthread_join(th[t], NULL);
-        }
+        mt_threads_run(threads, sweeper, w, sizeof(*w));
         for (int t = 0; t < threads; ++t) {
             char name[160];
             snprintf(name, sizeof(name), "thread %d of %d, its own communicators", t + 1,
@@ -732,7 +725,6 @@ int main(int argc, char **argv)
             MPI_Comm_free(&w[t].agree);
         }
         free(w);
-        free(th);
         rounds = 0; /* the single-threaded sweep below: done by the threads */
     }
     for (int round = 0; round < rounds; ++round) {
