@@ -43,7 +43,7 @@ device() {
         -c allreduce,bcast -t float -o sum -b 8 -e 8 -B mpi -n 1000 -w 100 -F 2>&1)
     echo "$out" | grep -E '^ +8 ' | sed "s/^/$side /"
     echo "$out" | awk '/^# allreduce/ { c = "ar" } /^# bcast/ { c = "bc" }
-        /^ +8 / && c { print $7 > "'"$tmp/$side"'-" c }'
+        /^ +8 / && c { print $7 >> "'"$tmp/$side"'-" c }'
 }
 
 median() {
