@@ -754,19 +754,19 @@ int main(int argc, char **argv)
 
         mt_set_case("MPI_Comm_idup's id agreement inside a node team's setup");
         for (int k = 0; k < 4; ++k) {
-            MPI_Comm parent, fresh, dup;
-            MPI_Request req;
-            buf_t s = {NULL, MT_KIND_DEVICE}, r = {NULL, MT_KIND_DEVICE};
+            MPI_Comm parent, fresh, dup = MPI_COMM_NULL;
+            MPI_Request req = MPI_REQUEST_NULL;
+            void *sdev, *rdev;
             int made;
 
             ++call_no;
             for (size_t i = 0; i < n; ++i) {
                 tmp[i] = value(mt_rank, i);
             }
-            s.p = mt_kind_alloc(MT_KIND_DEVICE, n * sizeof(int32_t));
-            r.p = mt_kind_alloc(MT_KIND_DEVICE, n * (size_t) mt_size * sizeof(int32_t));
-            made = NULL != s.p && NULL != r.p
-                   && DEV_OK == dev_memcpy(s.p, tmp, n * sizeof(int32_t));
+            sdev = mt_kind_alloc(MT_KIND_DEVICE, n * sizeof(int32_t));
+            rdev = mt_kind_alloc(MT_KIND_DEVICE, n * (size_t) mt_size * sizeof(int32_t));
+            made = NULL != sdev && NULL != rdev
+                   && DEV_OK == dev_memcpy(sdev, tmp, n * sizeof(int32_t));
             if (!mt_agree(made)) {
                 mt_diag_add(diag, "buffers could not be made; ");
                 ok = 0;
@@ -775,15 +775,16 @@ int main(int argc, char **argv)
                 MPI_Comm_dup(MPI_COMM_WORLD, &fresh);
                 MPI_Comm_set_errhandler(parent, MPI_ERRORS_RETURN);
                 MPI_Comm_set_errhandler(fresh, MPI_ERRORS_RETURN);
-                /* the parent's calls follow device memory: its iallreduces take the team */
-                ok &= MPI_SUCCESS == MPI_Allreduce(MPI_IN_PLACE, r.p, (int) n, MPI_INT,
-                                                   MPI_SUM, parent);
+                /* the parent's calls follow device memory: its iallreduces take the team (the
+                 * sum lands where the allgather writes next) */
+                ok &= MPI_SUCCESS == MPI_Allreduce(sdev, rdev, (int) n, MPI_INT, MPI_SUM,
+                                                   parent);
                 ok &= MPI_SUCCESS == MPI_Comm_idup(parent, &dup, &req);
                 /* the fresh communicator's first device call sets its node team up */
-                ok &= MPI_SUCCESS == MPI_Allgather(s.p, (int) n, MPI_INT, r.p, (int) n,
+                ok &= MPI_SUCCESS == MPI_Allgather(sdev, (int) n, MPI_INT, rdev, (int) n,
                                                    MPI_INT, fresh);
                 ok &= MPI_SUCCESS == MPI_Wait(&req, MPI_STATUS_IGNORE);
-                ok &= DEV_OK == dev_memcpy(want, r.p, n * (size_t) mt_size * sizeof(int32_t));
+                ok &= DEV_OK == dev_memcpy(want, rdev, n * (size_t) mt_size * sizeof(int32_t));
                 for (int p = 0; ok && p < mt_size; ++p) {
                     for (size_t i = 0; i < n; ++i) {
                         if (want[(size_t) p * n + i] != value(p, i)) {
@@ -808,8 +809,8 @@ int main(int argc, char **argv)
                 MPI_Comm_free(&fresh);
                 MPI_Comm_free(&parent);
             }
-            mt_kind_free(MT_KIND_DEVICE, s.p);
-            mt_kind_free(MT_KIND_DEVICE, r.p);
+            mt_kind_free(MT_KIND_DEVICE, sdev);
+            mt_kind_free(MT_KIND_DEVICE, rdev);
         }
         mt_check(ok, diag, "MPI_Comm_idup's id agreement inside a node team's setup (4 times): "
                  "allgathers right, the communicators made work, none hung");
