@@ -58,26 +58,26 @@ diffmed() {
 }
 
 echo "# kinds-cost.sh: old $old, new $new, $rounds rounds, 2 ranks, $(nvidia-smi -L | wc -l) GPU(s)"
+# host_sides MEASURE [ARGS]: the three sides of one host measure in round i's order
+host_sides() {
+    local measure=$1 k
+    shift
+    for k in 0 1 2; do
+        case $(( (i + k) % 3 )) in
+        1) host "$measure-stock" - "$@" ;;
+        2) host "$measure-old" "$old" "$@" ;;
+        0) host "$measure-new" "$new" "$@" ;;
+        esac
+    done
+}
 # each round runs the three sides in another order (stock old new, old new stock, new stock
 # old), and the two device sides in turn, so that no side is always first or last: on a GPU VM
 # whose runs drifted by up to 250 ns between rounds, the new side, always last, read 86 ns over
 # the old, which callgrind counts 60 instructions more than the new
 for i in $(seq 1 "$rounds"); do
     echo "## round $i"
-    for k in 0 1 2; do
-        case $(( (i + k) % 3 )) in
-        1) host har-stock - ;;
-        2) host har-old "$old" ;;
-        0) host har-new "$new" ;;
-        esac
-    done
-    for k in 0 1 2; do
-        case $(( (i + k) % 3 )) in
-        1) host hbc-stock - -c ;;
-        2) host hbc-old "$old" -c ;;
-        0) host hbc-new "$new" -c ;;
-        esac
-    done
+    host_sides har
+    host_sides hbc -c
     if [ $(( i % 2 )) -eq 1 ]; then
         device dold "$old"
         device dnew "$new"

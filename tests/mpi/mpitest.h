@@ -255,18 +255,24 @@ static inline int mt_device_open(char *why, size_t len)
 }
 
 /*
- * Every rank's local verdict (set-up of buffers, a device call) reduced over MPI_COMM_WORLD:
- * 1 when it is 1 on every rank.  Called before a collective whose set-up may fail on one rank,
- * so that no rank leaves the case while its peers enter the collective and wait for it.
+ * Every rank's local verdict (set-up of buffers, a device call) reduced over comm (mt_agree:
+ * MPI_COMM_WORLD): 1 when it is 1 on every rank.  Called before a collective whose set-up may
+ * fail on one rank, so that no rank leaves the case while its peers enter the collective and
+ * wait for it.
  */
-static inline int mt_agree(int ok)
+static inline int mt_agree_on(MPI_Comm comm, int ok)
 {
     int all_ok = 0;
     ok = ok ? 1 : 0;
-    if (MPI_SUCCESS != MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD)) {
+    if (MPI_SUCCESS != MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, comm)) {
         all_ok = 0;
     }
     return all_ok;
+}
+
+static inline int mt_agree(int ok)
+{
+    return mt_agree_on(MPI_COMM_WORLD, ok);
 }
 
 /* tap.h's skip for an MPI program: the skip plan (rank 0), MPI_Finalize, exit 0 on every rank.
@@ -293,20 +299,6 @@ static inline void mt_init_threads(int *argc, char ***argv)
     if (MPI_THREAD_MULTIPLE != provided) {
         mt_skip_all("MPI_THREAD_MULTIPLE not provided");
     }
-}
-
-/* Run fn on n threads at once, thread t on the item at items + t * size, and wait for all. */
-static inline void mt_threads_run(int n, void *(*fn)(void *), void *items, size_t size)
-{
-    pthread_t *th = calloc((size_t) n, sizeof(*th));
-
-    for (int t = 0; t < n; ++t) {
-        pthread_create(&th[t], NULL, fn, (char *) items + (size_t) t * size);
-    }
-    for (int t = 0; t < n; ++t) {
-        pthread_join(th[t], NULL);
-    }
-    free(th);
 }
 
 /* ---- memory ------------------------------------------------------------------------------ */
@@ -440,6 +432,47 @@ static inline void mt_diag_add(char *diag, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(diag + used, MT_DIAG_LEN - used, fmt, ap);
     va_end(ap);
+}
+
+typedef struct {
+    void *(*fn)(void *);
+    void *item;
+    int device, on_device; /* on_device: -1 no device in the process, 0 not set, 1 set */
+} mt_thread_t;
+
+static inline void *mt_thread_start(void *arg)
+{
+    mt_thread_t *t = arg;
+    if (0 <= t->on_device) {
+        t->on_device = DEV_OK == dev_set_device(t->device);
+    }
+    return t->fn(t->item); /* on any device: the thread takes part in every call all the same */
+}
+
+/* Run fn on n threads at once, thread t on the item at items + t * size, and wait for all.
+ * Each thread first takes the caller's device (CUDA's current device is per thread, and a new
+ * thread starts on device 0).  Returns 1, or 0 with why in diag where a thread could not. */
+static inline int mt_threads_run(int n, void *(*fn)(void *), void *items, size_t size,
+                                 char *diag)
+{
+    pthread_t *th = calloc((size_t) n, sizeof(*th));
+    mt_thread_t *ts = calloc((size_t) n, sizeof(*ts));
+    int device = 0, has = DEV_OK == dev_current_device(&device), all = 1;
+
+    for (int t = 0; t < n; ++t) {
+        ts[t] = (mt_thread_t){fn, (char *) items + (size_t) t * size, device, has ? 0 : -1};
+        pthread_create(&th[t], NULL, mt_thread_start, &ts[t]);
+    }
+    for (int t = 0; t < n; ++t) {
+        pthread_join(th[t], NULL);
+        if (0 == ts[t].on_device) {
+            mt_diag_add(diag, "thread %d of %d could not take device %d; ", t + 1, n, device);
+            all = 0;
+        }
+    }
+    free(ts);
+    free(th);
+    return all;
 }
 
 /*

@@ -14,10 +14,6 @@
 #define NTHREADS 2
 #define ITERS 20
 
-/* The device the main thread works on: a new thread starts on device 0 (CUDA's current device
- * is per thread), so each worker sets it first. */
-static int main_device;
-
 typedef struct {
     int id;
     MPI_Comm comm;
@@ -51,12 +47,6 @@ static void *worker(void *arg)
     void *sbuf, *rbuf;
     int rc;
 
-    if (DEV_OK != dev_set_device(main_device)) {
-        mt_diag_add(w->diag, "thread %d: dev_set_device(%d): %s", w->id, main_device,
-                    dev_error_string());
-        w->ok = 0;
-        return NULL;
-    }
     exp = malloc(bytes);
     tmp = malloc(bytes);
     got = malloc(bytes);
@@ -119,13 +109,12 @@ int main(int argc, char **argv)
     char why[300];
     size_t chunk = (argc > 1) ? (size_t) strtoull(argv[1], NULL, 10) : 4096;
     worker_t w[NTHREADS];
+    char devdiag[MT_DIAG_LEN] = "";
+    int on_device;
 
     mt_init_threads(&argc, &argv);
     if (!mt_device_open(why, sizeof(why))) {
         mt_skip_all(why);
-    }
-    if (DEV_OK != dev_current_device(&main_device)) {
-        main_device = 0;
     }
     tap_diag("%d ranks, %d threads, device buffers, chunk %zu B", mt_size, NTHREADS, chunk);
     for (int t = 0; t < NTHREADS; ++t) {
@@ -135,10 +124,11 @@ int main(int argc, char **argv)
         MPI_Comm_dup(MPI_COMM_WORLD, &w[t].comm);
         MPI_Comm_set_errhandler(w[t].comm, MPI_ERRORS_RETURN);
     }
-    mt_threads_run(NTHREADS, worker, w, sizeof(w[0]));
+    on_device = mt_threads_run(NTHREADS, worker, w, sizeof(w[0]), devdiag);
     for (int t = 0; t < NTHREADS; ++t) {
-        mt_check(w[t].ok, w[t].diag, "thread %d: %d allreduce + bcast of %zu int32 on its own "
-                 "communicator, concurrently with the other thread", t, ITERS, w[t].count);
+        mt_check(w[t].ok && on_device, on_device ? w[t].diag : devdiag,
+                 "thread %d: %d allreduce + bcast of %zu int32 on its own communicator, "
+                 "concurrently with the other thread", t, ITERS, w[t].count);
         MPI_Comm_free(&w[t].comm);
     }
     return mt_finish();

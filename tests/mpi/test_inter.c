@@ -37,7 +37,7 @@ static int have_dev;
 
 /* The threads mode: a thread's own world (a duplicate of MPI_COMM_WORLD) and its verdict. */
 typedef struct {
-    int index, ok, checks, device;
+    int index, ok, checks;
     MPI_Comm world;
     char diag[MT_DIAG_LEN];
 } worker_t;
@@ -671,8 +671,7 @@ static void run_split(const split_t *sp, unsigned *salt)
     snprintf(tag, sizeof(tag), "%s (%d+%d)", c.name, c.nmembers[0], c.nmembers[1]);
     ok = report(MPI_SUCCESS == rc, diag, "MPI_Intercomm_create %s", tag);
     if (NULL != me) {
-        /* every rank of this thread's world goes on, or none */
-        MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, me->world);
+        ok = mt_agree_on(me->world, ok); /* every rank of this thread's world goes on, or none */
     }
     if (!ok) {
         return;
@@ -764,12 +763,6 @@ static void *worker(void *arg)
     unsigned salt = 100000u * (unsigned) ((worker_t *) arg)->index;
 
     me = arg;
-    if (have_dev && DEV_OK != dev_set_device(me->device)) {
-        /* it still takes part in every call, on the device it has */
-        mt_diag_add(me->diag, "thread %d: dev_set_device(%d): %s; ", me->index, me->device,
-                    dev_error_string());
-        me->ok = 0;
-    }
     for (size_t sp = 0; sp < sizeof(splits) / sizeof(splits[0]); ++sp) {
         run_split(&splits[sp], &salt);
     }
@@ -802,21 +795,19 @@ int main(int argc, char **argv)
 
     if (threads > 1) {
         worker_t *w = calloc((size_t) threads, sizeof(*w));
-        int device = 0;
+        char devdiag[MT_DIAG_LEN] = "";
+        int on_device;
 
-        if (have_dev && DEV_OK != dev_current_device(&device)) {
-            device = 0;
-        }
         for (int t = 0; t < threads; ++t) {
             w[t].index = t + 1;
             w[t].ok = 1;
-            w[t].device = device;
             MPI_Comm_dup(MPI_COMM_WORLD, &w[t].world);
         }
-        mt_threads_run(threads, worker, w, sizeof(*w));
+        on_device = mt_threads_run(threads, worker, w, sizeof(*w), devdiag);
         for (int t = 0; t < threads; ++t) {
             mt_set_case("a thread's intercommunicators");
-            mt_check(w[t].ok, w[t].diag, "thread %d of %d: %d intercommunicator checks right, "
+            mt_check(w[t].ok && on_device, on_device ? w[t].diag : devdiag,
+                     "thread %d of %d: %d intercommunicator checks right, "
                      "the other threads' at once", t + 1, threads, w[t].checks);
             MPI_Comm_free(&w[t].world);
         }

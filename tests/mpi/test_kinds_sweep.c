@@ -324,8 +324,7 @@ static int one_call(MPI_Comm comm, const int *world_of, coll_t c, int root, size
     if (0 != buf_new(&r, rn, tmp)) {
         ok = 0;
     }
-    if (MPI_SUCCESS != MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, agree_comm)
-        || !ok) {
+    if (!mt_agree_on(agree_comm, ok)) {
         ok = 0;
         mt_diag_add(diag, "%s: buffers of %zu ints could not be made; ", coll_names[c], rn);
         goto out;
@@ -629,7 +628,7 @@ static void seed_thread(int index)
 
 /* The threads mode: each thread its sweep on communicators from its own parent. */
 typedef struct {
-    int index, rounds, device, ok, calls;
+    int index, rounds, ok, calls;
     MPI_Comm parent, agree;
     char diag[MT_DIAG_LEN];
 } sweeper_t;
@@ -641,12 +640,6 @@ static void *sweeper(void *arg)
     int32_t *want = malloc(MAX_COUNT * (size_t) mt_size * sizeof(int32_t));
 
     w->ok = 1;
-    if (DEV_OK != dev_set_device(w->device)) {
-        /* the thread still takes part in every call, on the device it has */
-        mt_diag_add(w->diag, "thread %d: dev_set_device(%d): %s; ", w->index, w->device,
-                    dev_error_string());
-        w->ok = 0;
-    }
     seed_thread(w->index);
     agree_comm = w->agree;
     for (int round = 0; round < w->rounds; ++round) {
@@ -698,25 +691,22 @@ int main(int argc, char **argv)
 
     if (threads > 1) {
         sweeper_t *w = calloc((size_t) threads, sizeof(*w));
-        int device = 0;
+        char devdiag[MT_DIAG_LEN] = "";
+        int on_device;
 
-        if (DEV_OK != dev_current_device(&device)) {
-            device = 0;
-        }
         for (int t = 0; t < threads; ++t) {
             w[t].index = t + 1;
             w[t].rounds = rounds;
-            w[t].device = device;
             MPI_Comm_dup(MPI_COMM_WORLD, &w[t].parent);
             MPI_Comm_dup(MPI_COMM_WORLD, &w[t].agree);
         }
-        mt_threads_run(threads, sweeper, w, sizeof(*w));
+        on_device = mt_threads_run(threads, sweeper, w, sizeof(*w), devdiag);
         for (int t = 0; t < threads; ++t) {
             char name[160];
             snprintf(name, sizeof(name), "thread %d of %d, its own communicators", t + 1,
                      threads);
             mt_set_case(name);
-            mt_check(w[t].ok, w[t].diag,
+            mt_check(w[t].ok && on_device, on_device ? w[t].diag : devdiag,
                      "%s: %d calls of random kinds per rank right, none hung, %d threads at "
                      "once", name, w[t].calls, threads);
             calls += w[t].calls;
@@ -725,20 +715,21 @@ int main(int argc, char **argv)
             MPI_Comm_free(&w[t].agree);
         }
         free(w);
-        rounds = 0; /* the single-threaded sweep below: done by the threads */
-    }
-    for (int round = 0; round < rounds; ++round) {
-        for (int how = 0; how < 4; ++how) {
-            char diag[MT_DIAG_LEN] = "", name[160];
-            int ncalls, ok;
+    } else {
+        for (int round = 0; round < rounds; ++round) {
+            for (int how = 0; how < 4; ++how) {
+                char diag[MT_DIAG_LEN] = "", name[160];
+                int ncalls, ok;
 
-            snprintf(name, sizeof(name), "round %d, a communicator by %s", round, hows[how]);
-            mt_set_case(name);
-            ok = sweep_comm(MPI_COMM_WORLD, how, tmp, want, diag, &ncalls);
-            calls += ncalls;
-            ++comms;
-            mt_check(ok, diag, "%s: %d calls of random kinds per rank right, none hung", name,
-                     ncalls);
+                snprintf(name, sizeof(name), "round %d, a communicator by %s", round,
+                         hows[how]);
+                mt_set_case(name);
+                ok = sweep_comm(MPI_COMM_WORLD, how, tmp, want, diag, &ncalls);
+                calls += ncalls;
+                ++comms;
+                mt_check(ok, diag, "%s: %d calls of random kinds per rank right, none hung",
+                         name, ncalls);
+            }
         }
     }
     /* Open MPI's nonblocking calls inside ours: MPI_Comm_idup agrees the new communicator's id
